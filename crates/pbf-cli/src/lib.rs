@@ -1,0 +1,128 @@
+//! What every tool binary shares, so each `main.rs` is one line and each tool
+//! crate holds only its own policy: the main wrapper with the toolkit's exit
+//! codes (0 success, 1 failure, 2 usage; a broken pipe is a quiet 0),
+//! `-` for stdin/stdout, progress bars that appear only on a terminal, and
+//! parsing of common option values.
+#![deny(missing_docs)]
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{ArgMatches, Command};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Exit status for "the answer is no" (for example `--check` on an unsorted file).
+pub const EXIT_NO: u8 = 1;
+
+/// Parse arguments with `command`, call `run`, and turn its result into an
+/// exit code. Errors print one line, `NAME: error: CAUSE: CAUSE...`.
+pub fn main(name: &str, command: Command, run: fn(&ArgMatches) -> anyhow::Result<ExitCode>) -> ExitCode {
+    let matches = match command.try_get_matches() {
+        Ok(m) => m,
+        Err(e) => e.exit(),
+    };
+    match run(&matches) {
+        Ok(code) => code,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{name}: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// True when any cause in the chain is a broken pipe.
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|c| c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
+}
+
+/// Open an input: a path, or standard input for `-`.
+pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead>> {
+    if path == "-" {
+        return Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin())));
+    }
+    let f = File::open(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    Ok(Box::new(BufReader::with_capacity(1 << 16, f)))
+}
+
+/// Display name of an input for error messages.
+pub fn input_name(path: &str) -> &str {
+    if path == "-" { "<stdin>" } else { path }
+}
+
+/// Buffered standard output.
+pub fn stdout() -> BufWriter<io::Stdout> {
+    BufWriter::with_capacity(1 << 16, io::stdout())
+}
+
+/// A byte-count progress bar on stderr, drawn only when stderr is a terminal
+/// and `quiet` is false; otherwise a hidden bar that costs nothing.
+pub fn progress(total_bytes: u64, message: &str, quiet: bool) -> ProgressBar {
+    if quiet || !io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_message(message.to_owned());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Print a diagnostic line on stderr, prefixed with the tool name.
+pub fn warn(name: &str, msg: impl std::fmt::Display) {
+    let mut e = io::stderr().lock();
+    let _ = writeln!(e, "{name}: {msg}");
+}
+
+/// Parse a size such as `512M`, `1G`, `1GiB`, `64k` or plain bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
+    let mult: u64 = match unit.to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return Err(format!("invalid size unit in '{s}' (use k, M, G or T)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// Number of worker threads: `-j N`, or all cores when 0 or absent.
+pub fn jobs(n: Option<usize>) -> usize {
+    match n {
+        Some(n) if n > 0 => n,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("1X").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn broken_pipe_is_recognised() {
+        let e = anyhow::Error::from(io::Error::from(io::ErrorKind::BrokenPipe)).context("writing");
+        assert!(is_broken_pipe(&e));
+        assert!(!is_broken_pipe(&anyhow::anyhow!("other")));
+    }
+}

@@ -1,0 +1,253 @@
+//! Blob bodies: the `Blob` message and its compressions. Reading supports raw,
+//! zlib, zstd and lz4; lzma and bzip2 are reported as unsupported. Writing
+//! supports raw, zlib (the default everywhere, readable by every tool), zstd
+//! and lz4. Inflated sizes are bounded by `raw_size` and by [`MAX_RAW_SIZE`].
+
+use std::fmt;
+use std::io::Read;
+use std::str::FromStr;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::{self, Reader, Value};
+
+/// Largest uncompressed block we accept.
+pub const MAX_RAW_SIZE: usize = 32 * 1024 * 1024;
+
+/// How a blob body is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    /// Uncompressed (`raw`).
+    None,
+    /// zlib at a level 0..=9.
+    Zlib(u32),
+    /// zstd at a level 1..=22.
+    Zstd(i32),
+    /// lz4 block format.
+    Lz4,
+}
+
+impl Default for Compression {
+    fn default() -> Compression {
+        Compression::Zlib(6)
+    }
+}
+
+impl Compression {
+    /// The name used in the index stream ("raw", "zlib", "zstd", "lz4").
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "raw",
+            Compression::Zlib(_) => "zlib",
+            Compression::Zstd(_) => "zstd",
+            Compression::Lz4 => "lz4",
+        }
+    }
+}
+
+impl fmt::Display for Compression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Compression::None => write!(f, "none"),
+            Compression::Zlib(l) => write!(f, "zlib:{l}"),
+            Compression::Zstd(l) => write!(f, "zstd:{l}"),
+            Compression::Lz4 => write!(f, "lz4"),
+        }
+    }
+}
+
+impl FromStr for Compression {
+    type Err = String;
+
+    /// Parse `none`, `zlib[:0-9]`, `zstd[:1-22]` or `lz4`.
+    fn from_str(s: &str) -> std::result::Result<Compression, String> {
+        let (name, level) = match s.split_once(':') {
+            Some((n, l)) => (n, Some(l)),
+            None => (s, None),
+        };
+        let level_in = |lo: i64, hi: i64, default: i64| -> std::result::Result<i64, String> {
+            let Some(l) = level else { return Ok(default) };
+            match l.parse::<i64>() {
+                Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+                _ => Err(format!("compression level for {name} must be {lo}..={hi}, got '{l}'")),
+            }
+        };
+        match name {
+            "none" | "raw" if level.is_none() => Ok(Compression::None),
+            "zlib" => Ok(Compression::Zlib(level_in(0, 9, 6)? as u32)),
+            "zstd" => Ok(Compression::Zstd(level_in(1, 22, 3)? as i32)),
+            "lz4" if level.is_none() => Ok(Compression::Lz4),
+            _ => Err(format!("unknown compression '{s}' (expected none, zlib[:0-9], zstd[:1-22] or lz4)")),
+        }
+    }
+}
+
+/// What a Blob holds, read without decompressing.
+#[derive(Clone, Copy, Debug)]
+pub struct BlobData<'a> {
+    /// Field name of the data: "raw", "zlib", "lzma", "bzip2", "lz4" or "zstd".
+    pub compression: &'static str,
+    /// Declared uncompressed size, when given.
+    pub raw_size: Option<u64>,
+    /// The stored (possibly compressed) bytes.
+    pub data: &'a [u8],
+}
+
+/// Parse a Blob message without decompressing it.
+pub fn blob_data(blob: &[u8]) -> Result<BlobData<'_>> {
+    let mut r = Reader::new(blob);
+    let mut raw_size = None;
+    let mut found: Option<(&'static str, &[u8])> = None;
+    while let Some((n, v)) = r.field()? {
+        let name = match n {
+            1 => "raw",
+            3 => "zlib",
+            4 => "lzma",
+            5 => "bzip2",
+            6 => "lz4",
+            7 => "zstd",
+            2 => {
+                let v = wire::expect_varint(v, "Blob raw_size")?;
+                // int32 on the wire: negative values arrive as huge varints.
+                raw_size = Some(v);
+                continue;
+            }
+            _ => continue,
+        };
+        let Value::Bytes(b) = v else {
+            return Err(Error::malformed(format!("Blob {name} field is not length-delimited")));
+        };
+        if found.is_some() {
+            return Err(Error::malformed("Blob holds more than one data field"));
+        }
+        found = Some((name, b));
+    }
+    let (compression, data) = found.ok_or_else(|| Error::malformed("Blob holds no data field"))?;
+    Ok(BlobData { compression, raw_size, data })
+}
+
+fn too_large(field: &'static str, size: u64) -> Error {
+    Error::new(ErrorKind::TooLarge { field, size, limit: MAX_RAW_SIZE as u64 })
+}
+
+/// Decompress a Blob message into the block bytes it holds.
+pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
+    let b = blob_data(blob)?;
+    let limit = match b.raw_size {
+        Some(n) if n > MAX_RAW_SIZE as u64 => return Err(too_large("Blob raw_size", n)),
+        Some(n) => n as usize,
+        None => MAX_RAW_SIZE,
+    };
+    let out = match b.compression {
+        "raw" => {
+            if b.data.len() > MAX_RAW_SIZE {
+                return Err(too_large("raw Blob", b.data.len() as u64));
+            }
+            b.data.to_vec()
+        }
+        "zlib" => inflate(b.data, limit)?,
+        "zstd" => zstd::bulk::decompress(b.data, limit)
+            .map_err(|e| Error::malformed(format!("corrupt zstd data: {e}")))?,
+        "lz4" => {
+            let Some(n) = b.raw_size else {
+                return Err(Error::malformed("lz4 Blob without raw_size"));
+            };
+            lz4_flex::block::decompress(b.data, n as usize)
+                .map_err(|e| Error::malformed(format!("corrupt lz4 data: {e}")))?
+        }
+        other => return Err(Error::new(ErrorKind::Unsupported(format!("{other}-compressed blob")))),
+    };
+    if let Some(n) = b.raw_size {
+        if out.len() as u64 != n {
+            return Err(Error::malformed(format!(
+                "{} data inflates to {} bytes but raw_size says {n}",
+                b.compression,
+                out.len()
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(limit.min(MAX_RAW_SIZE));
+    let mut z = flate2::read::ZlibDecoder::new(data).take(limit as u64 + 1);
+    z.read_to_end(&mut out).map_err(|e| Error::malformed(format!("corrupt zlib data: {e}")))?;
+    if out.len() > limit {
+        return Err(Error::malformed(format!("zlib data inflates past {limit} bytes")));
+    }
+    Ok(out)
+}
+
+/// Compress block bytes into a Blob message.
+pub fn encode_blob(data: &[u8], c: Compression) -> Result<Vec<u8>> {
+    let (field, stored) = match c {
+        Compression::None => (1, data.to_vec()),
+        Compression::Zlib(level) => (3, deflate(data, level)?),
+        Compression::Zstd(level) => (7, zstd::bulk::compress(data, level)?),
+        Compression::Lz4 => (6, lz4_flex::block::compress(data)),
+    };
+    let mut out = Vec::with_capacity(stored.len() + 16);
+    if c != Compression::None {
+        wire::put_key(&mut out, 2, wire::WireType::Varint);
+        wire::put_varint(&mut out, data.len() as u64);
+    }
+    wire::put_bytes(&mut out, field, &stored);
+    Ok(out)
+}
+
+fn deflate(data: &[u8], level: u32) -> Result<Vec<u8>> {
+    use std::io::Write;
+    let mut z = flate2::write::ZlibEncoder::new(Vec::with_capacity(data.len() / 2), flate2::Compression::new(level));
+    z.write_all(data)?;
+    Ok(z.finish()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_every_compression() {
+        let data: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 97).to_le_bytes()).collect();
+        for c in ["none", "zlib", "zlib:1", "zstd", "zstd:19", "lz4"] {
+            let c: Compression = c.parse().expect("parse");
+            let blob = encode_blob(&data, c).expect("encode");
+            assert_eq!(blob_data(&blob).expect("parse").compression, c.name());
+            assert_eq!(decode_blob(&blob).expect("decode"), data, "{c}");
+        }
+    }
+
+    #[test]
+    fn parse_errors() {
+        assert!("zlib:10".parse::<Compression>().is_err());
+        assert!("gzip".parse::<Compression>().is_err());
+        assert_eq!("zlib".parse::<Compression>(), Ok(Compression::Zlib(6)));
+    }
+
+    #[test]
+    fn lying_raw_size_is_an_error() {
+        let data = vec![7u8; 5000];
+        let mut blob = encode_blob(&data, Compression::Zlib(6)).expect("encode");
+        // raw_size is the first field: key 0x10, then varint 5000 = [0x88, 0x27]; claim 4999.
+        assert_eq!(&blob[..3], &[0x10, 0x88, 0x27]);
+        blob[1] = 0x87;
+        let err = decode_blob(&blob).expect_err("must fail");
+        assert!(err.to_string().contains("inflates past 4999"), "{err}");
+    }
+
+    #[test]
+    fn huge_raw_size_is_refused() {
+        let mut blob = Vec::new();
+        wire::put_key(&mut blob, 2, wire::WireType::Varint);
+        wire::put_varint(&mut blob, 1 << 40);
+        wire::put_bytes(&mut blob, 3, b"x");
+        assert!(decode_blob(&blob).expect_err("too large").to_string().contains("raw_size"));
+    }
+
+    #[test]
+    fn lzma_is_unsupported() {
+        let mut blob = Vec::new();
+        wire::put_bytes(&mut blob, 4, b"x");
+        assert!(decode_blob(&blob).expect_err("unsupported").to_string().contains("unsupported: lzma"));
+    }
+}

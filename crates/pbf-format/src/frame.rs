@@ -1,0 +1,320 @@
+//! PBF framing: a file is a sequence of frames, each a 4-byte big-endian
+//! BlobHeader length, a BlobHeader, and a Blob of `datasize` bytes.
+//!
+//! Reading goes through `pread` on a shared file handle, so frames can be read
+//! from many threads and at any offset. The header-only walk never reads blob
+//! bodies. Every length the input controls is checked against a limit and the
+//! file size before anything is allocated.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::{self, Reader, Value};
+
+/// Largest BlobHeader we accept (the format's own limit).
+pub const MAX_HEADER_LEN: u32 = 64 * 1024;
+/// Largest Blob (compressed body) we accept.
+pub const MAX_BLOB_LEN: u32 = 32 * 1024 * 1024;
+/// Bytes read speculatively with the length prefix so most headers need one `pread`.
+const HEADER_PROBE: usize = 256;
+
+/// The header of one frame; everything but the blob body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Offset of the frame's first byte (the length prefix).
+    pub offset: u64,
+    /// Length of the BlobHeader message.
+    pub header_len: u32,
+    /// BlobHeader `type`: "OSMHeader", "OSMData" or something unknown.
+    pub blob_type: String,
+    /// BlobHeader `indexdata`, when present.
+    pub indexdata: Option<Vec<u8>>,
+    /// Length of the Blob message.
+    pub datasize: u32,
+    /// Blob data field ("raw", "zlib", "lz4", "zstd", ...) when the start of
+    /// the Blob was read with the header; `None` when not known yet.
+    pub compression: Option<&'static str>,
+    /// Blob `raw_size`, when it precedes the data field and was read with the header.
+    pub raw_size: Option<u64>,
+}
+
+impl FrameHeader {
+    /// Offset of the Blob message.
+    pub fn body_offset(&self) -> u64 {
+        self.offset + 4 + u64::from(self.header_len)
+    }
+
+    /// Length of the whole frame.
+    pub fn frame_len(&self) -> u64 {
+        4 + u64::from(self.header_len) + u64::from(self.datasize)
+    }
+
+    /// Offset just past the frame.
+    pub fn end(&self) -> u64 {
+        self.offset + self.frame_len()
+    }
+}
+
+/// Decode a BlobHeader message: (type, indexdata, datasize).
+pub fn parse_blob_header(bytes: &[u8]) -> Result<(String, Option<Vec<u8>>, u32)> {
+    let mut r = Reader::new(bytes);
+    let (mut kind, mut index, mut size) = (None, None, None);
+    while let Some((n, v)) = r.field()? {
+        match (n, v) {
+            (1, Value::Bytes(b)) => {
+                let s = std::str::from_utf8(b).map_err(|_| Error::malformed("BlobHeader type is not UTF-8"))?;
+                kind = Some(s.to_owned());
+            }
+            (2, Value::Bytes(b)) => index = Some(b.to_vec()),
+            (3, Value::Varint(x)) => size = Some(x),
+            (1..=3, _) => return Err(Error::malformed("BlobHeader field has the wrong wire type")),
+            _ => {}
+        }
+    }
+    let kind = kind.ok_or_else(|| Error::malformed("BlobHeader has no type"))?;
+    let size = size.ok_or_else(|| Error::malformed("BlobHeader has no datasize"))?;
+    // datasize is int32 on the wire: a negative value arrives as a huge varint.
+    if size > u64::from(MAX_BLOB_LEN) {
+        return Err(Error::new(ErrorKind::TooLarge {
+            field: "BlobHeader datasize",
+            size,
+            limit: u64::from(MAX_BLOB_LEN),
+        }));
+    }
+    Ok((kind, index, size as u32))
+}
+
+/// Read the Blob fields that precede its data field, from a prefix of the Blob:
+/// the data field's name and `raw_size` if seen. Stops at the data field, so
+/// the data itself need not be in the prefix.
+pub fn peek_blob(prefix: &[u8]) -> (Option<&'static str>, Option<u64>) {
+    let mut r = Reader::new(prefix);
+    let mut raw_size = None;
+    while let Ok(tag) = r.varint() {
+        let name = match (tag >> 3, tag & 7) {
+            (2, 0) => {
+                raw_size = r.varint().ok();
+                continue;
+            }
+            (1, 2) => "raw",
+            (3, 2) => "zlib",
+            (4, 2) => "lzma",
+            (5, 2) => "bzip2",
+            (6, 2) => "lz4",
+            (7, 2) => "zstd",
+            _ => break,
+        };
+        return (Some(name), raw_size);
+    }
+    (None, raw_size)
+}
+
+/// Build a whole frame from its parts.
+pub fn encode_frame(blob_type: &str, indexdata: Option<&[u8]>, blob: &[u8]) -> Vec<u8> {
+    let header = encode_blob_header(blob_type, indexdata, blob.len());
+    let mut out = Vec::with_capacity(4 + header.len() + blob.len());
+    out.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(blob);
+    out
+}
+
+/// Encode a BlobHeader message.
+pub fn encode_blob_header(blob_type: &str, indexdata: Option<&[u8]>, datasize: usize) -> Vec<u8> {
+    let mut h = Vec::with_capacity(32);
+    wire::put_bytes(&mut h, 1, blob_type.as_bytes());
+    if let Some(ix) = indexdata {
+        wire::put_bytes(&mut h, 2, ix);
+    }
+    wire::put_key(&mut h, 3, wire::WireType::Varint);
+    wire::put_varint(&mut h, datasize as u64);
+    h
+}
+
+/// An open PBF file read with `pread`.
+#[derive(Debug)]
+pub struct PbfFile {
+    file: File,
+    path: PathBuf,
+    size: u64,
+    mtime_ns: i64,
+}
+
+impl PbfFile {
+    /// Open a file for reading; its size and mtime are taken now.
+    pub fn open(path: &Path) -> Result<PbfFile> {
+        let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
+        let meta = file.metadata().map_err(|e| Error::from(e).in_file(path))?;
+        if !meta.is_file() {
+            return Err(Error::malformed("not a regular file (pipes cannot be indexed: offsets must be re-readable)").in_file(path));
+        }
+        let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        Ok(PbfFile { file, path: path.to_path_buf(), size: meta.len(), mtime_ns })
+    }
+
+    /// The path given to [`PbfFile::open`].
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// File size in bytes when opened.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Modification time in nanoseconds since the epoch when opened.
+    pub fn mtime_ns(&self) -> i64 {
+        self.mtime_ns
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Read exactly `len` bytes at `offset`, or report truncation of `what`.
+    pub fn read_exact_at(&self, offset: u64, len: usize, what: &'static str) -> Result<Vec<u8>> {
+        let available = self.size.saturating_sub(offset);
+        if (len as u64) > available {
+            return Err(self.truncated(what, len as u64, available, offset));
+        }
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, offset)
+            .map_err(|e| Error::from(e).at(offset).in_file(&self.path))?;
+        Ok(buf)
+    }
+
+    fn truncated(&self, what: &'static str, needed: u64, available: u64, offset: u64) -> Error {
+        Error::new(ErrorKind::Truncated { what, needed, available }).at(offset).in_file(&self.path)
+    }
+
+    /// Read and check the frame header at `offset`. The whole frame must lie
+    /// inside the file, so a truncated last blob is found without reading it.
+    pub fn frame_header_at(&self, offset: u64) -> Result<FrameHeader> {
+        let probe_len = (self.size.saturating_sub(offset)).min(HEADER_PROBE as u64) as usize;
+        if probe_len < 4 {
+            return Err(self.truncated("frame length", 4, probe_len as u64, offset));
+        }
+        let probe = self.read_exact_at(offset, probe_len, "frame length")?;
+        let header_len = u32::from_be_bytes([probe[0], probe[1], probe[2], probe[3]]);
+        let fail = |e: Error| e.at(offset).in_file(&self.path);
+        if header_len > MAX_HEADER_LEN {
+            return Err(fail(Error::new(ErrorKind::TooLarge {
+                field: "BlobHeader length",
+                size: u64::from(header_len),
+                limit: u64::from(MAX_HEADER_LEN),
+            })));
+        }
+        let hl = header_len as usize;
+        let header = if 4 + hl <= probe.len() {
+            probe[4..4 + hl].to_vec()
+        } else {
+            self.read_exact_at(offset + 4, hl, "BlobHeader")?
+        };
+        let (blob_type, indexdata, datasize) = parse_blob_header(&header).map_err(fail)?;
+        let body = probe.get(4 + hl..).unwrap_or_default();
+        let body = &body[..body.len().min(datasize as usize)];
+        let (compression, raw_size) = peek_blob(body);
+        let fh = FrameHeader { offset, header_len, blob_type, indexdata, datasize, compression, raw_size };
+        if fh.end() > self.size {
+            return Err(self.truncated("Blob", u64::from(datasize), self.size - fh.body_offset().min(self.size), offset));
+        }
+        Ok(fh)
+    }
+
+    /// Read the Blob message of a frame.
+    pub fn read_body(&self, fh: &FrameHeader) -> Result<Vec<u8>> {
+        self.read_exact_at(fh.body_offset(), fh.datasize as usize, "Blob")
+            .map_err(|e| e.at(fh.offset))
+    }
+
+    /// Walk all frame headers from the start, without reading blob bodies.
+    pub fn headers(&self) -> HeaderWalk<'_> {
+        HeaderWalk { file: self, offset: 0, failed: false }
+    }
+}
+
+/// Iterator over the frame headers of a file; stops after the first error.
+#[derive(Debug)]
+pub struct HeaderWalk<'a> {
+    file: &'a PbfFile,
+    offset: u64,
+    failed: bool,
+}
+
+impl Iterator for HeaderWalk<'_> {
+    type Item = Result<FrameHeader>;
+
+    fn next(&mut self) -> Option<Result<FrameHeader>> {
+        if self.failed || self.offset >= self.file.size {
+            return None;
+        }
+        match self.file.frame_header_at(self.offset) {
+            Ok(fh) => {
+                self.offset = fh.end();
+                Some(Ok(fh))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn temp_with(bytes: &[u8]) -> (PathBuf, PbfFile) {
+        let dir = std::env::temp_dir().join(format!("pbf-frame-test-{}-{}", std::process::id(), bytes.len()));
+        let mut f = File::create(&dir).expect("create");
+        f.write_all(bytes).expect("write");
+        let pf = PbfFile::open(&dir).expect("open");
+        (dir, pf)
+    }
+
+    #[test]
+    fn walks_frames_and_reports_truncation() {
+        let mut bytes = encode_frame("OSMHeader", None, b"abc");
+        bytes.extend(encode_frame("OSMData", Some(b"ix"), b"defgh"));
+        let good_len = bytes.len();
+        bytes.extend(encode_frame("OSMData", None, b"0123456789"));
+        bytes.truncate(bytes.len() - 3);
+        let (path, pf) = temp_with(&bytes);
+        let got: Vec<_> = pf.headers().collect();
+        assert_eq!(got.len(), 3);
+        let first = got[0].as_ref().expect("frame 0");
+        assert_eq!((first.blob_type.as_str(), first.datasize), ("OSMHeader", 3));
+        let second = got[1].as_ref().expect("frame 1");
+        assert_eq!(second.indexdata.as_deref(), Some(&b"ix"[..]));
+        assert_eq!(pf.read_body(second).expect("body"), b"defgh");
+        let err = got[2].as_ref().expect_err("truncated");
+        assert_eq!(err.offset(), Some(good_len as u64));
+        assert!(err.to_string().contains("truncated Blob"), "{err}");
+        std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn oversized_header_is_refused_before_reading() {
+        let mut bytes = 70_000u32.to_be_bytes().to_vec();
+        bytes.extend([0u8; 16]);
+        let (path, pf) = temp_with(&bytes);
+        let err = pf.frame_header_at(0).expect_err("too large");
+        assert!(err.to_string().contains("BlobHeader length is 70000 bytes"), "{err}");
+        std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn negative_datasize_is_refused() {
+        let mut h = Vec::new();
+        wire::put_bytes(&mut h, 1, b"OSMData");
+        wire::put_key(&mut h, 3, wire::WireType::Varint);
+        wire::put_varint(&mut h, (-5i64) as u64);
+        assert!(parse_blob_header(&h).is_err());
+    }
+}

@@ -1,0 +1,148 @@
+//! Indexdata: a per-blob key summary stored in the BlobHeader's `indexdata`
+//! field, so a file can be indexed by reading headers only.
+//!
+//! Our format (version 1), at most 64 bytes so a BlobHeader stays under 128
+//! bytes (libosmium up to 2.19 rejects longer ones):
+//!
+//! ```text
+//! "PBSX"                 magic, 4 bytes
+//! 0x01                   format version
+//! flags                  bit 0: keys strictly increase inside the blob
+//! first key              kind (1 byte: 0 node, 1 way, 2 relation, 3 changeset),
+//!                        id (zigzag varint), version (varint)
+//! last key               same encoding
+//! counts                 four varints: nodes, ways, relations, changesets
+//! ```
+//!
+//! Any other magic or version is ignored (the blob is then scanned). We also
+//! read the 42-byte v2 indexdata written by pbfhogg (byte 0 = 0x02, byte 1 =
+//! kind, then little-endian i64 min id, i64 max id, u64 count and four i32 bbox
+//! values); it carries no versions and no sorted flag, so it is trusted only
+//! when the file header claims `Sort.Type_then_ID` (the caller's decision).
+
+use crate::key::{Key, Kind};
+use crate::scan::Summary;
+use crate::wire::{self, Reader};
+
+/// Magic prefix of our indexdata.
+pub const MAGIC: &[u8; 4] = b"PBSX";
+/// Current format version.
+pub const VERSION: u8 = 1;
+
+/// Encode a blob summary as our indexdata.
+pub fn encode(s: &Summary) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    out.extend_from_slice(MAGIC);
+    out.push(VERSION);
+    out.push(u8::from(s.sorted));
+    for k in [s.first, s.last] {
+        out.push(k.kind as u8);
+        wire::put_varint(&mut out, wire::unzigzag(k.id));
+        wire::put_varint(&mut out, u64::from(k.version));
+    }
+    for c in s.counts {
+        wire::put_varint(&mut out, c);
+    }
+    out
+}
+
+/// Decode our indexdata; `None` when it is not ours, of another version, or malformed.
+pub fn decode(bytes: &[u8]) -> Option<Summary> {
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let (&[version, flags], rest) = rest.split_first_chunk::<2>()?;
+    if version != VERSION || flags > 1 {
+        return None;
+    }
+    let mut r = Reader::new(rest);
+    let first = read_key(&mut r)?;
+    let last = read_key(&mut r)?;
+    let mut counts = [0u64; 4];
+    for c in &mut counts {
+        *c = r.varint().ok()?;
+    }
+    if !r.is_empty() || first > last || counts.iter().all(|&c| c == 0) {
+        return None;
+    }
+    Some(Summary { first, last, counts, sorted: flags == 1 })
+}
+
+fn read_key(r: &mut Reader<'_>) -> Option<Key> {
+    let kind = Kind::from_index(u8::try_from(r.varint().ok()?).ok()?)?;
+    let id = wire::zigzag(r.varint().ok()?);
+    let version = u32::try_from(r.varint().ok()?).ok()?;
+    Some(Key::new(kind, id, version))
+}
+
+/// Decode pbfhogg's 42-byte v2 indexdata into a conservative summary: the
+/// first key has version 0 and the last version `u32::MAX`, so the range
+/// covers every version of its ids. `None` when the bytes are not v2 or the
+/// id range cannot be expressed in our order (ids <= 0 sort by absolute value,
+/// so a signed min/max does not bound them).
+pub fn decode_pbfhogg(bytes: &[u8]) -> Option<Summary> {
+    if bytes.len() != 42 || bytes[0] != 0x02 {
+        return None;
+    }
+    let kind = Kind::from_index(bytes[1]).filter(|k| *k != Kind::Changeset)?;
+    let le = |at: usize| -> Option<[u8; 8]> { bytes.get(at..at + 8)?.try_into().ok() };
+    let min = i64::from_le_bytes(le(2)?);
+    let max = i64::from_le_bytes(le(10)?);
+    let count = u64::from_le_bytes(le(18)?);
+    if min <= 0 || max < min || count == 0 {
+        return None;
+    }
+    let mut counts = [0u64; 4];
+    counts[kind.index()] = count;
+    Some(Summary {
+        first: Key::new(kind, min, 0),
+        last: Key::new(kind, max, u32::MAX),
+        counts,
+        sorted: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary() -> Summary {
+        Summary {
+            first: Key::new(Kind::Node, -5, 0),
+            last: Key::new(Kind::Relation, i64::MAX, u32::MAX),
+            counts: [u64::MAX / 3, 1, 2, 0],
+            sorted: true,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_fits_a_small_blob_header() {
+        let s = summary();
+        let bytes = encode(&s);
+        assert!(bytes.len() <= 64, "{} bytes", bytes.len());
+        let h = crate::frame::encode_blob_header("OSMData", Some(&bytes), 32 * 1024 * 1024);
+        assert!(h.len() < 128);
+        assert_eq!(decode(&bytes), Some(s));
+    }
+
+    #[test]
+    fn foreign_or_broken_indexdata_is_ignored() {
+        let mut bytes = encode(&summary());
+        assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
+        bytes[4] = 2;
+        assert_eq!(decode(&bytes), None);
+        assert_eq!(decode(b"hello"), None);
+    }
+
+    #[test]
+    fn pbfhogg_v2() {
+        let mut b = vec![0x02, 0x01];
+        b.extend(10i64.to_le_bytes());
+        b.extend(20i64.to_le_bytes());
+        b.extend(7u64.to_le_bytes());
+        b.extend([0u8; 16]);
+        let s = decode_pbfhogg(&b).expect("v2");
+        assert_eq!(s.first, Key::new(Kind::Way, 10, 0));
+        assert_eq!(s.counts, [0, 7, 0, 0]);
+        b[2..10].copy_from_slice(&(-3i64).to_le_bytes());
+        assert_eq!(decode_pbfhogg(&b), None);
+    }
+}

@@ -1,0 +1,146 @@
+//! The sort key: the single definition of `Sort.Type_then_ID` order that every
+//! tool uses. It is osmium's order (`object_order_type_id_version`): type
+//! (node < way < relation < changeset), then ids <= 0 before positive ids,
+//! each class by absolute value, then version.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+/// The kind of an OSM object, in sort order.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+pub enum Kind {
+    /// A node.
+    Node = 0,
+    /// A way.
+    Way = 1,
+    /// A relation.
+    Relation = 2,
+    /// A changeset (rare in PBF; sorts after relations).
+    Changeset = 3,
+}
+
+impl Kind {
+    /// All kinds in sort order.
+    pub const ALL: [Kind; 4] = [Kind::Node, Kind::Way, Kind::Relation, Kind::Changeset];
+
+    /// The lower-case name used in the JSONL streams.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Node => "node",
+            Kind::Way => "way",
+            Kind::Relation => "relation",
+            Kind::Changeset => "changeset",
+        }
+    }
+
+    /// The kind with a given index (0..=3).
+    pub fn from_index(i: u8) -> Option<Kind> {
+        Kind::ALL.get(usize::from(i)).copied()
+    }
+
+    /// This kind's index (0..=3).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The sort key of one object version.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Key {
+    /// Object kind.
+    pub kind: Kind,
+    /// Object id as stored (may be zero or negative).
+    pub id: i64,
+    /// Object version (0 when the file carries none).
+    pub version: u32,
+}
+
+impl Key {
+    /// A key.
+    pub fn new(kind: Kind, id: i64, version: u32) -> Key {
+        Key { kind, id, version }
+    }
+
+    /// The key packed into one integer whose natural order is the sort order:
+    /// kind (2 bits), positive-id flag (1 bit), |id| (64 bits), version (32 bits).
+    pub fn packed(&self) -> u128 {
+        let positive = u128::from(self.id > 0);
+        (u128::from(self.kind as u8) << 97)
+            | (positive << 96)
+            | (u128::from(self.id.unsigned_abs()) << 32)
+            | u128::from(self.version)
+    }
+
+    /// The same object with another version.
+    pub fn with_version(self, version: u32) -> Key {
+        Key { version, ..self }
+    }
+}
+
+/// Convert a stored PBF version (int32, -1 or absent for "none") to the key's version.
+pub fn key_version(v: i32) -> u32 {
+    u32::try_from(v).unwrap_or(0)
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> Ordering {
+        self.packed().cmp(&other.packed())
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn osmium_order() {
+        let n = |id, v| Key::new(Kind::Node, id, v);
+        let mut keys = vec![
+            Key::new(Kind::Way, -5, 1),
+            n(3, 2),
+            n(3, 1),
+            n(-2, 1),
+            n(0, 1),
+            n(-1, 1),
+            n(1, 1),
+            Key::new(Kind::Relation, 1, 1),
+            n(i64::MIN, 1),
+            n(i64::MAX, 1),
+        ];
+        keys.sort();
+        let ids: Vec<(Kind, i64, u32)> = keys.iter().map(|k| (k.kind, k.id, k.version)).collect();
+        assert_eq!(
+            ids,
+            vec![
+                (Kind::Node, 0, 1),
+                (Kind::Node, -1, 1),
+                (Kind::Node, -2, 1),
+                (Kind::Node, i64::MIN, 1),
+                (Kind::Node, 1, 1),
+                (Kind::Node, 3, 1),
+                (Kind::Node, 3, 2),
+                (Kind::Node, i64::MAX, 1),
+                (Kind::Way, -5, 1),
+                (Kind::Relation, 1, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(key_version(-1), 0);
+        assert_eq!(key_version(7), 7);
+    }
+}

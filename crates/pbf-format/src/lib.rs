@@ -1,0 +1,26 @@
+//! The OpenStreetMap PBF format, and nothing else: no command line, no JSON.
+//!
+//! Layers, from the file upwards:
+//! - [`frame`]: the framing (4-byte length, BlobHeader, Blob), read with `pread`,
+//!   with every input-controlled length checked before allocation;
+//! - [`compress`]: raw, zlib, zstd and lz4 blob bodies;
+//! - [`header`]: the OSMHeader block;
+//! - [`scan`]: a key scan of a PrimitiveBlock that reads only ids and versions;
+//! - [`block`]: a full, lossless PrimitiveBlock codec;
+//! - [`key`]: the sort order;
+//! - [`indexdata`]: per-blob key summaries stored in BlobHeaders.
+#![deny(missing_docs)]
+
+pub mod block;
+pub mod compress;
+pub mod error;
+pub mod frame;
+pub mod header;
+pub mod indexdata;
+pub mod key;
+pub mod proto;
+pub mod scan;
+pub mod wire;
+
+pub use error::{Error, ErrorKind, Result};
+pub use key::{Kind, Key};

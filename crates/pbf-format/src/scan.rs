@@ -1,0 +1,248 @@
+//! The key scan: reads a decompressed PrimitiveBlock and extracts only the
+//! keys (kind, id, version) of its objects, skipping tags, strings, coordinates
+//! and everything else. This is what `pbf-index` runs on blobs without
+//! trusted indexdata, so it must be fast and must agree exactly with the full
+//! decoder in [`crate::block`].
+//!
+//! Note the id encodings: `Node.id` and DenseNodes ids are zigzag `sint64`
+//! (dense ids delta-coded), while Way, Relation and ChangeSet ids are plain
+//! `int64`.
+
+use crate::error::{Error, Result};
+use crate::key::{Key, Kind, key_version};
+use crate::wire::{self, Reader, Value};
+
+/// What a block holds, in key terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Smallest key in the block.
+    pub first: Key,
+    /// Largest key in the block.
+    pub last: Key,
+    /// Objects per kind (node, way, relation, changeset).
+    pub counts: [u64; 4],
+    /// True when keys strictly increase in stored order.
+    pub sorted: bool,
+}
+
+impl Summary {
+    /// Total number of objects.
+    pub fn elements(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// Accumulates keys in stored order into a [`Summary`].
+#[derive(Clone, Debug, Default)]
+pub struct Accumulator {
+    first: Option<Key>,
+    last: Option<Key>,
+    prev: Option<Key>,
+    counts: [u64; 4],
+    unsorted: bool,
+}
+
+impl Accumulator {
+    /// Add the next key in stored order.
+    pub fn push(&mut self, k: Key) {
+        if let Some(p) = self.prev {
+            if k <= p {
+                self.unsorted = true;
+            }
+        }
+        self.prev = Some(k);
+        self.first = Some(self.first.map_or(k, |f| f.min(k)));
+        self.last = Some(self.last.map_or(k, |l| l.max(k)));
+        self.counts[k.kind.index()] += 1;
+    }
+
+    /// The summary, or `None` when no key was pushed.
+    pub fn finish(&self) -> Option<Summary> {
+        Some(Summary { first: self.first?, last: self.last?, counts: self.counts, sorted: !self.unsorted })
+    }
+}
+
+/// Scan a decompressed PrimitiveBlock. `None` when it holds no objects.
+pub fn scan_block(data: &[u8]) -> Result<Option<Summary>> {
+    let mut acc = Accumulator::default();
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        if n == 2 {
+            scan_group(wire::expect_bytes(v, "PrimitiveGroup")?, &mut acc)?;
+        }
+    }
+    Ok(acc.finish())
+}
+
+fn scan_group(data: &[u8], acc: &mut Accumulator) -> Result<()> {
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        match n {
+            1 => acc.push(scan_object(wire::expect_bytes(v, "Node")?, Kind::Node)?),
+            2 => scan_dense(wire::expect_bytes(v, "DenseNodes")?, acc)?,
+            3 => acc.push(scan_object(wire::expect_bytes(v, "Way")?, Kind::Way)?),
+            4 => acc.push(scan_object(wire::expect_bytes(v, "Relation")?, Kind::Relation)?),
+            5 => acc.push(scan_object(wire::expect_bytes(v, "ChangeSet")?, Kind::Changeset)?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// One Node, Way, Relation or ChangeSet message: id (field 1) and Info.version.
+fn scan_object(data: &[u8], kind: Kind) -> Result<Key> {
+    let mut r = Reader::new(data);
+    let (mut id, mut version) = (None, 0u32);
+    while let Some((n, v)) = r.field()? {
+        match (n, v) {
+            (1, Value::Varint(x)) if kind == Kind::Node => id = Some(wire::zigzag(x)),
+            (1, Value::Varint(x)) => id = Some(x as i64),
+            (1, _) => return Err(Error::malformed(format!("{kind} id has the wrong wire type"))),
+            (4, Value::Bytes(info)) if kind != Kind::Changeset => version = info_version(info)?,
+            _ => {}
+        }
+    }
+    let id = id.ok_or_else(|| Error::malformed(format!("{kind} without id")))?;
+    Ok(Key::new(kind, id, version))
+}
+
+fn info_version(data: &[u8]) -> Result<u32> {
+    let mut r = Reader::new(data);
+    let mut version = -1i32;
+    while let Some((n, v)) = r.field()? {
+        if n == 1 {
+            version = wire::expect_varint(v, "Info.version")? as i32;
+        }
+    }
+    Ok(key_version(version))
+}
+
+fn scan_dense(data: &[u8], acc: &mut Accumulator) -> Result<()> {
+    let mut ids = Vec::new();
+    let mut versions: Option<Vec<u32>> = None;
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        match n {
+            1 => repeated(v, &mut ids, |x| wire::zigzag(x))?,
+            5 => versions = Some(dense_versions(wire::expect_bytes(v, "DenseInfo")?)?),
+            _ => {}
+        }
+    }
+    if let Some(vs) = &versions {
+        if vs.len() != ids.len() {
+            return Err(Error::malformed(format!(
+                "DenseNodes has {} ids but {} versions",
+                ids.len(),
+                vs.len()
+            )));
+        }
+    }
+    let mut id = 0i64;
+    for (i, delta) in ids.iter().enumerate() {
+        id = id.wrapping_add(*delta);
+        let version = versions.as_ref().map_or(0, |vs| vs[i]);
+        acc.push(Key::new(Kind::Node, id, version));
+    }
+    Ok(())
+}
+
+fn dense_versions(data: &[u8]) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        if n == 1 {
+            repeated(v, &mut out, |x| key_version(x as i32))?;
+        }
+    }
+    Ok(out)
+}
+
+/// A repeated varint field, packed or not.
+fn repeated<T>(v: Value<'_>, out: &mut Vec<T>, f: impl Fn(u64) -> T) -> Result<()> {
+    match v {
+        Value::Bytes(b) => {
+            for x in wire::packed(b) {
+                out.push(f(x?));
+            }
+        }
+        Value::Varint(x) => out.push(f(x)),
+        Value::Fixed(_) => return Err(Error::malformed("repeated varint field with fixed wire type")),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto;
+    use prost::Message;
+
+    fn info(v: i32) -> Option<proto::Info> {
+        Some(proto::Info { version: Some(v), ..Default::default() })
+    }
+
+    #[test]
+    fn scans_every_kind_with_the_right_id_encoding() {
+        let block = proto::PrimitiveBlock {
+            primitivegroup: vec![
+                proto::PrimitiveGroup {
+                    dense: Some(proto::DenseNodes {
+                        id: vec![5, 2, -10], // 5, 7, -3
+                        denseinfo: Some(proto::DenseInfo { version: vec![1, 2, 3], ..Default::default() }),
+                        lat: vec![0; 3],
+                        lon: vec![0; 3],
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                proto::PrimitiveGroup {
+                    nodes: vec![proto::Node { id: -9, info: info(4), ..Default::default() }],
+                    ..Default::default()
+                },
+                proto::PrimitiveGroup {
+                    ways: vec![proto::Way { id: 300, info: info(2), ..Default::default() }],
+                    relations: vec![proto::Relation { id: -1, ..Default::default() }],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let s = scan_block(&block).expect("scan").expect("non-empty");
+        assert_eq!(s.counts, [4, 1, 1, 0]);
+        assert_eq!(s.first, Key::new(Kind::Node, -3, 3));
+        assert_eq!(s.last, Key::new(Kind::Relation, -1, 0));
+        assert!(!s.sorted); // node -3 after node 7, node -9 after it
+    }
+
+    #[test]
+    fn sorted_and_empty() {
+        let block = proto::PrimitiveBlock {
+            primitivegroup: vec![proto::PrimitiveGroup {
+                ways: vec![proto::Way { id: 1, ..Default::default() }, proto::Way { id: 2, ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let s = scan_block(&block.encode_to_vec()).expect("scan").expect("non-empty");
+        assert!(s.sorted);
+        assert_eq!(s.elements(), 2);
+        assert_eq!(scan_block(&proto::PrimitiveBlock::default().encode_to_vec()).expect("scan"), None);
+    }
+
+    #[test]
+    fn dense_length_mismatch_is_an_error() {
+        let block = proto::PrimitiveBlock {
+            primitivegroup: vec![proto::PrimitiveGroup {
+                dense: Some(proto::DenseNodes {
+                    id: vec![1, 1],
+                    denseinfo: Some(proto::DenseInfo { version: vec![1], ..Default::default() }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(scan_block(&block.encode_to_vec()).is_err());
+    }
+}

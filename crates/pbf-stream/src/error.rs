@@ -1,0 +1,89 @@
+//! Errors of the stream layer, each tied to the line it was found on.
+
+use std::fmt;
+use std::io;
+
+/// A stream error: the cause and the 1-based line number, when known.
+#[derive(Debug)]
+pub struct Error {
+    line: Option<u64>,
+    kind: ErrorKind,
+}
+
+/// The cause of an [`Error`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Reading or writing failed.
+    Io(io::Error),
+    /// A line is not a valid record.
+    Json(serde_json::Error),
+    /// A line is longer than [`crate::MAX_LINE`].
+    LineTooLong,
+    /// Records are in an order the schema forbids, or a count disagrees.
+    Invalid(String),
+    /// The stream ended without its `end` record.
+    MissingEnd,
+    /// A file named in the stream is not the file that was indexed.
+    SourceChanged(String),
+}
+
+impl Error {
+    /// A new error.
+    pub fn new(kind: ErrorKind) -> Error {
+        Error { line: None, kind }
+    }
+
+    /// An [`ErrorKind::Invalid`] error.
+    pub fn invalid(msg: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Invalid(msg.into()))
+    }
+
+    /// Attach a line number (kept if already set).
+    pub fn at_line(mut self, line: u64) -> Error {
+        self.line.get_or_insert(line);
+        self
+    }
+
+    /// The cause.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// True when the underlying cause is a broken pipe on output.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(&self.kind, ErrorKind::Io(e) if e.kind() == io::ErrorKind::BrokenPipe)
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::new(ErrorKind::Io(e))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(l) = self.line {
+            write!(f, "line {l}: ")?;
+        }
+        match &self.kind {
+            ErrorKind::Io(e) => write!(f, "{e}"),
+            ErrorKind::Json(e) => write!(f, "invalid record: {e}"),
+            ErrorKind::LineTooLong => write!(f, "line longer than {} bytes", crate::MAX_LINE),
+            ErrorKind::Invalid(m) => write!(f, "{m}"),
+            ErrorKind::MissingEnd => write!(f, "stream ended without an end record (upstream stage died?)"),
+            ErrorKind::SourceChanged(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Io(e) => Some(e),
+            ErrorKind::Json(e) => Some(e),
+            _ => None,
+        }
+    }
+}

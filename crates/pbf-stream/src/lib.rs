@@ -1,0 +1,27 @@
+//! The JSON Lines records that make the pbf-sort stages swappable.
+//!
+//! Two streams, both one JSON object per line tagged by `"type"`, opened by a
+//! versioned header record and closed by an `end` record with counts:
+//!
+//! - the **index stream** ([`IndexRecord`]), written by `pbf-index`: per input
+//!   file a `source` record, one `blob` record per OSMData blob and an `end`;
+//!   several sections may follow each other (`cat a.idx b.idx`);
+//! - the **plan stream** ([`PlanRecord`]), written by `pbf-overlap` and
+//!   rewritten by `pbf-merge`: a `plan` header, `copy` and `merge` ops in
+//!   output order, and an `end`.
+//!
+//! Readers ([`IndexReader`], [`PlanReader`]) validate order, schema and major
+//! version, require the `end` record (a stream that stops without one means an
+//! upstream stage died), ignore unknown fields, and report errors with line
+//! numbers. [`check_source`] verifies that a file is still the one indexed.
+#![deny(missing_docs)]
+
+mod error;
+mod lines;
+mod records;
+mod source;
+
+pub use error::{Error, ErrorKind};
+pub use lines::{IndexReader, LineReader, PlanReader, Writer, MAX_LINE};
+pub use records::*;
+pub use source::{check_source, mtime_ns};

@@ -1,0 +1,341 @@
+//! Reading and writing the streams line by line. Lines are bounded before they
+//! are buffered, every record is checked against the schema's order, and the
+//! `end` record's counts are checked against what was read.
+
+use std::io::{BufRead, Write};
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind};
+use crate::records::*;
+
+/// Longest line accepted (a merge op over a huge run is one long line).
+pub const MAX_LINE: usize = 512 * 1024 * 1024;
+
+/// Reads bounded lines and counts them.
+#[derive(Debug)]
+pub struct LineReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    line: u64,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// Wrap a buffered reader.
+    pub fn new(inner: R) -> LineReader<R> {
+        LineReader { inner, buf: Vec::new(), line: 0 }
+    }
+
+    /// The number of the line last returned.
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    /// The next non-empty line without its newline, or `None` at EOF.
+    pub fn next_line(&mut self) -> Result<Option<&[u8]>, Error> {
+        loop {
+            self.buf.clear();
+            self.line += 1;
+            if !self.fill_line()? {
+                return Ok(None);
+            }
+            while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
+                self.buf.pop();
+            }
+            if !self.buf.is_empty() {
+                return Ok(Some(&self.buf));
+            }
+        }
+    }
+
+    fn fill_line(&mut self) -> Result<bool, Error> {
+        loop {
+            let chunk = self.inner.fill_buf().map_err(|e| Error::from(e).at_line(self.line))?;
+            if chunk.is_empty() {
+                return Ok(!self.buf.is_empty());
+            }
+            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (chunk.len(), false),
+            };
+            if self.buf.len() + take > MAX_LINE {
+                return Err(Error::new(ErrorKind::LineTooLong).at_line(self.line));
+            }
+            self.buf.extend_from_slice(&chunk[..take]);
+            self.inner.consume(take);
+            if done {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// Parse the next record, or `None` at EOF.
+    pub fn next_record<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, Error> {
+        let Some(line) = self.next_line()? else { return Ok(None) };
+        match serde_json::from_slice::<T>(line) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) => Err(explain(line, e).at_line(self.line)),
+        }
+    }
+}
+
+/// The fields every header record has, to explain a failed parse.
+#[derive(Deserialize)]
+struct Probe {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    schema: Option<String>,
+    version: Option<u32>,
+}
+
+fn explain(line: &[u8], e: serde_json::Error) -> Error {
+    if let Ok(p) = serde_json::from_slice::<Probe>(line) {
+        if let (Some(s), Some(v)) = (&p.schema, p.version) {
+            if v != SCHEMA_VERSION {
+                return Error::invalid(format!("{s} version {v} is not supported (this tool reads version {SCHEMA_VERSION})"));
+            }
+        }
+        if p.kind.is_none() {
+            return Error::invalid("record has no \"type\" field");
+        }
+    }
+    Error::new(ErrorKind::Json(e))
+}
+
+/// Writes records, one JSON object per line.
+#[derive(Debug)]
+pub struct Writer<W: Write> {
+    inner: W,
+}
+
+impl<W: Write> Writer<W> {
+    /// Wrap a writer (buffer it yourself).
+    pub fn new(inner: W) -> Writer<W> {
+        Writer { inner }
+    }
+
+    /// Write one record and a newline.
+    pub fn write<T: Serialize>(&mut self, record: &T) -> Result<(), Error> {
+        serde_json::to_writer(&mut self.inner, record).map_err(|e| match e.io_error_kind() {
+            Some(kind) => Error::from(std::io::Error::new(kind, e)),
+            None => Error::new(ErrorKind::Json(e)),
+        })?;
+        self.inner.write_all(b"\n")?;
+        Ok(())
+    }
+
+    /// Flush and return the inner writer.
+    pub fn finish(mut self) -> Result<W, Error> {
+        self.inner.flush()?;
+        Ok(self.inner)
+    }
+
+    /// Flush without giving up the writer.
+    pub fn flush(&mut self) -> Result<(), Error> {
+        Ok(self.inner.flush()?)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Section {
+    None,
+    Open { blobs: u64, counts: Counts },
+}
+
+/// Reads an index stream of one or more sections, validating each.
+#[derive(Debug)]
+pub struct IndexReader<R> {
+    lines: LineReader<R>,
+    section: Section,
+    sections: u64,
+}
+
+impl<R: BufRead> IndexReader<R> {
+    /// Read from a buffered reader.
+    pub fn new(inner: R) -> IndexReader<R> {
+        IndexReader { lines: LineReader::new(inner), section: Section::None, sections: 0 }
+    }
+
+    /// Line number of the record last returned.
+    pub fn line(&self) -> u64 {
+        self.lines.line()
+    }
+
+    /// Number of sections started so far.
+    pub fn sections(&self) -> u64 {
+        self.sections
+    }
+
+    /// The next record; `None` at the end of the stream (after an `end` record).
+    pub fn next_record(&mut self) -> Result<Option<IndexRecord>, Error> {
+        let line = self.lines.line() + 1;
+        let Some(rec) = self.lines.next_record::<IndexRecord>()? else {
+            return match self.section {
+                Section::Open { .. } => Err(Error::new(ErrorKind::MissingEnd).at_line(line)),
+                Section::None if self.sections == 0 => Err(Error::invalid("empty index stream").at_line(line)),
+                Section::None => Ok(None),
+            };
+        };
+        let line = self.lines.line();
+        self.check(&rec).map_err(|e| e.at_line(line))?;
+        Ok(Some(rec))
+    }
+
+    fn check(&mut self, rec: &IndexRecord) -> Result<(), Error> {
+        match (rec, &mut self.section) {
+            (IndexRecord::Source(s), Section::None) => {
+                if s.schema != INDEX_SCHEMA {
+                    return Err(Error::invalid(format!("expected schema {INDEX_SCHEMA}, found {}", s.schema)));
+                }
+                if s.version != SCHEMA_VERSION {
+                    return Err(Error::invalid(format!("index version {} is not supported", s.version)));
+                }
+                self.sections += 1;
+                self.section = Section::Open { blobs: 0, counts: Counts::default() };
+            }
+            (IndexRecord::Blob(b), Section::Open { blobs, counts }) => {
+                check_blob(b)?;
+                *blobs += 1;
+                counts.add(b.counts);
+            }
+            (IndexRecord::End(e), Section::Open { blobs, counts }) => {
+                if e.blobs != *blobs || e.counts != *counts {
+                    return Err(Error::invalid(format!(
+                        "end record says {} blobs and {:?}, the section held {blobs} and {counts:?}",
+                        e.blobs, e.counts
+                    )));
+                }
+                self.section = Section::None;
+            }
+            (IndexRecord::Source(_), _) => return Err(Error::invalid("source record inside an open section (missing end?)")),
+            (_, Section::None) => return Err(Error::invalid("record before the source record")),
+        }
+        Ok(())
+    }
+}
+
+fn check_blob(b: &BlobRecord) -> Result<(), Error> {
+    if b.length < 4 || b.offset.checked_add(b.length).is_none() {
+        return Err(Error::invalid(format!("blob {} has an impossible range", b.seq)));
+    }
+    if pbf_format::Key::from(b.first) > pbf_format::Key::from(b.last) {
+        return Err(Error::invalid(format!("blob {}: first key is after last key", b.seq)));
+    }
+    Ok(())
+}
+
+/// Reads a plan stream, validating ops against the header and counts against `end`.
+#[derive(Debug)]
+pub struct PlanReader<R> {
+    lines: LineReader<R>,
+    header: PlanHeader,
+    seen: PlanEnd,
+    done: bool,
+}
+
+impl<R: BufRead> PlanReader<R> {
+    /// Read the `plan` header record.
+    pub fn new(inner: R) -> Result<PlanReader<R>, Error> {
+        let mut lines = LineReader::new(inner);
+        let header = match lines.next_record::<PlanRecord>()? {
+            Some(PlanRecord::Plan(h)) => h,
+            Some(_) => return Err(Error::invalid("plan stream does not start with a plan record").at_line(lines.line())),
+            None => return Err(Error::invalid("empty plan stream (upstream stage died?)").at_line(1)),
+        };
+        check_header(&header).map_err(|e| e.at_line(1))?;
+        Ok(PlanReader { lines, header, seen: PlanEnd::default(), done: false })
+    }
+
+    /// The plan header.
+    pub fn header(&self) -> &PlanHeader {
+        &self.header
+    }
+
+    /// Line number of the record last returned.
+    pub fn line(&self) -> u64 {
+        self.lines.line()
+    }
+
+    /// The next op (`Copy` or `Merge`); `None` after a valid `end` record.
+    pub fn next_op(&mut self) -> Result<Option<PlanRecord>, Error> {
+        if self.done {
+            return Ok(None);
+        }
+        let Some(rec) = self.lines.next_record::<PlanRecord>()? else {
+            return Err(Error::new(ErrorKind::MissingEnd).at_line(self.lines.line()));
+        };
+        let line = self.lines.line();
+        self.check(&rec).map_err(|e| e.at_line(line))?;
+        if let PlanRecord::End(_) = rec {
+            self.done = true;
+            if self.lines.next_line()?.is_some() {
+                return Err(Error::invalid("records after the end record").at_line(self.lines.line()));
+            }
+            return Ok(None);
+        }
+        Ok(Some(rec))
+    }
+
+    fn check(&mut self, rec: &PlanRecord) -> Result<(), Error> {
+        match rec {
+            PlanRecord::Plan(_) => return Err(Error::invalid("second plan record")),
+            PlanRecord::Copy(c) => {
+                self.check_range(c.source, c.offset, c.length)?;
+                let framed: u64 = c.frames.iter().map(|f| f.length).sum();
+                if !c.frames.is_empty() && (framed != c.length || c.frames.len() as u64 != c.blobs) {
+                    return Err(Error::invalid("copy op frames do not add up to its length and blob count"));
+                }
+                self.seen.add_copy(c);
+            }
+            PlanRecord::Merge(m) => {
+                if m.inputs.is_empty() {
+                    return Err(Error::invalid("merge op without inputs"));
+                }
+                for i in &m.inputs {
+                    self.check_range(i.source, i.offset, i.length)?;
+                }
+                self.seen.add_merge(m);
+            }
+            PlanRecord::End(e) => {
+                if *e != self.seen {
+                    return Err(Error::invalid(format!("end record says {e:?}, the plan held {:?}", self.seen)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_range(&self, source: u32, offset: u64, length: u64) -> Result<(), Error> {
+        let src = self
+            .header
+            .sources
+            .iter()
+            .find(|s| s.id == source)
+            .ok_or_else(|| Error::invalid(format!("op names source {source}, which the plan does not list")))?;
+        let end = offset.checked_add(length).filter(|&e| e <= src.size && length > 0);
+        if end.is_none() {
+            return Err(Error::invalid(format!(
+                "range {offset}+{length} lies outside {} ({} bytes)",
+                src.path.display(),
+                src.size
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn check_header(h: &PlanHeader) -> Result<(), Error> {
+    if h.schema != PLAN_SCHEMA {
+        return Err(Error::invalid(format!("expected schema {PLAN_SCHEMA}, found {}", h.schema)));
+    }
+    if h.version != SCHEMA_VERSION {
+        return Err(Error::invalid(format!("plan version {} is not supported", h.version)));
+    }
+    for (i, s) in h.sources.iter().enumerate() {
+        if h.sources[..i].iter().any(|t| t.id == s.id) {
+            return Err(Error::invalid(format!("source id {} listed twice", s.id)));
+        }
+    }
+    Ok(())
+}

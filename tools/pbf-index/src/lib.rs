@@ -1,0 +1,216 @@
+//! `pbf-index`: the first stage. For each input file it writes a `source`
+//! record with the decoded OSMHeader, one `blob` record per OSMData blob with
+//! the smallest and largest sort keys, per-kind counts and the sorted flag, and
+//! an `end` record. Blobs carrying trusted indexdata are described from their
+//! BlobHeader alone; the others are read, decompressed and key-scanned in
+//! parallel, and records still come out in file order.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use pbf_format::compress::{blob_data, decode_blob};
+use pbf_format::frame::{FrameHeader, PbfFile};
+use pbf_format::header::decode_header;
+use pbf_format::scan::{Summary, scan_block};
+use pbf_format::{indexdata, scan};
+use pbf_stream::{BlobRecord, Counts, IndexEnd, IndexRecord, KeysFrom, SourceRecord, Writer};
+use rayon::prelude::*;
+
+/// Frames handed to the worker pool at a time (only headers are held).
+const BATCH: usize = 256;
+
+/// The command-line interface.
+pub fn command() -> Command {
+    Command::new("pbf-index")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Index the blobs of OpenStreetMap PBF files as JSON Lines")
+        .long_about(
+            "Index the blobs of OpenStreetMap PBF files as JSON Lines (the index stream of \
+             pbf-stream(5)) on standard output: one section per FILE with a source record, one \
+             blob record per OSMData blob (offset, length, smallest and largest sort key, counts, \
+             sorted flag) and an end record.\n\n\
+             Blobs whose BlobHeader carries pbf-sort indexdata (or pbfhogg v2 indexdata in a file \
+             whose header claims Sort.Type_then_ID) are indexed from the header alone; the others \
+             are decompressed and key-scanned in parallel.",
+        )
+        .arg(
+            Arg::new("files")
+                .value_name("FILE")
+                .help("PBF files to index (regular files: offsets must be re-readable)")
+                .num_args(1..)
+                .required(true)
+                .value_parser(value_parser!(PathBuf)),
+        )
+        .arg(
+            Arg::new("jobs")
+                .short('j')
+                .long("jobs")
+                .value_name("N")
+                .help("Worker threads for decompression and scanning [default: all cores]")
+                .value_parser(value_parser!(usize)),
+        )
+        .arg(
+            Arg::new("decode")
+                .long("decode")
+                .help("Scan every blob, even when its BlobHeader carries indexdata")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("quiet")
+                .short('q')
+                .long("quiet")
+                .help("No progress bar and no warnings on stderr")
+                .action(ArgAction::SetTrue),
+        )
+}
+
+/// Options of one run.
+#[derive(Clone, Copy, Debug)]
+struct Options {
+    decode: bool,
+    quiet: bool,
+}
+
+/// Run with parsed arguments.
+pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    let opts = Options { decode: m.get_flag("decode"), quiet: m.get_flag("quiet") };
+    let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
+    let mut out = Writer::new(pbf_cli::stdout());
+    for path in m.get_many::<PathBuf>("files").into_iter().flatten() {
+        pool.install(|| index_file(path, opts, &mut out))?;
+    }
+    out.finish()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Counters of one file, for the `end` record.
+#[derive(Default)]
+struct Tally {
+    end: IndexEnd,
+    data_seq: u64,
+}
+
+fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
+    let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
+    let file = PbfFile::open(&abs)?;
+    let mut walk = file.headers();
+    let first = match walk.next() {
+        Some(r) => r?,
+        None => bail!("{}: empty file, not a PBF file", abs.display()),
+    };
+    if first.blob_type != "OSMHeader" {
+        bail!("{}: blob at offset 0: first blob is {:?}, expected OSMHeader", abs.display(), first.blob_type);
+    }
+    let header = decode_blob(&file.read_body(&first)?)
+        .and_then(|raw| decode_header(&raw))
+        .map_err(|e| e.at(0).in_file(&abs))?;
+    let trust_pbfhogg = header.claims_sorted();
+    out.write(&IndexRecord::Source(SourceRecord {
+        schema: pbf_stream::INDEX_SCHEMA.into(),
+        version: pbf_stream::SCHEMA_VERSION,
+        path: abs.clone(),
+        size: file.size(),
+        mtime_ns: file.mtime_ns(),
+        header: header.into(),
+    }))?;
+    let bar = pbf_cli::progress(file.size(), &format!("indexing {}", path.display()), opts.quiet);
+    let mut tally = Tally::default();
+    let mut batch = Vec::with_capacity(BATCH);
+    for fh in walk {
+        let fh = fh?;
+        if fh.blob_type != "OSMData" {
+            tally.end.skipped_blobs += 1;
+            continue;
+        }
+        let done = fh.end();
+        batch.push(fh);
+        if batch.len() == BATCH {
+            flush(&file, &mut batch, opts, trust_pbfhogg, &mut tally, out)?;
+            bar.set_position(done);
+        }
+    }
+    flush(&file, &mut batch, opts, trust_pbfhogg, &mut tally, out)?;
+    bar.finish_and_clear();
+    report(path, &tally.end, opts.quiet);
+    out.write(&IndexRecord::End(tally.end))?;
+    Ok(())
+}
+
+fn report(path: &Path, end: &IndexEnd, quiet: bool) {
+    if quiet || (end.empty_blobs == 0 && end.skipped_blobs == 0) {
+        return;
+    }
+    pbf_cli::warn(
+        "pbf-index",
+        format!(
+            "{}: {} empty OSMData blob(s) and {} blob(s) of other types skipped (counted in the end record)",
+            path.display(),
+            end.empty_blobs,
+            end.skipped_blobs
+        ),
+    );
+}
+
+/// Describe a batch of frames in parallel and write their records in order.
+fn flush<W: Write>(
+    file: &PbfFile,
+    batch: &mut Vec<FrameHeader>,
+    opts: Options,
+    trust_pbfhogg: bool,
+    tally: &mut Tally,
+    out: &mut Writer<W>,
+) -> Result<()> {
+    let described: Vec<_> = batch.par_iter().map(|fh| describe(file, fh, opts, trust_pbfhogg)).collect();
+    for (fh, d) in batch.drain(..).zip(described) {
+        let seq = tally.data_seq;
+        tally.data_seq += 1;
+        let Some((summary, from, compression, raw_size)) = d? else {
+            tally.end.empty_blobs += 1;
+            continue;
+        };
+        let counts = Counts::from_array(summary.counts);
+        tally.end.blobs += 1;
+        tally.end.counts.add(counts);
+        out.write(&IndexRecord::Blob(BlobRecord {
+            seq,
+            offset: fh.offset,
+            length: fh.frame_len(),
+            compression: compression.to_owned(),
+            raw_size,
+            first: summary.first.into(),
+            last: summary.last.into(),
+            counts,
+            sorted: summary.sorted,
+            from,
+        }))?;
+    }
+    Ok(())
+}
+
+type Described = Option<(Summary, KeysFrom, &'static str, Option<u64>)>;
+
+/// The keys of one frame: from trusted indexdata, or by reading and scanning it.
+fn describe(file: &PbfFile, fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> pbf_format::Result<Described> {
+    if !opts.decode {
+        if let Some(s) = trusted_indexdata(fh, trust_pbfhogg) {
+            let compression = fh.compression.unwrap_or("unknown");
+            return Ok(Some((s, KeysFrom::Indexdata, compression, fh.raw_size)));
+        }
+    }
+    let place = |e: pbf_format::Error| e.at(fh.offset).in_file(file.path());
+    let body = file.read_body(fh)?;
+    let data = blob_data(&body).map_err(place)?;
+    let (compression, raw_size) = (data.compression, data.raw_size);
+    let raw = decode_blob(&body).map_err(place)?;
+    let summary = scan_block(&raw).map_err(place)?;
+    Ok(summary.map(|s| (s, KeysFrom::Decoded, compression, raw_size)))
+}
+
+fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {
+    let ix = fh.indexdata.as_deref()?;
+    indexdata::decode(ix).or_else(|| if trust_pbfhogg { indexdata::decode_pbfhogg(ix) } else { None })
+}
