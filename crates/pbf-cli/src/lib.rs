@@ -18,7 +18,11 @@ pub const EXIT_NO: u8 = 1;
 
 /// Parse arguments with `command`, call `run`, and turn its result into an
 /// exit code. Errors print one line, `NAME: error: CAUSE: CAUSE...`.
-pub fn main(name: &str, command: Command, run: fn(&ArgMatches) -> anyhow::Result<ExitCode>) -> ExitCode {
+pub fn main(
+    name: &str,
+    command: Command,
+    run: fn(&ArgMatches) -> anyhow::Result<ExitCode>,
+) -> ExitCode {
     let matches = match command.try_get_matches() {
         Ok(m) => m,
         Err(e) => e.exit(),
@@ -35,8 +39,10 @@ pub fn main(name: &str, command: Command, run: fn(&ArgMatches) -> anyhow::Result
 
 /// True when any cause in the chain is a broken pipe.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain()
-        .any(|c| c.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
+    err.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Open an input: a path, or standard input for `-`.
@@ -65,9 +71,11 @@ pub fn progress(total_bytes: u64, message: &str, quiet: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
-    let style = ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
+    let style = ProgressStyle::with_template(
+        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    )
+    .unwrap_or_else(|_| ProgressStyle::default_bar())
+    .progress_chars("=> ");
     bar.set_style(style);
     bar.set_message(message.to_owned());
     bar.enable_steady_tick(Duration::from_millis(200));
@@ -86,7 +94,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);
     let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
-    let mult: u64 = match unit.to_ascii_lowercase().trim_end_matches("ib").trim_end_matches('b') {
+    let mult: u64 = match unit
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
         "" => 1,
         "k" => 1 << 10,
         "m" => 1 << 20,
@@ -94,7 +106,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "t" => 1 << 40,
         _ => return Err(format!("invalid size unit in '{s}' (use k, M, G or T)")),
     };
-    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
 /// Number of worker threads: `-j N`, or all cores when 0 or absent.

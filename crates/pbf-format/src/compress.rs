@@ -68,7 +68,9 @@ impl FromStr for Compression {
             let Some(l) = level else { return Ok(default) };
             match l.parse::<i64>() {
                 Ok(v) if (lo..=hi).contains(&v) => Ok(v),
-                _ => Err(format!("compression level for {name} must be {lo}..={hi}, got '{l}'")),
+                _ => Err(format!(
+                    "compression level for {name} must be {lo}..={hi}, got '{l}'"
+                )),
             }
         };
         match name {
@@ -76,7 +78,9 @@ impl FromStr for Compression {
             "zlib" => Ok(Compression::Zlib(level_in(0, 9, 6)? as u32)),
             "zstd" => Ok(Compression::Zstd(level_in(1, 22, 3)? as i32)),
             "lz4" if level.is_none() => Ok(Compression::Lz4),
-            _ => Err(format!("unknown compression '{s}' (expected none, zlib[:0-9], zstd[:1-22] or lz4)")),
+            _ => Err(format!(
+                "unknown compression '{s}' (expected none, zlib[:0-9], zstd[:1-22] or lz4)"
+            )),
         }
     }
 }
@@ -114,7 +118,9 @@ pub fn blob_data(blob: &[u8]) -> Result<BlobData<'_>> {
             _ => continue,
         };
         let Value::Bytes(b) = v else {
-            return Err(Error::malformed(format!("Blob {name} field is not length-delimited")));
+            return Err(Error::malformed(format!(
+                "Blob {name} field is not length-delimited"
+            )));
         };
         if found.is_some() {
             return Err(Error::malformed("Blob holds more than one data field"));
@@ -122,11 +128,19 @@ pub fn blob_data(blob: &[u8]) -> Result<BlobData<'_>> {
         found = Some((name, b));
     }
     let (compression, data) = found.ok_or_else(|| Error::malformed("Blob holds no data field"))?;
-    Ok(BlobData { compression, raw_size, data })
+    Ok(BlobData {
+        compression,
+        raw_size,
+        data,
+    })
 }
 
 fn too_large(field: &'static str, size: u64) -> Error {
-    Error::new(ErrorKind::TooLarge { field, size, limit: MAX_RAW_SIZE as u64 })
+    Error::new(ErrorKind::TooLarge {
+        field,
+        size,
+        limit: MAX_RAW_SIZE as u64,
+    })
 }
 
 /// Decompress a Blob message into the block bytes it holds.
@@ -154,7 +168,11 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
             lz4_flex::block::decompress(b.data, n as usize)
                 .map_err(|e| Error::malformed(format!("corrupt lz4 data: {e}")))?
         }
-        other => return Err(Error::new(ErrorKind::Unsupported(format!("{other}-compressed blob")))),
+        other => {
+            return Err(Error::new(ErrorKind::Unsupported(format!(
+                "{other}-compressed blob"
+            ))));
+        }
     };
     if let Some(n) = b.raw_size {
         if out.len() as u64 != n {
@@ -171,9 +189,12 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
 fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(limit.min(MAX_RAW_SIZE));
     let mut z = flate2::read::ZlibDecoder::new(data).take(limit as u64 + 1);
-    z.read_to_end(&mut out).map_err(|e| Error::malformed(format!("corrupt zlib data: {e}")))?;
+    z.read_to_end(&mut out)
+        .map_err(|e| Error::malformed(format!("corrupt zlib data: {e}")))?;
     if out.len() > limit {
-        return Err(Error::malformed(format!("zlib data inflates past {limit} bytes")));
+        return Err(Error::malformed(format!(
+            "zlib data inflates past {limit} bytes"
+        )));
     }
     Ok(out)
 }
@@ -197,7 +218,10 @@ pub fn encode_blob(data: &[u8], c: Compression) -> Result<Vec<u8>> {
 
 fn deflate(data: &[u8], level: u32) -> Result<Vec<u8>> {
     use std::io::Write;
-    let mut z = flate2::write::ZlibEncoder::new(Vec::with_capacity(data.len() / 2), flate2::Compression::new(level));
+    let mut z = flate2::write::ZlibEncoder::new(
+        Vec::with_capacity(data.len() / 2),
+        flate2::Compression::new(level),
+    );
     z.write_all(data)?;
     Ok(z.finish()?)
 }
@@ -208,7 +232,9 @@ mod tests {
 
     #[test]
     fn round_trip_every_compression() {
-        let data: Vec<u8> = (0..10_000u32).flat_map(|i| (i % 97).to_le_bytes()).collect();
+        let data: Vec<u8> = (0..10_000u32)
+            .flat_map(|i| (i % 97).to_le_bytes())
+            .collect();
         for c in ["none", "zlib", "zlib:1", "zstd", "zstd:19", "lz4"] {
             let c: Compression = c.parse().expect("parse");
             let blob = encode_blob(&data, c).expect("encode");
@@ -241,13 +267,23 @@ mod tests {
         wire::put_key(&mut blob, 2, wire::WireType::Varint);
         wire::put_varint(&mut blob, 1 << 40);
         wire::put_bytes(&mut blob, 3, b"x");
-        assert!(decode_blob(&blob).expect_err("too large").to_string().contains("raw_size"));
+        assert!(
+            decode_blob(&blob)
+                .expect_err("too large")
+                .to_string()
+                .contains("raw_size")
+        );
     }
 
     #[test]
     fn lzma_is_unsupported() {
         let mut blob = Vec::new();
         wire::put_bytes(&mut blob, 4, b"x");
-        assert!(decode_blob(&blob).expect_err("unsupported").to_string().contains("unsupported: lzma"));
+        assert!(
+            decode_blob(&blob)
+                .expect_err("unsupported")
+                .to_string()
+                .contains("unsupported: lzma")
+        );
     }
 }

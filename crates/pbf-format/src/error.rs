@@ -50,7 +50,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// A new error of the given kind, not yet placed in a file.
     pub fn new(kind: ErrorKind) -> Error {
-        Error { kind, path: None, offset: None }
+        Error {
+            kind,
+            path: None,
+            offset: None,
+        }
     }
 
     /// A [`ErrorKind::Malformed`] error with a message.
@@ -106,7 +110,11 @@ impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ErrorKind::Io(e) => write!(f, "{e}"),
-            ErrorKind::Truncated { what, needed, available } => write!(
+            ErrorKind::Truncated {
+                what,
+                needed,
+                available,
+            } => write!(
                 f,
                 "truncated {what}: needs {needed} bytes, only {available} available"
             ),
@@ -146,9 +154,13 @@ mod tests {
 
     #[test]
     fn display_names_file_offset_and_cause() {
-        let e = Error::new(ErrorKind::TooLarge { field: "BlobHeader length", size: 70000, limit: 65536 })
-            .at(12)
-            .in_file(Path::new("/tmp/x.pbf"));
+        let e = Error::new(ErrorKind::TooLarge {
+            field: "BlobHeader length",
+            size: 70000,
+            limit: 65536,
+        })
+        .at(12)
+        .in_file(Path::new("/tmp/x.pbf"));
         assert_eq!(
             e.to_string(),
             "/tmp/x.pbf: blob at offset 12: BlobHeader length is 70000 bytes, limit is 65536"

@@ -64,7 +64,8 @@ pub fn parse_blob_header(bytes: &[u8]) -> Result<(String, Option<Vec<u8>>, u32)>
     while let Some((n, v)) = r.field()? {
         match (n, v) {
             (1, Value::Bytes(b)) => {
-                let s = std::str::from_utf8(b).map_err(|_| Error::malformed("BlobHeader type is not UTF-8"))?;
+                let s = std::str::from_utf8(b)
+                    .map_err(|_| Error::malformed("BlobHeader type is not UTF-8"))?;
                 kind = Some(s.to_owned());
             }
             (2, Value::Bytes(b)) => index = Some(b.to_vec()),
@@ -148,10 +149,18 @@ impl PbfFile {
         let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
         let meta = file.metadata().map_err(|e| Error::from(e).in_file(path))?;
         if !meta.is_file() {
-            return Err(Error::malformed("not a regular file (pipes cannot be indexed: offsets must be re-readable)").in_file(path));
+            return Err(Error::malformed(
+                "not a regular file (pipes cannot be indexed: offsets must be re-readable)",
+            )
+            .in_file(path));
         }
         let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
-        Ok(PbfFile { file, path: path.to_path_buf(), size: meta.len(), mtime_ns })
+        Ok(PbfFile {
+            file,
+            path: path.to_path_buf(),
+            size: meta.len(),
+            mtime_ns,
+        })
     }
 
     /// The path given to [`PbfFile::open`].
@@ -188,7 +197,13 @@ impl PbfFile {
     }
 
     fn truncated(&self, what: &'static str, needed: u64, available: u64, offset: u64) -> Error {
-        Error::new(ErrorKind::Truncated { what, needed, available }).at(offset).in_file(&self.path)
+        Error::new(ErrorKind::Truncated {
+            what,
+            needed,
+            available,
+        })
+        .at(offset)
+        .in_file(&self.path)
     }
 
     /// Read and check the frame header at `offset`. The whole frame must lie
@@ -218,9 +233,22 @@ impl PbfFile {
         let body = probe.get(4 + hl..).unwrap_or_default();
         let body = &body[..body.len().min(datasize as usize)];
         let (compression, raw_size) = peek_blob(body);
-        let fh = FrameHeader { offset, header_len, blob_type, indexdata, datasize, compression, raw_size };
+        let fh = FrameHeader {
+            offset,
+            header_len,
+            blob_type,
+            indexdata,
+            datasize,
+            compression,
+            raw_size,
+        };
         if fh.end() > self.size {
-            return Err(self.truncated("Blob", u64::from(datasize), self.size - fh.body_offset().min(self.size), offset));
+            return Err(self.truncated(
+                "Blob",
+                u64::from(datasize),
+                self.size - fh.body_offset().min(self.size),
+                offset,
+            ));
         }
         Ok(fh)
     }
@@ -233,7 +261,11 @@ impl PbfFile {
 
     /// Walk all frame headers from the start, without reading blob bodies.
     pub fn headers(&self) -> HeaderWalk<'_> {
-        HeaderWalk { file: self, offset: 0, failed: false }
+        HeaderWalk {
+            file: self,
+            offset: 0,
+            failed: false,
+        }
     }
 }
 
@@ -271,7 +303,11 @@ mod tests {
     use std::io::Write;
 
     fn temp_with(bytes: &[u8]) -> (PathBuf, PbfFile) {
-        let dir = std::env::temp_dir().join(format!("pbf-frame-test-{}-{}", std::process::id(), bytes.len()));
+        let dir = std::env::temp_dir().join(format!(
+            "pbf-frame-test-{}-{}",
+            std::process::id(),
+            bytes.len()
+        ));
         let mut f = File::create(&dir).expect("create");
         f.write_all(bytes).expect("write");
         let pf = PbfFile::open(&dir).expect("open");
@@ -305,7 +341,10 @@ mod tests {
         bytes.extend([0u8; 16]);
         let (path, pf) = temp_with(&bytes);
         let err = pf.frame_header_at(0).expect_err("too large");
-        assert!(err.to_string().contains("BlobHeader length is 70000 bytes"), "{err}");
+        assert!(
+            err.to_string().contains("BlobHeader length is 70000 bytes"),
+            "{err}"
+        );
         std::fs::remove_file(path).ok();
     }
 

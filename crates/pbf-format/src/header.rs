@@ -51,7 +51,9 @@ impl Header {
 
     /// True when the file holds history (several versions per object).
     pub fn has_history(&self) -> bool {
-        self.required_features.iter().any(|f| f == "HistoricalInformation")
+        self.required_features
+            .iter()
+            .any(|f| f == "HistoricalInformation")
     }
 }
 
@@ -59,7 +61,12 @@ impl Header {
 pub fn decode_header(data: &[u8]) -> Result<Header> {
     let h = proto::HeaderBlock::decode(data)?;
     Ok(Header {
-        bbox: h.bbox.map(|b| BBox { left: b.left, right: b.right, top: b.top, bottom: b.bottom }),
+        bbox: h.bbox.map(|b| BBox {
+            left: b.left,
+            right: b.right,
+            top: b.top,
+            bottom: b.bottom,
+        }),
         required_features: h.required_features,
         optional_features: h.optional_features,
         writingprogram: h.writingprogram,
@@ -73,7 +80,12 @@ pub fn decode_header(data: &[u8]) -> Result<Header> {
 /// Encode a HeaderBlock (uncompressed).
 pub fn encode_header(h: &Header) -> Vec<u8> {
     proto::HeaderBlock {
-        bbox: h.bbox.map(|b| proto::HeaderBBox { left: b.left, right: b.right, top: b.top, bottom: b.bottom }),
+        bbox: h.bbox.map(|b| proto::HeaderBBox {
+            left: b.left,
+            right: b.right,
+            top: b.top,
+            bottom: b.bottom,
+        }),
         required_features: h.required_features.clone(),
         optional_features: h.optional_features.clone(),
         writingprogram: h.writingprogram.clone(),
@@ -92,7 +104,12 @@ mod tests {
     #[test]
     fn round_trip() {
         let h = Header {
-            bbox: Some(BBox { left: -1, right: 2, top: 3, bottom: -4 }),
+            bbox: Some(BBox {
+                left: -1,
+                right: 2,
+                top: 3,
+                bottom: -4,
+            }),
             required_features: vec!["OsmSchema-V0.6".into(), "DenseNodes".into()],
             optional_features: vec![SORT_FEATURE.into()],
             writingprogram: Some("pbf-sort".into()),

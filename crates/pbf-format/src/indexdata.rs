@@ -63,7 +63,12 @@ pub fn decode(bytes: &[u8]) -> Option<Summary> {
     if !r.is_empty() || first > last || counts.iter().all(|&c| c == 0) {
         return None;
     }
-    Some(Summary { first, last, counts, sorted: flags == 1 })
+    Some(Summary {
+        first,
+        last,
+        counts,
+        sorted: flags == 1,
+    })
 }
 
 fn read_key(r: &mut Reader<'_>) -> Option<Key> {

@@ -58,7 +58,12 @@ impl Accumulator {
 
     /// The summary, or `None` when no key was pushed.
     pub fn finish(&self) -> Option<Summary> {
-        Some(Summary { first: self.first?, last: self.last?, counts: self.counts, sorted: !self.unsorted })
+        Some(Summary {
+            first: self.first?,
+            last: self.last?,
+            counts: self.counts,
+            sorted: !self.unsorted,
+        })
     }
 }
 
@@ -81,8 +86,14 @@ fn scan_group(data: &[u8], acc: &mut Accumulator) -> Result<()> {
             1 => acc.push(scan_object(wire::expect_bytes(v, "Node")?, Kind::Node)?),
             2 => scan_dense(wire::expect_bytes(v, "DenseNodes")?, acc)?,
             3 => acc.push(scan_object(wire::expect_bytes(v, "Way")?, Kind::Way)?),
-            4 => acc.push(scan_object(wire::expect_bytes(v, "Relation")?, Kind::Relation)?),
-            5 => acc.push(scan_object(wire::expect_bytes(v, "ChangeSet")?, Kind::Changeset)?),
+            4 => acc.push(scan_object(
+                wire::expect_bytes(v, "Relation")?,
+                Kind::Relation,
+            )?),
+            5 => acc.push(scan_object(
+                wire::expect_bytes(v, "ChangeSet")?,
+                Kind::Changeset,
+            )?),
             _ => {}
         }
     }
@@ -97,7 +108,11 @@ fn scan_object(data: &[u8], kind: Kind) -> Result<Key> {
         match (n, v) {
             (1, Value::Varint(x)) if kind == Kind::Node => id = Some(wire::zigzag(x)),
             (1, Value::Varint(x)) => id = Some(x as i64),
-            (1, _) => return Err(Error::malformed(format!("{kind} id has the wrong wire type"))),
+            (1, _) => {
+                return Err(Error::malformed(format!(
+                    "{kind} id has the wrong wire type"
+                )));
+            }
             (4, Value::Bytes(info)) if kind != Kind::Changeset => version = info_version(info)?,
             _ => {}
         }
@@ -123,7 +138,7 @@ fn scan_dense(data: &[u8], acc: &mut Accumulator) -> Result<()> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
-            1 => repeated(v, &mut ids, |x| wire::zigzag(x))?,
+            1 => repeated(v, &mut ids, wire::zigzag)?,
             5 => versions = Some(dense_versions(wire::expect_bytes(v, "DenseInfo")?)?),
             _ => {}
         }
@@ -166,7 +181,11 @@ fn repeated<T>(v: Value<'_>, out: &mut Vec<T>, f: impl Fn(u64) -> T) -> Result<(
             }
         }
         Value::Varint(x) => out.push(f(x)),
-        Value::Fixed(_) => return Err(Error::malformed("repeated varint field with fixed wire type")),
+        Value::Fixed(_) => {
+            return Err(Error::malformed(
+                "repeated varint field with fixed wire type",
+            ));
+        }
     }
     Ok(())
 }
@@ -178,7 +197,10 @@ mod tests {
     use prost::Message;
 
     fn info(v: i32) -> Option<proto::Info> {
-        Some(proto::Info { version: Some(v), ..Default::default() })
+        Some(proto::Info {
+            version: Some(v),
+            ..Default::default()
+        })
     }
 
     #[test]
@@ -188,7 +210,10 @@ mod tests {
                 proto::PrimitiveGroup {
                     dense: Some(proto::DenseNodes {
                         id: vec![5, 2, -10], // 5, 7, -3
-                        denseinfo: Some(proto::DenseInfo { version: vec![1, 2, 3], ..Default::default() }),
+                        denseinfo: Some(proto::DenseInfo {
+                            version: vec![1, 2, 3],
+                            ..Default::default()
+                        }),
                         lat: vec![0; 3],
                         lon: vec![0; 3],
                         ..Default::default()
@@ -196,12 +221,23 @@ mod tests {
                     ..Default::default()
                 },
                 proto::PrimitiveGroup {
-                    nodes: vec![proto::Node { id: -9, info: info(4), ..Default::default() }],
+                    nodes: vec![proto::Node {
+                        id: -9,
+                        info: info(4),
+                        ..Default::default()
+                    }],
                     ..Default::default()
                 },
                 proto::PrimitiveGroup {
-                    ways: vec![proto::Way { id: 300, info: info(2), ..Default::default() }],
-                    relations: vec![proto::Relation { id: -1, ..Default::default() }],
+                    ways: vec![proto::Way {
+                        id: 300,
+                        info: info(2),
+                        ..Default::default()
+                    }],
+                    relations: vec![proto::Relation {
+                        id: -1,
+                        ..Default::default()
+                    }],
                     ..Default::default()
                 },
             ],
@@ -219,15 +255,29 @@ mod tests {
     fn sorted_and_empty() {
         let block = proto::PrimitiveBlock {
             primitivegroup: vec![proto::PrimitiveGroup {
-                ways: vec![proto::Way { id: 1, ..Default::default() }, proto::Way { id: 2, ..Default::default() }],
+                ways: vec![
+                    proto::Way {
+                        id: 1,
+                        ..Default::default()
+                    },
+                    proto::Way {
+                        id: 2,
+                        ..Default::default()
+                    },
+                ],
                 ..Default::default()
             }],
             ..Default::default()
         };
-        let s = scan_block(&block.encode_to_vec()).expect("scan").expect("non-empty");
+        let s = scan_block(&block.encode_to_vec())
+            .expect("scan")
+            .expect("non-empty");
         assert!(s.sorted);
         assert_eq!(s.elements(), 2);
-        assert_eq!(scan_block(&proto::PrimitiveBlock::default().encode_to_vec()).expect("scan"), None);
+        assert_eq!(
+            scan_block(&proto::PrimitiveBlock::default().encode_to_vec()).expect("scan"),
+            None
+        );
     }
 
     #[test]
@@ -236,7 +286,10 @@ mod tests {
             primitivegroup: vec![proto::PrimitiveGroup {
                 dense: Some(proto::DenseNodes {
                     id: vec![1, 1],
-                    denseinfo: Some(proto::DenseInfo { version: vec![1], ..Default::default() }),
+                    denseinfo: Some(proto::DenseInfo {
+                        version: vec![1],
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 ..Default::default()

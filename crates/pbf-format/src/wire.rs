@@ -82,7 +82,8 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         let tag = self.varint()?;
-        let number = u32::try_from(tag >> 3).map_err(|_| Error::malformed("field number too large"))?;
+        let number =
+            u32::try_from(tag >> 3).map_err(|_| Error::malformed("field number too large"))?;
         if number == 0 {
             return Err(Error::malformed("field number 0"));
         }
@@ -102,7 +103,9 @@ impl<'a> Reader<'a> {
 }
 
 fn le_u64(b: &[u8]) -> u64 {
-    b.iter().rev().fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+    b.iter()
+        .rev()
+        .fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
 }
 
 /// Zigzag-decode a `sint64`.
@@ -120,7 +123,9 @@ pub fn packed(bytes: &[u8]) -> impl Iterator<Item = Result<u64>> + '_ {
 pub fn expect_bytes<'a>(v: Value<'a>, what: &str) -> Result<&'a [u8]> {
     match v {
         Value::Bytes(b) => Ok(b),
-        _ => Err(Error::malformed(format!("{what}: expected a length-delimited field"))),
+        _ => Err(Error::malformed(format!(
+            "{what}: expected a length-delimited field"
+        ))),
     }
 }
 
@@ -200,8 +205,14 @@ mod tests {
         put_varint(&mut b, 42);
         put_bytes(&mut b, 2, b"hi");
         let mut r = Reader::new(&b);
-        assert!(matches!(r.field().ok().flatten(), Some((1, Value::Varint(42)))));
-        assert!(matches!(r.field().ok().flatten(), Some((2, Value::Bytes(b"hi")))));
+        assert!(matches!(
+            r.field().ok().flatten(),
+            Some((1, Value::Varint(42)))
+        ));
+        assert!(matches!(
+            r.field().ok().flatten(),
+            Some((2, Value::Bytes(b"hi")))
+        ));
         assert!(matches!(r.field(), Ok(None)));
     }
 }

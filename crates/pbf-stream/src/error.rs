@@ -72,7 +72,10 @@ impl fmt::Display for Error {
             ErrorKind::Json(e) => write!(f, "invalid record: {e}"),
             ErrorKind::LineTooLong => write!(f, "line longer than {} bytes", crate::MAX_LINE),
             ErrorKind::Invalid(m) => write!(f, "{m}"),
-            ErrorKind::MissingEnd => write!(f, "stream ended without an end record (upstream stage died?)"),
+            ErrorKind::MissingEnd => write!(
+                f,
+                "stream ended without an end record (upstream stage died?)"
+            ),
             ErrorKind::SourceChanged(m) => write!(f, "{m}"),
         }
     }

@@ -22,6 +22,6 @@ mod records;
 mod source;
 
 pub use error::{Error, ErrorKind};
-pub use lines::{IndexReader, LineReader, PlanReader, Writer, MAX_LINE};
+pub use lines::{IndexReader, LineReader, MAX_LINE, PlanReader, Writer};
 pub use records::*;
 pub use source::{check_source, mtime_ns};

@@ -24,7 +24,11 @@ pub struct LineReader<R> {
 impl<R: BufRead> LineReader<R> {
     /// Wrap a buffered reader.
     pub fn new(inner: R) -> LineReader<R> {
-        LineReader { inner, buf: Vec::new(), line: 0 }
+        LineReader {
+            inner,
+            buf: Vec::new(),
+            line: 0,
+        }
     }
 
     /// The number of the line last returned.
@@ -51,7 +55,10 @@ impl<R: BufRead> LineReader<R> {
 
     fn fill_line(&mut self) -> Result<bool, Error> {
         loop {
-            let chunk = self.inner.fill_buf().map_err(|e| Error::from(e).at_line(self.line))?;
+            let chunk = self
+                .inner
+                .fill_buf()
+                .map_err(|e| Error::from(e).at_line(self.line))?;
             if chunk.is_empty() {
                 return Ok(!self.buf.is_empty());
             }
@@ -72,7 +79,9 @@ impl<R: BufRead> LineReader<R> {
 
     /// Parse the next record, or `None` at EOF.
     pub fn next_record<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, Error> {
-        let Some(line) = self.next_line()? else { return Ok(None) };
+        let Some(line) = self.next_line()? else {
+            return Ok(None);
+        };
         match serde_json::from_slice::<T>(line) {
             Ok(r) => Ok(Some(r)),
             Err(e) => Err(explain(line, e).at_line(self.line)),
@@ -93,7 +102,9 @@ fn explain(line: &[u8], e: serde_json::Error) -> Error {
     if let Ok(p) = serde_json::from_slice::<Probe>(line) {
         if let (Some(s), Some(v)) = (&p.schema, p.version) {
             if v != SCHEMA_VERSION {
-                return Error::invalid(format!("{s} version {v} is not supported (this tool reads version {SCHEMA_VERSION})"));
+                return Error::invalid(format!(
+                    "{s} version {v} is not supported (this tool reads version {SCHEMA_VERSION})"
+                ));
             }
         }
         if p.kind.is_none() {
@@ -154,7 +165,11 @@ pub struct IndexReader<R> {
 impl<R: BufRead> IndexReader<R> {
     /// Read from a buffered reader.
     pub fn new(inner: R) -> IndexReader<R> {
-        IndexReader { lines: LineReader::new(inner), section: Section::None, sections: 0 }
+        IndexReader {
+            lines: LineReader::new(inner),
+            section: Section::None,
+            sections: 0,
+        }
     }
 
     /// Line number of the record last returned.
@@ -173,7 +188,9 @@ impl<R: BufRead> IndexReader<R> {
         let Some(rec) = self.lines.next_record::<IndexRecord>()? else {
             return match self.section {
                 Section::Open { .. } => Err(Error::new(ErrorKind::MissingEnd).at_line(line)),
-                Section::None if self.sections == 0 => Err(Error::invalid("empty index stream").at_line(line)),
+                Section::None if self.sections == 0 => {
+                    Err(Error::invalid("empty index stream").at_line(line))
+                }
                 Section::None => Ok(None),
             };
         };
@@ -186,13 +203,22 @@ impl<R: BufRead> IndexReader<R> {
         match (rec, &mut self.section) {
             (IndexRecord::Source(s), Section::None) => {
                 if s.schema != INDEX_SCHEMA {
-                    return Err(Error::invalid(format!("expected schema {INDEX_SCHEMA}, found {}", s.schema)));
+                    return Err(Error::invalid(format!(
+                        "expected schema {INDEX_SCHEMA}, found {}",
+                        s.schema
+                    )));
                 }
                 if s.version != SCHEMA_VERSION {
-                    return Err(Error::invalid(format!("index version {} is not supported", s.version)));
+                    return Err(Error::invalid(format!(
+                        "index version {} is not supported",
+                        s.version
+                    )));
                 }
                 self.sections += 1;
-                self.section = Section::Open { blobs: 0, counts: Counts::default() };
+                self.section = Section::Open {
+                    blobs: 0,
+                    counts: Counts::default(),
+                };
             }
             (IndexRecord::Blob(b), Section::Open { blobs, counts }) => {
                 check_blob(b)?;
@@ -208,7 +234,11 @@ impl<R: BufRead> IndexReader<R> {
                 }
                 self.section = Section::None;
             }
-            (IndexRecord::Source(_), _) => return Err(Error::invalid("source record inside an open section (missing end?)")),
+            (IndexRecord::Source(_), _) => {
+                return Err(Error::invalid(
+                    "source record inside an open section (missing end?)",
+                ));
+            }
             (_, Section::None) => return Err(Error::invalid("record before the source record")),
         }
         Ok(())
@@ -217,10 +247,16 @@ impl<R: BufRead> IndexReader<R> {
 
 fn check_blob(b: &BlobRecord) -> Result<(), Error> {
     if b.length < 4 || b.offset.checked_add(b.length).is_none() {
-        return Err(Error::invalid(format!("blob {} has an impossible range", b.seq)));
+        return Err(Error::invalid(format!(
+            "blob {} has an impossible range",
+            b.seq
+        )));
     }
     if pbf_format::Key::from(b.first) > pbf_format::Key::from(b.last) {
-        return Err(Error::invalid(format!("blob {}: first key is after last key", b.seq)));
+        return Err(Error::invalid(format!(
+            "blob {}: first key is after last key",
+            b.seq
+        )));
     }
     Ok(())
 }
@@ -240,11 +276,23 @@ impl<R: BufRead> PlanReader<R> {
         let mut lines = LineReader::new(inner);
         let header = match lines.next_record::<PlanRecord>()? {
             Some(PlanRecord::Plan(h)) => h,
-            Some(_) => return Err(Error::invalid("plan stream does not start with a plan record").at_line(lines.line())),
-            None => return Err(Error::invalid("empty plan stream (upstream stage died?)").at_line(1)),
+            Some(_) => {
+                return Err(
+                    Error::invalid("plan stream does not start with a plan record")
+                        .at_line(lines.line()),
+                );
+            }
+            None => {
+                return Err(Error::invalid("empty plan stream (upstream stage died?)").at_line(1));
+            }
         };
         check_header(&header).map_err(|e| e.at_line(1))?;
-        Ok(PlanReader { lines, header, seen: PlanEnd::default(), done: false })
+        Ok(PlanReader {
+            lines,
+            header,
+            seen: PlanEnd::default(),
+            done: false,
+        })
     }
 
     /// The plan header.
@@ -270,7 +318,9 @@ impl<R: BufRead> PlanReader<R> {
         if let PlanRecord::End(_) = rec {
             self.done = true;
             if self.lines.next_line()?.is_some() {
-                return Err(Error::invalid("records after the end record").at_line(self.lines.line()));
+                return Err(
+                    Error::invalid("records after the end record").at_line(self.lines.line())
+                );
             }
             return Ok(None);
         }
@@ -283,8 +333,11 @@ impl<R: BufRead> PlanReader<R> {
             PlanRecord::Copy(c) => {
                 self.check_range(c.source, c.offset, c.length)?;
                 let framed: u64 = c.frames.iter().map(|f| f.length).sum();
-                if !c.frames.is_empty() && (framed != c.length || c.frames.len() as u64 != c.blobs) {
-                    return Err(Error::invalid("copy op frames do not add up to its length and blob count"));
+                if !c.frames.is_empty() && (framed != c.length || c.frames.len() as u64 != c.blobs)
+                {
+                    return Err(Error::invalid(
+                        "copy op frames do not add up to its length and blob count",
+                    ));
                 }
                 self.seen.add_copy(c);
             }
@@ -299,7 +352,10 @@ impl<R: BufRead> PlanReader<R> {
             }
             PlanRecord::End(e) => {
                 if *e != self.seen {
-                    return Err(Error::invalid(format!("end record says {e:?}, the plan held {:?}", self.seen)));
+                    return Err(Error::invalid(format!(
+                        "end record says {e:?}, the plan held {:?}",
+                        self.seen
+                    )));
                 }
             }
         }
@@ -312,8 +368,14 @@ impl<R: BufRead> PlanReader<R> {
             .sources
             .iter()
             .find(|s| s.id == source)
-            .ok_or_else(|| Error::invalid(format!("op names source {source}, which the plan does not list")))?;
-        let end = offset.checked_add(length).filter(|&e| e <= src.size && length > 0);
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "op names source {source}, which the plan does not list"
+                ))
+            })?;
+        let end = offset
+            .checked_add(length)
+            .filter(|&e| e <= src.size && length > 0);
         if end.is_none() {
             return Err(Error::invalid(format!(
                 "range {offset}+{length} lies outside {} ({} bytes)",
@@ -327,10 +389,16 @@ impl<R: BufRead> PlanReader<R> {
 
 fn check_header(h: &PlanHeader) -> Result<(), Error> {
     if h.schema != PLAN_SCHEMA {
-        return Err(Error::invalid(format!("expected schema {PLAN_SCHEMA}, found {}", h.schema)));
+        return Err(Error::invalid(format!(
+            "expected schema {PLAN_SCHEMA}, found {}",
+            h.schema
+        )));
     }
     if h.version != SCHEMA_VERSION {
-        return Err(Error::invalid(format!("plan version {} is not supported", h.version)));
+        return Err(Error::invalid(format!(
+            "plan version {} is not supported",
+            h.version
+        )));
     }
     for (i, s) in h.sources.iter().enumerate() {
         if h.sources[..i].iter().any(|t| t.id == s.id) {

@@ -64,7 +64,11 @@ pub struct KeyRecord {
 
 impl From<Key> for KeyRecord {
     fn from(k: Key) -> KeyRecord {
-        KeyRecord { kind: k.kind.into(), id: k.id, version: k.version }
+        KeyRecord {
+            kind: k.kind.into(),
+            id: k.id,
+            version: k.version,
+        }
     }
 }
 
@@ -95,7 +99,12 @@ fn is_zero(n: &u64) -> bool {
 impl Counts {
     /// From an array indexed by [`Kind::index`].
     pub fn from_array(a: [u64; 4]) -> Counts {
-        Counts { node: a[0], way: a[1], relation: a[2], changeset: a[3] }
+        Counts {
+            node: a[0],
+            way: a[1],
+            relation: a[2],
+            changeset: a[3],
+        }
     }
 
     /// As an array indexed by [`Kind::index`].
@@ -160,7 +169,12 @@ pub struct HeaderRecord {
 impl From<Header> for HeaderRecord {
     fn from(h: Header) -> HeaderRecord {
         HeaderRecord {
-            bbox: h.bbox.map(|b| BBoxRecord { left: b.left, right: b.right, top: b.top, bottom: b.bottom }),
+            bbox: h.bbox.map(|b| BBoxRecord {
+                left: b.left,
+                right: b.right,
+                top: b.top,
+                bottom: b.bottom,
+            }),
             required_features: h.required_features,
             optional_features: h.optional_features,
             writingprogram: h.writingprogram,
@@ -175,7 +189,12 @@ impl From<Header> for HeaderRecord {
 impl From<HeaderRecord> for Header {
     fn from(h: HeaderRecord) -> Header {
         Header {
-            bbox: h.bbox.map(|b| BBox { left: b.left, right: b.right, top: b.top, bottom: b.bottom }),
+            bbox: h.bbox.map(|b| BBox {
+                left: b.left,
+                right: b.right,
+                top: b.top,
+                bottom: b.bottom,
+            }),
             required_features: h.required_features,
             optional_features: h.optional_features,
             writingprogram: h.writingprogram,

@@ -16,8 +16,12 @@ pub fn mtime_ns(meta: &Metadata) -> i64 {
 /// Open a source and check that its size and mtime are those in the stream.
 pub fn check_source(src: &SourceRef) -> Result<File, Error> {
     let path = &src.path;
-    let file = File::open(path)
-        .map_err(|e| Error::new(ErrorKind::SourceChanged(format!("{}: cannot open: {e}", path.display()))))?;
+    let file = File::open(path).map_err(|e| {
+        Error::new(ErrorKind::SourceChanged(format!(
+            "{}: cannot open: {e}",
+            path.display()
+        )))
+    })?;
     let meta = file.metadata()?;
     let (size, mtime) = (meta.len(), mtime_ns(&meta));
     if size != src.size || mtime != src.mtime_ns {

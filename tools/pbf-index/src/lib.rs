@@ -76,7 +76,10 @@ struct Options {
 
 /// Run with parsed arguments.
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
-    let opts = Options { decode: m.get_flag("decode"), quiet: m.get_flag("quiet") };
+    let opts = Options {
+        decode: m.get_flag("decode"),
+        quiet: m.get_flag("quiet"),
+    };
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let mut out = Writer::new(pbf_cli::stdout());
@@ -103,7 +106,11 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
         None => bail!("{}: empty file, not a PBF file", abs.display()),
     };
     if first.blob_type != "OSMHeader" {
-        bail!("{}: blob at offset 0: first blob is {:?}, expected OSMHeader", abs.display(), first.blob_type);
+        bail!(
+            "{}: blob at offset 0: first blob is {:?}, expected OSMHeader",
+            abs.display(),
+            first.blob_type
+        );
     }
     let header = decode_blob(&file.read_body(&first)?)
         .and_then(|raw| decode_header(&raw))
@@ -117,7 +124,11 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
         mtime_ns: file.mtime_ns(),
         header: header.into(),
     }))?;
-    let bar = pbf_cli::progress(file.size(), &format!("indexing {}", path.display()), opts.quiet);
+    let bar = pbf_cli::progress(
+        file.size(),
+        &format!("indexing {}", path.display()),
+        opts.quiet,
+    );
     let mut tally = Tally::default();
     let mut batch = Vec::with_capacity(BATCH);
     for fh in walk {
@@ -164,7 +175,10 @@ fn flush<W: Write>(
     tally: &mut Tally,
     out: &mut Writer<W>,
 ) -> Result<()> {
-    let described: Vec<_> = batch.par_iter().map(|fh| describe(file, fh, opts, trust_pbfhogg)).collect();
+    let described: Vec<_> = batch
+        .par_iter()
+        .map(|fh| describe(file, fh, opts, trust_pbfhogg))
+        .collect();
     for (fh, d) in batch.drain(..).zip(described) {
         let seq = tally.data_seq;
         tally.data_seq += 1;
@@ -194,7 +208,12 @@ fn flush<W: Write>(
 type Described = Option<(Summary, KeysFrom, &'static str, Option<u64>)>;
 
 /// The keys of one frame: from trusted indexdata, or by reading and scanning it.
-fn describe(file: &PbfFile, fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> pbf_format::Result<Described> {
+fn describe(
+    file: &PbfFile,
+    fh: &FrameHeader,
+    opts: Options,
+    trust_pbfhogg: bool,
+) -> pbf_format::Result<Described> {
     if !opts.decode {
         if let Some(s) = trusted_indexdata(fh, trust_pbfhogg) {
             let compression = fh.compression.unwrap_or("unknown");
@@ -212,5 +231,11 @@ fn describe(file: &PbfFile, fh: &FrameHeader, opts: Options, trust_pbfhogg: bool
 
 fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {
     let ix = fh.indexdata.as_deref()?;
-    indexdata::decode(ix).or_else(|| if trust_pbfhogg { indexdata::decode_pbfhogg(ix) } else { None })
+    indexdata::decode(ix).or_else(|| {
+        if trust_pbfhogg {
+            indexdata::decode_pbfhogg(ix)
+        } else {
+            None
+        }
+    })
 }

@@ -1,0 +1,126 @@
+//! `pbf-index` over every real file: counts agree with osmium, keys and sorted
+//! flags agree with a full decode, broken files fail cleanly.
+
+use pbf_format::block::decode_block;
+use pbf_format::compress::decode_blob;
+use pbf_format::frame::PbfFile;
+use pbf_format::scan::Accumulator;
+use pbf_stream::{IndexRecord, KeysFrom};
+
+use crate::util::*;
+
+fn index(path: &std::path::Path) -> Vec<IndexRecord> {
+    let mut c = bin("pbf-index");
+    c.arg("-q").arg(path);
+    records(&succeeds(c))
+}
+
+#[test]
+fn counts_agree_with_osmium() {
+    for path in good_files() {
+        let recs = index(&path);
+        let Some(IndexRecord::End(end)) = recs.last() else {
+            panic!("{}: no end record", name(&path))
+        };
+        let info = fileinfo(&path);
+        let count = &info["data"]["count"];
+        let want = [&count["nodes"], &count["ways"], &count["relations"]]
+            .map(|v| v.as_u64().expect("count"));
+        assert_eq!(
+            [end.counts.node, end.counts.way, end.counts.relation],
+            want,
+            "{}",
+            name(&path)
+        );
+        let blobs = recs
+            .iter()
+            .filter(|r| matches!(r, IndexRecord::Blob(_)))
+            .count();
+        assert_eq!(blobs as u64, end.blobs, "{}", name(&path));
+    }
+}
+
+#[test]
+fn keys_and_sorted_flags_agree_with_a_full_decode() {
+    for path in good_files() {
+        let file = PbfFile::open(&path).expect("open");
+        for rec in index(&path) {
+            let IndexRecord::Blob(b) = rec else { continue };
+            assert_eq!(b.from, KeysFrom::Decoded);
+            let fh = file.frame_header_at(b.offset).expect("frame");
+            assert_eq!(fh.frame_len(), b.length);
+            let raw = decode_blob(&file.read_body(&fh).expect("body")).expect("decompress");
+            let mut acc = Accumulator::default();
+            for e in decode_block(&raw).expect("decode") {
+                acc.push(e.key());
+            }
+            let s = acc.finish().expect("non-empty");
+            assert_eq!(b.summary(), s, "{} blob {}", name(&path), b.seq);
+        }
+    }
+}
+
+#[test]
+fn several_files_give_several_sections() {
+    let (a, b) = (
+        data("sorted-andorra.osm.pbf"),
+        data("unsorted-mixed-tiny.osm.pbf"),
+    );
+    let mut c = bin("pbf-index");
+    c.arg("-q").arg(&a).arg(&b);
+    let recs: Vec<IndexRecord> = records(&succeeds(c));
+    let sources = recs
+        .iter()
+        .filter(|r| matches!(r, IndexRecord::Source(_)))
+        .count();
+    let ends = recs
+        .iter()
+        .filter(|r| matches!(r, IndexRecord::End(_)))
+        .count();
+    assert_eq!((sources, ends), (2, 2));
+}
+
+#[test]
+fn broken_files_fail_with_one_line_and_no_end() {
+    for (file, needle) in [
+        ("bad-truncated.osm.pbf", "offset 6120: truncated Blob"),
+        (
+            "bad-no-header.osm.pbf",
+            "offset 0: first blob is \"OSMData\", expected OSMHeader",
+        ),
+    ] {
+        let path = data(file);
+        let mut c = bin("pbf-index");
+        c.arg(&path);
+        let out = run(c);
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{file}: {err}");
+        assert!(
+            err.contains(&*path.to_string_lossy()) && err.contains(needle),
+            "{file}: {err}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stdout.contains("\"type\":\"end\""),
+            "{file}: an end record was written"
+        );
+    }
+}
+
+#[test]
+fn changeset_range_file_is_indexed() {
+    let recs = index(&data("bad-changeset-range.osm.pbf"));
+    assert!(matches!(recs.last(), Some(IndexRecord::End(e)) if e.counts.node == 6));
+}
+
+#[test]
+fn missing_file_and_bad_usage() {
+    let mut c = bin("pbf-index");
+    c.arg("/nonexistent/x.pbf");
+    let out = run(c);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/x.pbf"));
+    let out = run(bin("pbf-index"));
+    assert_eq!(out.status.code(), Some(2), "no FILE is a usage error");
+}

@@ -1,0 +1,7 @@
+//! End-to-end tests: the real binaries over the real files in `../shared/data`
+//! (or `$PBF_SORT_TEST_DATA`), with osmium as the oracle. One test binary,
+//! one module per topic (ripgrep's layout).
+
+mod util;
+
+mod index;

@@ -1,0 +1,143 @@
+//! Helpers shared by the end-to-end tests: where the data and the binaries
+//! are, running a command and capturing its output, and the osmium oracle.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The directory of real PBF files: `$PBF_SORT_TEST_DATA`, else `../shared/data`.
+pub fn data_dir() -> PathBuf {
+    let dir = std::env::var_os("PBF_SORT_TEST_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+    assert!(
+        dir.is_dir(),
+        "test data directory {} is missing (set PBF_SORT_TEST_DATA)",
+        dir.display()
+    );
+    dir
+}
+
+/// Every PBF file in the data directory, sorted by name.
+pub fn all_files() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .expect("read data dir")
+        .map(|e| {
+            e.expect("dir entry")
+                .path()
+                .canonicalize()
+                .expect("canonical path")
+        })
+        .filter(|p| p.extension().is_some_and(|e| e == "pbf"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "no .pbf files in {}", data_dir().display());
+    v
+}
+
+/// The valid files (not `bad-*`).
+pub fn good_files() -> Vec<PathBuf> {
+    all_files()
+        .into_iter()
+        .filter(|p| !name(p).starts_with("bad-"))
+        .collect()
+}
+
+/// A data file by name.
+pub fn data(name: &str) -> PathBuf {
+    let p = data_dir().join(name);
+    assert!(p.is_file(), "{} is missing", p.display());
+    p.canonicalize().expect("canonical path")
+}
+
+/// File name as a string.
+pub fn name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// A command for one of our binaries.
+pub fn bin(tool: &str) -> Command {
+    let path = match tool {
+        "pbf-index" => env!("CARGO_BIN_EXE_pbf-index"),
+        other => panic!("unknown tool {other}"),
+    };
+    Command::new(path)
+}
+
+/// Run a command with the given stdin, capturing stdout and stderr.
+pub fn run_with_input(mut cmd: Command, input: &[u8]) -> Output {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let data = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let out = child.wait_with_output().expect("wait");
+    feeder.join().expect("stdin feeder");
+    out
+}
+
+/// Run a command with empty stdin.
+pub fn run(cmd: Command) -> Output {
+    run_with_input(cmd, b"")
+}
+
+/// Run and require success; returns stdout.
+pub fn succeeds(cmd: Command) -> Vec<u8> {
+    let desc = format!("{cmd:?}");
+    let out = run(cmd);
+    assert!(
+        out.status.success(),
+        "{desc} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Parse JSON Lines into typed records.
+pub fn records<T: for<'de> serde::Deserialize<'de>>(jsonl: &[u8]) -> Vec<T> {
+    jsonl
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            serde_json::from_slice(l)
+                .unwrap_or_else(|e| panic!("bad record {}: {e}", String::from_utf8_lossy(l)))
+        })
+        .collect()
+}
+
+/// An `osmium` command; fails the test loudly when osmium-tool is not installed.
+pub fn osmium() -> Command {
+    let ok = Command::new("osmium")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "osmium (Debian package osmium-tool) is required by the oracle tests; install it"
+    );
+    Command::new("osmium")
+}
+
+/// `osmium cat -f opl` of a file.
+pub fn opl(path: &Path) -> String {
+    let mut c = osmium();
+    c.args(["cat", "-f", "opl"]).arg(path);
+    String::from_utf8(succeeds(c)).expect("opl is UTF-8")
+}
+
+/// `osmium fileinfo -e -j` of a file, parsed.
+pub fn fileinfo(path: &Path) -> serde_json::Value {
+    let mut c = osmium();
+    c.args(["fileinfo", "-e", "-j"]).arg(path);
+    serde_json::from_slice(&succeeds(c)).expect("fileinfo JSON")
+}
