@@ -324,6 +324,15 @@ pub struct SourceRef {
     pub size: u64,
     /// Modification time in nanoseconds when indexed.
     pub mtime_ns: i64,
+    /// A spool file written by `pbf-merge` while the plan streams: it grows
+    /// until the `end` record, so `size` and `mtime_ns` are not checked; every
+    /// range is checked against the file's size when it is read instead.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub spool: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The `plan` record.
