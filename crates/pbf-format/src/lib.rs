@@ -23,4 +23,4 @@ pub mod scan;
 pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};
-pub use key::{Kind, Key};
+pub use key::{Key, Kind};
