@@ -114,6 +114,12 @@ fn explain(line: &[u8], e: serde_json::Error) -> Error {
     Error::new(ErrorKind::Json(e))
 }
 
+fn unsupported(schema: &str, version: u32) -> Error {
+    Error::invalid(format!(
+        "{schema} version {version} is not supported (this tool reads version {SCHEMA_VERSION})"
+    ))
+}
+
 /// Writes records, one JSON object per line.
 #[derive(Debug)]
 pub struct Writer<W: Write> {
@@ -373,9 +379,11 @@ impl<R: BufRead> PlanReader<R> {
                     "op names source {source}, which the plan does not list"
                 ))
             })?;
+        // A spool grows while the plan streams: its ranges are checked
+        // against the file when they are read, not against `size` here.
         let end = offset
             .checked_add(length)
-            .filter(|&e| e <= src.size && length > 0);
+            .filter(|&e| (src.spool || e <= src.size) && length > 0);
         if end.is_none() {
             return Err(Error::invalid(format!(
                 "range {offset}+{length} lies outside {} ({} bytes)",

@@ -1,0 +1,208 @@
+//! The stream readers against valid and hostile streams: every broken stream
+//! is an error with a line number, never a silently short result.
+
+use pbf_stream::*;
+
+fn source_line() -> String {
+    r#"{"type":"source","schema":"pbf-sort/index","version":1,"path":"/x.pbf","size":1000,"mtime_ns":5,"header":{"required_features":["OsmSchema-V0.6"]}}"#.into()
+}
+
+fn blob_line(seq: u64, offset: u64) -> String {
+    format!(
+        r#"{{"type":"blob","seq":{seq},"offset":{offset},"length":100,"compression":"zlib","first":{{"kind":"node","id":1,"version":1}},"last":{{"kind":"node","id":9,"version":1}},"counts":{{"node":3,"way":0,"relation":0}},"sorted":true,"from":"decoded","future_field":7}}"#
+    )
+}
+
+fn end_line(blobs: u64, nodes: u64) -> String {
+    format!(r#"{{"type":"end","blobs":{blobs},"counts":{{"node":{nodes},"way":0,"relation":0}}}}"#)
+}
+
+fn read_index(text: &str) -> Result<Vec<IndexRecord>, String> {
+    let mut r = IndexReader::new(text.as_bytes());
+    let mut out = Vec::new();
+    loop {
+        match r.next_record() {
+            Ok(Some(rec)) => out.push(rec),
+            Ok(None) => return Ok(out),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+#[test]
+fn index_sections_and_unknown_fields() {
+    let one = [
+        source_line(),
+        blob_line(0, 10),
+        blob_line(1, 110),
+        end_line(2, 6),
+    ]
+    .join("\n");
+    let two = format!("{one}\n{one}\n");
+    let recs = read_index(&two).expect("valid");
+    assert_eq!(recs.len(), 8);
+}
+
+#[test]
+fn index_errors_name_the_line() {
+    let cases = [
+        (
+            vec![source_line(), blob_line(0, 10)],
+            "line 3: stream ended without an end record",
+        ),
+        (
+            vec![source_line(), blob_line(0, 10), end_line(2, 3)],
+            "line 3: end record says 2 blobs",
+        ),
+        (
+            vec![blob_line(0, 10)],
+            "line 1: record before the source record",
+        ),
+        (
+            vec![source_line(), source_line()],
+            "line 2: source record inside an open section",
+        ),
+        (
+            vec![source_line().replace("\"version\":1", "\"version\":2")],
+            "line 1: pbf-sort/index version 2 is not supported",
+        ),
+        (
+            vec![source_line(), r#"{"type":"bogus"}"#.into()],
+            "line 2: invalid record: unknown variant `bogus`",
+        ),
+        (
+            vec![
+                source_line(),
+                blob_line(0, 10).replace("\"offset\":10", "\"offset\":\"x\""),
+            ],
+            "line 2: invalid record",
+        ),
+        (
+            vec![source_line(), r#"{"seq":1}"#.into()],
+            "line 2: record has no \"type\" field",
+        ),
+        (vec![], "empty index stream"),
+    ];
+    for (lines, want) in cases {
+        let err = read_index(&lines.join("\n")).expect_err(want);
+        assert!(err.contains(want), "want {want:?}, got {err:?}");
+    }
+}
+
+fn plan_line(size: u64) -> String {
+    format!(
+        r#"{{"type":"plan","schema":"pbf-sort/plan","version":1,"sources":[{{"id":0,"path":"/x.pbf","size":{size},"mtime_ns":1}}],"header":{{}}}}"#
+    )
+}
+
+fn read_plan(text: &str) -> Result<Vec<PlanRecord>, String> {
+    let mut r = PlanReader::new(text.as_bytes()).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    loop {
+        match r.next_op() {
+            Ok(Some(op)) => out.push(op),
+            Ok(None) => return Ok(out),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+const COPY: &str = r#"{"type":"copy","source":0,"offset":10,"length":90,"blobs":1,"elements":4}"#;
+const END: &str = r#"{"type":"end","ops":1,"copy_bytes":90,"merge_inputs":0,"elements":4}"#;
+
+#[test]
+fn plan_valid() {
+    let ops = read_plan(&[plan_line(100), COPY.into(), END.into()].join("\n")).expect("valid");
+    assert!(matches!(&ops[..], [PlanRecord::Copy(c)] if c.length == 90));
+}
+
+#[test]
+fn plan_errors_name_the_line() {
+    let past_end = COPY.replace("\"length\":90", "\"length\":91");
+    let bad_source = COPY.replace("\"source\":0", "\"source\":3");
+    let negative = COPY.replace("\"offset\":10", "\"offset\":-10");
+    let zero = COPY.replace("\"length\":90", "\"length\":0");
+    let cases = [
+        (
+            vec![plan_line(100), COPY.into()],
+            "stream ended without an end record",
+        ),
+        (
+            vec![plan_line(100), past_end, END.into()],
+            "line 2: range 10+91 lies outside /x.pbf (100 bytes)",
+        ),
+        (
+            vec![plan_line(100), bad_source, END.into()],
+            "line 2: op names source 3",
+        ),
+        (
+            vec![plan_line(100), negative, END.into()],
+            "line 2: invalid record",
+        ),
+        (vec![plan_line(100), zero, END.into()], "line 2: range 10+0"),
+        (
+            vec![
+                plan_line(100),
+                COPY.into(),
+                END.replace("\"ops\":1", "\"ops\":2"),
+            ],
+            "line 3: end record says",
+        ),
+        (
+            vec![plan_line(100), COPY.into(), END.into(), COPY.into()],
+            "line 4: records after the end record",
+        ),
+        (
+            vec![plan_line(100), plan_line(100)],
+            "line 2: second plan record",
+        ),
+        (
+            vec![COPY.into()],
+            "line 1: plan stream does not start with a plan record",
+        ),
+        (
+            vec![plan_line(100).replace("\"version\":1", "\"version\":9")],
+            "line 1: pbf-sort/plan version 9 is not supported",
+        ),
+        (vec![], "empty plan stream"),
+    ];
+    for (lines, want) in cases {
+        let err = read_plan(&lines.join("\n")).expect_err(want);
+        assert!(err.contains(want), "want {want:?}, got {err:?}");
+    }
+}
+
+#[test]
+fn overlong_line_is_refused_without_buffering_it() {
+    // A reader that yields an endless line: the reader must stop at MAX_LINE.
+    struct Endless;
+    impl std::io::Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(b'x');
+            Ok(buf.len())
+        }
+    }
+    let mut r = LineReader::new(std::io::BufReader::with_capacity(1 << 20, Endless));
+    let err = r.next_line().expect_err("too long");
+    assert!(
+        err.to_string().contains("line 1: line longer than"),
+        "{err}"
+    );
+}
+
+#[test]
+fn records_round_trip_through_the_writer() {
+    let mut w = Writer::new(Vec::new());
+    let end = PlanEnd {
+        ops: 1,
+        copy_bytes: 2,
+        merge_inputs: 3,
+        elements: 4,
+    };
+    w.write(&PlanRecord::End(end)).expect("write");
+    let bytes = w.finish().expect("finish");
+    assert_eq!(
+        String::from_utf8(bytes).expect("utf8"),
+        "{\"type\":\"end\",\"ops\":1,\"copy_bytes\":2,\"merge_inputs\":3,\"elements\":4}\n"
+    );
+}
