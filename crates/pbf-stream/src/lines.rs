@@ -102,9 +102,7 @@ fn explain(line: &[u8], e: serde_json::Error) -> Error {
     if let Ok(p) = serde_json::from_slice::<Probe>(line) {
         if let (Some(s), Some(v)) = (&p.schema, p.version) {
             if v != SCHEMA_VERSION {
-                return Error::invalid(format!(
-                    "{s} version {v} is not supported (this tool reads version {SCHEMA_VERSION})"
-                ));
+                return unsupported(s, v);
             }
         }
         if p.kind.is_none() {
@@ -215,10 +213,7 @@ impl<R: BufRead> IndexReader<R> {
                     )));
                 }
                 if s.version != SCHEMA_VERSION {
-                    return Err(Error::invalid(format!(
-                        "index version {} is not supported",
-                        s.version
-                    )));
+                    return Err(unsupported(&s.schema, s.version));
                 }
                 self.sections += 1;
                 self.section = Section::Open {
@@ -403,10 +398,7 @@ fn check_header(h: &PlanHeader) -> Result<(), Error> {
         )));
     }
     if h.version != SCHEMA_VERSION {
-        return Err(Error::invalid(format!(
-            "plan version {} is not supported",
-            h.version
-        )));
+        return Err(unsupported(&h.schema, h.version));
     }
     for (i, s) in h.sources.iter().enumerate() {
         if h.sources[..i].iter().any(|t| t.id == s.id) {
