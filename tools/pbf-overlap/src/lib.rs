@@ -1,0 +1,257 @@
+//! `pbf-overlap`: the planning stage. It reads index streams (from pbf-index),
+//! proves which blobs can be copied as they are, and writes the plan stream:
+//! the output header, then copy ops for blobs whose key ranges overlap no
+//! other blob and merge ops for the runs that do, in output order. With
+//! `--check` it only answers whether the input is already in order.
+
+mod check;
+mod header;
+mod plan;
+
+use std::collections::HashSet;
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow, bail};
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use pbf_stream::{
+    HeaderRecord, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRef, Writer,
+};
+
+use plan::Segment;
+
+const NAME: &str = "pbf-overlap";
+
+/// The command-line interface.
+pub fn command() -> Command {
+    Command::new(NAME)
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Plan the sort: which blobs can be copied, which must be merged")
+        .long_about(
+            "Read index streams written by pbf-index and write the plan stream of pbf-stream(5) \
+             on standard output: a plan record with the sources and the header of the output \
+             file, the ops in output order, and an end record with counts.\n\n\
+             Every blob is a segment [first key, last key] of the Sort.Type_then_ID key space. \
+             The segments are sorted by first key and swept with a running maximum of the last \
+             key, so overlap is transitive and blobs sharing a boundary key overlap. A blob that \
+             overlaps no other and is sorted inside becomes a copy op; consecutive copies of \
+             frames that are contiguous in the same file are coalesced into one copy op (at most \
+             16384 frames each) carrying the keys of each frame. Every other run of blobs (several \
+             overlapping blobs, or one blob not sorted inside) becomes a merge op for pbf-merge.\n\n\
+             The output header keeps the inputs' required features (LocationsOnWays only when \
+             every input has it; DenseNodes when a merge is planned), replaces Sort.* features by \
+             Sort.Type_then_ID, keeps the union of the bounding boxes when every input has one, \
+             and keeps source and replication fields only when all inputs agree.\n\n\
+             With --check nothing is written to standard output: the exit status is 0 when the \
+             input (one file) is already in order, 1 when it is not (the reason goes to standard \
+             error) or on an error.",
+        )
+        .arg(
+            Arg::new("index")
+                .value_name("INDEX")
+                .help(
+                    "Index streams to read, each holding one or more sections; '-' or none \
+                     reads standard input. Sources are numbered in order of appearance",
+                )
+                .num_args(0..),
+        )
+        .arg(
+            Arg::new("check")
+                .long("check")
+                .help("Write no plan; exit 0 when the input is already in order, 1 when not")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("generator")
+                .long("generator")
+                .value_name("NAME")
+                .help("writingprogram of the output header [default: pbf-sort <version>]"),
+        )
+        .arg(
+            Arg::new("quiet")
+                .short('q')
+                .long("quiet")
+                .help("With --check, do not explain why the input is not in order")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("verbose")
+                .short('v')
+                .long("verbose")
+                .help(
+                    "Print one summary line on standard error: blobs, copy ops, merge ops, \
+                     bytes to copy, elements to merge",
+                )
+                .action(ArgAction::SetTrue),
+        )
+}
+
+/// Run with parsed arguments.
+pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    let names: Vec<String> = match m.get_many::<String>("index") {
+        Some(v) => v.cloned().collect(),
+        None => vec!["-".to_owned()],
+    };
+    let mut input = Input::default();
+    for name in &names {
+        input.read(pbf_cli::input_name(name), pbf_cli::input(name)?)?;
+    }
+    plan::sort(&mut input.segs);
+    if m.get_flag("verbose") {
+        pbf_cli::warn(NAME, summary(&input.segs));
+    }
+    if m.get_flag("check") {
+        return Ok(check_order(&input, m.get_flag("quiet")));
+    }
+    let program = match m.get_one::<String>("generator") {
+        Some(g) => g.clone(),
+        None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
+    };
+    write_plan(&input, &program)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Everything read from the index streams.
+#[derive(Default)]
+struct Input {
+    sources: Vec<SourceRef>,
+    headers: Vec<HeaderRecord>,
+    segs: Vec<Segment>,
+    paths: HashSet<PathBuf>,
+}
+
+impl Input {
+    /// Read one index stream (one or more sections) named `name`.
+    fn read(&mut self, name: &str, reader: Box<dyn BufRead>) -> Result<()> {
+        let mut rd = IndexReader::new(reader);
+        let mut end_of_last = 0;
+        while let Some(rec) = rd.next_record().map_err(|e| anyhow!("{name}: {e}"))? {
+            let at = |e: String| anyhow!("{name}: line {}: {e}", rd.line());
+            match rec {
+                IndexRecord::Source(s) => {
+                    self.add_source(s.path, s.size, s.mtime_ns, s.header)
+                        .map_err(at)?;
+                    end_of_last = 0;
+                }
+                IndexRecord::Blob(b) => {
+                    let source = self.sources.len() as u32 - 1;
+                    let seg = Segment::from_record(source, &b).map_err(at)?;
+                    self.check_range(&seg, end_of_last).map_err(at)?;
+                    end_of_last = seg.end();
+                    self.segs.push(seg);
+                }
+                IndexRecord::End(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn add_source(
+        &mut self,
+        path: PathBuf,
+        size: u64,
+        mtime_ns: i64,
+        header: HeaderRecord,
+    ) -> Result<(), String> {
+        if !self.paths.insert(path.clone()) {
+            return Err(format!(
+                "{} is indexed twice; its objects would be duplicated",
+                path.display()
+            ));
+        }
+        let id = u32::try_from(self.sources.len()).map_err(|_| "too many sources".to_owned())?;
+        self.sources.push(SourceRef {
+            id,
+            path,
+            size,
+            mtime_ns,
+            spool: false,
+        });
+        self.headers.push(header);
+        Ok(())
+    }
+
+    /// Blobs must lie inside their file, after the previous one.
+    fn check_range(&self, seg: &Segment, end_of_last: u64) -> Result<(), String> {
+        let src = &self.sources[seg.source as usize];
+        if seg.offset < end_of_last {
+            return Err(format!(
+                "blob {} at offset {} starts before the previous blob ends ({end_of_last})",
+                seg.seq, seg.offset
+            ));
+        }
+        if seg.end() > src.size {
+            return Err(format!(
+                "blob {} at offset {} (length {}) extends past the end of {} ({} bytes)",
+                seg.seq,
+                seg.offset,
+                seg.length,
+                src.path.display(),
+                src.size
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn write_plan(input: &Input, program: &str) -> Result<()> {
+    let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
+    let mut out = Writer::new(pbf_cli::stdout());
+    out.write(&PlanRecord::Plan(PlanHeader {
+        schema: pbf_stream::PLAN_SCHEMA.into(),
+        version: pbf_stream::SCHEMA_VERSION,
+        sources: input.sources.clone(),
+        header: header::output_header(&input.headers, merges, program),
+    }))?;
+    let mut end = PlanEnd::default();
+    for op in plan::ops(&input.segs) {
+        match &op {
+            PlanRecord::Copy(c) => end.add_copy(c),
+            PlanRecord::Merge(m) => end.add_merge(m),
+            other => bail!("internal error: planner produced {other:?}"),
+        }
+        out.write(&op)?;
+    }
+    out.write(&PlanRecord::End(end))?;
+    out.finish()?;
+    Ok(())
+}
+
+fn check_order(input: &Input, quiet: bool) -> ExitCode {
+    let why = check::reasons(&input.segs, input.sources.len());
+    if why.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    if !quiet {
+        for line in &why {
+            pbf_cli::warn(NAME, format!("not in order: {line}"));
+        }
+    }
+    ExitCode::from(pbf_cli::EXIT_NO)
+}
+
+/// The `-v` line.
+fn summary(segs: &[Segment]) -> String {
+    let (mut copy_ops, mut copy_bytes) = (0u64, 0u64);
+    let (mut merge_ops, mut merge_blobs, mut merge_elements) = (0u64, 0u64, 0u64);
+    for op in plan::ops(segs) {
+        match op {
+            PlanRecord::Copy(c) => {
+                copy_ops += 1;
+                copy_bytes += c.length;
+            }
+            PlanRecord::Merge(m) => {
+                merge_ops += 1;
+                merge_blobs += m.inputs.len() as u64;
+                merge_elements += m.elements;
+            }
+            _ => {}
+        }
+    }
+    format!(
+        "{} blobs: {copy_ops} copy op(s) of {copy_bytes} bytes, \
+         {merge_ops} merge op(s) of {merge_blobs} blob(s) and {merge_elements} elements",
+        segs.len()
+    )
+}
