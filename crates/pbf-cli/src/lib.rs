@@ -23,6 +23,7 @@ pub fn main(
     command: Command,
     run: fn(&ArgMatches) -> anyhow::Result<ExitCode>,
 ) -> ExitCode {
+    die_with_driver();
     let matches = match command.try_get_matches() {
         Ok(m) => m,
         Err(e) => e.exit(),
@@ -34,6 +35,31 @@ pub fn main(
             eprintln!("{name}: error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Environment variable through which the `pbf-sort` driver names itself.
+pub const DRIVER_PID_ENV: &str = "PBF_SORT_DRIVER_PID";
+
+/// When this process is a stage started by the `pbf-sort` driver (our parent
+/// is the process named in [`DRIVER_PID_ENV`]), ask the kernel to send us
+/// SIGTERM when the driver dies. A driver killed with SIGKILL cannot clean up,
+/// but its stages then still stop (and remove their temporaries) instead of
+/// finishing and publishing an output nobody is waiting for.
+fn die_with_driver() {
+    let Some(pid) = std::env::var(DRIVER_PID_ENV).ok().and_then(|p| p.parse::<i32>().ok()) else {
+        return;
+    };
+    let driver = nix::unistd::Pid::from_raw(pid);
+    if nix::unistd::getppid() != driver {
+        return;
+    }
+    if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).is_err() {
+        return;
+    }
+    // The driver may have died between fork and prctl.
+    if nix::unistd::getppid() != driver {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
     }
 }
 
