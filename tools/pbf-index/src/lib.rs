@@ -59,6 +59,13 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("verbose")
+                .short('v')
+                .long("verbose")
+                .help("Print a summary per file on stderr (blobs from indexdata or decoded, objects, time)")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("quiet")
                 .short('q')
                 .long("quiet")
@@ -72,6 +79,7 @@ pub fn command() -> Command {
 struct Options {
     decode: bool,
     quiet: bool,
+    verbose: bool,
 }
 
 /// Run with parsed arguments.
@@ -79,6 +87,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let opts = Options {
         decode: m.get_flag("decode"),
         quiet: m.get_flag("quiet"),
+        verbose: m.get_flag("verbose"),
     };
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
@@ -95,9 +104,11 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 struct Tally {
     end: IndexEnd,
     data_seq: u64,
+    from_indexdata: u64,
 }
 
 fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
+    let started = std::time::Instant::now();
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
     let file = PbfFile::open(&abs)?;
     let mut walk = file.headers();
@@ -147,8 +158,27 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
     flush(&file, &mut batch, opts, trust_pbfhogg, &mut tally, out)?;
     bar.finish_and_clear();
     report(path, &tally.end, opts.quiet);
+    if opts.verbose {
+        summarize(path, &tally, started.elapsed());
+    }
     out.write(&IndexRecord::End(tally.end))?;
     Ok(())
+}
+
+fn summarize(path: &Path, tally: &Tally, elapsed: std::time::Duration) {
+    let end = &tally.end;
+    pbf_cli::warn(
+        "pbf-index",
+        format!(
+            "{}: {} blobs ({} from indexdata, {} decoded), {} objects, {:.3}s",
+            path.display(),
+            end.blobs,
+            tally.from_indexdata,
+            end.blobs - tally.from_indexdata,
+            end.counts.total(),
+            elapsed.as_secs_f64()
+        ),
+    );
 }
 
 fn report(path: &Path, end: &IndexEnd, quiet: bool) {
@@ -188,6 +218,7 @@ fn flush<W: Write>(
         };
         let counts = Counts::from_array(summary.counts);
         tally.end.blobs += 1;
+        tally.from_indexdata += u64::from(from == KeysFrom::Indexdata);
         tally.end.counts.add(counts);
         out.write(&IndexRecord::Blob(BlobRecord {
             seq,
