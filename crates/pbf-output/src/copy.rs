@@ -1,0 +1,235 @@
+//! Copying a byte range between files without passing it through user space:
+//! `copy_file_range(2)` in large calls, looping on short copies. When the
+//! kernel refuses (another filesystem on old kernels, a pipe or other
+//! non-regular output, no syscall, an `O_APPEND` output) the rest of the range
+//! goes through a 1 MiB buffer with `pread` and `pwrite` (or `write` for a
+//! stream). A source that ends before the range does is an error, never a
+//! short output.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+
+use nix::errno::Errno;
+use nix::fcntl::copy_file_range;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Bytes asked of one `copy_file_range` call.
+pub const CHUNK: u64 = 1 << 30;
+/// Buffer of the user-space fallback.
+const BUF: usize = 1 << 20;
+
+/// How the bytes of one output were copied, for `-v`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyStats {
+    /// Bytes copied by `copy_file_range` (in the kernel, possibly reflinked by it).
+    pub kernel_bytes: u64,
+    /// Bytes copied through a user-space buffer.
+    pub fallback_bytes: u64,
+    /// Ranges in which the kernel refused and the fallback took over.
+    pub fallbacks: u64,
+    /// Bytes written from memory (headers, BlobHeaders, padding).
+    pub written_bytes: u64,
+}
+
+impl CopyStats {
+    /// Bytes copied either way.
+    pub fn copied(&self) -> u64 {
+        self.kernel_bytes + self.fallback_bytes
+    }
+}
+
+/// Errors after which the same range can still be copied through user space.
+fn kernel_refused(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::EXDEV | Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP | Errno::EBADF
+    )
+}
+
+/// Copy `len` bytes at `src_off` of `src` to `dst`: at `dst_off`, or at the
+/// current position of `dst` when `dst_off` is `None` (required for pipes and
+/// for standard output, whose position is not ours).
+///
+/// Errors carry the offset in their context; the caller adds the file names.
+pub fn copy_range(
+    src: &File,
+    src_off: u64,
+    len: u64,
+    dst: &File,
+    dst_off: Option<u64>,
+    stats: &mut CopyStats,
+) -> Result<()> {
+    let mut done = 0u64;
+    let mut kernel = true;
+    while done < len {
+        let want = (len - done).min(CHUNK);
+        if kernel {
+            match kernel_copy(src, src_off + done, want, dst, dst_off.map(|d| d + done)) {
+                Ok(0) => {
+                    // End of source, or a filesystem that copies nothing:
+                    // let the fallback decide which.
+                    kernel = false;
+                    stats.fallbacks += 1;
+                }
+                Ok(n) => {
+                    done += n;
+                    stats.kernel_bytes += n;
+                }
+                Err(Errno::EINTR) => {}
+                Err(e) if kernel_refused(e) => {
+                    kernel = false;
+                    stats.fallbacks += 1;
+                }
+                Err(e) => {
+                    return Err(Error::io(
+                        format!("copy_file_range at source offset {}", src_off + done),
+                        e.into(),
+                    ));
+                }
+            }
+            continue;
+        }
+        let n = buffered_copy(
+            src,
+            src_off + done,
+            len - done,
+            dst,
+            dst_off.map(|d| d + done),
+        )?;
+        done += n;
+        stats.fallback_bytes += n;
+    }
+    Ok(())
+}
+
+fn kernel_copy(
+    src: &File,
+    src_off: u64,
+    len: u64,
+    dst: &File,
+    dst_off: Option<u64>,
+) -> std::result::Result<u64, Errno> {
+    let mut so = i64::try_from(src_off).map_err(|_| Errno::EINVAL)?;
+    let mut d = match dst_off {
+        Some(o) => Some(i64::try_from(o).map_err(|_| Errno::EINVAL)?),
+        None => None,
+    };
+    let n = copy_file_range(src, Some(&mut so), dst, d.as_mut(), len as usize)?;
+    Ok(n as u64)
+}
+
+/// Copy up to one buffer; returns the bytes copied (never 0).
+fn buffered_copy(
+    src: &File,
+    src_off: u64,
+    len: u64,
+    mut dst: &File,
+    dst_off: Option<u64>,
+) -> Result<u64> {
+    let mut buf = vec![0u8; (len as usize).min(BUF)];
+    let n = loop {
+        match src.read_at(&mut buf, src_off) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(format!("read at source offset {src_off}"), e)),
+        }
+    };
+    if n == 0 {
+        return Err(Error::new(
+            "",
+            ErrorKind::ShortSource {
+                offset: src_off,
+                missing: len,
+            },
+        ));
+    }
+    let written = match dst_off {
+        Some(o) => dst.write_all_at(&buf[..n], o),
+        None => dst.write_all(&buf[..n]),
+    };
+    written.map_err(|e| Error::io(format!("write of source offset {src_off}"), e))?;
+    Ok(n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Seek, SeekFrom};
+
+    fn file_with(bytes: &[u8]) -> File {
+        let mut f = tempfile::tempfile().expect("temp");
+        f.write_all(bytes).expect("write");
+        f
+    }
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 % 251) as u8).collect()
+    }
+
+    #[test]
+    fn copies_in_the_kernel_at_offsets() {
+        let data = pattern(3 << 20);
+        let src = file_with(&data);
+        let mut dst = file_with(b"head");
+        let mut stats = CopyStats::default();
+        copy_range(&src, 100, 2 << 20, &dst, Some(4), &mut stats).expect("copy");
+        assert_eq!(stats.kernel_bytes, 2 << 20, "{stats:?}");
+        let mut got = Vec::new();
+        dst.seek(SeekFrom::Start(0)).expect("seek");
+        dst.read_to_end(&mut got).expect("read");
+        assert_eq!(&got[..4], b"head");
+        assert_eq!(&got[4..], &data[100..100 + (2 << 20)]);
+    }
+
+    #[test]
+    fn falls_back_for_a_pipe() {
+        let data = pattern(3 << 20);
+        let src = file_with(&data);
+        let (reader, writer) = nix::unistd::pipe().expect("pipe");
+        let reader = std::thread::spawn(move || {
+            let mut r = File::from(reader);
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).expect("read pipe");
+            v
+        });
+        let dst = File::from(writer);
+        let mut stats = CopyStats::default();
+        copy_range(&src, 5, data.len() as u64 - 5, &dst, None, &mut stats).expect("copy");
+        drop(dst);
+        let got = reader.join().expect("reader");
+        assert_eq!(got, &data[5..]);
+        assert_eq!(stats.copied(), data.len() as u64 - 5);
+        assert_eq!(stats.fallback_bytes, data.len() as u64 - 5, "{stats:?}");
+    }
+
+    #[test]
+    fn fallback_path_copies_exactly() {
+        let data = pattern((BUF * 2) + 17);
+        let src = file_with(&data);
+        let dst = file_with(b"");
+        let mut done = 0u64;
+        while done < data.len() as u64 {
+            done += buffered_copy(&src, done, data.len() as u64 - done, &dst, Some(done))
+                .expect("buffered");
+        }
+        let mut got = vec![0u8; data.len()];
+        dst.read_exact_at(&mut got, 0).expect("read");
+        assert_eq!(got, data);
+    }
+
+    #[test]
+    fn short_source_is_an_error() {
+        let src = file_with(&pattern(1000));
+        let dst = file_with(b"");
+        let mut stats = CopyStats::default();
+        let err = copy_range(&src, 900, 200, &dst, Some(0), &mut stats).expect_err("short");
+        match err.kind() {
+            ErrorKind::ShortSource { offset, missing } => {
+                assert_eq!((*offset, *missing), (1000, 100));
+            }
+            k => panic!("unexpected {k:?}"),
+        }
+    }
+}

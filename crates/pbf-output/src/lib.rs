@@ -1,0 +1,35 @@
+//! Writing a pbf-sort output safely and copying byte ranges into it: what
+//! `pbf-copy` needs now and `pbf-reflink` (and `pbf-merge`'s spools) later.
+//!
+//! - [`OutputFile`]: the output is written to a temporary file beside OUT with
+//!   an exclusive, unpredictable name (`.OUT.pbf-sort.XXXXXX.tmp`), fsynced,
+//!   renamed onto OUT only by [`OutputFile::commit`], and the directory fsynced.
+//!   Dropped without a commit (an error, a panic) it removes the temporary
+//!   file. It refuses an existing OUT unless overwriting is allowed
+//!   (`-O/--overwrite`, osmium's convention) and an OUT that is one of the
+//!   inputs. `-` streams to standard output instead (a pipe or a file).
+//! - [`cleanup`]: SIGINT, SIGTERM and SIGHUP remove every registered temporary
+//!   file before the process dies of the signal. SIGKILL cannot be caught: the
+//!   temporary file then stays, but its name can never be taken for the
+//!   output (the pbf-sort driver removes stale ones in its own directory).
+//! - [`copy_range`]: `copy_file_range(2)` in 1 GiB calls, falling back to
+//!   `pread`/`pwrite` (or `write` for a pipe) when the kernel refuses, with
+//!   [`CopyStats`] telling how many bytes went which way.
+//! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
+//!   plan's header record, and data-frame BlobHeaders carrying indexdata,
+//!   always under 128 bytes (older libosmium rejects longer ones).
+//! - [`Sources`]: a plan's source files, identity-checked before anything is
+//!   written, with spool files (still growing) checked range by range.
+#![deny(missing_docs)]
+
+pub mod cleanup;
+mod copy;
+mod error;
+pub mod frames;
+mod output;
+mod sources;
+
+pub use copy::{CHUNK, CopyStats, copy_range};
+pub use error::{Error, ErrorKind, Result};
+pub use output::{OutputFile, OutputOptions, TEMP_MARKER};
+pub use sources::{Source, Sources};

@@ -1,0 +1,471 @@
+//! The output file: never visible under its final name until it is complete.
+//! Bytes go to an exclusive temporary file beside OUT; [`OutputFile::commit`]
+//! fsyncs it, renames it onto OUT and fsyncs the directory. Anything else (an
+//! error, a panic, a signal) removes the temporary file and leaves an
+//! existing OUT untouched.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use tempfile::{Builder, NamedTempFile};
+
+use crate::cleanup::{Registration, remove_on_signal};
+use crate::copy::{CopyStats, copy_range};
+use crate::error::{Error, ErrorKind, Result};
+use crate::frames;
+
+/// Every temporary output is named `.` + OUT's file name + this marker +
+/// six random characters + `.tmp`, e.g. `.out.osm.pbf.pbf-sort.Ab3xZ9.tmp`:
+/// hidden, never ending in `.pbf`, recognisable by cleanup scripts.
+pub const TEMP_MARKER: &str = ".pbf-sort.";
+
+/// What an output may replace.
+#[derive(Clone, Debug, Default)]
+pub struct OutputOptions {
+    /// Replace an existing OUT (`-O/--overwrite`); without it an existing OUT
+    /// is an error.
+    pub overwrite: bool,
+    /// Files OUT must not be (inputs, plan sources): compared by device and
+    /// inode when both exist, and by canonical path.
+    pub inputs: Vec<PathBuf>,
+}
+
+/// An output being written: a temporary file to be renamed onto OUT, or
+/// standard output (`-o -`).
+///
+/// Writes are positional for a temporary file (the file position is never
+/// used) and sequential for standard output (a pipe has no positions). A tool
+/// that writes through [`OutputFile::file`] itself, as `pbf-reflink` does
+/// with `FICLONERANGE` at [`OutputFile::position`], reports the bytes with
+/// [`OutputFile::advance`].
+#[derive(Debug)]
+pub struct OutputFile {
+    target: Target,
+    name: String,
+    pos: u64,
+    stats: CopyStats,
+}
+
+#[derive(Debug)]
+enum Target {
+    /// Fields drop in order: the file is removed before the path is forgotten
+    /// by the signal handler.
+    Temp {
+        temp: NamedTempFile,
+        dest: PathBuf,
+        overwrite: bool,
+        _registration: Registration,
+    },
+    Stream(File),
+}
+
+impl OutputFile {
+    /// Start writing `out` (`-` for standard output). Refuses an existing OUT
+    /// unless `opts.overwrite`, anything but a regular file as OUT, and an OUT
+    /// that is one of `opts.inputs`. Nothing is created when it fails.
+    pub fn create(out: &Path, opts: &OutputOptions) -> Result<OutputFile> {
+        if out == Path::new("-") {
+            return OutputFile::stdout(opts);
+        }
+        let name = out.display().to_string();
+        check_not_input(out, None, &opts.inputs).map_err(|e| e.within(&name))?;
+        match fs::metadata(out) {
+            Ok(m) if !m.is_file() => {
+                return Err(Error::invalid(
+                    &name,
+                    "exists and is not a regular file (use -o - to write to a pipe or device)",
+                ));
+            }
+            Ok(_) if !opts.overwrite => return Err(Error::new(&name, ErrorKind::Exists)),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&name, e)),
+        }
+        let file_name = out
+            .file_name()
+            .ok_or_else(|| Error::invalid(&name, "output path has no file name"))?;
+        let dir = match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let (temp, registration) = create_temp(dir, file_name)?;
+        Ok(OutputFile {
+            target: Target::Temp {
+                temp,
+                dest: out.to_path_buf(),
+                overwrite: opts.overwrite,
+                _registration: registration,
+            },
+            name,
+            pos: 0,
+            stats: CopyStats::default(),
+        })
+    }
+
+    /// Write to standard output (a duplicate of fd 1; Rust's buffered
+    /// `stdout()` must not be used for data at the same time).
+    pub fn stdout(opts: &OutputOptions) -> Result<OutputFile> {
+        let name = "<stdout>".to_string();
+        let fd = io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::io(format!("{name}: dup"), e))?;
+        let file = File::from(fd);
+        if let Ok(meta) = file.metadata() {
+            if meta.is_file() {
+                check_not_input(Path::new("/dev/stdout"), Some(&meta), &opts.inputs)
+                    .map_err(|e| e.within(&name))?;
+            }
+        }
+        Ok(OutputFile {
+            target: Target::Stream(file),
+            name,
+            pos: 0,
+            stats: CopyStats::default(),
+        })
+    }
+
+    /// OUT as given, or `<stdout>`: the name errors use.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The temporary file's path (`None` for standard output).
+    pub fn temp_path(&self) -> Option<&Path> {
+        match &self.target {
+            Target::Temp { temp, .. } => Some(temp.path()),
+            Target::Stream(_) => None,
+        }
+    }
+
+    /// The open file being written.
+    pub fn file(&self) -> &File {
+        match &self.target {
+            Target::Temp { temp, .. } => temp.as_file(),
+            Target::Stream(f) => f,
+        }
+    }
+
+    /// True when writing to standard output: sequential writes only, no
+    /// positions, no clones.
+    pub fn is_stream(&self) -> bool {
+        matches!(self.target, Target::Stream(_))
+    }
+
+    /// Bytes written so far: the offset of the next byte.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    /// How the bytes were written so far.
+    pub fn stats(&self) -> CopyStats {
+        self.stats
+    }
+
+    /// Record `len` bytes written at [`OutputFile::position`] through
+    /// [`OutputFile::file`] by the caller (e.g. a clone), counted as kernel bytes.
+    pub fn advance(&mut self, len: u64) {
+        self.pos += len;
+        self.stats.kernel_bytes += len;
+    }
+
+    /// Append bytes from memory.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        let res = match &self.target {
+            Target::Temp { temp, .. } => temp.as_file().write_all_at(bytes, self.pos),
+            Target::Stream(f) => {
+                let mut f = f;
+                f.write_all(bytes)
+            }
+        };
+        res.map_err(|e| Error::io(format!("{}: write at offset {}", self.name, self.pos), e))?;
+        self.pos += bytes.len() as u64;
+        self.stats.written_bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Append `len` bytes of `src` from `offset`, in the kernel when it can.
+    /// `src_name` names the source in errors.
+    pub fn copy_from(&mut self, src: &File, src_name: &Path, offset: u64, len: u64) -> Result<()> {
+        let dst_off = (!self.is_stream()).then_some(self.pos);
+        let dst = match &self.target {
+            Target::Temp { temp, .. } => temp.as_file(),
+            Target::Stream(f) => f,
+        };
+        copy_range(src, offset, len, dst, dst_off, &mut self.stats).map_err(|e| {
+            e.within(format!(
+                "copying {} bytes {offset}..{} to {}",
+                src_name.display(),
+                offset + len,
+                self.name
+            ))
+        })?;
+        self.pos += len;
+        Ok(())
+    }
+
+    /// Append the data frame at `offset` of `src` with a new BlobHeader that
+    /// carries our indexdata for `keys`; the Blob body is still copied with
+    /// [`OutputFile::copy_from`]. The frame must be an OSMData frame of
+    /// exactly `keys.length` bytes.
+    pub fn copy_frame_with_indexdata(
+        &mut self,
+        src: &File,
+        src_name: &Path,
+        offset: u64,
+        keys: &pbf_stream::FrameKeys,
+    ) -> Result<()> {
+        let fh = frames::read_frame_header(src, src_name, offset)?;
+        frames::check_data_frame(&fh, keys.length).map_err(|e| e.within(src_name.display()))?;
+        let summary = frames::frame_summary(keys).map_err(|e| e.within(src_name.display()))?;
+        let prefix =
+            frames::data_frame_prefix(Some(&pbf_format::indexdata::encode(&summary)), fh.datasize)?;
+        self.write_all(&prefix)?;
+        self.copy_from(src, src_name, fh.body_offset(), u64::from(fh.datasize))
+    }
+
+    /// Finish: fsync, rename onto OUT (refusing, without `overwrite`, an OUT
+    /// that appeared meanwhile), fsync the directory. For standard output
+    /// there is nothing to do.
+    pub fn commit(self) -> Result<()> {
+        let Target::Temp {
+            temp,
+            dest,
+            overwrite,
+            _registration,
+        } = self.target
+        else {
+            return Ok(());
+        };
+        let name = self.name;
+        temp.as_file()
+            .sync_all()
+            .map_err(|e| Error::io(format!("{name}: fsync"), e))?;
+        let persisted = if overwrite {
+            temp.persist(&dest)
+        } else {
+            temp.persist_noclobber(&dest)
+        };
+        if let Err(e) = persisted {
+            if e.error.kind() == io::ErrorKind::AlreadyExists {
+                return Err(Error::new(name, ErrorKind::Exists));
+            }
+            let tmp = e.file.path().display().to_string();
+            return Err(Error::io(format!("{name}: rename {tmp} onto it"), e.error));
+        }
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(format!("{}: fsync directory", dir.display()), e))
+    }
+}
+
+/// Create `.NAME.pbf-sort.XXXXXX.tmp` in `dir`, registered for removal on a
+/// signal before it exists.
+fn create_temp(dir: &Path, file_name: &std::ffi::OsStr) -> Result<(NamedTempFile, Registration)> {
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(file_name);
+    prefix.push(TEMP_MARKER.trim_end_matches('.'));
+    prefix.push(".");
+    let mut registration = None;
+    let mut failure = None;
+    let temp = Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .rand_bytes(6)
+        .make_in(dir, |path| {
+            let reg = remove_on_signal(path).map_err(|e| {
+                let msg = e.to_string();
+                failure = Some(e);
+                io::Error::other(msg)
+            })?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o666)
+                .open(path)?;
+            registration = Some(reg);
+            Ok(file)
+        });
+    let temp = match (temp, failure) {
+        (Err(_), Some(e)) => return Err(e),
+        (Err(e), None) => {
+            return Err(Error::io(
+                format!("cannot create a temporary file in {}", dir.display()),
+                e,
+            ));
+        }
+        (Ok(t), _) => t,
+    };
+    let registration = registration.ok_or_else(|| {
+        Error::invalid(
+            dir.display().to_string(),
+            "temporary file was not registered",
+        )
+    })?;
+    Ok((temp, registration))
+}
+
+/// The canonical form of a path that may not exist yet.
+fn canonical(p: &Path) -> PathBuf {
+    if let Ok(c) = fs::canonicalize(p) {
+        return c;
+    }
+    let parent = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (fs::canonicalize(parent), p.file_name()) {
+        (Ok(d), Some(n)) => d.join(n),
+        _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    }
+}
+
+/// Refuse an output that is one of the inputs.
+fn check_not_input(out: &Path, meta: Option<&fs::Metadata>, inputs: &[PathBuf]) -> Result<()> {
+    let out_meta = meta.cloned().or_else(|| fs::metadata(out).ok());
+    let out_path = meta.is_none().then(|| canonical(out));
+    for input in inputs {
+        let same_inode = match (&out_meta, fs::metadata(input)) {
+            (Some(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        let same_path = out_path.as_ref().is_some_and(|o| *o == canonical(input));
+        if same_inode || same_path {
+            return Err(Error::new("", ErrorKind::SameAsInput(input.clone())));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(overwrite: bool, inputs: &[&Path]) -> OutputOptions {
+        OutputOptions {
+            overwrite,
+            inputs: inputs.iter().map(|p| p.to_path_buf()).collect(),
+        }
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .expect("read dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn commit_renames_onto_out() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.osm.pbf");
+        let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
+        let temp = o.temp_path().expect("temp").to_path_buf();
+        let tname = temp
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            tname.starts_with(".out.osm.pbf.pbf-sort.") && tname.ends_with(".tmp"),
+            "{tname}"
+        );
+        assert!(!out.exists());
+        o.write_all(b"hello ").expect("write");
+        let src = dir.path().join("src");
+        fs::write(&src, b"0123456789world").expect("src");
+        let f = File::open(&src).expect("open");
+        o.copy_from(&f, &src, 10, 5).expect("copy");
+        assert_eq!(o.position(), 11);
+        o.commit().expect("commit");
+        assert_eq!(fs::read(&out).expect("out"), b"hello world");
+        assert!(!temp.exists());
+        assert_eq!(entries(dir.path()), ["out.osm.pbf", "src"]);
+    }
+
+    #[test]
+    fn drop_removes_the_temp_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.pbf");
+        let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
+        o.write_all(b"partial").expect("write");
+        let temp = o.temp_path().expect("temp").to_path_buf();
+        assert!(temp.exists());
+        drop(o);
+        assert!(!temp.exists());
+        assert!(entries(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn refuses_to_overwrite_without_permission() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.pbf");
+        fs::write(&out, b"old").expect("old");
+        let err = OutputFile::create(&out, &opts(false, &[])).expect_err("exists");
+        assert!(matches!(err.kind(), ErrorKind::Exists), "{err}");
+        assert!(err.to_string().contains("-O/--overwrite"), "{err}");
+        assert_eq!(entries(dir.path()), ["out.pbf"]);
+        let mut o = OutputFile::create(&out, &opts(true, &[])).expect("overwrite");
+        o.write_all(b"new").expect("write");
+        assert_eq!(fs::read(&out).expect("still old"), b"old");
+        o.commit().expect("commit");
+        assert_eq!(fs::read(&out).expect("new"), b"new");
+    }
+
+    #[test]
+    fn out_appearing_meanwhile_is_not_clobbered() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.pbf");
+        let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
+        o.write_all(b"ours").expect("write");
+        fs::write(&out, b"theirs").expect("race");
+        let err = o.commit().expect_err("exists");
+        assert!(matches!(err.kind(), ErrorKind::Exists), "{err}");
+        assert_eq!(fs::read(&out).expect("theirs"), b"theirs");
+        assert_eq!(entries(dir.path()), ["out.pbf"]);
+    }
+
+    #[test]
+    fn refuses_an_input_as_output() {
+        let dir = tempfile::tempdir().expect("dir");
+        let input = dir.path().join("in.pbf");
+        fs::write(&input, b"data").expect("in");
+        let link = dir.path().join("hard.pbf");
+        fs::hard_link(&input, &link).expect("link");
+        for out in [&input, &link] {
+            let err = OutputFile::create(out, &opts(true, &[&input])).expect_err("same");
+            assert!(matches!(err.kind(), ErrorKind::SameAsInput(_)), "{err}");
+        }
+        let dotted = dir.path().join(".").join("in.pbf");
+        let err = OutputFile::create(&dotted, &opts(true, &[&input])).expect_err("same path");
+        assert!(matches!(err.kind(), ErrorKind::SameAsInput(_)), "{err}");
+        let missing = dir.path().join("spool.pbf");
+        let err = OutputFile::create(&missing, &opts(false, &[&missing])).expect_err("spool");
+        assert!(matches!(err.kind(), ErrorKind::SameAsInput(_)), "{err}");
+        assert_eq!(fs::read(&input).expect("input"), b"data");
+        assert_eq!(entries(dir.path()), ["hard.pbf", "in.pbf"]);
+    }
+
+    #[test]
+    fn refuses_a_directory_and_a_missing_directory() {
+        let dir = tempfile::tempdir().expect("dir");
+        let err = OutputFile::create(dir.path(), &opts(true, &[])).expect_err("dir");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let out = dir.path().join("no/such/dir/out.pbf");
+        let err = OutputFile::create(&out, &opts(false, &[])).expect_err("missing dir");
+        assert!(
+            err.to_string().contains("cannot create a temporary file"),
+            "{err}"
+        );
+    }
+}

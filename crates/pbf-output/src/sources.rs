@@ -1,0 +1,166 @@
+//! The files a plan reads from. Every ordinary source is checked against the
+//! size and mtime the plan recorded before anything is written (a file that
+//! changed since it was indexed would be copied at stale offsets). Spool
+//! sources are written by `pbf-merge` while the plan streams, so they grow:
+//! each is opened on first use and every range is checked against its size
+//! at the moment it is read.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use pbf_stream::{PlanHeader, check_source};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// One source of a plan.
+#[derive(Debug)]
+pub struct Source {
+    /// Id used by the plan's ops.
+    pub id: u32,
+    /// Path as the plan names it.
+    pub path: PathBuf,
+    /// A growing spool file written by pbf-merge.
+    pub spool: bool,
+    file: Option<File>,
+}
+
+/// All sources of a plan, by id.
+#[derive(Debug)]
+pub struct Sources {
+    list: Vec<Source>,
+}
+
+impl Sources {
+    /// Check and open every non-spool source of `plan` (spools are opened
+    /// when first used).
+    pub fn open(plan: &PlanHeader) -> Result<Sources> {
+        let mut list = Vec::with_capacity(plan.sources.len());
+        for s in &plan.sources {
+            let file = if s.spool {
+                None
+            } else {
+                Some(check_source(s).map_err(|e| Error::new("", ErrorKind::Stream(e)))?)
+            };
+            list.push(Source {
+                id: s.id,
+                path: s.path.clone(),
+                spool: s.spool,
+                file,
+            });
+        }
+        Ok(Sources { list })
+    }
+
+    /// Every source path (for refusing an output that is one of them).
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.list.iter().map(|s| s.path.clone()).collect()
+    }
+
+    /// The spool sources.
+    pub fn spools(&self) -> impl Iterator<Item = &Path> {
+        self.list
+            .iter()
+            .filter(|s| s.spool)
+            .map(|s| s.path.as_path())
+    }
+
+    /// The sum of the sizes of the non-spool sources (a progress estimate).
+    pub fn known_bytes(&self) -> u64 {
+        self.list
+            .iter()
+            .filter_map(|s| s.file.as_ref())
+            .filter_map(|f| f.metadata().ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// The open file and path of source `id`, for reading `offset..offset+len`.
+    /// A spool is opened now if needed and must already hold the range.
+    pub fn range(&mut self, id: u32, offset: u64, len: u64) -> Result<(&File, &Path)> {
+        let src = self
+            .list
+            .iter_mut()
+            .find(|s| s.id == id)
+            .ok_or_else(|| Error::invalid("plan", format!("op names unknown source {id}")))?;
+        if src.spool {
+            let name = src.path.display().to_string();
+            if src.file.is_none() {
+                let f = File::open(&src.path)
+                    .map_err(|e| Error::io(format!("{name}: open spool"), e))?;
+                src.file = Some(f);
+            }
+            let size = src
+                .file
+                .as_ref()
+                .map(|f| f.metadata())
+                .transpose()
+                .map_err(|e| Error::io(format!("{name}: stat spool"), e))?
+                .map_or(0, |m| m.len());
+            let end = offset.saturating_add(len);
+            if end > size {
+                return Err(Error::invalid(
+                    name,
+                    format!(
+                        "spool holds {size} bytes, the plan copies {offset}..{end} (pbf-merge died or the spool was truncated?)"
+                    ),
+                ));
+            }
+        }
+        match &src.file {
+            Some(f) => Ok((f, src.path.as_path())),
+            None => Err(Error::invalid(
+                src.path.display().to_string(),
+                "source not open",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pbf_stream::{HeaderRecord, SourceRef, mtime_ns};
+
+    fn plan(sources: Vec<SourceRef>) -> PlanHeader {
+        PlanHeader {
+            schema: pbf_stream::PLAN_SCHEMA.into(),
+            version: pbf_stream::SCHEMA_VERSION,
+            sources,
+            header: HeaderRecord::default(),
+        }
+    }
+
+    fn source_ref(id: u32, path: &Path, spool: bool) -> SourceRef {
+        let meta = std::fs::metadata(path).expect("meta");
+        SourceRef {
+            id,
+            path: path.to_path_buf(),
+            size: meta.len(),
+            mtime_ns: mtime_ns(&meta),
+            spool,
+        }
+    }
+
+    #[test]
+    fn changed_source_is_refused_and_spools_are_checked_per_range() {
+        let dir = tempfile::tempdir().expect("dir");
+        let a = dir.path().join("a.pbf");
+        let spool = dir.path().join("spool.pbf");
+        std::fs::write(&a, b"0123456789").expect("a");
+        std::fs::write(&spool, b"abc").expect("spool");
+        let p = plan(vec![source_ref(0, &a, false), source_ref(1, &spool, true)]);
+        let mut s = Sources::open(&p).expect("open");
+        assert!(s.range(0, 0, 10).is_ok());
+        let err = s.range(1, 0, 10).expect_err("spool too short");
+        assert!(err.to_string().contains("spool holds 3 bytes"), "{err}");
+        std::fs::write(&spool, b"abcdefghijkl").expect("spool grows");
+        assert!(s.range(1, 0, 10).is_ok());
+        assert_eq!(s.spools().collect::<Vec<_>>(), [spool.as_path()]);
+        std::fs::write(&a, b"01234567890").expect("a changes");
+        let err = Sources::open(&p).expect_err("changed");
+        assert!(
+            err.to_string().contains("changed since it was indexed"),
+            "{err}"
+        );
+    }
+}
