@@ -1,0 +1,143 @@
+//! The engine's one error type. Every error prints as one line naming the
+//! file and, where there is one, the blob offset, so the tool can report it
+//! as is and stop without writing the plan's `end` record.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A merge error: what went wrong, and where.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+}
+
+/// The cause of an [`Error`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// Reading, decompressing or decoding an input blob failed (the format
+    /// error names the file and offset).
+    Format(pbf_format::Error),
+    /// A source is not the file the plan was made for.
+    Source(pbf_stream::Error),
+    /// The plan does not describe the file: wrong frame length or type,
+    /// keys outside the planned range, a different element count.
+    Plan {
+        /// The input file.
+        path: PathBuf,
+        /// The frame offset.
+        offset: u64,
+        /// What disagrees.
+        message: String,
+    },
+    /// Writing the spool failed (disk full, for example).
+    Spool {
+        /// The spool file.
+        path: PathBuf,
+        /// Where the write started.
+        offset: u64,
+        /// The cause.
+        error: io::Error,
+    },
+    /// A temporary spill file could not be created, written or read.
+    Spill {
+        /// The directory of the spill files.
+        dir: PathBuf,
+        /// The cause.
+        error: io::Error,
+    },
+    /// A spill file holds something we did not write (a bug or a disk error).
+    CorruptSpill(String),
+    /// The caller's output callback failed (writing the plan, for example).
+    Output(io::Error),
+    /// A worker thread died or an internal check failed (a bug).
+    Internal(String),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// A new error.
+    pub fn new(kind: ErrorKind) -> Error {
+        Error { kind }
+    }
+
+    /// The cause.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    pub(crate) fn plan(path: &Path, offset: u64, message: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Plan {
+            path: path.to_path_buf(),
+            offset,
+            message: message.into(),
+        })
+    }
+
+    pub(crate) fn spill(dir: &Path, error: io::Error) -> Error {
+        Error::new(ErrorKind::Spill {
+            dir: dir.to_path_buf(),
+            error,
+        })
+    }
+}
+
+impl From<pbf_format::Error> for Error {
+    fn from(e: pbf_format::Error) -> Error {
+        Error::new(ErrorKind::Format(e))
+    }
+}
+
+impl From<pbf_stream::Error> for Error {
+    fn from(e: pbf_stream::Error) -> Error {
+        Error::new(ErrorKind::Source(e))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ErrorKind::Format(e) => write!(f, "{e}"),
+            ErrorKind::Source(e) => write!(f, "{e}"),
+            ErrorKind::Plan {
+                path,
+                offset,
+                message,
+            } => write!(
+                f,
+                "{}: blob at offset {offset}: plan does not match the file: {message}",
+                path.display()
+            ),
+            ErrorKind::Spool {
+                path,
+                offset,
+                error,
+            } => write!(
+                f,
+                "{}: cannot write spool at offset {offset}: {error}",
+                path.display()
+            ),
+            ErrorKind::Spill { dir, error } => {
+                write!(f, "spill file in {}: {error}", dir.display())
+            }
+            ErrorKind::CorruptSpill(m) => write!(f, "corrupt spill file: {m}"),
+            ErrorKind::Output(e) => write!(f, "{e}"),
+            ErrorKind::Internal(m) => write!(f, "internal error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Format(e) => Some(e),
+            ErrorKind::Source(e) => Some(e),
+            ErrorKind::Spool { error, .. } | ErrorKind::Spill { error, .. } => Some(error),
+            ErrorKind::Output(e) => Some(e),
+            _ => None,
+        }
+    }
+}

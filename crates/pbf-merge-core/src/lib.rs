@@ -1,0 +1,403 @@
+//! The merge engine behind `pbf-merge`: executes one plan `merge` op (blobs
+//! whose key ranges overlap) into sorted, re-encoded PBF frames appended to a
+//! [`Spool`], in bounded memory.
+//!
+//! How a run is merged:
+//! 1. every input frame header is read and checked against the plan
+//!    ([`Sources`] checked every source's identity when it was opened);
+//! 2. the blobs are partitioned into the fewest chains of mutually
+//!    non-overlapping blobs ([`chains::partition`]); a chain is one sorted
+//!    stream that holds one decoded blob at a time (plus one read ahead). A
+//!    blob that is unsorted inside is sorted when it is decoded;
+//! 3. if the chains together would hold more than [`Options::memory`],
+//!    groups of chains that fit are merged into sorted temporary runs (spill
+//!    files beside the spool, fast compression, deleted when closed), and
+//!    groups of runs again until what is left fits (multi-level);
+//! 4. the remaining runs are k-way merged with galloping, cut into blocks of
+//!    up to 8000 elements, encoded and compressed in parallel, and appended to
+//!    the spool in order; each block's BlobHeader carries our indexdata.
+//!
+//! Equal keys (same type, id and version) keep input order: (source id, blob
+//! offset, position in blob). With [`Options::dedupe`] only the first is kept.
+//! The caller learns about written frames through a callback as soon as they
+//! are in the spool, so a downstream stage can copy them while later blocks
+//! and runs are still being merged.
+#![deny(missing_docs)]
+
+pub mod chains;
+mod error;
+mod input;
+mod merge;
+mod spool;
+mod stream;
+mod writer;
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pbf_format::block::{Element, EncodeOptions};
+use pbf_format::compress::Compression;
+use pbf_format::scan::Summary;
+use pbf_stream::MergeOp;
+use rayon::ThreadPool;
+
+pub use error::{Error, ErrorKind, Result};
+pub use input::Sources;
+pub use spool::Spool;
+
+use input::{InputBlob, Item};
+use stream::{Loader, Stream};
+use writer::{BlockWriter, Codec, Cut, Encoded, Target};
+
+/// How to merge.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Memory budget for decoded elements, in [`Element::approx_size`] bytes
+    /// (default 1 GiB). Encoding buffers (a few blocks per thread) come on top.
+    pub memory: u64,
+    /// Compression of the output blocks (default zlib:6).
+    pub compression: Compression,
+    /// Drop repeated (type, id, version), keeping the first in input order.
+    pub dedupe: bool,
+    /// Block cutting and node encoding of the output (default: 8000 elements, DenseNodes).
+    pub encode: EncodeOptions,
+    /// Compression of spill files (default lz4: fast, they are read once).
+    pub spill_compression: Compression,
+    /// Directory for spill files (normally the spool's directory).
+    pub spill_dir: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            memory: 1 << 30,
+            compression: Compression::default(),
+            dedupe: false,
+            encode: EncodeOptions::default(),
+            spill_compression: Compression::Lz4,
+            spill_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// One frame written to the spool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrittenFrame {
+    /// Offset of the frame in the spool.
+    pub offset: u64,
+    /// Length of the whole frame.
+    pub length: u64,
+    /// Keys of the frame's block.
+    pub summary: Summary,
+}
+
+/// What one merge did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MergeStats {
+    /// Input blobs.
+    pub inputs: u64,
+    /// Elements read.
+    pub elements_in: u64,
+    /// Elements written to the spool.
+    pub elements_out: u64,
+    /// Elements dropped by `dedupe`.
+    pub duplicates: u64,
+    /// Chains the inputs formed.
+    pub chains: u64,
+    /// Spill levels (0: merged directly).
+    pub spill_levels: u64,
+    /// Temporary runs written.
+    pub spilled_runs: u64,
+    /// Bytes written to spill files.
+    pub spilled_bytes: u64,
+    /// Estimated decoded memory of the final merge.
+    pub final_memory: u64,
+    /// Frames written to the spool.
+    pub frames: u64,
+    /// Bytes written to the spool.
+    pub bytes: u64,
+}
+
+/// Bytes of frames reported to the caller at a time (a run's last frames
+/// are reported when it ends, whatever their size).
+const REPORT_BYTES: u64 = 8 << 20;
+
+/// Executes merge ops.
+#[derive(Debug)]
+pub struct Merger {
+    opts: Options,
+    sources: Sources,
+    pool: Arc<ThreadPool>,
+}
+
+impl Merger {
+    /// A merger reading from `sources`, decoding and encoding on `pool`. The
+    /// merge itself runs on the calling thread, which must not be one of the
+    /// pool's threads.
+    pub fn new(opts: Options, sources: Sources, pool: Arc<ThreadPool>) -> Merger {
+        Merger {
+            opts,
+            sources,
+            pool,
+        }
+    }
+
+    /// Execute one merge op, appending sorted frames to `spool`. `report` is
+    /// called with frames already written, in order, at least once per 8 MiB
+    /// and once at the end.
+    pub fn merge(
+        &self,
+        op: &MergeOp,
+        spool: &mut Spool,
+        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+    ) -> Result<MergeStats> {
+        let blobs = input::inputs(op, &self.sources)?;
+        let mut stats = MergeStats {
+            inputs: blobs.len() as u64,
+            elements_in: blobs.iter().map(|b| b.elements).sum(),
+            ..MergeStats::default()
+        };
+        let ranges: Vec<_> = blobs.iter().map(|b| (b.first, b.last)).collect();
+        let runs: Vec<Run> = chains::partition(&ranges)
+            .into_iter()
+            .map(|chain| Run::chain(chain.iter().map(|&i| Arc::clone(&blobs[i])).collect()))
+            .collect();
+        stats.chains = runs.len() as u64;
+        let runs = self.fit(runs, &mut stats)?;
+        stats.final_memory = runs.iter().map(|r| r.memory).sum();
+        let target = SpoolTarget {
+            spool,
+            report,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            frames: 0,
+            bytes: 0,
+        };
+        let encode = self.opts.encode;
+        let cut = Cut {
+            elements: encode.max_elements,
+            encoded: encode.max_bytes,
+            approx: usize::MAX,
+        };
+        let codec = Codec::Frame(self.opts.compression, encode);
+        let mut w = BlockWriter::new(target, codec, cut, self.opts.dedupe, self.pool.clone());
+        merge::merge(self.streams(runs), &mut w)?;
+        let (written, dropped) = (w.written, w.dropped);
+        let mut target = w.finish()?;
+        target.flush()?;
+        stats.elements_out = written;
+        stats.duplicates += dropped;
+        (stats.frames, stats.bytes) = (target.frames, target.bytes);
+        if stats.elements_out + stats.duplicates != stats.elements_in {
+            return Err(Error::new(ErrorKind::Internal(format!(
+                "read {} elements, wrote {} and dropped {}",
+                stats.elements_in, stats.elements_out, stats.duplicates
+            ))));
+        }
+        Ok(stats)
+    }
+
+    fn streams(&self, runs: Vec<Run>) -> Vec<Stream> {
+        runs.into_iter()
+            .map(|r| Stream::new(r.loaders(), Arc::clone(&self.pool)))
+            .collect()
+    }
+
+    /// Spill groups of runs until the runs left fit the memory budget.
+    fn fit(&self, mut runs: Vec<Run>, stats: &mut MergeStats) -> Result<Vec<Run>> {
+        let budget = self.opts.memory;
+        loop {
+            let mut remaining: u64 = runs.iter().map(|r| r.memory).sum();
+            if runs.len() <= 1 || remaining <= budget {
+                return Ok(runs);
+            }
+            stats.spill_levels += 1;
+            let mut file = SpillFile::create(&self.opts.spill_dir)?;
+            let mut rest: std::collections::VecDeque<Run> = runs.into();
+            let mut next = Vec::new();
+            while remaining > budget && rest.len() >= 2 {
+                let (mut group, mut group_memory) = (Vec::new(), 0u64);
+                while let Some(r) = rest.front() {
+                    if group.len() >= 2 && group_memory + r.memory > budget {
+                        break;
+                    }
+                    group_memory += r.memory;
+                    group.extend(rest.pop_front());
+                }
+                let run = self.spill(group, &mut file, stats)?;
+                remaining = remaining - group_memory + run.memory;
+                next.push(run);
+            }
+            next.extend(rest);
+            runs = next;
+        }
+    }
+
+    /// Merge a group of runs into one sorted run in a spill file.
+    fn spill(&self, group: Vec<Run>, file: &mut SpillFile, stats: &mut MergeStats) -> Result<Run> {
+        let target = SpillTarget {
+            file,
+            records: Vec::new(),
+            max_approx: 0,
+        };
+        let block_bytes = (self.opts.memory / 16).clamp(16 << 10, 16 << 20) as usize;
+        let cut = Cut {
+            elements: self.opts.encode.max_elements,
+            encoded: self.opts.encode.max_bytes,
+            approx: block_bytes,
+        };
+        let encode = EncodeOptions {
+            dense_nodes: true,
+            ..self.opts.encode
+        };
+        let codec = Codec::Spill(self.opts.spill_compression, encode);
+        let mut w = BlockWriter::new(target, codec, cut, self.opts.dedupe, self.pool.clone());
+        merge::merge(self.streams(group), &mut w)?;
+        stats.duplicates += w.dropped;
+        let target = w.finish()?;
+        stats.spilled_runs += 1;
+        stats.spilled_bytes += target.records.iter().map(|r| u64::from(r.1)).sum::<u64>();
+        Ok(Run {
+            memory: 2 * target.max_approx,
+            source: RunSource::Spilled {
+                file: Arc::clone(&target.file.file),
+                dir: target.file.dir.clone(),
+                records: target.records,
+            },
+        })
+    }
+}
+
+/// A sorted run to merge: a chain of input blobs or a spilled run.
+struct Run {
+    source: RunSource,
+    /// Decoded memory it needs while merged: two blocks (one read ahead).
+    memory: u64,
+}
+
+enum RunSource {
+    Chain(Vec<Arc<InputBlob>>),
+    Spilled {
+        file: Arc<File>,
+        dir: PathBuf,
+        records: Vec<(u64, u32)>,
+    },
+}
+
+impl Run {
+    fn chain(blobs: Vec<Arc<InputBlob>>) -> Run {
+        let largest = blobs.iter().map(|b| b.estimate).max().unwrap_or(0);
+        Run {
+            source: RunSource::Chain(blobs),
+            memory: 2 * largest,
+        }
+    }
+
+    fn loaders(self) -> Vec<Loader> {
+        match self.source {
+            RunSource::Chain(blobs) => blobs
+                .into_iter()
+                .map(|b| Box::new(move || b.load()) as Loader)
+                .collect(),
+            RunSource::Spilled { file, dir, records } => records
+                .into_iter()
+                .map(|(offset, len)| {
+                    let (file, dir) = (Arc::clone(&file), dir.clone());
+                    Box::new(move || read_spilled(&file, &dir, offset, len)) as Loader
+                })
+                .collect(),
+        }
+    }
+}
+
+fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Vec<Item>> {
+    let mut buf = vec![0u8; len as usize];
+    file.read_exact_at(&mut buf, offset)
+        .map_err(|e| Error::spill(dir, e))?;
+    writer::read_spill_record(&buf)
+}
+
+/// An anonymous temporary file beside the spool; the OS deletes it when the
+/// last run reading it is dropped.
+struct SpillFile {
+    file: Arc<File>,
+    dir: PathBuf,
+    len: u64,
+}
+
+impl SpillFile {
+    fn create(dir: &Path) -> Result<SpillFile> {
+        let file = tempfile::tempfile_in(dir).map_err(|e| Error::spill(dir, e))?;
+        Ok(SpillFile {
+            file: Arc::new(file),
+            dir: dir.to_path_buf(),
+            len: 0,
+        })
+    }
+}
+
+/// Writes one spilled run's records into a spill file.
+struct SpillTarget<'a> {
+    file: &'a mut SpillFile,
+    records: Vec<(u64, u32)>,
+    max_approx: u64,
+}
+
+impl Target for SpillTarget<'_> {
+    fn write(&mut self, block: Encoded) -> Result<()> {
+        let f = &mut *self.file;
+        f.file
+            .write_all_at(&block.bytes, f.len)
+            .map_err(|e| Error::spill(&f.dir, e))?;
+        self.records.push((f.len, block.bytes.len() as u32));
+        f.len += block.bytes.len() as u64;
+        self.max_approx = self.max_approx.max(block.approx);
+        Ok(())
+    }
+}
+
+/// Appends frames to the spool and reports them to the caller.
+struct SpoolTarget<'a> {
+    spool: &'a mut Spool,
+    report: &'a mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+    pending: Vec<WrittenFrame>,
+    pending_bytes: u64,
+    frames: u64,
+    bytes: u64,
+}
+
+impl SpoolTarget<'_> {
+    fn flush(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            (self.report)(&self.pending).map_err(|e| Error::new(ErrorKind::Output(e)))?;
+            self.pending.clear();
+            self.pending_bytes = 0;
+        }
+        Ok(())
+    }
+}
+
+impl Target for SpoolTarget<'_> {
+    fn write(&mut self, block: Encoded) -> Result<()> {
+        let length = block.bytes.len() as u64;
+        let offset = self.spool.append(&block.bytes)?;
+        self.pending.push(WrittenFrame {
+            offset,
+            length,
+            summary: block.summary,
+        });
+        self.pending_bytes += length;
+        self.frames += 1;
+        self.bytes += length;
+        if self.pending_bytes >= REPORT_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// Memory accounted per element on top of [`Element::approx_size`].
+pub(crate) const ITEM_OVERHEAD: usize = size_of::<Item>() - size_of::<Element>();

@@ -1,0 +1,186 @@
+//! Helpers for the engine's integration tests: write blobs of elements into a
+//! real PBF file, describe them as plan merge inputs, run the engine, and
+//! read back what it wrote in the order it reported.
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use pbf_format::block::{self, Element, EncodeOptions};
+use pbf_format::compress::{self, Compression};
+use pbf_format::frame::{self, PbfFile};
+use pbf_format::header::{self, Header};
+use pbf_format::indexdata;
+use pbf_format::scan::Accumulator;
+use pbf_merge_core::{MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
+use pbf_stream::{MergeInput, MergeOp, SourceRef};
+
+/// One input blob: its elements in stored order and whether to use DenseNodes.
+#[derive(Clone, Debug)]
+pub struct Blob {
+    pub elements: Vec<Element>,
+    pub dense: bool,
+}
+
+/// Write a PBF file (OSMHeader, then one frame per blob); returns the
+/// source record and each blob's (offset, length).
+pub fn write_pbf(path: &Path, id: u32, blobs: &[Blob]) -> (SourceRef, Vec<(u64, u64)>) {
+    let mut bytes = frame::encode_frame(
+        "OSMHeader",
+        None,
+        &compress::encode_blob(
+            &header::encode_header(&Header::default()),
+            Compression::None,
+        )
+        .expect("header blob"),
+    );
+    let mut ranges = Vec::new();
+    for b in blobs {
+        let opts = EncodeOptions {
+            dense_nodes: b.dense,
+            ..EncodeOptions::default()
+        };
+        let raw = block::encode_block(&b.elements, &opts);
+        let blob = compress::encode_blob(&raw, Compression::Zlib(1)).expect("blob");
+        let f = frame::encode_frame("OSMData", None, &blob);
+        ranges.push((bytes.len() as u64, f.len() as u64));
+        bytes.extend(f);
+    }
+    File::create(path)
+        .and_then(|mut f| f.write_all(&bytes))
+        .expect("write pbf");
+    (source_ref(path, id), ranges)
+}
+
+/// The plan's record of a file as it is now.
+pub fn source_ref(path: &Path, id: u32) -> SourceRef {
+    let meta = std::fs::metadata(path).expect("metadata");
+    SourceRef {
+        id,
+        path: path.canonicalize().expect("canonical"),
+        size: meta.len(),
+        mtime_ns: pbf_stream::mtime_ns(&meta),
+        spool: false,
+    }
+}
+
+/// A merge input describing a blob written by [`write_pbf`].
+pub fn merge_input(source: u32, (offset, length): (u64, u64), blob: &Blob) -> MergeInput {
+    let mut acc = Accumulator::default();
+    for e in &blob.elements {
+        acc.push(e.key());
+    }
+    let s = acc.finish().expect("blob is not empty");
+    MergeInput {
+        source,
+        offset,
+        length,
+        first: s.first.into(),
+        last: s.last.into(),
+        sorted: s.sorted,
+        elements: s.elements(),
+    }
+}
+
+/// A merge op over inputs, ordered by first key as pbf-overlap writes them.
+pub fn merge_op(mut inputs: Vec<MergeInput>) -> MergeOp {
+    inputs.sort_by_key(|i| pbf_format::Key::from(i.first));
+    let first = inputs
+        .iter()
+        .map(|i| pbf_format::Key::from(i.first))
+        .min()
+        .expect("inputs");
+    let last = inputs
+        .iter()
+        .map(|i| pbf_format::Key::from(i.last))
+        .max()
+        .expect("inputs");
+    MergeOp {
+        elements: inputs.iter().map(|i| i.elements).sum(),
+        inputs,
+        first: first.into(),
+        last: last.into(),
+    }
+}
+
+/// Run the engine over ops; returns every element written, in reported
+/// order, the per-op stats, and the reported frames.
+pub fn run(
+    dir: &Path,
+    sources: &[SourceRef],
+    ops: &[MergeOp],
+    opts: Options,
+) -> pbf_merge_core::Result<(Vec<Element>, Vec<MergeStats>, Vec<WrittenFrame>)> {
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool"),
+    );
+    let spool_path = dir.join("spool");
+    let mut spool = Spool::create(&spool_path)?;
+    let merger = Merger::new(opts, Sources::open(sources)?, pool);
+    let mut frames = Vec::new();
+    let mut stats = Vec::new();
+    for op in ops {
+        stats.push(merger.merge(op, &mut spool, &mut |f| {
+            frames.extend_from_slice(f);
+            Ok(())
+        })?);
+    }
+    Ok((read_frames(&spool_path, &frames), stats, frames))
+}
+
+/// Decode the spool's frames in the given order, checking each frame's
+/// BlobHeader size, indexdata and block order on the way.
+pub fn read_frames(spool: &Path, frames: &[WrittenFrame]) -> Vec<Element> {
+    let file = PbfFile::open(spool).expect("open spool");
+    let mut out = Vec::new();
+    let mut expect_offset = 0;
+    for f in frames {
+        assert_eq!(
+            f.offset, expect_offset,
+            "frames are reported in spool order"
+        );
+        expect_offset = f.offset + f.length;
+        let fh = file.frame_header_at(f.offset).expect("frame header");
+        assert_eq!(fh.frame_len(), f.length);
+        assert!(fh.header_len < 128, "BlobHeader of {} bytes", fh.header_len);
+        let ix = indexdata::decode(fh.indexdata.as_deref().expect("indexdata")).expect("ours");
+        assert_eq!(ix, f.summary);
+        let raw = compress::decode_blob(&file.read_body(&fh).expect("body")).expect("blob");
+        let elements = block::decode_block(&raw).expect("block");
+        assert!(elements.len() <= 8000);
+        let mut acc = Accumulator::default();
+        for e in &elements {
+            acc.push(e.key());
+        }
+        assert_eq!(acc.finish(), Some(ix));
+        out.extend(elements);
+    }
+    out
+}
+
+/// The expected output: all elements in input order, stably sorted by key,
+/// repeats of a key dropped when deduplicating.
+pub fn brute_force(input_order: Vec<Element>, dedupe: bool) -> Vec<Element> {
+    let mut v = input_order;
+    v.sort_by_key(Element::key);
+    if dedupe {
+        v.dedup_by_key(|e| e.key());
+    }
+    v
+}
+
+/// A fresh temporary directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// Path helper.
+pub fn path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

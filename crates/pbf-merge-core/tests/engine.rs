@@ -1,0 +1,277 @@
+//! The engine on real files written with the format library: chains of
+//! interleaved sorted files, the multi-level spill path under a tiny memory
+//! budget, tie order and dedupe, and the errors that must stop a merge.
+
+mod common;
+
+use common::*;
+use pbf_format::Kind;
+use pbf_format::block::{Element, Info, Node, Relation, Str, Way};
+use pbf_merge_core::{Options, Spool};
+
+fn info(version: i32) -> Option<Info> {
+    Some(Info {
+        version,
+        timestamp_ms: 1_600_000_000_000,
+        changeset: 7,
+        uid: 3,
+        user: Str::from(&b"someone"[..]),
+        visible: None,
+    })
+}
+
+/// A node whose `mark` tag tells copies of one key apart.
+fn node(id: i64, version: i32, mark: &str) -> Element {
+    Element::Node(Node {
+        id,
+        info: info(version),
+        lat: id * 100,
+        lon: -id * 100,
+        tags: vec![(Str::from(&b"mark"[..]), Str::from(mark.as_bytes()))],
+    })
+}
+
+fn way(id: i64) -> Element {
+    Element::Way(Way {
+        id,
+        info: info(1),
+        tags: Vec::new(),
+        refs: vec![1, 2, id],
+        locations: Vec::new(),
+    })
+}
+
+fn relation(id: i64) -> Element {
+    Element::Relation(Relation {
+        id,
+        info: info(1),
+        tags: Vec::new(),
+        members: Vec::new(),
+    })
+}
+
+fn blob(elements: Vec<Element>, dense: bool) -> Blob {
+    Blob { elements, dense }
+}
+
+/// Two sorted "extracts" whose blobs interleave, with shared objects.
+fn interleaved() -> (Vec<Blob>, Vec<Blob>) {
+    let a: Vec<Blob> = (0..4)
+        .map(|b| {
+            blob(
+                (0..50).map(|i| node(b * 100 + 2 * i, 1, "a")).collect(),
+                true,
+            )
+        })
+        .collect();
+    let mut b: Vec<Blob> = (0..4)
+        .map(|b| {
+            blob(
+                (0..50).map(|i| node(b * 100 + 2 * i + 1, 1, "b")).collect(),
+                false,
+            )
+        })
+        .collect();
+    // Objects present in both files (same type, id, version).
+    b[3].elements.push(node(398, 1, "b"));
+    b[3].elements.sort_by_key(Element::key);
+    (a, b)
+}
+
+fn all_in_input_order(files: &[&[Blob]]) -> Vec<Element> {
+    files
+        .iter()
+        .flat_map(|f| f.iter().flat_map(|b| b.elements.clone()))
+        .collect()
+}
+
+#[test]
+fn interleaved_sorted_files_merge_as_two_chains_without_spilling() {
+    let dir = tempdir();
+    let (a, b) = interleaved();
+    let (sa, ra) = write_pbf(&dir.path().join("a.pbf"), 0, &a);
+    let (sb, rb) = write_pbf(&dir.path().join("b.pbf"), 1, &b);
+    let mut inputs: Vec<_> = a
+        .iter()
+        .zip(&ra)
+        .map(|(x, r)| merge_input(0, *r, x))
+        .collect();
+    inputs.extend(b.iter().zip(&rb).map(|(x, r)| merge_input(1, *r, x)));
+    let op = merge_op(inputs);
+    let (got, stats, _) = run(dir.path(), &[sa, sb], &[op], Options::default()).expect("merge");
+    assert_eq!(stats[0].chains, 2);
+    assert_eq!(stats[0].spill_levels, 0);
+    let want = brute_force(all_in_input_order(&[&a, &b]), false);
+    assert_eq!(got, want);
+    // Node 398 v1 from file a comes before the copy from file b.
+    let marks: Vec<_> = got
+        .iter()
+        .filter(|e| e.kind() == Kind::Node && e.id() == 398)
+        .map(|e| e.tags()[0].1.clone())
+        .collect();
+    assert_eq!(marks, vec![Str::from(&b"a"[..]), Str::from(&b"b"[..])]);
+}
+
+#[test]
+fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
+    let dir = tempdir();
+    // Twelve unsorted mixed-kind blobs over the same key range, with
+    // duplicates across blobs and history versions.
+    let blobs: Vec<Blob> = (0..12i64)
+        .map(|b| {
+            let mut v: Vec<Element> = (0..30i64)
+                .map(|i| {
+                    node(
+                        (i * 7 + b * 13) % 40 - 5,
+                        1 + (i % 3) as i32,
+                        &format!("{b}"),
+                    )
+                })
+                .collect();
+            v.push(relation(-b));
+            v.push(way(b % 4));
+            v.reverse();
+            blob(v, b % 2 == 0)
+        })
+        .collect();
+    let (src, ranges) = write_pbf(&dir.path().join("in.pbf"), 3, &blobs);
+    let op = merge_op(
+        blobs
+            .iter()
+            .zip(&ranges)
+            .map(|(x, r)| merge_input(3, *r, x))
+            .collect(),
+    );
+    for dedupe in [false, true] {
+        let sub = tempdir();
+        let opts = Options {
+            memory: 1024,
+            dedupe,
+            spill_dir: sub.path().to_path_buf(),
+            ..Options::default()
+        };
+        let (got, stats, _) = run(
+            sub.path(),
+            std::slice::from_ref(&src),
+            std::slice::from_ref(&op),
+            opts,
+        )
+        .expect("merge");
+        assert!(stats[0].spill_levels >= 2, "{:?}", stats[0]);
+        assert!(stats[0].spilled_runs >= 6, "{:?}", stats[0]);
+        let want = brute_force(all_in_input_order(&[&blobs]), dedupe);
+        assert_eq!(got.len(), want.len());
+        assert_eq!(got, want, "dedupe {dedupe}");
+        if dedupe {
+            assert!(stats[0].duplicates > 0);
+        }
+        // Spill files are anonymous: only the spool is left in the directory.
+        let left: Vec<_> = std::fs::read_dir(sub.path())
+            .expect("read dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("spool")]);
+    }
+}
+
+#[test]
+fn output_blocks_hold_at_most_max_elements() {
+    let dir = tempdir();
+    let blobs: Vec<Blob> = (0..2)
+        .map(|b| blob((0..9000).map(|i| node(2 * i + b, 1, "x")).collect(), true))
+        .collect();
+    let (src, ranges) = write_pbf(&dir.path().join("in.pbf"), 0, &blobs);
+    let op = merge_op(
+        blobs
+            .iter()
+            .zip(&ranges)
+            .map(|(x, r)| merge_input(0, *r, x))
+            .collect(),
+    );
+    let (got, stats, frames) = run(dir.path(), &[src], &[op], Options::default()).expect("merge");
+    assert_eq!(got.len(), 18_000);
+    assert_eq!(stats[0].frames, 3);
+    assert_eq!(frames[0].summary.elements(), 8000);
+    assert!(got.is_sorted_by_key(Element::key));
+}
+
+fn one_blob_setup(dir: &std::path::Path) -> (pbf_stream::SourceRef, pbf_stream::MergeOp) {
+    let blobs = vec![blob(vec![node(3, 1, "x"), node(1, 1, "y")], true)];
+    let (src, ranges) = write_pbf(&dir.join("in.pbf"), 0, &blobs);
+    (src, merge_op(vec![merge_input(0, ranges[0], &blobs[0])]))
+}
+
+fn merge_error(
+    dir: &std::path::Path,
+    src: pbf_stream::SourceRef,
+    op: pbf_stream::MergeOp,
+) -> String {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    match run(dir, &[src], &[op], Options::default()) {
+        Ok(_) => panic!("the merge should fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_plan_that_does_not_match_the_file_is_refused() {
+    let dir = tempdir();
+    let (src, op) = one_blob_setup(dir.path());
+    let offset = op.inputs[0].offset;
+
+    let mut wrong_len = op.clone();
+    wrong_len.inputs[0].length -= 1;
+    let e = merge_error(&dir.path().join("1"), src.clone(), wrong_len);
+    assert!(
+        e.contains("in.pbf: blob at offset") && e.contains("frame is"),
+        "{e}"
+    );
+
+    let mut wrong_count = op.clone();
+    wrong_count.inputs[0].elements = 3;
+    let e = merge_error(&dir.path().join("2"), src.clone(), wrong_count);
+    assert!(
+        e.contains(&format!("offset {offset}")) && e.contains("3 elements"),
+        "{e}"
+    );
+
+    let mut wrong_range = op.clone();
+    wrong_range.inputs[0].first.id = 2;
+    let e = merge_error(&dir.path().join("3"), src.clone(), wrong_range);
+    assert!(e.contains("outside the planned range"), "{e}");
+
+    let mut wrong_offset = op;
+    wrong_offset.inputs[0].offset += 1;
+    let e = merge_error(&dir.path().join("4"), src, wrong_offset);
+    assert!(e.contains("in.pbf"), "{e}");
+}
+
+#[test]
+fn a_corrupt_blob_names_the_file_and_offset() {
+    let dir = tempdir();
+    let (src, op) = one_blob_setup(dir.path());
+    let offset = op.inputs[0].offset;
+    let mut bytes = std::fs::read(&src.path).expect("read");
+    let n = bytes.len();
+    bytes[n - 3] ^= 0xff; // inside the zlib stream
+    std::fs::write(&src.path, &bytes).expect("write");
+    let src = source_ref(&src.path, 0);
+    let e = merge_error(&dir.path().join("x"), src, op);
+    assert!(
+        e.contains("in.pbf: blob at offset") && e.contains(&offset.to_string()),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_changed_source_and_an_existing_spool_are_refused() {
+    let dir = tempdir();
+    let (mut src, op) = one_blob_setup(dir.path());
+    src.size += 1;
+    let e = merge_error(&dir.path().join("x"), src, op);
+    assert!(e.contains("changed since it was indexed"), "{e}");
+    let existing = dir.path().join("existing");
+    std::fs::write(&existing, b"").expect("write");
+    let e = Spool::create(&existing).expect_err("exists").to_string();
+    assert!(e.contains("existing") && e.contains("exists"), "{e}");
+}
