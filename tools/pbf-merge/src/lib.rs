@@ -1,0 +1,318 @@
+//! `pbf-merge`: the merge stage. It reads a plan, executes every merge op
+//! into a spool file with the engine of `pbf-merge-core`, and writes the plan
+//! again with each merge op replaced by copy ops from the spool (added to
+//! the sources), so that only copy ops are left for `pbf-copy`. Copy ops
+//! pass through unchanged and in order. The plan streams: copy ops go out,
+//! and standard output is flushed, as soon as the frames they name are in
+//! the spool, so the copier works while later runs are still merging. On any
+//! error no `end` record is written, so nothing downstream writes an output.
+
+use std::io;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use pbf_format::compress::Compression;
+use pbf_merge_core::{MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
+use pbf_stream::{
+    CopyOp, Counts, FrameKeys, PlanEnd, PlanHeader, PlanReader, PlanRecord, SourceRef, Writer,
+};
+
+const NAME: &str = "pbf-merge";
+
+/// The command-line interface.
+pub fn command() -> Command {
+    Command::new(NAME)
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Execute the merge ops of a plan into a spool file")
+        .long_about(
+            "Read a plan stream (pbf-stream(5)) written by pbf-overlap and write it again on \
+             standard output with every merge op executed: the blobs of the op are decoded, \
+             merged into Sort.Type_then_ID order and re-encoded into blocks of up to 8000 \
+             elements (DenseNodes, each BlobHeader carrying pbf-sort indexdata) appended to the \
+             spool file, and the merge op is replaced by copy ops of those frames. The spool is \
+             added to the plan's sources as a growing file. Copy ops pass through unchanged.\n\n\
+             Blobs of a run are partitioned into the fewest chains of non-overlapping blobs and \
+             merged k-way, one decoded blob per chain at a time. When the chains do not fit in \
+             --memory, groups that fit are merged into sorted temporary runs beside the spool \
+             (deleted when done), on as many levels as needed. Elements with the same type, id \
+             and version keep input order (source, offset, position); --dedupe keeps only the \
+             first.\n\n\
+             On an error (a corrupt blob, a plan that does not match its files, a spool that \
+             cannot be written) one line names the file and offset, the exit status is 1 and no \
+             end record is written.",
+        )
+        .arg(
+            Arg::new("plan")
+                .value_name("PLAN")
+                .help("Plan stream to read; '-' or none reads standard input"),
+        )
+        .arg(
+            Arg::new("spool")
+                .long("spool")
+                .value_name("PATH")
+                .help(
+                    "Spool file to create (it must not exist) [default: a new file in $TMPDIR, \
+                     left for the consumer of the plan to remove]",
+                )
+                .value_parser(value_parser!(PathBuf)),
+        )
+        .arg(
+            Arg::new("memory")
+                .long("memory")
+                .value_name("SIZE")
+                .help(
+                    "Budget for decoded elements, e.g. 512M, 4G; encoding buffers of a few \
+                     blocks per thread come on top",
+                )
+                .default_value("1G")
+                .value_parser(pbf_cli::parse_size),
+        )
+        .arg(
+            Arg::new("jobs")
+                .short('j')
+                .long("jobs")
+                .value_name("N")
+                .help("Worker threads for decoding, encoding and compression [default: all cores]")
+                .value_parser(value_parser!(usize)),
+        )
+        .arg(
+            Arg::new("compression")
+                .long("compression")
+                .value_name("C")
+                .help("Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none")
+                .default_value("zlib:6")
+                .value_parser(|s: &str| s.parse::<Compression>()),
+        )
+        .arg(
+            Arg::new("dedupe")
+                .long("dedupe")
+                .help("Drop repeated (type, id, version), keeping the first in input order")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("verbose")
+                .short('v')
+                .long("verbose")
+                .help("Print the spool path and a summary of the merges on standard error")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("quiet")
+                .short('q')
+                .long("quiet")
+                .help("Print nothing on standard error but errors")
+                .action(ArgAction::SetTrue),
+        )
+}
+
+/// Run with parsed arguments.
+pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    let name = m.get_one::<String>("plan").map_or("-", String::as_str);
+    let verbose = m.get_flag("verbose") && !m.get_flag("quiet");
+    let mut reader = PlanReader::new(pbf_cli::input(name)?)
+        .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
+    let sources = Sources::open(&reader.header().sources)?;
+    let mut spool = match m.get_one::<PathBuf>("spool") {
+        Some(p) => Spool::create(p)?,
+        None => Spool::create_temp()?,
+    };
+    if verbose {
+        pbf_cli::warn(NAME, format!("spool {}", spool.path().display()));
+    }
+    let spill_dir = match spool.path().parent() {
+        Some(d) => d.to_path_buf(),
+        None => std::env::temp_dir(),
+    };
+    let opts = Options {
+        memory: *m.get_one::<u64>("memory").context("--memory")?,
+        compression: *m
+            .get_one::<Compression>("compression")
+            .context("--compression")?,
+        dedupe: m.get_flag("dedupe"),
+        spill_dir,
+        ..Options::default()
+    };
+    let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
+    let merger = Merger::new(opts, sources, Arc::new(pool));
+    let started = Instant::now();
+    let result = rewrite(name, &mut reader, &merger, &mut spool);
+    match result {
+        Ok(total) => {
+            if verbose {
+                pbf_cli::warn(NAME, summary(&total, &spool, started));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            // The spool is ours and useless without the end record.
+            let _ = std::fs::remove_file(spool.path());
+            Err(e)
+        }
+    }
+}
+
+/// Totals over all merge ops.
+#[derive(Default)]
+struct Totals {
+    merges: u64,
+    stats: MergeStats,
+    max_chains: u64,
+    max_levels: u64,
+}
+
+impl Totals {
+    fn add(&mut self, s: &MergeStats) {
+        self.merges += 1;
+        let t = &mut self.stats;
+        t.inputs += s.inputs;
+        t.elements_in += s.elements_in;
+        t.elements_out += s.elements_out;
+        t.duplicates += s.duplicates;
+        t.spilled_runs += s.spilled_runs;
+        t.spilled_bytes += s.spilled_bytes;
+        t.frames += s.frames;
+        t.bytes += s.bytes;
+        t.final_memory = t.final_memory.max(s.final_memory);
+        self.max_chains = self.max_chains.max(s.chains);
+        self.max_levels = self.max_levels.max(s.spill_levels);
+    }
+}
+
+fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
+    let s = &t.stats;
+    format!(
+        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains \
+         and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes in {} ({:.1}s)",
+        t.merges,
+        s.inputs,
+        s.elements_in,
+        s.elements_out,
+        s.duplicates,
+        t.max_chains,
+        t.max_levels,
+        s.spilled_runs,
+        s.spilled_bytes,
+        s.frames,
+        s.bytes,
+        spool.path().display(),
+        started.elapsed().as_secs_f64()
+    )
+}
+
+/// Copy the plan to standard output, executing merge ops on the way.
+fn rewrite<R: io::BufRead>(
+    name: &str,
+    reader: &mut PlanReader<R>,
+    merger: &Merger,
+    spool: &mut Spool,
+) -> Result<Totals> {
+    let mut header: PlanHeader = reader.header().clone();
+    let spool_id = header.sources.iter().map(|s| s.id + 1).max().unwrap_or(0);
+    header.sources.push(SourceRef {
+        id: spool_id,
+        path: spool.path().to_path_buf(),
+        size: 0,
+        mtime_ns: 0,
+        spool: true,
+    });
+    let mut out = Writer::new(pbf_cli::stdout());
+    out.write(&PlanRecord::Plan(header))?;
+    let mut end = PlanEnd::default();
+    let mut totals = Totals::default();
+    loop {
+        let op = reader
+            .next_op()
+            .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
+        match op {
+            Some(PlanRecord::Copy(c)) => {
+                end.add_copy(&c);
+                out.write(&PlanRecord::Copy(c))?;
+            }
+            Some(PlanRecord::Merge(op)) => {
+                out.flush()?;
+                let stats = merger.merge(&op, spool, &mut |frames| {
+                    let copy = copy_op(spool_id, frames);
+                    end.add_copy(&copy);
+                    out.write(&PlanRecord::Copy(copy))
+                        .and_then(|()| out.flush())
+                        .map_err(io_error)
+                })?;
+                totals.add(&stats);
+            }
+            Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
+        }
+    }
+    out.write(&PlanRecord::End(end))?;
+    out.finish()?;
+    Ok(totals)
+}
+
+/// One copy op over consecutive spool frames.
+fn copy_op(source: u32, frames: &[WrittenFrame]) -> CopyOp {
+    CopyOp {
+        source,
+        offset: frames.first().map_or(0, |f| f.offset),
+        length: frames.iter().map(|f| f.length).sum(),
+        blobs: frames.len() as u64,
+        elements: frames.iter().map(|f| f.summary.elements()).sum(),
+        frames: frames
+            .iter()
+            .map(|f| FrameKeys {
+                length: f.length,
+                first: f.summary.first.into(),
+                last: f.summary.last.into(),
+                counts: Counts::from_array(f.summary.counts),
+            })
+            .collect(),
+    }
+}
+
+/// A stream error as an I/O error for the engine's callback, keeping a
+/// broken pipe recognisable.
+fn io_error(e: pbf_stream::Error) -> io::Error {
+    if e.is_broken_pipe() {
+        io::Error::from(io::ErrorKind::BrokenPipe)
+    } else {
+        io::Error::other(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pbf_format::{Key, Kind, scan::Summary};
+
+    #[test]
+    fn copy_ops_cover_the_frames() {
+        let s = Summary {
+            first: Key::new(Kind::Node, 1, 1),
+            last: Key::new(Kind::Way, 2, 1),
+            counts: [3, 1, 0, 0],
+            sorted: true,
+        };
+        let frames = [
+            WrittenFrame {
+                offset: 100,
+                length: 10,
+                summary: s,
+            },
+            WrittenFrame {
+                offset: 110,
+                length: 20,
+                summary: s,
+            },
+        ];
+        let c = copy_op(7, &frames);
+        assert_eq!(
+            (c.source, c.offset, c.length, c.blobs, c.elements),
+            (7, 100, 30, 2, 8)
+        );
+        assert_eq!(c.frames[1].length, 20);
+        assert_eq!(c.frames[0].counts.node, 3);
+    }
+}
