@@ -62,6 +62,7 @@ pub fn name(p: &Path) -> String {
 /// A command for one of our binaries.
 pub fn bin(tool: &str) -> Command {
     let path = match tool {
+        "pbf-copy" => env!("CARGO_BIN_EXE_pbf-copy"),
         "pbf-index" => env!("CARGO_BIN_EXE_pbf-index"),
         other => panic!("unknown tool {other}"),
     };

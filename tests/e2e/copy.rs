@@ -1,0 +1,549 @@
+//! `pbf-copy` over plans built here from `pbf-index` output (one copy op per
+//! blob, in chosen orders), so it is tested apart from `pbf-overlap`: data
+//! frames pass through byte for byte, osmium reads the result, indexdata
+//! makes the next index header-only, and every failure (merge ops left, a
+//! changed source, a plan without `end`, an existing OUT, a signal) leaves
+//! no output behind.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use pbf_format::Key;
+use pbf_stream::{
+    BlobRecord, CopyOp, FrameKeys, IndexRecord, MergeInput, MergeOp, PlanEnd, PlanHeader,
+    PlanRecord, SourceRecord, SourceRef, Writer,
+};
+
+use crate::util::*;
+
+/// A file's index: its source record and blob records.
+fn index(path: &Path) -> (SourceRecord, Vec<BlobRecord>) {
+    let mut c = bin("pbf-index");
+    c.arg("-q").arg(path);
+    let mut source = None;
+    let mut blobs = Vec::new();
+    for rec in records::<IndexRecord>(&succeeds(c)) {
+        match rec {
+            IndexRecord::Source(s) => source = Some(s),
+            IndexRecord::Blob(b) => blobs.push(b),
+            IndexRecord::End(_) => {}
+        }
+    }
+    (source.expect("source record"), blobs)
+}
+
+fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
+    let frames = with_frames
+        .then(|| FrameKeys {
+            length: b.length,
+            first: b.first,
+            last: b.last,
+            counts: b.counts,
+        })
+        .into_iter()
+        .collect();
+    CopyOp {
+        source: 0,
+        offset: b.offset,
+        length: b.length,
+        blobs: 1,
+        elements: b.counts.total(),
+        frames,
+    }
+}
+
+/// The plan header for one source, with the sorted flag in its header.
+fn plan_header(src: &SourceRecord) -> PlanHeader {
+    let mut header = src.header.clone();
+    header.optional_features.retain(|f| !f.starts_with("Sort."));
+    header.optional_features.push("Sort.Type_then_ID".into());
+    PlanHeader {
+        schema: pbf_stream::PLAN_SCHEMA.into(),
+        version: pbf_stream::SCHEMA_VERSION,
+        sources: vec![SourceRef {
+            id: 0,
+            path: src.path.clone(),
+            size: src.size,
+            mtime_ns: src.mtime_ns,
+            spool: false,
+        }],
+        header,
+    }
+}
+
+/// A plan as JSON Lines: header, the ops, and (when `end`) the end record.
+fn plan_bytes(header: &PlanHeader, ops: &[PlanRecord], end: bool) -> Vec<u8> {
+    let mut w = Writer::new(Vec::new());
+    w.write(&PlanRecord::Plan(header.clone())).expect("plan");
+    let mut tally = PlanEnd::default();
+    for op in ops {
+        match op {
+            PlanRecord::Copy(c) => tally.add_copy(c),
+            PlanRecord::Merge(m) => tally.add_merge(m),
+            _ => panic!("not an op"),
+        }
+        w.write(op).expect("op");
+    }
+    if end {
+        w.write(&PlanRecord::End(tally)).expect("end");
+    }
+    w.finish().expect("finish")
+}
+
+/// A plan copying `blobs` of `src` in the given order.
+fn plan_for(src: &SourceRecord, blobs: &[&BlobRecord], frames: bool) -> Vec<u8> {
+    let ops: Vec<PlanRecord> = blobs
+        .iter()
+        .map(|b| PlanRecord::Copy(copy_op(b, frames)))
+        .collect();
+    plan_bytes(&plan_header(src), &ops, true)
+}
+
+fn pbf_copy(plan: &[u8], args: &[&str]) -> Output {
+    let mut c = bin("pbf-copy");
+    c.args(args);
+    run_with_input(c, plan)
+}
+
+fn copy_ok(plan: &[u8], out: &Path, args: &[&str]) {
+    let mut all = vec!["-o", out.to_str().expect("utf-8 path")];
+    all.extend_from_slice(args);
+    let o = pbf_copy(plan, &all);
+    assert!(
+        o.status.success(),
+        "pbf-copy {all:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn copy_fails(plan: &[u8], out: &Path, args: &[&str], message: &str) {
+    let mut all = vec!["-o", out.to_str().expect("utf-8 path")];
+    all.extend_from_slice(args);
+    let o = pbf_copy(plan, &all);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{all:?}: {err}");
+    assert!(err.contains(message), "expected {message:?} in: {err}");
+    assert_eq!(err.lines().count(), 1, "one error line: {err}");
+}
+
+/// Names in a directory.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Length of the first frame (the OSMHeader) of PBF bytes.
+fn first_frame_len(bytes: &[u8]) -> usize {
+    let hl = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+    let fh = pbf_format::frame::parse_blob_header(&bytes[4..4 + hl]).expect("blob header");
+    assert_eq!(fh.0, "OSMHeader");
+    4 + hl + fh.2 as usize
+}
+
+fn ordered(path: &Path) -> bool {
+    fileinfo(path)["data"]["objects_ordered"]
+        .as_bool()
+        .expect("objects_ordered")
+}
+
+fn sorted_files() -> Vec<PathBuf> {
+    let v: Vec<PathBuf> = good_files()
+        .into_iter()
+        .filter(|p| name(p).starts_with("sorted-"))
+        .collect();
+    assert!(!v.is_empty(), "no sorted-* files");
+    v
+}
+
+#[test]
+fn sorted_files_pass_through_byte_for_byte() {
+    let dir = tempfile::tempdir().expect("dir");
+    for input in sorted_files() {
+        let (src, blobs) = index(&input);
+        let refs: Vec<&BlobRecord> = blobs.iter().collect();
+        let out = dir.path().join(format!("{}.out.pbf", name(&input)));
+        copy_ok(&plan_for(&src, &refs, false), &out, &[]);
+        let got = fs::read(&out).expect("out");
+        let orig = fs::read(&input).expect("input");
+        let data: Vec<u8> = blobs
+            .iter()
+            .flat_map(|b| orig[b.offset as usize..(b.offset + b.length) as usize].to_vec())
+            .collect();
+        assert_eq!(
+            &got[first_frame_len(&got)..],
+            data.as_slice(),
+            "{}",
+            name(&input)
+        );
+        assert_eq!(opl(&out), opl(&input), "{}", name(&input));
+        let info = fileinfo(&out);
+        assert_eq!(
+            info["header"]["option"]["sorting"], "Type_then_ID",
+            "{info}"
+        );
+        let input_ordered = fileinfo(&input)["data"]["objects_ordered"].clone();
+        assert_eq!(
+            info["data"]["objects_ordered"],
+            input_ordered,
+            "{}",
+            name(&input)
+        );
+    }
+}
+
+#[test]
+fn permuted_blobs_are_put_back_in_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let (src, blobs) = index(&input);
+    assert!(blobs.len() > 10);
+    // Every 7th blob, wrapping: a permutation of all of them.
+    let n = blobs.len();
+    let permuted: Vec<&BlobRecord> = (0..n).map(|i| &blobs[(i * 7 + 3) % n]).collect();
+    let shuffled = dir.path().join("shuffled.osm.pbf");
+    copy_ok(&plan_for(&src, &permuted, false), &shuffled, &[]);
+    assert!(!ordered(&shuffled), "a permuted file is not in order");
+
+    let (src2, blobs2) = index(&shuffled);
+    let mut by_key: Vec<&BlobRecord> = blobs2.iter().collect();
+    by_key.sort_by_key(|b| Key::from(b.first));
+    let sorted = dir.path().join("sorted.osm.pbf");
+    copy_ok(&plan_for(&src2, &by_key, false), &sorted, &["-v"]);
+    assert!(ordered(&sorted));
+    assert_eq!(opl(&sorted), opl(&input));
+    let (got, orig) = (
+        fs::read(&sorted).expect("out"),
+        fs::read(&input).expect("in"),
+    );
+    assert_eq!(
+        &got[first_frame_len(&got)..],
+        &orig[first_frame_len(&orig)..],
+        "every data frame is passed through byte for byte"
+    );
+}
+
+#[test]
+fn verbose_reports_kernel_copies() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-andorra.osm.pbf");
+    let (src, blobs) = index(&input);
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let out = dir.path().join("out.pbf");
+    let o = pbf_copy(
+        &plan_for(&src, &refs, false),
+        &["-v", "-o", out.to_str().expect("path")],
+    );
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let data_bytes: u64 = blobs.iter().map(|b| b.length).sum();
+    assert!(
+        err.contains(&format!("{} copy ops", blobs.len()))
+            && err.contains(&format!("{data_bytes} copied in the kernel")),
+        "{err}"
+    );
+}
+
+#[test]
+fn add_indexdata_makes_the_next_index_header_only() {
+    let dir = tempfile::tempdir().expect("dir");
+    for input in [
+        data("sorted-liechtenstein.osm.pbf"),
+        data("history-niue.osh.pbf"),
+    ] {
+        let (src, blobs) = index(&input);
+        assert!(
+            blobs.iter().all(|b| b.sorted),
+            "copy ops hold sorted blobs only"
+        );
+        let refs: Vec<&BlobRecord> = blobs.iter().collect();
+        let out = dir.path().join(format!("{}.ix.pbf", name(&input)));
+        copy_ok(&plan_for(&src, &refs, true), &out, &["--add-indexdata"]);
+        let (_, again) = index(&out);
+        assert_eq!(again.len(), blobs.len());
+        for (a, b) in again.iter().zip(&blobs) {
+            assert_eq!(a.from, pbf_stream::KeysFrom::Indexdata, "{a:?}");
+            assert_eq!((a.first, a.last, a.counts), (b.first, b.last, b.counts));
+            assert!(a.sorted);
+        }
+        assert_eq!(opl(&out), opl(&input), "osmium reads the new BlobHeaders");
+        assert!(ordered(&out));
+        // The same keys come out of a full scan.
+        let mut c = bin("pbf-index");
+        c.args(["-q", "--decode"]).arg(&out);
+        let decoded: Vec<BlobRecord> = records::<IndexRecord>(&succeeds(c))
+            .into_iter()
+            .filter_map(|r| match r {
+                IndexRecord::Blob(b) => Some(b),
+                _ => None,
+            })
+            .collect();
+        for (a, b) in decoded.iter().zip(&again) {
+            assert_eq!(
+                (a.first, a.last, a.counts, a.sorted),
+                (b.first, b.last, b.counts, b.sorted)
+            );
+        }
+    }
+}
+
+#[test]
+fn add_indexdata_needs_frames() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-andorra.osm.pbf"));
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let out = dir.path().join("out.pbf");
+    copy_fails(
+        &plan_for(&src, &refs, false),
+        &out,
+        &["--add-indexdata"],
+        "\"frames\"",
+    );
+    assert!(entries(dir.path()).is_empty());
+}
+
+#[test]
+fn plan_with_merge_ops_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-andorra.osm.pbf"));
+    let merge = |b: &BlobRecord| {
+        PlanRecord::Merge(MergeOp {
+            inputs: vec![MergeInput {
+                source: 0,
+                offset: b.offset,
+                length: b.length,
+                first: b.first,
+                last: b.last,
+                sorted: b.sorted,
+                elements: b.counts.total(),
+            }],
+            first: b.first,
+            last: b.last,
+            elements: b.counts.total(),
+        })
+    };
+    let ops = vec![
+        PlanRecord::Copy(copy_op(&blobs[0], false)),
+        merge(&blobs[1]),
+        PlanRecord::Copy(copy_op(&blobs[2], false)),
+        merge(&blobs[3]),
+    ];
+    let out = dir.path().join("out.pbf");
+    copy_fails(
+        &plan_bytes(&plan_header(&src), &ops, true),
+        &out,
+        &[],
+        "plan still has 2 merge op(s): run pbf-merge first",
+    );
+    assert!(entries(dir.path()).is_empty());
+}
+
+#[test]
+fn changed_source_is_refused() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = dir.path().join("in.osm.pbf");
+    fs::copy(data("sorted-andorra.osm.pbf"), &input).expect("copy input");
+    let (src, blobs) = index(&input);
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let plan = plan_for(&src, &refs, false);
+    let f = fs::File::options().write(true).open(&input).expect("open");
+    f.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
+        .expect("touch");
+    drop(f);
+    let out = dir.path().join("out.pbf");
+    copy_fails(&plan, &out, &[], "changed since it was indexed");
+    assert_eq!(entries(dir.path()), ["in.osm.pbf"]);
+}
+
+#[test]
+fn plan_without_end_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-andorra.osm.pbf"));
+    let ops: Vec<PlanRecord> = blobs
+        .iter()
+        .map(|b| PlanRecord::Copy(copy_op(b, false)))
+        .collect();
+    let out = dir.path().join("out.pbf");
+    copy_fails(
+        &plan_bytes(&plan_header(&src), &ops, false),
+        &out,
+        &[],
+        "without an end record",
+    );
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+#[test]
+fn existing_output_needs_overwrite_and_inputs_are_never_outputs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = dir.path().join("in.osm.pbf");
+    fs::copy(data("sorted-andorra.osm.pbf"), &input).expect("copy input");
+    let (src, blobs) = index(&input);
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let plan = plan_for(&src, &refs, false);
+    let out = dir.path().join("out.pbf");
+    fs::write(&out, b"precious").expect("old out");
+    copy_fails(&plan, &out, &[], "use -O/--overwrite");
+    assert_eq!(fs::read(&out).expect("out"), b"precious");
+    copy_ok(&plan, &out, &["-O"]);
+    assert_eq!(opl(&out), opl(&input));
+    let before = fs::read(&input).expect("input");
+    copy_fails(&plan, &input, &["-O"], "is the same file as the input");
+    assert_eq!(fs::read(&input).expect("input"), before);
+    assert_eq!(entries(dir.path()), ["in.osm.pbf", "out.pbf"]);
+}
+
+#[test]
+fn stdout_streams_into_osmium() {
+    let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let plan = plan_for(&src, &refs, false);
+    let mut copy = bin("pbf-copy");
+    copy.args(["-o", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut copy = copy.spawn().expect("spawn pbf-copy");
+    let mut stdin = copy.stdin.take().expect("stdin");
+    stdin.write_all(&plan).expect("plan");
+    drop(stdin);
+    let mut info = osmium();
+    info.args(["fileinfo", "-e", "-j", "-F", "pbf", "-"])
+        .stdin(Stdio::from(copy.stdout.take().expect("stdout")));
+    let info = info.output().expect("osmium");
+    let copied = copy.wait_with_output().expect("wait");
+    assert!(
+        copied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&copied.stderr)
+    );
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).expect("json");
+    assert_eq!(v["data"]["objects_ordered"], true);
+    let nodes: u64 = blobs.iter().map(|b| b.counts.node).sum();
+    assert_eq!(v["data"]["count"]["nodes"], nodes);
+}
+
+/// Start pbf-copy on a plan fed through a pipe that stays open after the
+/// header and the first ops: the copy is under way, its temporary file holds
+/// data, and it waits for the rest of the plan. Returns the child, its plan
+/// pipe and the temporary file.
+fn copy_in_progress(dir: &Path, out: &Path) -> (Child, std::process::ChildStdin, PathBuf) {
+    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
+    let ops: Vec<PlanRecord> = blobs
+        .iter()
+        .map(|b| PlanRecord::Copy(copy_op(b, false)))
+        .collect();
+    let plan = plan_bytes(&plan_header(&src), &ops, false);
+    let half: usize = plan
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'\n')
+        .nth(ops.len() / 2)
+        .map(|(i, _)| i + 1)
+        .expect("enough lines");
+    let mut c = bin("pbf-copy");
+    c.arg("-o")
+        .arg(out)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(&plan[..half])
+        .expect("first half of the plan");
+    stdin.flush().expect("flush");
+    let expected = blobs[..ops.len() / 2].iter().map(|b| b.length).sum::<u64>();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let temp = fs::read_dir(dir).expect("dir").find_map(|e| {
+            let p = e.expect("entry").path();
+            let len = fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            (name(&p).contains(".pbf-sort.") && len > expected).then_some(p)
+        });
+        if let Some(t) = temp {
+            return (child, stdin, t);
+        }
+        assert!(Instant::now() < deadline, "pbf-copy never got half way");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn send(child: &Child, signal: &str) {
+    let st = Command::new("kill")
+        .args(["-s", signal, &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(st.success());
+}
+
+#[test]
+fn sigint_and_sigterm_mid_copy_remove_the_temporary_file() {
+    for (signal, number) in [("INT", 2), ("TERM", 15), ("HUP", 1)] {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.osm.pbf");
+        let (child, stdin, temp) = copy_in_progress(dir.path(), &out);
+        assert!(temp.exists());
+        send(&child, signal);
+        let o = child.wait_with_output().expect("wait");
+        drop(stdin);
+        assert_eq!(o.status.signal(), Some(number), "dies of SIG{signal}");
+        assert!(!out.exists(), "no OUT after SIG{signal}");
+        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+    }
+}
+
+#[test]
+fn sigkill_mid_copy_leaves_no_output() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("out.osm.pbf");
+    let (mut child, stdin, temp) = copy_in_progress(dir.path(), &out);
+    child.kill().expect("SIGKILL");
+    let st = child.wait().expect("wait");
+    drop(stdin);
+    assert_eq!(st.signal(), Some(9));
+    assert!(!out.exists(), "no OUT after SIGKILL");
+    // The leftover cannot be taken for the output: hidden, marked, not *.pbf.
+    let left = entries(dir.path());
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0], name(&temp));
+    assert!(left[0].starts_with(".out.osm.pbf.pbf-sort.") && left[0].ends_with(".tmp"));
+}
+
+#[test]
+fn existing_output_survives_a_killed_copy() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("out.osm.pbf");
+    fs::write(&out, b"old output").expect("old");
+    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let plan = plan_for(&src, &refs, false);
+    let half = plan.len() / 2;
+    let mut c = bin("pbf-copy");
+    c.args(["-O", "-o"])
+        .arg(&out)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(&plan[..half]).expect("half");
+    std::thread::sleep(Duration::from_millis(200));
+    send(&child, "INT");
+    child.wait().expect("wait");
+    drop(stdin);
+    assert_eq!(fs::read(&out).expect("out"), b"old output");
+    assert_eq!(entries(dir.path()), ["out.osm.pbf"]);
+}
