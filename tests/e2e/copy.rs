@@ -547,3 +547,98 @@ fn existing_output_survives_a_killed_copy() {
     assert_eq!(fs::read(&out).expect("out"), b"old output");
     assert_eq!(entries(dir.path()), ["out.osm.pbf"]);
 }
+
+#[test]
+fn spool_sources_are_checked_per_range_and_removed_on_request() {
+    let dir = tempfile::tempdir().expect("dir");
+    let spool = dir.path().join("merge.spool");
+    fs::copy(data("sorted-andorra.osm.pbf"), &spool).expect("spool");
+    let (src, blobs) = index(&spool);
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let mut header = plan_header(&src);
+    // A spool still growing: its recorded size and mtime are not checked.
+    header.sources[0].spool = true;
+    header.sources[0].mtime_ns = 0;
+    let ops: Vec<PlanRecord> = refs
+        .iter()
+        .map(|b| PlanRecord::Copy(copy_op(b, false)))
+        .collect();
+    let plan = plan_bytes(&header, &ops, true);
+    let out = dir.path().join("out.pbf");
+    copy_ok(&plan, &out, &["--remove-spools"]);
+    assert!(!spool.exists(), "spool removed after the commit");
+    assert_eq!(opl(&out), opl(&data("sorted-andorra.osm.pbf")));
+
+    // A spool shorter than the plan's ranges (pbf-merge died): refused.
+    let short = fs::read(data("sorted-andorra.osm.pbf")).expect("data");
+    fs::write(&spool, &short[..short.len() / 2]).expect("short spool");
+    let out2 = dir.path().join("out2.pbf");
+    copy_fails(&plan, &out2, &["--remove-spools"], "pbf-merge died");
+    assert!(spool.exists(), "spool kept when the copy failed");
+    assert_eq!(entries(dir.path()), ["merge.spool", "out.pbf"]);
+}
+
+/// A small tmpfs mounted for one test, unmounted on drop.
+struct SmallFs(tempfile::TempDir);
+
+impl SmallFs {
+    /// `None` (and a note on stderr) when mounting is not permitted here.
+    fn mount(size: &str) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().expect("dir");
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); disk-full test not run");
+            return None;
+        }
+        Some(SmallFs(dir))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn other_filesystem_falls_back_and_disk_full_leaves_nothing() {
+    let Some(fs_small) = SmallFs::mount("4m") else {
+        return;
+    };
+    let input = data("sorted-liechtenstein.osm.pbf");
+    let (src, blobs) = index(&input);
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let out = fs_small.path().join("out.pbf");
+    let plan = plan_for(&src, &refs, false);
+    let o = pbf_copy(&plan, &["-v", "-o", out.to_str().expect("path")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let data_bytes: u64 = blobs.iter().map(|b| b.length).sum();
+    assert!(
+        err.contains(&format!("{data_bytes} by read/write")),
+        "copy_file_range refuses another filesystem, read/write takes over: {err}"
+    );
+    assert_eq!(opl(&out), opl(&input));
+    let before = fs::read(&out).expect("out");
+
+    // 2.7 MB are used; a second copy cannot fit in the remaining 1.3 MB.
+    let out2 = fs_small.path().join("out2.pbf");
+    copy_fails(&plan, &out2, &[], "No space left on device");
+    let o = pbf_copy(&plan, &["-o", out2.to_str().expect("path")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(out2.to_str().expect("path")),
+        "names the output: {err}"
+    );
+    assert_eq!(entries(fs_small.path()), ["out.pbf"]);
+    assert_eq!(fs::read(&out).expect("out"), before);
+}

@@ -149,7 +149,12 @@ fn buffered_copy(
         Some(o) => dst.write_all_at(&buf[..n], o),
         None => dst.write_all(&buf[..n]),
     };
-    written.map_err(|e| Error::io(format!("write of source offset {src_off}"), e))?;
+    written.map_err(|e| {
+        Error::io(
+            format!("writing the bytes read at source offset {src_off}"),
+            e,
+        )
+    })?;
     Ok(n as u64)
 }
 
