@@ -378,6 +378,20 @@ fn plan_without_end_leaves_nothing() {
         "without an end record",
     );
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+
+    // On standard output the frames already went out: the stream ends with
+    // bytes no reader accepts, so the reader downstream fails as well.
+    let o = pbf_copy(&plan_bytes(&plan_header(&src), &ops, false), &["-o", "-"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        o.stdout.ends_with(&pbf_output::STREAM_POISON),
+        "stream is poisoned"
+    );
+    let streamed = dir.path().join("streamed.pbf");
+    fs::write(&streamed, &o.stdout).expect("write");
+    let mut c = osmium();
+    c.args(["fileinfo", "-e"]).arg(&streamed);
+    assert!(!run(c).status.success(), "osmium refuses a failed stream");
 }
 
 #[test]

@@ -7,7 +7,9 @@
 //!   Dropped without a commit (an error, a panic) it removes the temporary
 //!   file. It refuses an existing OUT unless overwriting is allowed
 //!   (`-O/--overwrite`, osmium's convention) and an OUT that is one of the
-//!   inputs. `-` streams to standard output instead (a pipe or a file).
+//!   inputs. `-` streams to standard output instead (a pipe or a file); a
+//!   stream cannot be taken back, so one that fails after its first byte
+//!   ends with [`STREAM_POISON`], which makes every reader fail too.
 //! - [`cleanup`]: SIGINT, SIGTERM and SIGHUP remove every registered temporary
 //!   file before the process dies of the signal. SIGKILL cannot be caught: the
 //!   temporary file then stays, but its name can never be taken for the
@@ -31,5 +33,5 @@ mod sources;
 
 pub use copy::{CHUNK, CopyStats, copy_range};
 pub use error::{Error, ErrorKind, Result};
-pub use output::{OutputFile, OutputOptions, TEMP_MARKER};
+pub use output::{OutputFile, OutputOptions, STREAM_POISON, TEMP_MARKER};
 pub use sources::{Source, Sources};

@@ -59,7 +59,29 @@ enum Target {
         overwrite: bool,
         _registration: Registration,
     },
-    Stream(File),
+    Stream(StreamOut),
+}
+
+/// What ends a stream that failed after it started: a frame length no PBF
+/// reader accepts (over any BlobHeader limit, and negative for libosmium's
+/// signed read), so `pbf-copy -o - | reader` fails downstream too instead of
+/// reading a short stream that ends at a frame boundary as a complete file.
+pub const STREAM_POISON: [u8; 4] = [0xFF; 4];
+
+/// Standard output; poisoned on drop unless finished.
+#[derive(Debug)]
+struct StreamOut {
+    file: File,
+    started: bool,
+    finished: bool,
+}
+
+impl Drop for StreamOut {
+    fn drop(&mut self) {
+        if self.started && !self.finished {
+            let _ = (&self.file).write_all(&STREAM_POISON);
+        }
+    }
 }
 
 impl OutputFile {
@@ -120,12 +142,21 @@ impl OutputFile {
                     .map_err(|e| e.within(&name))?;
             }
         }
-        Ok(OutputFile {
-            target: Target::Stream(file),
+        Ok(OutputFile::stream(file, name))
+    }
+
+    /// Write sequentially to an open pipe, terminal or file.
+    fn stream(file: File, name: String) -> OutputFile {
+        OutputFile {
+            target: Target::Stream(StreamOut {
+                file,
+                started: false,
+                finished: false,
+            }),
             name,
             pos: 0,
             stats: CopyStats::default(),
-        })
+        }
     }
 
     /// OUT as given, or `<stdout>`: the name errors use.
@@ -145,7 +176,7 @@ impl OutputFile {
     pub fn file(&self) -> &File {
         match &self.target {
             Target::Temp { temp, .. } => temp.as_file(),
-            Target::Stream(f) => f,
+            Target::Stream(s) => &s.file,
         }
     }
 
@@ -168,18 +199,24 @@ impl OutputFile {
     /// Record `len` bytes written at [`OutputFile::position`] through
     /// [`OutputFile::file`] by the caller (e.g. a clone), counted as kernel bytes.
     pub fn advance(&mut self, len: u64) {
+        self.started();
         self.pos += len;
         self.stats.kernel_bytes += len;
     }
 
+    /// Note that bytes went out: a stream failing from now on is poisoned.
+    fn started(&mut self) {
+        if let Target::Stream(s) = &mut self.target {
+            s.started = true;
+        }
+    }
+
     /// Append bytes from memory.
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        self.started();
         let res = match &self.target {
             Target::Temp { temp, .. } => temp.as_file().write_all_at(bytes, self.pos),
-            Target::Stream(f) => {
-                let mut f = f;
-                f.write_all(bytes)
-            }
+            Target::Stream(s) => (&s.file).write_all(bytes),
         };
         res.map_err(|e| Error::io(format!("{}: write at offset {}", self.name, self.pos), e))?;
         self.pos += bytes.len() as u64;
@@ -190,10 +227,11 @@ impl OutputFile {
     /// Append `len` bytes of `src` from `offset`, in the kernel when it can.
     /// `src_name` names the source in errors.
     pub fn copy_from(&mut self, src: &File, src_name: &Path, offset: u64, len: u64) -> Result<()> {
+        self.started();
         let dst_off = (!self.is_stream()).then_some(self.pos);
         let dst = match &self.target {
             Target::Temp { temp, .. } => temp.as_file(),
-            Target::Stream(f) => f,
+            Target::Stream(s) => &s.file,
         };
         copy_range(src, offset, len, dst, dst_off, &mut self.stats).map_err(|e| {
             e.within(format!(
@@ -229,16 +267,20 @@ impl OutputFile {
 
     /// Finish: fsync, rename onto OUT (refusing, without `overwrite`, an OUT
     /// that appeared meanwhile), fsync the directory. For standard output
-    /// there is nothing to do.
+    /// this only marks the stream complete; a stream dropped without a commit
+    /// after its first byte ends with [`STREAM_POISON`].
     pub fn commit(self) -> Result<()> {
-        let Target::Temp {
-            temp,
-            dest,
-            overwrite,
-            _registration,
-        } = self.target
-        else {
-            return Ok(());
+        let (temp, dest, overwrite, _registration) = match self.target {
+            Target::Temp {
+                temp,
+                dest,
+                overwrite,
+                _registration,
+            } => (temp, dest, overwrite, _registration),
+            Target::Stream(mut s) => {
+                s.finished = true;
+                return Ok(());
+            }
         };
         let name = self.name;
         temp.as_file()
@@ -454,6 +496,28 @@ mod tests {
         assert!(matches!(err.kind(), ErrorKind::SameAsInput(_)), "{err}");
         assert_eq!(fs::read(&input).expect("input"), b"data");
         assert_eq!(entries(dir.path()), ["hard.pbf", "in.pbf"]);
+    }
+
+    #[test]
+    fn a_failed_stream_is_poisoned_and_a_finished_one_is_not() {
+        for commit in [false, true] {
+            let (r, w) = nix::unistd::pipe().expect("pipe");
+            let mut o = OutputFile::stream(File::from(w), "pipe".into());
+            o.write_all(b"frame").expect("write");
+            if commit {
+                o.commit().expect("commit");
+            } else {
+                drop(o);
+            }
+            let mut got = Vec::new();
+            std::io::Read::read_to_end(&mut File::from(r), &mut got).expect("read");
+            let want: &[u8] = if commit {
+                b"frame"
+            } else {
+                b"frame\xff\xff\xff\xff"
+            };
+            assert_eq!(got, want);
+        }
     }
 
     #[test]

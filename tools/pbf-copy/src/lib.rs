@@ -44,7 +44,11 @@ pub fn command() -> Command {
                 .short('o')
                 .long("output")
                 .value_name("OUT")
-                .help("Output file; - writes to standard output (e.g. a pipe)")
+                .help(
+                    "Output file; - writes to standard output (e.g. a pipe). A stream cannot \
+                     be taken back: on an error it ends with bytes no PBF reader accepts, and \
+                     the exit status is 1 (use set -o pipefail)",
+                )
                 .required(true)
                 .value_parser(value_parser!(PathBuf)),
         )
