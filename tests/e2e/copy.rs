@@ -453,7 +453,11 @@ fn stdout_streams_into_osmium() {
 /// header and the first ops: the copy is under way, its temporary file holds
 /// data, and it waits for the rest of the plan. Returns the child, its plan
 /// pipe and the temporary file.
-fn copy_in_progress(dir: &Path, out: &Path) -> (Child, std::process::ChildStdin, PathBuf) {
+fn copy_in_progress(
+    dir: &Path,
+    out: &Path,
+    args: &[&str],
+) -> (Child, std::process::ChildStdin, PathBuf) {
     let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
     let ops: Vec<PlanRecord> = blobs
         .iter()
@@ -468,7 +472,8 @@ fn copy_in_progress(dir: &Path, out: &Path) -> (Child, std::process::ChildStdin,
         .map(|(i, _)| i + 1)
         .expect("enough lines");
     let mut c = bin("pbf-copy");
-    c.arg("-o")
+    c.args(args)
+        .arg("-o")
         .arg(out)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -508,7 +513,7 @@ fn sigint_and_sigterm_mid_copy_remove_the_temporary_file() {
     for (signal, number) in [("INT", 2), ("TERM", 15), ("HUP", 1)] {
         let dir = tempfile::tempdir().expect("dir");
         let out = dir.path().join("out.osm.pbf");
-        let (child, stdin, temp) = copy_in_progress(dir.path(), &out);
+        let (child, stdin, temp) = copy_in_progress(dir.path(), &out, &[]);
         assert!(temp.exists());
         send(&child, signal);
         let o = child.wait_with_output().expect("wait");
@@ -523,7 +528,7 @@ fn sigint_and_sigterm_mid_copy_remove_the_temporary_file() {
 fn sigkill_mid_copy_leaves_no_output() {
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
-    let (mut child, stdin, temp) = copy_in_progress(dir.path(), &out);
+    let (mut child, stdin, temp) = copy_in_progress(dir.path(), &out, &[]);
     child.kill().expect("SIGKILL");
     let st = child.wait().expect("wait");
     drop(stdin);
@@ -534,6 +539,21 @@ fn sigkill_mid_copy_leaves_no_output() {
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0], name(&temp));
     assert!(left[0].starts_with(".out.osm.pbf.pbf-sort.") && left[0].ends_with(".tmp"));
+}
+
+#[test]
+fn temp_dir_takes_the_leftover_of_a_sigkill() {
+    let dir = tempfile::tempdir().expect("dir");
+    let work = dir.path().join("work");
+    fs::create_dir(&work).expect("work");
+    let out = dir.path().join("out.osm.pbf");
+    let temp_dir = work.to_str().expect("path");
+    let (mut child, stdin, temp) = copy_in_progress(&work, &out, &["--temp-dir", temp_dir]);
+    child.kill().expect("SIGKILL");
+    child.wait().expect("wait");
+    drop(stdin);
+    assert_eq!(entries(dir.path()), ["work"], "nothing beside OUT");
+    assert_eq!(entries(&work), [name(&temp)]);
 }
 
 #[test]

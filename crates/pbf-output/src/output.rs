@@ -31,6 +31,11 @@ pub struct OutputOptions {
     /// Files OUT must not be (inputs, plan sources): compared by device and
     /// inode when both exist, and by canonical path.
     pub inputs: Vec<PathBuf>,
+    /// Where the temporary file goes instead of OUT's directory (e.g. the
+    /// `pbf-sort` driver's own temporary directory, which it removes even
+    /// after a SIGKILL). Must be on OUT's filesystem: the final rename never
+    /// copies.
+    pub temp_dir: Option<PathBuf>,
 }
 
 /// An output being written: a temporary file to be renamed onto OUT, or
@@ -109,9 +114,13 @@ impl OutputFile {
         let file_name = out
             .file_name()
             .ok_or_else(|| Error::invalid(&name, "output path has no file name"))?;
-        let dir = match out.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
+        let out_dir = parent_dir(out);
+        let dir = match &opts.temp_dir {
+            Some(t) => {
+                check_same_filesystem(t, out_dir)?;
+                t.as_path()
+            }
+            None => out_dir,
         };
         let (temp, registration) = create_temp(dir, file_name)?;
         Ok(OutputFile {
@@ -298,10 +307,7 @@ impl OutputFile {
             let tmp = e.file.path().display().to_string();
             return Err(Error::io(format!("{name}: rename {tmp} onto it"), e.error));
         }
-        let dir = match dest.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
+        let dir = parent_dir(&dest);
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(format!("{}: fsync directory", dir.display()), e))
@@ -355,6 +361,33 @@ fn create_temp(dir: &Path, file_name: &std::ffi::OsStr) -> Result<(NamedTempFile
     Ok((temp, registration))
 }
 
+/// The directory a path's entry lives in.
+fn parent_dir(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// A temporary directory must be on OUT's filesystem, so the rename is atomic.
+fn check_same_filesystem(temp_dir: &Path, out_dir: &Path) -> Result<()> {
+    let dev = |d: &Path| {
+        fs::metadata(d)
+            .map(|m| m.dev())
+            .map_err(|e| Error::io(d.display().to_string(), e))
+    };
+    if dev(temp_dir)? != dev(out_dir)? {
+        return Err(Error::invalid(
+            temp_dir.display().to_string(),
+            format!(
+                "temporary directory is not on the filesystem of {} (the output is renamed into place, never copied)",
+                out_dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The canonical form of a path that may not exist yet.
 fn canonical(p: &Path) -> PathBuf {
     if let Ok(c) = fs::canonicalize(p) {
@@ -395,6 +428,7 @@ mod tests {
         OutputOptions {
             overwrite,
             inputs: inputs.iter().map(|p| p.to_path_buf()).collect(),
+            temp_dir: None,
         }
     }
 
@@ -433,6 +467,33 @@ mod tests {
         assert_eq!(fs::read(&out).expect("out"), b"hello world");
         assert!(!temp.exists());
         assert_eq!(entries(dir.path()), ["out.osm.pbf", "src"]);
+    }
+
+    #[test]
+    fn temp_dir_on_the_same_filesystem() {
+        let dir = tempfile::tempdir().expect("dir");
+        let work = dir.path().join("work");
+        fs::create_dir(&work).expect("work");
+        let out = dir.path().join("out.pbf");
+        let o = OutputOptions {
+            temp_dir: Some(work.clone()),
+            ..OutputOptions::default()
+        };
+        let mut f = OutputFile::create(&out, &o).expect("create");
+        assert_eq!(f.temp_path().and_then(Path::parent), Some(work.as_path()));
+        f.write_all(b"x").expect("write");
+        f.commit().expect("commit");
+        assert_eq!(fs::read(&out).expect("out"), b"x");
+        assert!(entries(&work).is_empty());
+        if let Ok(shm) = tempfile::tempdir_in("/dev/shm") {
+            let other = OutputOptions {
+                temp_dir: Some(shm.path().to_path_buf()),
+                ..OutputOptions::default()
+            };
+            let out2 = dir.path().join("out2.pbf");
+            let err = OutputFile::create(&out2, &other).expect_err("other filesystem");
+            assert!(err.to_string().contains("not on the filesystem"), "{err}");
+        }
     }
 
     #[test]

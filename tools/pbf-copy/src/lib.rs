@@ -60,6 +60,16 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("temp-dir")
+                .long("temp-dir")
+                .value_name("DIR")
+                .help(
+                    "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
+                     filesystem (pbf-sort passes its own temporary directory)",
+                )
+                .value_parser(value_parser!(PathBuf)),
+        )
+        .arg(
             Arg::new("add-indexdata")
                 .long("add-indexdata")
                 .help(
@@ -119,6 +129,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let out_opts = OutputOptions {
         overwrite: m.get_flag("overwrite"),
         inputs: sources.paths(),
+        temp_dir: m.get_one::<PathBuf>("temp-dir").cloned(),
     };
     let mut out = OutputFile::create(output, &out_opts)?;
     out.write_all(&frames::header_frame(&plan.header().header)?)?;
