@@ -6,3 +6,4 @@ mod util;
 
 mod copy;
 mod index;
+mod merge;

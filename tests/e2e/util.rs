@@ -64,6 +64,7 @@ pub fn bin(tool: &str) -> Command {
     let path = match tool {
         "pbf-copy" => env!("CARGO_BIN_EXE_pbf-copy"),
         "pbf-index" => env!("CARGO_BIN_EXE_pbf-index"),
+        "pbf-merge" => env!("CARGO_BIN_EXE_pbf-merge"),
         other => panic!("unknown tool {other}"),
     };
     Command::new(path)

@@ -1,0 +1,314 @@
+//! `pbf-merge` end to end: `pbf-index | pbf-overlap | pbf-merge | pbf-copy`
+//! over every good file in `../shared/data`, alone, several at once, with a
+//! tiny memory budget and with `--dedupe`, compared object by object with
+//! `osmium sort`; and the failures that must leave no `end` record.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use pbf_stream::{PlanRecord, SourceRef};
+
+use crate::util::*;
+
+/// The stages up to the merged plan; returns pbf-merge's output.
+fn merged_plan(inputs: &[&Path], spool: &Path, merge_args: &[&str]) -> Output {
+    let mut index = bin("pbf-index");
+    index.arg("-q").args(inputs);
+    let idx = succeeds(index);
+    let plan = plan_of(&idx);
+    let mut merge = bin("pbf-merge");
+    merge.arg("--spool").arg(spool).args(merge_args);
+    run_with_input(merge, &plan)
+}
+
+fn plan_of(index: &[u8]) -> Vec<u8> {
+    let o = run_with_input(Command::new(env!("CARGO_BIN_EXE_pbf-overlap")), index);
+    assert!(
+        o.status.success(),
+        "pbf-overlap: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o.stdout
+}
+
+/// The whole pipeline into `dir/out.osm.pbf`; checks the merged plan on the way.
+fn sort_into(inputs: &[&Path], dir: &Path, merge_args: &[&str]) -> PathBuf {
+    let spool = dir.join("spool");
+    let merged = merged_plan(inputs, &spool, merge_args);
+    assert!(
+        merged.status.success(),
+        "pbf-merge {merge_args:?} on {inputs:?}: {}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    check_merged_plan(&merged.stdout, &spool);
+    let out = dir.join("out.osm.pbf");
+    let mut copy = bin("pbf-copy");
+    copy.arg("-o").arg(&out);
+    let o = run_with_input(copy, &merged.stdout);
+    assert!(
+        o.status.success(),
+        "pbf-copy: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// Only copy ops are left, the spool is a spool source, the end record is there.
+fn check_merged_plan(plan: &[u8], spool: &Path) {
+    let recs: Vec<PlanRecord> = records(plan);
+    let PlanRecord::Plan(h) = &recs[0] else {
+        panic!("no plan record");
+    };
+    let s: &SourceRef = h.sources.last().expect("sources");
+    assert!(
+        s.spool && s.path == spool.canonicalize().expect("spool"),
+        "{s:?}"
+    );
+    assert!(
+        recs[1..recs.len() - 1]
+            .iter()
+            .all(|r| matches!(r, PlanRecord::Copy(_)))
+    );
+    let PlanRecord::End(end) = recs.last().expect("records") else {
+        panic!("no end record");
+    };
+    assert_eq!(end.merge_inputs, 0);
+}
+
+/// OPL lines with the objects of one (type, id, version) sorted among
+/// themselves: their order is free.
+fn normalized(opl: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut group: Vec<&str> = Vec::new();
+    let key = |l: &str| l.split(' ').take(2).collect::<Vec<_>>().join(" ");
+    for line in opl.lines() {
+        if group.first().is_some_and(|g| key(g) != key(line)) {
+            group.sort();
+            out.extend(group.drain(..).map(str::to_owned));
+        }
+        group.push(line);
+    }
+    group.sort();
+    out.extend(group.into_iter().map(str::to_owned));
+    out
+}
+
+/// `osmium sort` of the inputs, written as OPL directly: osmium's PBF writer
+/// drops `visible=false` when the input header lacks HistoricalInformation,
+/// its OPL writer keeps what it read.
+fn osmium_sort(inputs: &[&Path], dir: &Path) -> String {
+    let out = dir.join("osmium.opl");
+    let mut c = osmium();
+    c.arg("sort").args(inputs).arg("-o").arg(&out).arg("-O");
+    succeeds(c);
+    fs::read_to_string(&out).expect("osmium OPL")
+}
+
+fn assert_ordered(out: &Path) {
+    assert_eq!(
+        fileinfo(out)["data"]["objects_ordered"],
+        serde_json::Value::Bool(true),
+        "{} is not ordered",
+        out.display()
+    );
+}
+
+fn assert_like_osmium(inputs: &[&Path], merge_args: &[&str]) {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = sort_into(inputs, dir.path(), merge_args);
+    let want = osmium_sort(inputs, dir.path());
+    let (got, want) = (normalized(&opl(&out)), normalized(&want));
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{inputs:?} {merge_args:?}: object count"
+    );
+    assert!(
+        got == want,
+        "{inputs:?} {merge_args:?}: objects differ from osmium sort"
+    );
+    assert_ordered(&out);
+}
+
+#[test]
+fn every_good_file_sorts_like_osmium() {
+    for f in good_files() {
+        assert_like_osmium(&[&f], &[]);
+    }
+}
+
+#[test]
+fn unsorted_files_with_a_tiny_budget_spill_and_sort_like_osmium() {
+    for name in [
+        "unsorted-vex.osm.pbf",
+        "unsorted-josm-negative-ids.osm.pbf",
+        "unsorted-type-regression.osm.pbf",
+        "mixed-osmosis.osm.pbf",
+    ] {
+        assert_like_osmium(&[&data(name)], &["--memory", "64k", "-j", "2"]);
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let o = merged_plan(
+        &[&data("unsorted-vex.osm.pbf")],
+        &dir.path().join("spool"),
+        &["--memory", "64k", "-v"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        !err.contains(" 0 spill levels"),
+        "the spill path ran: {err}"
+    );
+    // Spill files are gone; only the spool is left.
+    let left: Vec<_> = fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, ["spool"]);
+}
+
+#[test]
+fn several_inputs_at_once_sort_like_osmium() {
+    let (a, b, c) = (
+        data("sorted-andorra.osm.pbf"),
+        data("unsorted-vex.osm.pbf"),
+        data("sorted-liechtenstein.osm.pbf"),
+    );
+    assert_like_osmium(&[&a, &b, &c], &[]);
+    assert_like_osmium(&[&a, &c], &["--compression", "lz4", "-j", "1"]);
+}
+
+/// Keys (first two OPL fields) mapped to the lines osmium has for them.
+fn lines_by_key(opl: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for l in opl.lines() {
+        let key = l.split(' ').take(2).collect::<Vec<_>>().join(" ");
+        m.entry(key).or_default().insert(l.to_owned());
+    }
+    m
+}
+
+#[test]
+fn dedupe_matches_osmium_sort_without_repeats() {
+    // The same file twice (under two names) plus an overlapping file: every
+    // object of the first appears twice.
+    let dir = tempfile::tempdir().expect("dir");
+    let lz4 = data("sorted-monaco-lz4.osm.pbf");
+    let vex = data("unsorted-vex.osm.pbf");
+    let again = dir.path().join("again.osm.pbf");
+    fs::copy(&lz4, &again).expect("copy");
+    let inputs: [&Path; 3] = [&lz4, &vex, &again];
+    let out = sort_into(&inputs, dir.path(), &["--dedupe", "--memory", "256k"]);
+    let ours = opl(&out);
+    let want = lines_by_key(&osmium_sort(&inputs, dir.path()));
+    let got: Vec<&str> = ours.lines().collect();
+    assert_eq!(got.len(), want.len(), "one object per (type, id, version)");
+    for l in got {
+        let key = l.split(' ').take(2).collect::<Vec<_>>().join(" ");
+        assert!(want.get(&key).is_some_and(|s| s.contains(l)), "{l}");
+    }
+    assert_ordered(&out);
+    // Without --dedupe nothing is dropped.
+    let dir2 = tempfile::tempdir().expect("dir");
+    let out2 = sort_into(&inputs, dir2.path(), &[]);
+    let all: usize = want.values().map(BTreeSet::len).sum();
+    assert!(opl(&out2).lines().count() > all, "repeats kept");
+}
+
+/// What must hold when pbf-merge fails: exit 1, one line naming `what`, and
+/// no end record on standard output.
+fn assert_failed_cleanly(o: &Output, what: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.starts_with("pbf-merge: error: ") && err.contains(what),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("\"type\":\"end\""), "no end record: {out}");
+}
+
+/// A copy of an unsorted file, its plan, and the first merge input's offset.
+fn unsorted_copy(dir: &Path) -> (PathBuf, Vec<u8>, u64) {
+    let input = dir.join("in.osm.pbf");
+    fs::copy(data("unsorted-vex.osm.pbf"), &input).expect("copy");
+    let mut index = bin("pbf-index");
+    index.arg("-q").arg(&input);
+    let plan = plan_of(&succeeds(index));
+    let recs: Vec<PlanRecord> = records(&plan);
+    let offset = recs
+        .iter()
+        .find_map(|r| match r {
+            PlanRecord::Merge(m) => Some(m.inputs[0].offset),
+            _ => None,
+        })
+        .expect("a merge op");
+    (input, plan, offset)
+}
+
+fn merge_with(plan: &[u8], spool: &Path, shell_prefix: &str) -> Output {
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!("{shell_prefix} exec \"$0\" --spool \"$1\""))
+        .arg(env!("CARGO_BIN_EXE_pbf-merge"))
+        .arg(spool);
+    run_with_input(c, plan)
+}
+
+#[test]
+fn a_corrupt_blob_in_a_run_fails_naming_file_and_offset() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (input, plan, offset) = unsorted_copy(dir.path());
+    // Damage the blob's compressed data, keeping size and mtime as indexed.
+    let mtime = fs::metadata(&input)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let mut bytes = fs::read(&input).expect("read");
+    for b in &mut bytes[offset as usize + 200..offset as usize + 240] {
+        *b ^= 0x5a;
+    }
+    fs::write(&input, &bytes).expect("write");
+    fs::File::options()
+        .write(true)
+        .open(&input)
+        .and_then(|f| f.set_modified(mtime))
+        .expect("restore mtime");
+    let spool = dir.path().join("spool");
+    let o = merge_with(&plan, &spool, "");
+    assert_failed_cleanly(&o, &format!("in.osm.pbf: blob at offset {offset}"));
+    assert!(!spool.exists(), "the failed spool is removed");
+}
+
+#[test]
+fn a_changed_source_fails_before_merging() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (input, plan, _) = unsorted_copy(dir.path());
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&input)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"))
+        .expect("append");
+    let o = merge_with(&plan, &dir.path().join("spool"), "");
+    assert_failed_cleanly(&o, "changed since it was indexed");
+}
+
+#[test]
+fn a_spool_that_cannot_be_written_fails_naming_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_, plan, _) = unsorted_copy(dir.path());
+    let spool = dir.path().join("spool");
+    // A file size limit of 64 blocks (32 or 64 KiB), with SIGXFSZ ignored, makes the spool's
+    // writes fail with EFBIG the way a full disk fails with ENOSPC.
+    let o = merge_with(&plan, &spool, "trap '' XFSZ; ulimit -f 64;");
+    assert_failed_cleanly(
+        &o,
+        &format!("{}: cannot write spool at offset", spool.display()),
+    );
+    // An existing spool is refused.
+    fs::write(&spool, b"").expect("spool");
+    let o = merge_with(&plan, &spool, "");
+    assert_failed_cleanly(&o, "spool");
+}
