@@ -22,6 +22,27 @@
 //!   always under 128 bytes (older libosmium rejects longer ones).
 //! - [`Sources`]: a plan's source files, identity-checked before anything is
 //!   written, with spool files (still growing) checked range by range.
+//!
+//! ```no_run
+//! use std::fs::File;
+//! use std::path::Path;
+//! use pbf_output::{OutputFile, OutputOptions, frames};
+//!
+//! # fn main() -> pbf_output::Result<()> {
+//! let input = Path::new("in.osm.pbf");
+//! let src = File::open(input).expect("open");
+//! let opts = OutputOptions {
+//!     inputs: vec![input.to_path_buf()],
+//!     ..OutputOptions::default()
+//! };
+//! let mut out = OutputFile::create(Path::new("out.osm.pbf"), &opts)?;
+//! out.write_all(&frames::header_frame(&Default::default())?)?;
+//! out.copy_from(&src, input, 120, 4096)?; // whole frames of the input
+//! eprintln!("{} bytes in the kernel", out.stats().kernel_bytes);
+//! out.commit()?; // without this, dropping `out` removes the temporary file
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
 
 pub mod cleanup;
