@@ -7,3 +7,4 @@ mod util;
 mod copy;
 mod index;
 mod merge;
+mod overlap;

@@ -65,6 +65,7 @@ pub fn bin(tool: &str) -> Command {
         "pbf-copy" => env!("CARGO_BIN_EXE_pbf-copy"),
         "pbf-index" => env!("CARGO_BIN_EXE_pbf-index"),
         "pbf-merge" => env!("CARGO_BIN_EXE_pbf-merge"),
+        "pbf-overlap" => env!("CARGO_BIN_EXE_pbf-overlap"),
         other => panic!("unknown tool {other}"),
     };
     Command::new(path)

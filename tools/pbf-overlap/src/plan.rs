@@ -192,7 +192,7 @@ impl Iterator for Ops<'_> {
         add_frame(&mut op, seg);
         while op.frames.len() < MAX_COPY_FRAMES {
             let next = match self.runs.peek() {
-                Some(&[next]) if next.sorted && prev.touches(&next) => next,
+                Some(&[next]) if next.sorted && prev.touches(next) => next,
                 _ => break,
             };
             self.runs.next();
@@ -253,6 +253,11 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_segment_is_a_few_dozen_bytes() {
+        assert!(std::mem::size_of::<Segment>() <= 80);
+    }
+
+    #[test]
     fn unpack_inverts_packed() {
         for (kind, id, version) in [
             (Kind::Node, 0, 0),
@@ -290,7 +295,11 @@ pub(crate) mod tests {
 
     #[test]
     fn a_chain_is_one_run_even_where_ends_do_not_meet() {
-        let mut segs = vec![way(1, 10, 100, 10), way(5, 20, 110, 10), way(15, 30, 120, 10)];
+        let mut segs = vec![
+            way(1, 10, 100, 10),
+            way(5, 20, 110, 10),
+            way(15, 30, 120, 10),
+        ];
         sort(&mut segs);
         assert_eq!(runs(&segs).count(), 1);
     }

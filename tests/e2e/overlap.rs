@@ -1,0 +1,250 @@
+//! `pbf-overlap` over the indexes of every real file: the plan is valid,
+//! accounts for every object, is in key order, and `--check` agrees with
+//! osmium's "Objects ordered" (SOURCES.tsv) on which files are in order.
+
+use std::path::Path;
+
+use pbf_format::Key;
+use pbf_stream::{IndexRecord, KeyRecord, PlanReader, PlanRecord};
+
+use crate::util::*;
+
+fn index(path: &Path) -> Vec<u8> {
+    let mut c = bin("pbf-index");
+    c.arg("-q").arg(path);
+    succeeds(c)
+}
+
+fn overlap(args: &[&str], input: &[u8]) -> std::process::Output {
+    let mut c = bin("pbf-overlap");
+    c.args(args);
+    run_with_input(c, input)
+}
+
+/// The plan of an index, read and validated by `PlanReader`.
+fn plan(idx: &[u8]) -> (pbf_stream::PlanHeader, Vec<PlanRecord>) {
+    let out = overlap(&[], idx);
+    assert!(
+        out.status.success(),
+        "pbf-overlap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut rd = PlanReader::new(out.stdout.as_slice()).expect("plan header");
+    let mut ops = Vec::new();
+    while let Some(op) = rd.next_op().expect("valid plan") {
+        ops.push(op);
+    }
+    (rd.header().clone(), ops)
+}
+
+/// `osmium_objects_ordered` of SOURCES.tsv for a file.
+fn osmium_ordered(path: &Path) -> bool {
+    let tsv = std::fs::read_to_string(data_dir().join("SOURCES.tsv")).expect("SOURCES.tsv");
+    let mut lines = tsv.lines();
+    let cols: Vec<&str> = lines.next().expect("header line").split('\t').collect();
+    let col = cols
+        .iter()
+        .position(|c| *c == "osmium_objects_ordered")
+        .expect("osmium_objects_ordered column");
+    let file = name(path);
+    let row = lines
+        .map(|l| l.split('\t').collect::<Vec<_>>())
+        .find(|r| r[0] == file)
+        .unwrap_or_else(|| panic!("{file} is not in SOURCES.tsv"));
+    row[col] == "yes"
+}
+
+fn key(k: KeyRecord) -> Key {
+    Key::from(k)
+}
+
+/// Key ranges of the ops, in plan order.
+fn op_ranges(ops: &[PlanRecord]) -> Vec<(Key, Key)> {
+    let mut v = Vec::new();
+    for op in ops {
+        match op {
+            PlanRecord::Copy(c) => {
+                assert_eq!(c.frames.len() as u64, c.blobs, "copy op without frames");
+                v.extend(c.frames.iter().map(|f| (key(f.first), key(f.last))));
+            }
+            PlanRecord::Merge(m) => v.push((key(m.first), key(m.last))),
+            other => panic!("unexpected record {other:?}"),
+        }
+    }
+    v
+}
+
+#[test]
+fn plans_account_for_every_object_in_key_order() {
+    for path in good_files() {
+        let file = name(&path);
+        let idx = index(&path);
+        let recs: Vec<IndexRecord> = records(&idx);
+        let Some(IndexRecord::End(end)) = recs.last() else {
+            panic!("{file}: index has no end record")
+        };
+        let (header, ops) = plan(&idx);
+        assert_eq!(header.sources.len(), 1, "{file}");
+        assert_eq!(header.sources[0].path, path, "{file}");
+        assert!(
+            header
+                .header
+                .optional_features
+                .iter()
+                .any(|f| f == "Sort.Type_then_ID"),
+            "{file}"
+        );
+        let elements: u64 = ops
+            .iter()
+            .map(|op| match op {
+                PlanRecord::Copy(c) => c.elements,
+                PlanRecord::Merge(m) => m.elements,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(elements, end.counts.total(), "{file}");
+        let ranges = op_ranges(&ops);
+        for w in ranges.windows(2) {
+            assert!(w[0].1 < w[1].0, "{file}: ops overlap: {w:?}");
+        }
+    }
+}
+
+#[test]
+fn check_agrees_with_osmium_on_which_files_are_in_order() {
+    for path in good_files() {
+        let file = name(&path);
+        let idx = index(&path);
+        let out = overlap(&["--check"], &idx);
+        assert!(out.stdout.is_empty(), "{file}: --check wrote to stdout");
+        let ordered = osmium_ordered(&path);
+        let want = if ordered { 0 } else { 1 };
+        assert_eq!(
+            out.status.code(),
+            Some(want),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.contains("not in order"),
+            !ordered,
+            "{file}: {stderr}"
+        );
+        let quiet = overlap(&["--check", "-q"], &idx);
+        assert_eq!(quiet.status.code(), Some(want), "{file}");
+        assert!(
+            quiet.stderr.is_empty(),
+            "{file}: -q printed {:?}",
+            quiet.stderr
+        );
+        if ordered {
+            // An ordered file is one coalesced copy of all its blobs.
+            let (_, ops) = plan(&idx);
+            assert!(
+                matches!(ops.as_slice(), [PlanRecord::Copy(_)]),
+                "{file}: {ops:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn blob_permuted_file_is_all_copies_but_not_in_order() {
+    // osmconvert wrote the relations blob before the ways blob: every blob is
+    // sorted and none overlaps, so the plan only reorders copies.
+    let idx = index(&data("unsorted-osmconvert-claims-sorted.osm.pbf"));
+    let (header, ops) = plan(&idx);
+    assert!(ops.iter().all(|op| matches!(op, PlanRecord::Copy(_))));
+    assert_eq!(ops.len(), 3);
+    assert_eq!(
+        header.header.required_features,
+        ["OsmSchema-V0.6", "DenseNodes"]
+    );
+    let out = overlap(&["--check"], &idx);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("blobs out of order"));
+}
+
+#[test]
+fn unsorted_files_need_merges_and_say_why() {
+    for f in ["unsorted-vex.osm.pbf", "unsorted-josm-negative-ids.osm.pbf"] {
+        let idx = index(&data(f));
+        let (_, ops) = plan(&idx);
+        assert!(
+            ops.iter().any(|op| matches!(op, PlanRecord::Merge(_))),
+            "{f}: no merge op"
+        );
+        let out = overlap(&["--check"], &idx);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{f}");
+        assert!(
+            stderr.contains("overlaps") || stderr.contains("not sorted inside"),
+            "{f}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn concatenated_indexes_are_numbered_sources() {
+    let a = index(&data("sorted-andorra.osm.pbf"));
+    let b = index(&data("history-niue.osh.pbf"));
+    let both = [a.as_slice(), b.as_slice()].concat();
+    let (header, ops) = plan(&both);
+    let ids: Vec<u32> = header.sources.iter().map(|s| s.id).collect();
+    assert_eq!(ids, [0, 1]);
+    assert!(
+        header
+            .header
+            .required_features
+            .iter()
+            .any(|f| f == "HistoricalInformation")
+    );
+    let ranges = op_ranges(&ops);
+    assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0));
+    let out = overlap(&["--check", "-"], &both);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn the_same_file_twice_is_refused() {
+    let a = index(&data("sorted-andorra.osm.pbf"));
+    let out = overlap(&[], &[a.as_slice(), a.as_slice()].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("indexed twice"), "{stderr}");
+}
+
+#[test]
+fn missing_end_record_fails_without_output() {
+    let idx = index(&data("sorted-andorra.osm.pbf"));
+    let text = String::from_utf8(idx).expect("UTF-8");
+    let cut: Vec<&str> = text.lines().collect();
+    let short = cut[..cut.len() - 1].join("\n") + "\n";
+    for args in [&[][..], &["--check"][..]] {
+        let out = overlap(args, short.as_bytes());
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: wrote {:?}", out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("<stdin>") && stderr.contains("without an end record"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn index_files_are_named_in_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("v2.idx");
+    let idx = String::from_utf8(index(&data("sorted-64bit-ids.osm.pbf"))).expect("UTF-8");
+    std::fs::write(&p, idx.replace("\"version\":1", "\"version\":9")).expect("write");
+    let out = overlap(&[p.to_str().expect("path")], b"");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("v2.idx: line 1:") && stderr.contains("version 9"),
+        "{stderr}"
+    );
+}
