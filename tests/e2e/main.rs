@@ -6,5 +6,6 @@ mod util;
 
 mod copy;
 mod index;
+mod index_io;
 mod merge;
 mod overlap;

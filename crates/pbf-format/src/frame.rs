@@ -209,33 +209,56 @@ impl PbfFile {
     /// Read and check the frame header at `offset`. The whole frame must lie
     /// inside the file, so a truncated last blob is found without reading it.
     pub fn frame_header_at(&self, offset: u64) -> Result<FrameHeader> {
-        let probe_len = (self.size.saturating_sub(offset)).min(HEADER_PROBE as u64) as usize;
-        if probe_len < 4 {
-            return Err(self.truncated("frame length", 4, probe_len as u64, offset));
-        }
-        let probe = self.read_exact_at(offset, probe_len, "frame length")?;
-        let header_len = u32::from_be_bytes([probe[0], probe[1], probe[2], probe[3]]);
-        let fail = |e: Error| e.at(offset).in_file(&self.path);
-        if header_len > MAX_HEADER_LEN {
-            return Err(fail(Error::new(ErrorKind::TooLarge {
-                field: "BlobHeader length",
-                size: u64::from(header_len),
-                limit: u64::from(MAX_HEADER_LEN),
-            })));
-        }
-        let hl = header_len as usize;
+        let probe = self.read_exact_at(offset, self.probe_len(offset), "frame length")?;
+        let hl = self.probed_header_len(offset, &probe)? as usize;
         let header = if 4 + hl <= probe.len() {
             probe[4..4 + hl].to_vec()
         } else {
             self.read_exact_at(offset + 4, hl, "BlobHeader")?
         };
-        let (blob_type, indexdata, datasize) = parse_blob_header(&header).map_err(fail)?;
-        let body = probe.get(4 + hl..).unwrap_or_default();
+        self.frame_from_probe(offset, &probe, &header)
+    }
+
+    /// How many bytes [`PbfFile::frame_header_at`] reads first at `offset`:
+    /// the length prefix and, for most frames, the whole BlobHeader.
+    pub(crate) fn probe_len(&self, offset: u64) -> usize {
+        (self.size.saturating_sub(offset)).min(HEADER_PROBE as u64) as usize
+    }
+
+    /// The BlobHeader length at the start of a probe read at `offset`, checked
+    /// against the limit. The BlobHeader itself may extend past the probe.
+    pub(crate) fn probed_header_len(&self, offset: u64, probe: &[u8]) -> Result<u32> {
+        let Some(&prefix) = probe.first_chunk::<4>() else {
+            return Err(self.truncated("frame length", 4, probe.len() as u64, offset));
+        };
+        let header_len = u32::from_be_bytes(prefix);
+        if header_len > MAX_HEADER_LEN {
+            let e = Error::new(ErrorKind::TooLarge {
+                field: "BlobHeader length",
+                size: u64::from(header_len),
+                limit: u64::from(MAX_HEADER_LEN),
+            });
+            return Err(e.at(offset).in_file(&self.path));
+        }
+        Ok(header_len)
+    }
+
+    /// Decode the frame at `offset` from its probe (see [`PbfFile::probe_len`])
+    /// and its BlobHeader bytes, and check that the frame fits in the file.
+    pub(crate) fn frame_from_probe(
+        &self,
+        offset: u64,
+        probe: &[u8],
+        header: &[u8],
+    ) -> Result<FrameHeader> {
+        let fail = |e: Error| e.at(offset).in_file(&self.path);
+        let (blob_type, indexdata, datasize) = parse_blob_header(header).map_err(fail)?;
+        let body = probe.get(4 + header.len()..).unwrap_or_default();
         let body = &body[..body.len().min(datasize as usize)];
         let (compression, raw_size) = peek_blob(body);
         let fh = FrameHeader {
             offset,
-            header_len,
+            header_len: header.len() as u32,
             blob_type,
             indexdata,
             datasize,

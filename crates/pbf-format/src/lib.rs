@@ -3,6 +3,7 @@
 //! Layers, from the file upwards:
 //! - [`frame`]: the framing (4-byte length, BlobHeader, Blob), read with `pread`,
 //!   with every input-controlled length checked before allocation;
+//! - [`walk`]: the header walk with many reads in flight (io_uring);
 //! - [`compress`]: raw, zlib, zstd and lz4 blob bodies;
 //! - [`header`]: the OSMHeader block;
 //! - [`scan`]: a key scan of a PrimitiveBlock that reads only ids and versions;
@@ -20,6 +21,7 @@ pub mod indexdata;
 pub mod key;
 pub mod proto;
 pub mod scan;
+pub mod walk;
 pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};

@@ -15,12 +15,17 @@ use pbf_format::compress::{blob_data, decode_blob};
 use pbf_format::frame::{FrameHeader, PbfFile};
 use pbf_format::header::decode_header;
 use pbf_format::scan::{Summary, scan_block};
+use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, scan};
 use pbf_stream::{BlobRecord, Counts, IndexEnd, IndexRecord, KeysFrom, SourceRecord, Writer};
 use rayon::prelude::*;
 
 /// Frames handed to the worker pool at a time (only headers are held).
 const BATCH: usize = 256;
+
+/// How the header walk reads unless `--io` says otherwise: the faster on a
+/// cold cache (see bench/io-walk.md).
+const DEFAULT_IO: Io = Io::Uring;
 
 /// The command-line interface.
 pub fn command() -> Command {
@@ -66,6 +71,22 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("io")
+                .long("io")
+                .value_name("METHOD")
+                .help("How the header walk reads the file: pread or uring")
+                .long_help(
+                    "How the header walk reads the file: `pread` reads one header at a time \
+                     (queue depth 1); `uring` cuts the file into regions and keeps one header \
+                     read per region in flight through io_uring (falling back to pread, with a \
+                     warning, where io_uring is unavailable). Both give the same records. \
+                     Measured on a 1 GB file indexed from headers alone, cold cache: pread \
+                     1.1-1.9 s, uring 0.4-0.9 s; warm cache: both about 0.1 s (bench/io-walk.md).",
+                )
+                .value_parser(["pread", "uring"])
+                .default_value(DEFAULT_IO.name()),
+        )
+        .arg(
             Arg::new("quiet")
                 .short('q')
                 .long("quiet")
@@ -80,14 +101,19 @@ struct Options {
     decode: bool,
     quiet: bool,
     verbose: bool,
+    io: Io,
 }
 
 /// Run with parsed arguments.
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    let io = m
+        .get_one::<String>("io")
+        .map_or(Ok(DEFAULT_IO), |s| s.parse())?;
     let opts = Options {
         decode: m.get_flag("decode"),
         quiet: m.get_flag("quiet"),
         verbose: m.get_flag("verbose"),
+        io,
     };
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
@@ -111,7 +137,16 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
     let started = std::time::Instant::now();
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
     let file = PbfFile::open(&abs)?;
-    let mut walk = file.headers();
+    let mut walk = Walk::new(&file, opts.io);
+    if let Some(e) = walk.fallback() {
+        if !opts.quiet {
+            let msg = format!(
+                "{}: io_uring unavailable ({e}), reading with pread",
+                abs.display()
+            );
+            pbf_cli::warn("pbf-index", msg);
+        }
+    }
     let first = match walk.next() {
         Some(r) => r?,
         None => bail!("{}: empty file, not a PBF file", abs.display()),
