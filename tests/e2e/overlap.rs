@@ -222,9 +222,10 @@ fn missing_end_record_fails_without_output() {
     let text = String::from_utf8(idx).expect("UTF-8");
     let cut: Vec<&str> = text.lines().collect();
     let short = cut[..cut.len() - 1].join("\n") + "\n";
-    for args in [&[][..], &["--check"][..]] {
+    // A failed plan exits 1; a failed --check exits 2 (1 means "not in order").
+    for (args, code) in [(&[][..], 1), (&["--check"][..], 2)] {
         let out = overlap(args, short.as_bytes());
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
         assert!(out.stdout.is_empty(), "{args:?}: wrote {:?}", out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(

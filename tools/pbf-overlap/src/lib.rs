@@ -45,7 +45,7 @@ pub fn command() -> Command {
              and keeps source and replication fields only when all inputs agree.\n\n\
              With --check nothing is written to standard output: the exit status is 0 when the \
              input (one file) is already in order, 1 when it is not (the reason goes to standard \
-             error) or on an error.",
+             error), and 2 on an error, like cmp(1).",
         )
         .arg(
             Arg::new("index")
@@ -59,7 +59,7 @@ pub fn command() -> Command {
         .arg(
             Arg::new("check")
                 .long("check")
-                .help("Write no plan; exit 0 when the input is already in order, 1 when not")
+                .help("Write no plan; exit 0 when the input is already in order, 1 when not, 2 on error")
                 .action(ArgAction::SetTrue),
         )
         .arg(
@@ -89,6 +89,27 @@ pub fn command() -> Command {
 
 /// Run with parsed arguments.
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    if m.get_flag("check") {
+        // Like cmp(1): 1 means "not in order", so an error must exit 2.
+        return Ok(match read_input(m) {
+            Ok(input) => check_order(&input, m.get_flag("quiet")),
+            Err(err) => {
+                pbf_cli::warn(NAME, format!("error: {err:#}"));
+                ExitCode::from(2)
+            }
+        });
+    }
+    let input = read_input(m)?;
+    let program = match m.get_one::<String>("generator") {
+        Some(g) => g.clone(),
+        None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
+    };
+    write_plan(&input, &program)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read and sort every index stream named on the command line.
+fn read_input(m: &ArgMatches) -> Result<Input> {
     let names: Vec<String> = match m.get_many::<String>("index") {
         Some(v) => v.cloned().collect(),
         None => vec!["-".to_owned()],
@@ -101,15 +122,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("verbose") {
         pbf_cli::warn(NAME, summary(&input.segs));
     }
-    if m.get_flag("check") {
-        return Ok(check_order(&input, m.get_flag("quiet")));
-    }
-    let program = match m.get_one::<String>("generator") {
-        Some(g) => g.clone(),
-        None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
-    };
-    write_plan(&input, &program)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(input)
 }
 
 /// Everything read from the index streams.
