@@ -1,0 +1,309 @@
+//! The man pages of the tool binaries, generated so the OPTIONS and SYNOPSIS
+//! sections can never drift from the flags a tool really accepts (uutils'
+//! `uudoc`, ripgrep's man template). Each page is a hand-written roff template
+//! in `templates/` whose marker lines are replaced by sections that
+//! `clap_mangen` renders from the tool's `command()`:
+//!
+//! - `.\" @DESCRIPTION@`: `.SH DESCRIPTION` and the command's long help;
+//! - `.\" @OPTIONS@`: `.SH OPTIONS` with every argument and flag.
+//!
+//! The title, NAME and SYNOPSIS always open the page. `pbf-sort.1` (a bash
+//! script) and `pbf-stream.5` (a file format) have no clap definition and are
+//! written by hand in `man/`; [`HAND_WRITTEN`] names them for the lint test.
+//!
+//! To add a tool: add its crate to this crate's `Cargo.toml`, write
+//! `templates/<tool>.1`, and add one line to [`TOOLS`].
+#![deny(missing_docs)]
+
+use std::fmt;
+
+use clap::Command;
+
+/// Every tool with a generated page: name, its clap definition, and its template.
+pub const TOOLS: &[Tool] = &[
+    Tool {
+        name: "pbf-index",
+        command: pbf_index::command,
+        template: include_str!("../templates/pbf-index.1"),
+    },
+    Tool {
+        name: "pbf-overlap",
+        command: pbf_overlap::command,
+        template: include_str!("../templates/pbf-overlap.1"),
+    },
+    Tool {
+        name: "pbf-merge",
+        command: pbf_merge::command,
+        template: include_str!("../templates/pbf-merge.1"),
+    },
+    Tool {
+        name: "pbf-copy",
+        command: pbf_copy::command,
+        template: include_str!("../templates/pbf-copy.1"),
+    },
+];
+
+/// Pages in `man/` that are written by hand, not generated.
+pub const HAND_WRITTEN: &[&str] = &["pbf-sort.1", "pbf-stream.5"];
+
+/// The date in every generated page's title line. Bump it with the version
+/// when a page changes in substance.
+pub const DATE: &str = "2026-11-22";
+
+/// The footer naming the package (`.TH` source).
+const SOURCE: &str = concat!("pbf-sort ", env!("CARGO_PKG_VERSION"));
+
+/// The manual's title (`.TH` manual).
+const MANUAL: &str = "pbf-sort manual";
+
+const DESCRIPTION_MARK: &str = ".\\\" @DESCRIPTION@";
+const OPTIONS_MARK: &str = ".\\\" @OPTIONS@";
+
+/// One tool with a generated page.
+#[derive(Clone, Copy)]
+pub struct Tool {
+    /// Binary name, also the page name (`<name>.1`).
+    pub name: &'static str,
+    /// The tool's `command()`.
+    pub command: fn() -> Command,
+    /// The hand-written part of the page, with marker lines.
+    pub template: &'static str,
+}
+
+impl Tool {
+    /// The page's file name.
+    pub fn file_name(&self) -> String {
+        format!("{}.1", self.name)
+    }
+}
+
+/// Why a page could not be rendered.
+#[derive(Debug)]
+pub enum Error {
+    /// No tool of that name is listed in [`TOOLS`].
+    UnknownTool(String),
+    /// A template lacks a marker line or has it twice.
+    Marker {
+        /// The tool.
+        tool: &'static str,
+        /// The marker line.
+        marker: &'static str,
+    },
+    /// `clap_mangen` failed (it writes to memory, so this is unexpected).
+    Render(std::io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::UnknownTool(name) => write!(f, "no man page template for tool {name:?}"),
+            Error::Marker { tool, marker } => {
+                write!(f, "template of {tool} must hold the line {marker:?} once")
+            }
+            Error::Render(e) => write!(f, "rendering failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The tool named `name` (with or without the `.1` suffix).
+pub fn tool(name: &str) -> Result<&'static Tool, Error> {
+    let name = name.strip_suffix(".1").unwrap_or(name);
+    TOOLS
+        .iter()
+        .find(|t| t.name == name)
+        .ok_or_else(|| Error::UnknownTool(name.to_owned()))
+}
+
+/// The complete roff source of the page of tool `name`.
+pub fn render(name: &str) -> Result<String, Error> {
+    render_tool(tool(name)?)
+}
+
+/// The complete roff source of one tool's page.
+pub fn render_tool(t: &Tool) -> Result<String, Error> {
+    let man = clap_mangen::Man::new((t.command)())
+        .title(t.name.to_uppercase())
+        .section("1")
+        .date(DATE)
+        .source(SOURCE)
+        .manual(MANUAL);
+    type Render = fn(&clap_mangen::Man, &mut dyn std::io::Write) -> std::io::Result<()>;
+    let section = |f: Render, first: bool| {
+        let mut out = Vec::new();
+        f(&man, &mut out).map_err(Error::Render)?;
+        Ok::<String, Error>(tidy(&String::from_utf8_lossy(&out), first))
+    };
+    let mut page = String::new();
+    page.push_str(&section(clap_mangen::Man::render_title, true)?);
+    page.push_str(&section(clap_mangen::Man::render_name_section, false)?);
+    page.push_str(&synopsis(&(t.command)()));
+    let body = replace_marker(
+        t,
+        t.template,
+        DESCRIPTION_MARK,
+        &section(clap_mangen::Man::render_description_section, false)?,
+    )?;
+    let body = replace_marker(
+        t,
+        &body,
+        OPTIONS_MARK,
+        &section(clap_mangen::Man::render_options_section, false)?,
+    )?;
+    page.push_str(&body);
+    Ok(page)
+}
+
+/// Replace the one line equal to `marker` by `text`.
+fn replace_marker(
+    t: &Tool,
+    template: &str,
+    marker: &'static str,
+    text: &str,
+) -> Result<String, Error> {
+    let missing = || Error::Marker {
+        tool: t.name,
+        marker,
+    };
+    let mut parts = template.split_inclusive('\n');
+    let mut out = String::with_capacity(template.len() + text.len());
+    let mut found = 0;
+    for line in parts.by_ref() {
+        if line.trim_end() == marker {
+            found += 1;
+            out.push_str(text);
+        } else {
+            out.push_str(line);
+        }
+    }
+    if found != 1 {
+        return Err(missing());
+    }
+    Ok(out)
+}
+
+/// The SYNOPSIS section. `clap_mangen`'s own omits option values (`-j`
+/// instead of `-j N`) and repetition (`FILE` instead of `FILE ...`), so it is
+/// rendered here: short form when there is one, help and version left to
+/// OPTIONS.
+fn synopsis(cmd: &Command) -> String {
+    let mut out = format!(".SH SYNOPSIS\n.B {}\n", escape(cmd.get_name()));
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        if arg.is_hide_set() || arg.is_positional() || id == "help" || id == "version" {
+            continue;
+        }
+        let flag = match (arg.get_short(), arg.get_long()) {
+            (Some(s), _) => format!("\\-{s}"),
+            (None, Some(l)) => format!("\\-\\-{}", escape(l)),
+            (None, None) => continue,
+        };
+        let value = value_names(arg)
+            .map(|v| format!(" \\fI{v}\\fR"))
+            .unwrap_or_default();
+        out.push_str(&format!("[\\fB{flag}\\fR{value}]\n"));
+    }
+    for arg in cmd.get_positionals().filter(|a| !a.is_hide_set()) {
+        let name = value_names(arg).unwrap_or_else(|| escape(arg.get_id().as_str()));
+        let many = if arg.get_num_args().is_some_and(|n| n.max_values() > 1) {
+            "\\ ..."
+        } else {
+            ""
+        };
+        let text = format!("\\fI{name}\\fR{many}");
+        if arg.is_required_set() {
+            out.push_str(&format!("{text}\n"));
+        } else {
+            out.push_str(&format!("[{text}]\n"));
+        }
+    }
+    out
+}
+
+/// An argument's value names, escaped and joined, when it takes a value.
+fn value_names(arg: &clap::Arg) -> Option<String> {
+    if !arg.get_action().takes_values() {
+        return None;
+    }
+    let names = arg.get_value_names()?;
+    Some(
+        names
+            .iter()
+            .map(|n| escape(n))
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// Escape text for roff: hyphens become `\-` (a real minus, so flags can be
+/// searched and copied), backslashes `\e`.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\e").replace('-', "\\-")
+}
+
+/// Longest text line before [`tidy`] breaks it (mandoc's style limit).
+const MAX_TEXT_LINE: usize = 80;
+
+/// Post-process `clap_mangen` output until `mandoc -Tlint` is clean (the
+/// uutils `uudoc` approach): the `Aq` string definition it repeats before
+/// every section is kept once, blank lines (paragraph breaks to roff), empty
+/// paragraphs after a heading and repeated line breaks are dropped, and text lines longer than
+/// 80 bytes are broken between words (roff refills them).
+fn tidy(roff: &str, first: bool) -> String {
+    let mut out = String::with_capacity(roff.len());
+    let mut prev = "";
+    for line in roff.lines() {
+        let aq = line.starts_with(".ie \\n(.g .ds Aq") || line.starts_with(".el .ds Aq");
+        if line.trim().is_empty() || (aq && !first) {
+            continue;
+        }
+        let repeated_break = line == ".br" && prev == ".br";
+        if repeated_break || (line == ".PP" && (prev.starts_with(".SH") || prev == ".PP")) {
+            continue;
+        }
+        if line.starts_with('.') || line.len() <= MAX_TEXT_LINE {
+            out.push_str(line.trim_end());
+            out.push('\n');
+        } else {
+            wrap(line, &mut out);
+        }
+        prev = line;
+    }
+    out
+}
+
+/// Break a long text line at spaces into lines of at most [`MAX_TEXT_LINE`]
+/// bytes where possible, never after an escaped space (`\ `). A piece that
+/// would start with `.` or `'` (a roff control character) gets a `\&` guard.
+fn wrap(line: &str, out: &mut String) {
+    let mut current = String::new();
+    for word in line.split(' ').filter(|w| !w.is_empty()) {
+        let escaped_space = current.ends_with('\\');
+        if !current.is_empty() && !escaped_space && current.len() + 1 + word.len() > MAX_TEXT_LINE {
+            out.push_str(&current);
+            out.push('\n');
+            current.clear();
+        }
+        if current.is_empty() {
+            if word.starts_with(['.', '\'']) {
+                current.push_str("\\&");
+            }
+        } else {
+            current.push(' ');
+        }
+        current.push_str(word);
+    }
+    if !current.is_empty() {
+        out.push_str(&current);
+        out.push('\n');
+    }
+}
+
+/// Every generated page: (file name, roff source).
+pub fn render_all() -> Result<Vec<(String, String)>, Error> {
+    TOOLS
+        .iter()
+        .map(|t| Ok((t.file_name(), render_tool(t)?)))
+        .collect()
+}
