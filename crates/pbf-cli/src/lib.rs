@@ -32,7 +32,7 @@ pub fn main(
         Ok(code) => code,
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("{name}: error: {err:#}");
+            eprintln!("{name}: error: {}", one_line(&err));
             ExitCode::FAILURE
         }
     }
@@ -47,7 +47,10 @@ pub const DRIVER_PID_ENV: &str = "PBF_SORT_DRIVER_PID";
 /// but its stages then still stop (and remove their temporaries) instead of
 /// finishing and publishing an output nobody is waiting for.
 fn die_with_driver() {
-    let Some(pid) = std::env::var(DRIVER_PID_ENV).ok().and_then(|p| p.parse::<i32>().ok()) else {
+    let Some(pid) = std::env::var(DRIVER_PID_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
         return;
     };
     let driver = nix::unistd::Pid::from_raw(pid);
@@ -61,6 +64,24 @@ fn die_with_driver() {
     if nix::unistd::getppid() != driver {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
     }
+}
+
+/// The error and its causes on one line, `outer: cause: cause`, leaving out a
+/// cause whose text the line already holds (library errors print their I/O
+/// cause and also return it as their source).
+pub fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line.replace('\n', " ")
 }
 
 /// True when any cause in the chain is a broken pipe.
@@ -156,6 +177,25 @@ mod tests {
         assert_eq!(parse_size("100"), Ok(100));
         assert!(parse_size("1X").is_err());
         assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn one_line_drops_repeated_causes() {
+        let io = io::Error::new(io::ErrorKind::NotFound, "gone");
+        #[derive(Debug)]
+        struct Wrap(io::Error);
+        impl std::fmt::Display for Wrap {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "x.pbf: offset 4: {}", self.0)
+            }
+        }
+        impl std::error::Error for Wrap {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = anyhow::Error::from(Wrap(io)).context("reading");
+        assert_eq!(one_line(&e), "reading: x.pbf: offset 4: gone");
     }
 
     #[test]

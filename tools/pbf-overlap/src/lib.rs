@@ -94,7 +94,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         return Ok(match read_input(m) {
             Ok(input) => check_order(&input, m.get_flag("quiet")),
             Err(err) => {
-                pbf_cli::warn(NAME, format!("error: {err:#}"));
+                pbf_cli::warn(NAME, format!("error: {}", pbf_cli::one_line(&err)));
                 ExitCode::from(2)
             }
         });
