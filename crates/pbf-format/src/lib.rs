@@ -9,7 +9,8 @@
 //! - [`scan`]: a key scan of a PrimitiveBlock that reads only ids and versions;
 //! - [`block`]: a full, lossless PrimitiveBlock codec;
 //! - [`key`]: the sort order;
-//! - [`indexdata`]: per-blob key summaries stored in BlobHeaders.
+//! - [`indexdata`]: per-blob key summaries stored in BlobHeaders;
+//! - [`padding`]: frames of an exact length that hold nothing (block alignment).
 #![deny(missing_docs)]
 
 pub mod block;
@@ -19,6 +20,7 @@ pub mod frame;
 pub mod header;
 pub mod indexdata;
 pub mod key;
+pub mod padding;
 pub mod proto;
 pub mod scan;
 pub mod walk;
