@@ -705,6 +705,59 @@ mod tests {
         }
     }
 
+    /// A random file: frames of random types and sizes, some bodies full of
+    /// fake frames, the tail possibly cut anywhere.
+    fn random_file(frames: &[(u8, usize, bool)], cut: usize) -> Vec<u8> {
+        let fake = encode_frame("OSMData", Some(b"ix"), b"fake");
+        let mut bytes = Vec::new();
+        for &(kind, len, decoy) in frames {
+            let kind = ["OSMHeader", "OSMData", "Other"][usize::from(kind % 3)];
+            let body: Vec<u8> = if decoy {
+                fake.iter().copied().cycle().take(len).collect()
+            } else {
+                (0..len).map(|i| (i * 7 % 251) as u8).collect()
+            };
+            bytes.extend(encode_frame(kind, None, &body));
+        }
+        bytes.truncate(bytes.len().saturating_sub(cut));
+        bytes
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_files_walk_the_same(
+            frames in proptest::collection::vec((0u8..3, 0usize..3000, proptest::bool::ANY), 0..40),
+            cut in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..100],
+            depth in 1u32..9,
+            region in 1u64..20_000,
+        ) {
+            let bytes = random_file(&frames, cut);
+            let name = format!("prop-{depth}-{region}-{}", bytes.len());
+            let path = temp_file(&name, &bytes);
+            let opts = WalkOptions { depth, region_len: Some(region) };
+            let (seq, par, _) = both(&path, opts);
+            std::fs::remove_file(&path).ok();
+            proptest::prop_assert_eq!(seq, par);
+        }
+    }
+
+    #[test]
+    fn ring_setup_failure_falls_back_to_pread_and_says_why() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+        let file = PbfFile::open(&dir.join("sorted-andorra.osm.pbf")).expect("open");
+        // The kernel refuses rings of more than 32768 entries (EINVAL).
+        let opts = WalkOptions {
+            depth: 1 << 16,
+            region_len: None,
+        };
+        let walk = Walk::with_options(&file, Io::Uring, opts);
+        assert_eq!(walk.io(), Io::Pread);
+        assert!(walk.fallback().is_some());
+        let got: Vec<_> = walk.map(|r| r.expect("frame")).collect();
+        let want: Vec<_> = file.headers().map(|r| r.expect("frame")).collect();
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn pread_walk_reports_no_fallback() {
         let path = temp_file("pread", &encode_frame("OSMHeader", None, b"h"));
