@@ -20,8 +20,8 @@
 //! correctness.
 //!
 //! Memory stays bounded: at most `depth` regions are held at a time, each with
-//! the headers of its own byte range, and a region is started only when an
-//! earlier one has been handed out.
+//! at most 2048 headers of its own byte range, and a region is started only
+//! when an earlier one has been handed out.
 
 use std::collections::VecDeque;
 use std::io;
@@ -41,6 +41,10 @@ const MAX_REGION: u64 = 64 << 20;
 const SEARCH_CHUNK: usize = 64 << 10;
 /// How far into a region the search for its first frame goes.
 const MAX_SEARCH: u64 = 1 << 20;
+/// Most frames a region's chain holds: bounds memory on files of tiny frames
+/// (a planet's 64 MiB regions hold about 1,100). Past it, the walk from
+/// offset 0 reads the rest of the region with `pread`.
+const MAX_CHAIN_FRAMES: usize = 2048;
 /// Bytes shared by consecutive search reads, so a BlobHeader across the
 /// boundary of two reads is still seen whole.
 const SEARCH_OVERLAP: usize = 1 << 10;
@@ -260,7 +264,8 @@ impl Chain {
     fn push(&mut self, file: &PbfFile, fh: FrameHeader) -> Option<Read> {
         let next = fh.end();
         self.frames.push(fh);
-        (next < self.end).then(|| (Step::Probe(next), next, file.probe_len(next)))
+        let room = self.frames.len() < MAX_CHAIN_FRAMES;
+        (next < self.end && room).then(|| (Step::Probe(next), next, file.probe_len(next)))
     }
 }
 
@@ -689,6 +694,16 @@ mod tests {
         let stats = assert_same_grid(&path);
         assert!(stats.by_pread > 0 && stats.from_chains > 0, "{stats:?}");
         std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn chains_of_tiny_frames_are_capped() {
+        let frames = vec![(1u8, 0usize, false); 3 * MAX_CHAIN_FRAMES];
+        let bytes = random_file(&frames, 0);
+        let path = temp_file("capped", &bytes);
+        let stats = assert_same(&path, WalkOptions::default());
+        std::fs::remove_file(path).ok();
+        assert_eq!(stats.from_chains, MAX_CHAIN_FRAMES as u64, "{stats:?}");
     }
 
     #[test]
