@@ -1,19 +1,25 @@
 //! Indexdata: a per-blob key summary stored in the BlobHeader's `indexdata`
 //! field, so a file can be indexed by reading headers only.
 //!
-//! Our format (version 1), at most 64 bytes so a BlobHeader stays under 128
+//! Our format (version 2), at most 64 bytes so a BlobHeader stays under 128
 //! bytes (libosmium up to 2.19 rejects longer ones):
 //!
 //! ```text
 //! "PBSX"                 magic, 4 bytes
-//! 0x01                   format version
+//! 0x02                   format version
 //! flags                  bit 0: keys strictly increase inside the blob
 //! first key              kind (1 byte: 0 node, 1 way, 2 relation, 3 changeset),
 //!                        id (zigzag varint), version (varint)
 //! last key               same encoding
 //! counts                 four varints: nodes, ways, relations, changesets
+//! crc32                  4 bytes little-endian, of everything before it
 //! ```
 //!
+//! Indexdata is trusted without reading the blob, so a corrupted summary
+//! would put the blob in the wrong place of a sorted output: the checksum
+//! makes a damaged one (a flipped bit, a cut) fall back to scanning. (It does
+//! not stop a deliberate lie: `pbf-index --decode` ignores indexdata.)
+//! Version 1 (the same without the checksum) is no longer trusted.
 //! Any other magic or version is ignored (the blob is then scanned). We also
 //! read the 42-byte v2 indexdata written by pbfhogg (byte 0 = 0x02, byte 1 =
 //! kind, then little-endian i64 min id, i64 max id, u64 count and four i32 bbox
@@ -27,7 +33,7 @@ use crate::wire::{self, Reader};
 /// Magic prefix of our indexdata.
 pub const MAGIC: &[u8; 4] = b"PBSX";
 /// Current format version.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// Encode a blob summary as our indexdata.
 pub fn encode(s: &Summary) -> Vec<u8> {
@@ -43,12 +49,24 @@ pub fn encode(s: &Summary) -> Vec<u8> {
     for c in s.counts {
         wire::put_varint(&mut out, c);
     }
+    let sum = crc32(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
     out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = flate2::Crc::new();
+    c.update(bytes);
+    c.sum()
 }
 
 /// Decode our indexdata; `None` when it is not ours, of another version, or malformed.
 pub fn decode(bytes: &[u8]) -> Option<Summary> {
-    let rest = bytes.strip_prefix(MAGIC)?;
+    let (body, sum) = bytes.split_last_chunk::<4>()?;
+    if crc32(body) != u32::from_le_bytes(*sum) {
+        return None;
+    }
+    let rest = body.strip_prefix(MAGIC)?;
     let (&[version, flags], rest) = rest.split_first_chunk::<2>()?;
     if version != VERSION || flags > 1 {
         return None;
@@ -132,9 +150,19 @@ mod tests {
     fn foreign_or_broken_indexdata_is_ignored() {
         let mut bytes = encode(&summary());
         assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
-        bytes[4] = 2;
+        bytes[4] = 1;
         assert_eq!(decode(&bytes), None);
         assert_eq!(decode(b"hello"), None);
+    }
+
+    #[test]
+    fn every_flipped_bit_is_detected() {
+        let bytes = encode(&summary());
+        for i in 0..bytes.len() * 8 {
+            let mut b = bytes.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert_eq!(decode(&b), None, "bit {i}");
+        }
     }
 
     #[test]
