@@ -1,0 +1,96 @@
+# Stub packages and builders for one system. Every value is a derivation
+# that writes a one-line file; builders keep the arguments they were given
+# (as environment strings, so they are all evaluated).
+{ lib, system }:
+let
+  # Attributes that cannot be passed to builtins.derivation as they are.
+  toEnv =
+    attrs:
+    builtins.mapAttrs (
+      _: v:
+      if builtins.isAttrs v || builtins.isList v || builtins.isFunction v then
+        builtins.toJSON (builtins.mapAttrs (_: x: if builtins.isFunction x then "<function>" else x) (
+          if builtins.isAttrs v then v else { list = v; }
+        ))
+      else if v == null then
+        ""
+      else
+        v
+    ) (builtins.removeAttrs attrs [ "passthru" "meta" ]);
+
+  mkDerivation =
+    attrs:
+    let
+      name = attrs.name or "${attrs.pname}-${attrs.version}";
+      drv = derivation (
+        toEnv attrs
+        // {
+          inherit name system;
+          builder = "/bin/sh";
+          args = [
+            "-c"
+            "echo stub > $out"
+          ];
+        }
+      );
+    in
+    drv
+    // (attrs.passthru or { })
+    // {
+      meta = attrs.meta or { };
+      overrideAttrs = f: mkDerivation (attrs // f attrs);
+    };
+
+  package = name: mkDerivation { inherit name; };
+
+  # nixpkgs' buildRustPackage needs a source, a lock (file or hash) and names.
+  buildRustPackage =
+    attrs:
+    assert attrs ? src;
+    assert attrs ? pname && attrs ? version;
+    assert
+      (attrs ? cargoLock && builtins.pathExists attrs.cargoLock.lockFile)
+      || attrs ? cargoHash
+      || throw "buildRustPackage: cargoLock.lockFile or cargoHash is required";
+    mkDerivation (
+      attrs
+      // {
+        nativeBuildInputs = (attrs.nativeBuildInputs or [ ]) ++ [ cargo rustc ];
+      }
+    );
+
+  cargo = package "cargo";
+  rustc = package "rustc";
+in
+{
+  inherit cargo rustc;
+  stdenv.hostPlatform.system = system;
+  rustPlatform = {
+    inherit buildRustPackage;
+  };
+  mkShell =
+    attrs:
+    mkDerivation (
+      {
+        name = "shell";
+      }
+      // builtins.removeAttrs attrs [ "inputsFrom" ]
+      // {
+        inputsFrom = map (d: d.name) (attrs.inputsFrom or [ ]);
+      }
+    );
+  runCommand =
+    name: env: script:
+    mkDerivation (env // { inherit name script; });
+  installShellFiles = package "install-shell-files";
+  makeWrapper = package "make-wrapper";
+  coreutils = package "coreutils";
+  gnugrep = package "gnugrep";
+  gawk = package "gawk";
+  clippy = package "clippy";
+  rustfmt = package "rustfmt";
+  shellcheck = package "shellcheck";
+  mandoc = package "mandoc";
+  osmium-tool = package "osmium-tool";
+  jq = package "jq";
+}
