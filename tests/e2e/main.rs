@@ -5,7 +5,10 @@
 mod util;
 
 mod copy;
+mod faults;
+mod hostile;
 mod index;
 mod index_io;
 mod merge;
 mod overlap;
+mod sort;
