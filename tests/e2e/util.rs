@@ -66,6 +66,7 @@ pub fn bin(tool: &str) -> Command {
         "pbf-index" => env!("CARGO_BIN_EXE_pbf-index"),
         "pbf-merge" => env!("CARGO_BIN_EXE_pbf-merge"),
         "pbf-overlap" => env!("CARGO_BIN_EXE_pbf-overlap"),
+        "pbf-reflink" => env!("CARGO_BIN_EXE_pbf-reflink"),
         other => panic!("unknown tool {other}"),
     };
     Command::new(path)

@@ -8,13 +8,14 @@
 //! ```text
 //! u32be len | BlobHeader{type "OSMData", datasize}          (11..13 bytes, no indexdata)
 //! Blob{raw_size, zlib_data}                                  zlib with *stored* deflate blocks
-//!   PrimitiveBlock{stringtable{"", MARKER + zeros}}          no primitive groups
+//!   PrimitiveBlock{stringtable{"", MARKER + zeros, zeros...}} no primitive groups
 //! ```
 //!
 //! - The filler lives inside the string table, an ordinary field every reader
-//!   decodes; unknown fields are avoided on purpose: libosmium up to 2.19
-//!   throws "unknown compression" on an unknown Blob field, and osmconvert
-//!   reads only zlib blobs with `raw_size` first.
+//!   decodes, cut into strings of at most [`CHUNK`] bytes (libosmium rejects
+//!   strings over 1024 bytes as "overlong"); unknown fields are avoided on
+//!   purpose: libosmium up to 2.19 throws "unknown compression" on an unknown
+//!   Blob field, and osmconvert reads only zlib blobs with `raw_size` first.
 //! - zlib with stored blocks (written here by hand) has a size that is an
 //!   exact function of the input, so the frame length can be hit to the byte.
 //! - The BlobHeader stays at most 13 bytes (older libosmium rejects 128+).
@@ -34,6 +35,9 @@ pub const MIN_FRAME: u64 = 52;
 
 /// The longest padding frame [`frame`] builds (enough for 4 MiB blocks).
 pub const MAX_FRAME: u64 = 4 << 20;
+
+/// Most bytes of one filler string.
+pub const CHUNK: u64 = 1000;
 
 /// Most bytes of one stored deflate block.
 const STORED_MAX: u64 = 65_535;
@@ -62,7 +66,10 @@ struct Sizes {
 
 fn sizes(zeros: u64, empties: u64) -> Sizes {
     let string = MARKER.len() as u64 + zeros;
-    let table = 2 * (1 + empties) + 1 + varint_len(string) + string;
+    let full = (string - 1) / CHUNK;
+    let last = string - full * CHUNK;
+    let table =
+        2 * (1 + empties) + full * (1 + varint_len(CHUNK) + CHUNK) + 1 + varint_len(last) + last;
     let block = 1 + varint_len(table) + table;
     let stored_blocks = block.div_ceil(STORED_MAX).max(1);
     let zlib = 2 + 5 * stored_blocks + block + 4;
@@ -84,7 +91,8 @@ fn solve(len: u64) -> Option<(u64, u64)> {
         return None;
     }
     // Each longer varint or extra stored block adds a few bytes: start below.
-    let start = (len - MIN_FRAME).saturating_sub(64 + 5 * len.div_ceil(STORED_MAX));
+    let slack = 64 + 5 * len.div_ceil(STORED_MAX) + 3 * len.div_ceil(CHUNK);
+    let start = (len - MIN_FRAME).saturating_sub(slack);
     for zeros in start..=len - MIN_FRAME {
         for empties in 0..8 {
             let s = sizes(zeros, empties);
@@ -108,7 +116,9 @@ pub fn frame(len: u64) -> Option<Vec<u8>> {
     let mut filler = Vec::with_capacity(s.string as usize);
     filler.extend_from_slice(MARKER);
     filler.resize(s.string as usize, 0);
-    wire::put_bytes(&mut table, 1, &filler);
+    for chunk in filler.chunks(CHUNK as usize) {
+        wire::put_bytes(&mut table, 1, chunk);
+    }
     let mut block = Vec::with_capacity(s.block as usize);
     wire::put_bytes(&mut block, 1, &table);
     let zlib = stored_zlib(&block);
@@ -230,7 +240,12 @@ mod tests {
     #[test]
     fn every_length_is_reachable() {
         let missing: Vec<u64> = (MIN_FRAME..=140_000).filter(|&l| !fits(l)).collect();
-        assert!(missing.len() < 40 && missing.contains(&143), "{missing:?}");
+        assert!(
+            missing.len() < 40 && missing.contains(&143),
+            "{} missing, from {:?}",
+            missing.len(),
+            &missing[..missing.len().min(10)]
+        );
         for len in missing {
             let p = padding(len).expect("two frames");
             assert_eq!(p.len() as u64, len);
@@ -262,6 +277,19 @@ mod tests {
             n += 1;
         }
         n
+    }
+
+    fn longest_string(block: &[u8]) -> usize {
+        let mut r = Reader::new(block);
+        let mut longest = 0;
+        while let Some((_, v)) = r.field().expect("block") {
+            let Value::Bytes(table) = v else { continue };
+            let mut t = Reader::new(table);
+            while let Some((_, Value::Bytes(s))) = t.field().expect("table") {
+                longest = longest.max(s.len());
+            }
+        }
+        longest
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
 //!   plan's header record, and data-frame BlobHeaders carrying indexdata,
 //!   always under 128 bytes (older libosmium rejects longer ones).
+//! - [`reflink`]: `FICLONERANGE` with padding frames that make source and
+//!   destination offsets congruent modulo the block size (`pbf-reflink`).
 //! - [`Sources`]: a plan's source files, identity-checked before anything is
 //!   written, with spool files (still growing) checked range by range.
 //!
@@ -50,6 +52,7 @@ mod copy;
 mod error;
 pub mod frames;
 mod output;
+pub mod reflink;
 mod sources;
 
 pub use copy::{CHUNK, CopyStats, copy_range};

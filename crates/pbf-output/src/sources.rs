@@ -64,6 +64,14 @@ impl Sources {
             .map(|s| s.path.as_path())
     }
 
+    /// The open non-spool sources with their ids (spools are not open yet).
+    pub fn files(&self) -> impl Iterator<Item = (u32, &File, &Path)> {
+        self.list
+            .iter()
+            .filter(|s| !s.spool)
+            .filter_map(|s| Some((s.id, s.file.as_ref()?, s.path.as_path())))
+    }
+
     /// The sum of the sizes of the non-spool sources (a progress estimate).
     pub fn known_bytes(&self) -> u64 {
         self.list

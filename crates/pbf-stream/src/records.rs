@@ -293,6 +293,11 @@ pub struct IndexEnd {
     /// OSMData blobs holding no objects (no `blob` record is written for them).
     #[serde(default)]
     pub empty_blobs: u64,
+    /// Padding frames (empty OSMData blobs marked as padding, written by
+    /// pbf-reflink and pbf-merge to align data to filesystem blocks); not
+    /// counted in `empty_blobs`. Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub padding_blobs: u64,
     /// Blobs skipped: unknown blob types, and OSMHeader blobs after the first
     /// (as in files joined with `cat`).
     #[serde(default)]

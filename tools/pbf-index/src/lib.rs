@@ -16,7 +16,7 @@ use pbf_format::frame::{FrameHeader, PbfFile};
 use pbf_format::header::decode_header;
 use pbf_format::scan::{Summary, scan_block};
 use pbf_format::walk::{Io, Walk};
-use pbf_format::{indexdata, scan};
+use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{BlobRecord, Counts, IndexEnd, IndexRecord, KeysFrom, SourceRecord, Writer};
 use rayon::prelude::*;
 
@@ -247,9 +247,18 @@ fn flush<W: Write>(
     for (fh, d) in batch.drain(..).zip(described) {
         let seq = tally.data_seq;
         tally.data_seq += 1;
-        let Some((summary, from, compression, raw_size)) = d? else {
-            tally.end.empty_blobs += 1;
-            continue;
+        let (summary, from, compression, raw_size) = match d? {
+            Described::Keys(summary, from, compression, raw_size) => {
+                (summary, from, compression, raw_size)
+            }
+            Described::Empty => {
+                tally.end.empty_blobs += 1;
+                continue;
+            }
+            Described::Padding => {
+                tally.end.padding_blobs += 1;
+                continue;
+            }
         };
         let counts = Counts::from_array(summary.counts);
         tally.end.blobs += 1;
@@ -271,7 +280,16 @@ fn flush<W: Write>(
     Ok(())
 }
 
-type Described = Option<(Summary, KeysFrom, &'static str, Option<u64>)>;
+/// What one OSMData frame holds.
+enum Described {
+    /// Objects: their keys, where the keys came from, compression, raw size.
+    Keys(Summary, KeysFrom, &'static str, Option<u64>),
+    /// No objects.
+    Empty,
+    /// No objects, and marked as alignment padding (pbf_format::padding):
+    /// counted apart and not warned about.
+    Padding,
+}
 
 /// The keys of one frame: from trusted indexdata, or by reading and scanning it.
 fn describe(
@@ -283,7 +301,12 @@ fn describe(
     if !opts.decode {
         if let Some(s) = trusted_indexdata(fh, trust_pbfhogg) {
             let compression = fh.compression.unwrap_or("unknown");
-            return Ok(Some((s, KeysFrom::Indexdata, compression, fh.raw_size)));
+            return Ok(Described::Keys(
+                s,
+                KeysFrom::Indexdata,
+                compression,
+                fh.raw_size,
+            ));
         }
     }
     let place = |e: pbf_format::Error| e.at(fh.offset).in_file(file.path());
@@ -291,8 +314,11 @@ fn describe(
     let data = blob_data(&body).map_err(place)?;
     let (compression, raw_size) = (data.compression, data.raw_size);
     let raw = decode_blob(&body).map_err(place)?;
-    let summary = scan_block(&raw).map_err(place)?;
-    Ok(summary.map(|s| (s, KeysFrom::Decoded, compression, raw_size)))
+    Ok(match scan_block(&raw).map_err(place)? {
+        Some(s) => Described::Keys(s, KeysFrom::Decoded, compression, raw_size),
+        None if padding::is_padding_block(&raw) => Described::Padding,
+        None => Described::Empty,
+    })
 }
 
 fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {

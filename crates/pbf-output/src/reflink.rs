@@ -1,0 +1,376 @@
+//! Cloning byte ranges into the output instead of copying them: `FICLONERANGE`
+//! on filesystems with shared extents (XFS with `reflink=1`, btrfs). A clone
+//! needs source offset, destination offset and length to be multiples of the
+//! filesystem block size, and PBF frames are not block-aligned, so
+//! [`Cloner::append`] first writes padding frames ([`pbf_format::padding`])
+//! until the destination is congruent to the source modulo the block size,
+//! copies the unaligned head, clones the aligned middle and copies the tail.
+//!
+//! [`Cloner::probe`] finds out, before a byte of the output is written,
+//! whether the output's filesystem clones at all (a clone of a scratch file
+//! into the empty temporary output, truncated again), and
+//! [`Cloner::probe_source`] whether a given source is on it. A range is only
+//! aligned when its source is known to clone (or is a spool, which can only
+//! be tried when it is read) and the clone pays for the padding; everything
+//! else is copied exactly as `pbf-copy` copies it.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::libc;
+use pbf_format::padding;
+
+use crate::copy::CHUNK;
+use crate::error::{Error, Result};
+use crate::output::OutputFile;
+
+mod ioctl {
+    //! The `FICLONERANGE` ioctl, `_IOW(0x94, 13, struct file_clone_range)`.
+    nix::ioctl_write_ptr!(
+        /// Clone a range of one file into another (see ioctl_ficlonerange(2)).
+        ficlonerange,
+        0x94,
+        13,
+        nix::libc::file_clone_range
+    );
+}
+
+/// Largest block size we align to; larger ones are treated as "cannot clone".
+pub const MAX_BLOCK: u64 = 1 << 20;
+
+/// Clone `len` bytes at `src_off` of `src` to `dst_off` of `dst`. All three
+/// must be multiples of the block size (the kernel refuses with `EINVAL`);
+/// `len` must not be 0 (which would mean "to the end of the source").
+pub fn clone_range(
+    src: &File,
+    src_off: u64,
+    len: u64,
+    dst: &File,
+    dst_off: u64,
+) -> std::result::Result<(), Errno> {
+    if len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let arg = libc::file_clone_range {
+        src_fd: i64::from(src.as_raw_fd()),
+        src_offset: src_off,
+        src_length: len,
+        dest_offset: dst_off,
+    };
+    loop {
+        // SAFETY: `arg` is a valid file_clone_range that outlives the call;
+        // both descriptors are open for the duration of the borrow.
+        match unsafe { ioctl::ficlonerange(dst.as_raw_fd(), &arg) } {
+            Err(Errno::EINTR) => {}
+            r => return r.map(drop),
+        }
+    }
+}
+
+/// Errors that mean "this pair of files cannot be cloned" rather than an I/O
+/// failure: no reflink support, another filesystem, no such ioctl.
+pub fn cannot_clone(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::EOPNOTSUPP | Errno::EXDEV | Errno::EINVAL | Errno::ENOTTY | Errno::ENOSYS
+    )
+}
+
+/// The block size clones are aligned to: `f_bsize` of the file's filesystem.
+pub fn block_size(f: &File) -> std::result::Result<u64, Errno> {
+    let bs = nix::sys::statvfs::fstatvfs(f)?.block_size() as u64;
+    if bs.is_power_of_two() && (512..=MAX_BLOCK).contains(&bs) {
+        Ok(bs)
+    } else {
+        Err(Errno::EOPNOTSUPP)
+    }
+}
+
+/// What [`Cloner`] did, for `-v`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CloneStats {
+    /// Bytes cloned (shared with the source).
+    pub cloned: u64,
+    /// Bytes of ranges copied (unaligned heads and tails, ranges not worth a
+    /// clone, ranges whose source cannot clone).
+    pub copied: u64,
+    /// Bytes of padding frames written.
+    pub padding: u64,
+    /// Padding frames written.
+    pub padding_frames: u64,
+    /// `FICLONERANGE` calls that succeeded.
+    pub clones: u64,
+}
+
+/// Whether a source can be cloned from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SourceState {
+    /// Not probed yet (a spool): try at the first clone.
+    Unknown,
+    /// Probed or cloned from successfully.
+    Clones,
+    /// A clone failed with [`cannot_clone`]: copy from now on.
+    Copies,
+}
+
+/// Appends ranges to an output, cloning their block-aligned middles.
+#[derive(Debug)]
+pub struct Cloner {
+    block: u64,
+    states: Vec<(u32, SourceState)>,
+    stats: CloneStats,
+}
+
+/// How one range should be laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    pad: u64,
+    head: u64,
+    middle: u64,
+    tail: u64,
+}
+
+/// Clone a range only when its padding is at most 1/8 of the cloned bytes.
+const PAD_RATIO: u64 = 8;
+
+impl Cloner {
+    /// Find out whether `out` (still empty) can receive clones: clone one
+    /// block of a scratch file created in `out`'s directory into it, then
+    /// truncate `out` again. `Ok(Err(reason))` when it cannot.
+    pub fn probe(out: &OutputFile) -> Result<std::result::Result<Cloner, String>> {
+        let Some(temp) = out.temp_path() else {
+            return Ok(Err("the output is a stream, not a file".into()));
+        };
+        if out.position() != 0 {
+            return Err(Error::invalid(
+                out.name(),
+                "probing for clones after writing",
+            ));
+        }
+        let dst = out.file();
+        let block = match block_size(dst) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(format!("no usable filesystem block size ({e})"))),
+        };
+        let dir = temp.parent().unwrap_or(Path::new("."));
+        let mut scratch = tempfile::tempfile_in(dir).map_err(|e| {
+            Error::io(
+                format!("{}: scratch file for a clone probe", dir.display()),
+                e,
+            )
+        })?;
+        scratch.write_all(&vec![0u8; block as usize]).map_err(|e| {
+            Error::io(
+                format!("{}: scratch file for a clone probe", dir.display()),
+                e,
+            )
+        })?;
+        let probed = clone_range(&scratch, 0, block, dst, 0);
+        truncate(out)?;
+        match probed {
+            Ok(()) => Ok(Ok(Cloner {
+                block,
+                states: Vec::new(),
+                stats: CloneStats::default(),
+            })),
+            Err(e) if cannot_clone(e) => Ok(Err(format!(
+                "the filesystem of {} does not support clones ({e:?})",
+                dir.display()
+            ))),
+            Err(e) => Err(Error::io(
+                format!("{}: clone probe", out.name()),
+                std::io::Error::from(e),
+            )),
+        }
+    }
+
+    /// The block size ranges are aligned to.
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+
+    /// What was done so far.
+    pub fn stats(&self) -> CloneStats {
+        self.stats
+    }
+
+    /// Probe source `id` (open as `src`) before anything is written: clone
+    /// its first block into `out` and truncate `out` again. A source shorter
+    /// than one block has nothing to clone and counts as cloneable. Returns
+    /// the reason when it cannot clone (e.g. it is on another filesystem).
+    pub fn probe_source(
+        &mut self,
+        out: &OutputFile,
+        id: u32,
+        src: &File,
+    ) -> Result<Option<String>> {
+        if out.position() != 0 {
+            return Err(Error::invalid(
+                out.name(),
+                "probing for clones after writing",
+            ));
+        }
+        let size = src
+            .metadata()
+            .map_err(|e| Error::io(format!("source {id}: stat"), e))?
+            .len();
+        let probed = if size >= self.block {
+            clone_range(src, 0, self.block, out.file(), 0)
+        } else {
+            Ok(())
+        };
+        truncate(out)?;
+        let (state, why) = match probed {
+            Ok(()) => (SourceState::Clones, None),
+            Err(e) if cannot_clone(e) => {
+                (SourceState::Copies, Some(format!("cannot clone ({e:?})")))
+            }
+            Err(e) => {
+                return Err(Error::io(
+                    format!("source {id}: clone probe"),
+                    std::io::Error::from(e),
+                ));
+            }
+        };
+        self.set_state(id, state);
+        Ok(why)
+    }
+
+    fn state(&self, id: u32) -> SourceState {
+        self.states
+            .iter()
+            .find(|s| s.0 == id)
+            .map_or(SourceState::Unknown, |s| s.1)
+    }
+
+    fn set_state(&mut self, id: u32, state: SourceState) {
+        match self.states.iter_mut().find(|s| s.0 == id) {
+            Some(s) => s.1 = state,
+            None => self.states.push((id, state)),
+        }
+    }
+
+    /// How to lay out `len` bytes at `src_off` written after `prefix` bytes
+    /// at output position `pos`; `None` when a clone does not pay.
+    fn layout(&self, pos: u64, prefix: u64, src_off: u64, len: u64) -> Option<Layout> {
+        let b = self.block;
+        let pad = padding::gap(pos + prefix, src_off, b);
+        let start = src_off.next_multiple_of(b);
+        let end = (src_off + len) / b * b;
+        let middle = end.checked_sub(start).filter(|&m| m >= b)?;
+        if pad * PAD_RATIO > middle {
+            return None;
+        }
+        Some(Layout {
+            pad,
+            head: start - src_off,
+            middle,
+            tail: src_off + len - end,
+        })
+    }
+
+    /// Append `prefix` (e.g. a new BlobHeader) and then `len` bytes at
+    /// `offset` of source `id`, cloning the aligned middle when the source
+    /// clones and the clone pays for its padding. Padding frames go before
+    /// `prefix`. With `require`, a source that turns out unable to clone is
+    /// an error instead of a copy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn append(
+        &mut self,
+        out: &mut OutputFile,
+        id: u32,
+        src: &File,
+        src_name: &Path,
+        offset: u64,
+        len: u64,
+        prefix: &[u8],
+        require: bool,
+    ) -> Result<()> {
+        let layout = match self.state(id) {
+            SourceState::Copies => None,
+            _ => self.layout(out.position(), prefix.len() as u64, offset, len),
+        };
+        let Some(l) = layout else {
+            out.write_all(prefix)?;
+            out.copy_from(src, src_name, offset, len)?;
+            self.stats.copied += len;
+            return Ok(());
+        };
+        if l.pad > 0 {
+            let bytes = padding::padding(l.pad).ok_or_else(|| {
+                Error::invalid(out.name(), format!("no padding of {} bytes", l.pad))
+            })?;
+            out.write_all(&bytes)?;
+            self.stats.padding += l.pad;
+            self.stats.padding_frames += if padding::fits(l.pad) { 1 } else { 2 };
+        }
+        out.write_all(prefix)?;
+        out.copy_from(src, src_name, offset, l.head)?;
+        let done = self.clone_middle(out, id, src, src_name, offset + l.head, l.middle, require)?;
+        let rest = l.middle - done + l.tail;
+        out.copy_from(src, src_name, offset + l.head + done, rest)?;
+        self.stats.copied += l.head + rest;
+        Ok(())
+    }
+
+    /// Clone `len` aligned bytes in chunks; returns how many were cloned
+    /// before the source turned out unable to clone (all of them normally).
+    #[allow(clippy::too_many_arguments)]
+    fn clone_middle(
+        &mut self,
+        out: &mut OutputFile,
+        id: u32,
+        src: &File,
+        src_name: &Path,
+        offset: u64,
+        len: u64,
+        require: bool,
+    ) -> Result<u64> {
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(CHUNK);
+            let dst_off = out.position();
+            match clone_range(src, offset + done, n, out.file(), dst_off) {
+                Ok(()) => {
+                    out.advance(n);
+                    done += n;
+                    self.stats.cloned += n;
+                    self.stats.clones += 1;
+                    self.set_state(id, SourceState::Clones);
+                }
+                Err(e) if cannot_clone(e) && !require => {
+                    self.set_state(id, SourceState::Copies);
+                    return Ok(done);
+                }
+                Err(e) => {
+                    let why = if cannot_clone(e) {
+                        " (--require-reflink: the source cannot be cloned)"
+                    } else {
+                        ""
+                    };
+                    return Err(Error::io(
+                        format!(
+                            "cloning {} bytes {}..{} to {} at offset {dst_off}{why}",
+                            src_name.display(),
+                            offset + done,
+                            offset + done + n,
+                            out.name()
+                        ),
+                        std::io::Error::from(e),
+                    ));
+                }
+            }
+        }
+        Ok(done)
+    }
+}
+
+/// Empty the temporary output again after a probe.
+fn truncate(out: &OutputFile) -> Result<()> {
+    out.file()
+        .set_len(0)
+        .map_err(|e| Error::io(format!("{}: truncate after the clone probe", out.name()), e))
+}

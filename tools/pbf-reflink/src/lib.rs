@@ -1,0 +1,421 @@
+//! `pbf-reflink`: `pbf-copy` for filesystems with shared extents (XFS with
+//! `reflink=1`, btrfs). It executes the same copy-only plans with the same
+//! guarantees (source checks, temporary file, fsync, rename after the plan's
+//! `end`, `-O`, `-o -`, `--add-indexdata`, `--remove-spools`), but lays the
+//! output out so each range's source offset and output offset are congruent
+//! modulo the filesystem block size (padding frames that readers skip, see
+//! `pbf_format::padding`) and clones the aligned middle of each range with
+//! `FICLONERANGE`: a sorted file becomes a few ioctls and shares its blocks.
+//!
+//! Clone support is probed before the first byte is written. Where the
+//! output cannot receive clones (another filesystem type, a pipe) it writes
+//! exactly what `pbf-copy` writes, after a one-line notice; with
+//! `--require-reflink` it exits 1 instead. The mechanics live in
+//! `pbf_output::reflink`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use pbf_output::reflink::{CloneStats, Cloner};
+use pbf_output::{CopyStats, OutputFile, OutputOptions, Sources, frames};
+use pbf_stream::{CopyOp, PlanReader, PlanRecord};
+
+const NAME: &str = "pbf-reflink";
+
+/// The command-line interface.
+pub fn command() -> Command {
+    Command::new(NAME)
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Write a sorted OpenStreetMap PBF file from a plan by cloning block-aligned ranges")
+        .long_about(
+            "Read a plan stream (pbf-stream(5)) that holds only copy ops, as pbf-copy does, and \
+             write the same objects: the plan's OSMHeader, then every range in order. Each range \
+             is placed at an output offset congruent to its source offset modulo the filesystem \
+             block size, by writing a padding frame before it (an OSMData blob holding an empty \
+             block, which readers skip), and its block-aligned middle is cloned with \
+             FICLONERANGE (shared extents on XFS with reflink=1 or btrfs); the unaligned head and \
+             tail are copied. A range is cloned only when its padding is at most 1/8 of the bytes \
+             cloned, so padding stays below one block plus one padding frame per range.\n\n\
+             Before writing, pbf-reflink checks every source like pbf-copy and probes whether \
+             the output's filesystem can clone and every source is on it. If not, it prints a \
+             one-line notice and writes exactly what pbf-copy writes (no padding); with \
+             --require-reflink it exits 1 without writing anything. The output is written to a \
+             temporary file beside OUT, fsynced and renamed onto OUT only after the plan's end \
+             record; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed.",
+        )
+        .arg(
+            Arg::new("plan")
+                .value_name("PLAN")
+                .help("Plan stream to execute; - or absent for standard input")
+                .default_value("-"),
+        )
+        .arg(
+            Arg::new("output")
+                .short('o')
+                .long("output")
+                .value_name("OUT")
+                .help(
+                    "Output file; - writes to standard output, which cannot receive clones \
+                     (copied like pbf-copy; refused with --require-reflink)",
+                )
+                .required(true)
+                .value_parser(value_parser!(PathBuf)),
+        )
+        .arg(
+            Arg::new("overwrite")
+                .short('O')
+                .long("overwrite")
+                .help("Replace OUT if it exists (never an input)")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("temp-dir")
+                .long("temp-dir")
+                .value_name("DIR")
+                .help(
+                    "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
+                     filesystem (pbf-sort passes its own temporary directory)",
+                )
+                .value_parser(value_parser!(PathBuf)),
+        )
+        .arg(
+            Arg::new("require-reflink")
+                .long("require-reflink")
+                .help(
+                    "Exit 1 before writing anything when the output cannot receive clones or a \
+                     source is not on its filesystem, and fail if a spool cannot be cloned",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("add-indexdata")
+                .long("add-indexdata")
+                .help(
+                    "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
+                     Blob (not the frame) is then aligned and cloned on its own",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("remove-spools")
+                .long("remove-spools")
+                .help("Delete the plan's spool sources (written by pbf-merge) after success")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("verbose")
+                .short('v')
+                .long("verbose")
+                .help("Print a summary on stderr: bytes cloned, bytes copied, padding added, time")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("quiet")
+                .short('q')
+                .long("quiet")
+                .help("No progress bar, no notices and no warnings")
+                .conflicts_with("verbose")
+                .action(ArgAction::SetTrue),
+        )
+}
+
+/// Options of one run.
+#[derive(Clone, Copy, Debug)]
+struct Options {
+    add_indexdata: bool,
+    remove_spools: bool,
+    require: bool,
+    verbose: bool,
+    quiet: bool,
+}
+
+/// A range still to be written: consecutive ops of one source are joined so
+/// their clone spans the op boundary.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    source: u32,
+    offset: u64,
+    length: u64,
+    first_line: u64,
+}
+
+/// Where the bytes go: the output, and the cloner when it can clone.
+struct Writer {
+    out: OutputFile,
+    cloner: Option<Cloner>,
+    opts: Options,
+}
+
+/// Run with parsed arguments.
+pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    let started = Instant::now();
+    let opts = Options {
+        add_indexdata: m.get_flag("add-indexdata"),
+        remove_spools: m.get_flag("remove-spools"),
+        require: m.get_flag("require-reflink"),
+        verbose: m.get_flag("verbose"),
+        quiet: m.get_flag("quiet"),
+    };
+    let plan_arg = m.get_one::<String>("plan").map_or("-", String::as_str);
+    let plan_name = pbf_cli::input_name(plan_arg).to_owned();
+    let output = m
+        .get_one::<PathBuf>("output")
+        .ok_or_else(|| anyhow!("-o/--output is required"))?;
+    if opts.require && output == Path::new("-") {
+        bail!("-o -: standard output cannot receive clones (--require-reflink)");
+    }
+    let mut plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
+    let mut sources = Sources::open(plan.header())?;
+    let out_opts = OutputOptions {
+        overwrite: m.get_flag("overwrite"),
+        inputs: sources.paths(),
+        temp_dir: m.get_one::<PathBuf>("temp-dir").cloned(),
+    };
+    let out = OutputFile::create(output, &out_opts)?;
+    let cloner = probe(&out, &sources, opts)?;
+    let mut w = Writer { out, cloner, opts };
+    w.out
+        .write_all(&frames::header_frame(&plan.header().header)?)?;
+    let bar = pbf_cli::progress(sources.known_bytes(), "writing", opts.quiet);
+    let mut ops = 0u64;
+    let mut pending: Option<Pending> = None;
+    while let Some(rec) = plan.next_op().context(plan_name.clone())? {
+        let line = plan.line();
+        match rec {
+            PlanRecord::Copy(op) => {
+                let at = |p: &Pending| format!("{plan_name}: lines {}..{line}", p.first_line);
+                if opts.add_indexdata {
+                    w.frames(&op, &mut sources)
+                        .with_context(|| format!("{plan_name}: line {line}"))?;
+                } else if let Some(p) = join(&mut pending, &op, line) {
+                    w.range(p, &mut sources).with_context(|| at(&p))?;
+                }
+                ops += 1;
+                bar.inc(op.length);
+            }
+            PlanRecord::Merge(_) => {
+                bail!("{plan_name}: line {line}: plan still has merge op(s): run pbf-merge first")
+            }
+            PlanRecord::Plan(_) | PlanRecord::End(_) => {
+                bail!("{plan_name}: line {line}: unexpected record")
+            }
+        }
+    }
+    if let Some(p) = pending {
+        w.range(p, &mut sources)
+            .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
+    }
+    bar.finish_and_clear();
+    let Writer { out, cloner, .. } = w;
+    let (stats, written) = (out.stats(), out.position());
+    let clone_stats = cloner.as_ref().map(Cloner::stats);
+    out.commit()?;
+    if opts.remove_spools {
+        remove_spools(&sources, opts.quiet);
+    }
+    if opts.verbose {
+        report(
+            ops,
+            written,
+            stats,
+            clone_stats,
+            cloner.map(|c| c.block()),
+            started,
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Probe clone support before anything is written; `None` means "copy like
+/// pbf-copy" (after a notice), and with `--require-reflink` an error.
+fn probe(out: &OutputFile, sources: &Sources, opts: Options) -> Result<Option<Cloner>> {
+    let mut cloner = match Cloner::probe(out)? {
+        Ok(c) => c,
+        Err(why) => {
+            if opts.require {
+                bail!("{}: {why} (--require-reflink)", out.name());
+            }
+            notice(opts, format!("{why}: copying like pbf-copy"));
+            return Ok(None);
+        }
+    };
+    let mut refused = Vec::new();
+    for (id, file, path) in sources.files() {
+        if let Some(why) = cloner.probe_source(out, id, file)? {
+            refused.push(format!("{}: {why}", path.display()));
+        }
+    }
+    if refused.is_empty() {
+        return Ok(Some(cloner));
+    }
+    if opts.require {
+        bail!(
+            "{} (--require-reflink: every source must be on the output's filesystem)",
+            refused.join("; ")
+        );
+    }
+    if refused.len() == sources.files().count() && sources.spools().next().is_none() {
+        notice(
+            opts,
+            format!("{}: copying like pbf-copy", refused.join("; ")),
+        );
+        return Ok(None);
+    }
+    notice(
+        opts,
+        format!("{}: its ranges are copied", refused.join("; ")),
+    );
+    Ok(Some(cloner))
+}
+
+fn notice(opts: Options, msg: String) {
+    if !opts.quiet {
+        pbf_cli::warn(NAME, format!("notice: {msg}"));
+    }
+}
+
+/// Add `op` to the pending range; returns the range to write first when
+/// `op` does not continue it.
+fn join(pending: &mut Option<Pending>, op: &CopyOp, line: u64) -> Option<Pending> {
+    if let Some(p) = pending {
+        if p.source == op.source && p.offset + p.length == op.offset {
+            p.length += op.length;
+            return None;
+        }
+    }
+    pending.replace(Pending {
+        source: op.source,
+        offset: op.offset,
+        length: op.length,
+        first_line: line,
+    })
+}
+
+impl Writer {
+    /// Write one range of a source.
+    fn range(&mut self, p: Pending, sources: &mut Sources) -> Result<()> {
+        let (file, path) = sources.range(p.source, p.offset, p.length)?;
+        self.append(p.source, file, path, p.offset, p.length, &[])
+    }
+
+    /// Write `len` bytes at `offset` after `prefix`: cloned when we can.
+    fn append(
+        &mut self,
+        id: u32,
+        file: &File,
+        path: &Path,
+        offset: u64,
+        len: u64,
+        prefix: &[u8],
+    ) -> Result<()> {
+        match &mut self.cloner {
+            Some(c) => c.append(
+                &mut self.out,
+                id,
+                file,
+                path,
+                offset,
+                len,
+                prefix,
+                self.opts.require,
+            )?,
+            None => {
+                self.out.write_all(prefix)?;
+                self.out.copy_from(file, path, offset, len)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the frames of `op` with new BlobHeaders carrying indexdata;
+    /// each Blob body is aligned and cloned on its own.
+    fn frames(&mut self, op: &CopyOp, sources: &mut Sources) -> Result<()> {
+        let (file, path) = sources.range(op.source, op.offset, op.length)?;
+        if op.frames.is_empty() {
+            bail!(
+                "--add-indexdata needs the per-frame keys (\"frames\") of every copy op, and this \
+                 one at offset {} of {} has none",
+                op.offset,
+                path.display()
+            );
+        }
+        let mut offset = op.offset;
+        for keys in &op.frames {
+            let in_file = |e: pbf_output::Error| e.within(path.display());
+            let fh = frames::read_frame_header(file, path, offset)?;
+            frames::check_data_frame(&fh, keys.length).map_err(in_file)?;
+            let summary = frames::frame_summary(keys).map_err(in_file)?;
+            let ix = pbf_format::indexdata::encode(&summary);
+            let prefix = frames::data_frame_prefix(Some(&ix), fh.datasize)?;
+            let body = u64::from(fh.datasize);
+            self.append(op.source, file, path, fh.body_offset(), body, &prefix)?;
+            offset += keys.length;
+        }
+        Ok(())
+    }
+}
+
+/// Delete spool files after the output was committed; a failure is reported,
+/// the output stays.
+fn remove_spools(sources: &Sources, quiet: bool) {
+    for spool in sources.spools() {
+        if let Err(e) = std::fs::remove_file(spool) {
+            if !quiet || e.kind() != std::io::ErrorKind::NotFound {
+                pbf_cli::warn(
+                    NAME,
+                    format!(
+                        "warning: output written, but removing spool {} failed: {e}",
+                        spool.display()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn report(
+    ops: u64,
+    written: u64,
+    stats: CopyStats,
+    clone: Option<CloneStats>,
+    block: Option<u64>,
+    started: Instant,
+) {
+    let secs = started.elapsed().as_secs_f64();
+    let c = clone.unwrap_or_default();
+    let how = match block {
+        Some(b) => format!("{b}-byte blocks"),
+        None => "copied like pbf-copy".into(),
+    };
+    // Clones are counted by the output as kernel bytes: take them out.
+    let copied = stats.copied().saturating_sub(c.cloned);
+    pbf_cli::warn(
+        NAME,
+        format!(
+            "{ops} copy ops, {written} bytes written ({how}): {} cloned in {} clones, {} copied \
+             ({} in the kernel, {} by read/write), {} bytes of padding in {} frames, {} from \
+             memory in all; {:.1} % of range bytes cloned; {secs:.3} s",
+            c.cloned,
+            c.clones,
+            copied,
+            stats.kernel_bytes.saturating_sub(c.cloned),
+            stats.fallback_bytes,
+            c.padding,
+            c.padding_frames,
+            stats.written_bytes,
+            percent(c.cloned, c.cloned + copied),
+        ),
+    );
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
