@@ -68,6 +68,10 @@ pub struct Options {
     pub spill_compression: Compression,
     /// Directory for spill files (normally the spool's directory).
     pub spill_dir: PathBuf,
+    /// Start each merge op's frames in the spool at a multiple of this many
+    /// bytes (the filesystem block size, for `pbf-reflink`); 0 or 1: no
+    /// padding (default).
+    pub align: u64,
 }
 
 impl Default for Options {
@@ -79,6 +83,7 @@ impl Default for Options {
             encode: EncodeOptions::default(),
             spill_compression: Compression::Lz4,
             spill_dir: std::env::temp_dir(),
+            align: 0,
         }
     }
 }
@@ -117,8 +122,10 @@ pub struct MergeStats {
     pub final_memory: u64,
     /// Frames written to the spool.
     pub frames: u64,
-    /// Bytes written to the spool.
+    /// Bytes written to the spool (frames, not padding).
     pub bytes: u64,
+    /// Bytes of padding written before the op's frames ([`Options::align`]).
+    pub padding: u64,
 }
 
 /// Bytes of frames reported to the caller at a time (a run's last frames
@@ -168,6 +175,9 @@ impl Merger {
         stats.chains = runs.len() as u64;
         let runs = self.fit(runs, &mut stats)?;
         stats.final_memory = runs.iter().map(|r| r.memory).sum();
+        if self.opts.align > 1 {
+            stats.padding = spool.align(self.opts.align)?;
+        }
         let target = SpoolTarget {
             spool,
             report,

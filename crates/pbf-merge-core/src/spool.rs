@@ -4,13 +4,18 @@
 //! frame is written with `write(2)` before its range is reported, which makes
 //! it visible to other processes without an fsync.
 //!
-//! Alignment hook: frames are appended back to back. Block-aligned spools
-//! (for reflinking, a later concern) would pad here, in [`Spool::append`]'s
-//! caller, before the first frame of an op.
+//! Alignment: frames are appended back to back, but with
+//! [`crate::Options::align`] each merge op's first frame starts at a multiple
+//! of the filesystem block size ([`Spool::align`] writes a padding frame from
+//! `pbf_format::padding` before it), so `pbf-reflink` clones a merged run from
+//! its first block on. The padding keeps the spool a valid frame sequence;
+//! the plan's copy ops never cover it.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use pbf_format::padding;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -73,6 +78,25 @@ impl Spool {
         self.len == 0
     }
 
+    /// Pad the spool with a padding frame so the next frame starts at a
+    /// multiple of `block` (a power of two, at most 1 MiB); returns the
+    /// padding's length (0 when already aligned).
+    pub fn align(&mut self, block: u64) -> Result<u64> {
+        if !block.is_power_of_two() || block > 1 << 20 {
+            return Err(Error::new(ErrorKind::Internal(format!(
+                "spool alignment {block} is not a power of two of at most 1 MiB"
+            ))));
+        }
+        let gap = padding::gap(self.len, 0, block);
+        if gap == 0 {
+            return Ok(0);
+        }
+        let bytes = padding::padding(gap)
+            .ok_or_else(|| Error::new(ErrorKind::Internal(format!("no padding of {gap} bytes"))))?;
+        self.append(&bytes)?;
+        Ok(gap)
+    }
+
     /// Append whole frames; returns the offset they were written at.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         let offset = self.len;
@@ -85,5 +109,35 @@ impl Spool {
         })?;
         self.len += bytes.len() as u64;
         Ok(offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn align_pads_to_the_next_block_with_padding_frames() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut spool = Spool::create(&dir.path().join("s.pbf")).expect("spool");
+        assert_eq!(spool.align(4096).expect("empty"), 0);
+        spool.append(&[0u8; 100]).expect("frame");
+        assert_eq!(spool.align(4096).expect("align"), 3996);
+        assert_eq!(spool.len(), 4096);
+        assert_eq!(spool.align(4096).expect("aligned"), 0);
+        spool.append(&[0u8; 4090]).expect("frame");
+        assert_eq!(spool.align(4096).expect("short gap"), 6 + 4096);
+        assert_eq!(spool.len(), 3 * 4096);
+        assert!(spool.align(3000).is_err());
+        let bytes = std::fs::read(spool.path()).expect("read");
+        let pad = &bytes[100..4096];
+        let hl = u32::from_be_bytes([pad[0], pad[1], pad[2], pad[3]]) as usize;
+        let (kind, _, size) = pbf_format::frame::parse_blob_header(&pad[4..4 + hl]).expect("hdr");
+        assert_eq!(
+            (kind.as_str(), 4 + hl + size as usize),
+            ("OSMData", pad.len())
+        );
+        let block = pbf_format::compress::decode_blob(&pad[4 + hl..]).expect("blob");
+        assert!(padding::is_padding_block(&block));
     }
 }

@@ -88,6 +88,17 @@ pub fn command() -> Command {
                 .value_parser(|s: &str| s.parse::<Compression>()),
         )
         .arg(
+            Arg::new("align")
+                .long("align")
+                .value_name("BYTES")
+                .help(
+                    "Start each merge op's frames in the spool at a multiple of BYTES (the \
+                     filesystem block size, e.g. 4096; a power of two up to 1M), padding with \
+                     frames readers skip, so pbf-reflink can clone merged runs [default: none]",
+                )
+                .value_parser(parse_align),
+        )
+        .arg(
             Arg::new("dedupe")
                 .long("dedupe")
                 .help("Drop repeated (type, id, version), keeping the first in input order")
@@ -133,6 +144,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             .get_one::<Compression>("compression")
             .context("--compression")?,
         dedupe: m.get_flag("dedupe"),
+        align: m.get_one::<u64>("align").copied().unwrap_or(0),
         spill_dir,
         ..Options::default()
     };
@@ -153,6 +165,16 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             let _ = std::fs::remove_file(spool.path());
             Err(e)
         }
+    }
+}
+
+/// `--align`: a power of two of at most 1 MiB.
+fn parse_align(s: &str) -> std::result::Result<u64, String> {
+    let n = pbf_cli::parse_size(s)?;
+    if n.is_power_of_two() && n <= 1 << 20 {
+        Ok(n)
+    } else {
+        Err(format!("{s} is not a power of two of at most 1M"))
     }
 }
 
@@ -177,6 +199,7 @@ impl Totals {
         t.spilled_bytes += s.spilled_bytes;
         t.frames += s.frames;
         t.bytes += s.bytes;
+        t.padding += s.padding;
         t.final_memory = t.final_memory.max(s.final_memory);
         self.max_chains = self.max_chains.max(s.chains);
         self.max_levels = self.max_levels.max(s.spill_levels);
@@ -187,7 +210,8 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     let s = &t.stats;
     format!(
         "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains \
-         and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes in {} ({:.1}s)",
+         and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
+         alignment padding) in {} ({:.1}s)",
         t.merges,
         s.inputs,
         s.elements_in,
@@ -199,6 +223,7 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         s.spilled_bytes,
         s.frames,
         s.bytes,
+        s.padding,
         spool.path().display(),
         started.elapsed().as_secs_f64()
     )
