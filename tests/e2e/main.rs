@@ -11,4 +11,5 @@ mod index;
 mod index_io;
 mod merge;
 mod overlap;
+mod reflink;
 mod sort;

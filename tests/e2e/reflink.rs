@@ -1,0 +1,427 @@
+//! `pbf-reflink` end to end. On a loop-mounted XFS image formatted with
+//! `reflink=1` (needs root and xfsprogs; otherwise the test prints
+//! "SKIPPED: <reason>"): sorted, blob-permuted and overlapping inputs sort
+//! into files that hold osmium sort's objects, that osmium, pyosmium and
+//! pbf-index read, and whose extents are shared with the inputs. On the
+//! filesystem of the temporary directory (ext4 here, no clones): the fallback
+//! writes exactly what pbf-copy writes, and `--require-reflink` fails cleanly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use pbf_stream::IndexRecord;
+
+use crate::sort::{pbf_sort, permute};
+use crate::util::*;
+
+/// A loop-mounted XFS image; unmounted and removed on drop, whatever happened.
+struct XfsMount {
+    _dir: tempfile::TempDir,
+    mnt: PathBuf,
+}
+
+impl XfsMount {
+    /// Format and mount a sparse 1 GiB image, or say why not.
+    fn new() -> Result<XfsMount, String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let img = dir.path().join("xfs.img");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).map_err(|e| format!("mount point: {e}"))?;
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(1 << 30))
+            .map_err(|e| format!("image: {e}"))?;
+        let mkfs = Command::new("mkfs.xfs")
+            .args(["-q", "-m", "reflink=1"])
+            .arg(&img)
+            .output()
+            .map_err(|e| format!("mkfs.xfs not runnable (install xfsprogs): {e}"))?;
+        if !mkfs.status.success() {
+            return Err(format!(
+                "mkfs.xfs failed: {}",
+                String::from_utf8_lossy(&mkfs.stderr).trim()
+            ));
+        }
+        let mount = Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt)
+            .output()
+            .map_err(|e| format!("mount not runnable: {e}"))?;
+        if !mount.status.success() {
+            return Err(format!(
+                "mounting a loop device is not permitted here: {}",
+                String::from_utf8_lossy(&mount.stderr).trim()
+            ));
+        }
+        Ok(XfsMount { _dir: dir, mnt })
+    }
+
+    /// Copy a data file onto the mount (sources and output must share it).
+    fn put(&self, name: &str) -> PathBuf {
+        let to = self.mnt.join(name);
+        std::fs::copy(data(name), &to).expect("copy onto XFS");
+        to
+    }
+}
+
+impl Drop for XfsMount {
+    fn drop(&mut self) {
+        let ok = Command::new("umount")
+            .arg(&self.mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Busy (a failed assertion left a process?): detach lazily so the
+            // loop device is freed when the last user goes.
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+        }
+        // `_dir` (image and mount point) is removed after this, as a field.
+    }
+}
+
+/// `osmium sort` of the inputs as OPL.
+fn osmium_sorted_opl(inputs: &[&Path], dir: &Path) -> String {
+    let out = dir.join("osmium-sorted.opl");
+    let mut c = osmium();
+    c.arg("sort").args(inputs).arg("-o").arg(&out).arg("-O");
+    succeeds(c);
+    std::fs::read_to_string(&out).expect("read osmium OPL")
+}
+
+/// Objects counted by pyosmium (fails when pyosmium cannot read the file).
+fn pyosmium_count(path: &Path) -> u64 {
+    let script = "import osmium, sys\n\
+                  class H(osmium.SimpleHandler):\n\
+                  \x20   def __init__(self):\n\
+                  \x20       super().__init__()\n\
+                  \x20       self.n = 0\n\
+                  \x20   def node(self, o): self.n += 1\n\
+                  \x20   def way(self, o): self.n += 1\n\
+                  \x20   def relation(self, o): self.n += 1\n\
+                  h = H()\n\
+                  h.apply_file(sys.argv[1])\n\
+                  print(h.n)\n";
+    let mut c = Command::new("/usr/bin/python3");
+    c.arg("-c").arg(script).arg(path);
+    let out = succeeds(c);
+    String::from_utf8_lossy(&out)
+        .trim()
+        .parse()
+        .expect("pyosmium count")
+}
+
+/// Check that `out` holds osmium sort's objects of `inputs`, in order, and
+/// that osmium, pyosmium and pbf-index read it; returns pbf-index's padding count.
+fn check_output(out: &Path, inputs: &[&Path], what: &str) -> u64 {
+    let tmp = tempfile::tempdir().expect("dir");
+    assert_eq!(
+        opl(out),
+        osmium_sorted_opl(inputs, tmp.path()),
+        "{what}: objects differ from osmium sort"
+    );
+    let info = fileinfo(out);
+    assert_eq!(
+        info["data"]["objects_ordered"],
+        serde_json::Value::Bool(true),
+        "{what}: not ordered"
+    );
+    let count = &info["data"]["count"];
+    let total: u64 = ["nodes", "ways", "relations"]
+        .iter()
+        .map(|k| count[k].as_u64().expect("count"))
+        .sum();
+    assert_eq!(
+        pyosmium_count(out),
+        total,
+        "{what}: pyosmium counts differently"
+    );
+    let mut index = bin("pbf-index");
+    index.arg(out);
+    let result = run(index);
+    assert!(
+        result.status.success(),
+        "{what}: pbf-index: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert!(
+        result.stderr.is_empty(),
+        "{what}: pbf-index warns: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let end = records::<IndexRecord>(&result.stdout)
+        .into_iter()
+        .find_map(|r| match r {
+            IndexRecord::End(e) => Some(e),
+            _ => None,
+        })
+        .expect("end record");
+    assert_eq!(
+        (end.counts.total(), end.empty_blobs),
+        (total, 0),
+        "{what}: index end {end:?}"
+    );
+    end.padding_blobs
+}
+
+/// Bytes of `path` in extents flagged "shared" by `filefrag -v`.
+fn shared_bytes(path: &Path) -> u64 {
+    let out = Command::new("filefrag")
+        .arg("-v")
+        .arg(path)
+        .output()
+        .expect("filefrag (e2fsprogs)");
+    assert!(
+        out.status.success(),
+        "filefrag: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let block: u64 = text
+        .split("blocks of ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .expect("filefrag block size");
+    text.lines()
+        .filter(|l| l.contains("shared"))
+        .filter_map(|l| l.split(':').nth(3)?.trim().parse::<u64>().ok())
+        .map(|blocks| blocks * block)
+        .sum()
+}
+
+/// The percentage pbf-reflink -v reports as cloned.
+fn cloned_percent(stderr: &[u8]) -> f64 {
+    let text = String::from_utf8_lossy(stderr);
+    text.split(" % of range bytes cloned")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no clone percentage in {text}"))
+}
+
+/// A plan for the inputs (merged into a spool when they overlap).
+fn plan(inputs: &[&Path], spool: &Path, align: bool) -> Vec<u8> {
+    let mut index = bin("pbf-index");
+    index.arg("-q").args(inputs);
+    let mut overlap = bin("pbf-overlap");
+    overlap.arg("-q");
+    let plan = run_with_input(overlap, &succeeds(index));
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let mut merge = bin("pbf-merge");
+    merge.arg("-q").arg("--spool").arg(spool);
+    if align {
+        merge.args(["--align", "4096"]);
+    }
+    let merged = run_with_input(merge, &plan.stdout);
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    merged.stdout
+}
+
+fn reflink(plan: &[u8], out: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = bin("pbf-reflink");
+    c.arg("-o").arg(out).args(args);
+    run_with_input(c, plan)
+}
+
+#[test]
+fn clones_on_xfs() {
+    let xfs = match XfsMount::new() {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("SKIPPED: reflink test on XFS: {why}");
+            return;
+        }
+    };
+    let mnt = xfs.mnt.clone();
+
+    // A sorted file: one range, cloned but for its unaligned edges.
+    let sorted = xfs.put("sorted-kualalumpur.osm.pbf");
+    let out = mnt.join("sorted.out.pbf");
+    let r = reflink(&plan(&[&sorted], &mnt.join("s0"), false), &out, &["-v"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        cloned_percent(&r.stderr) >= 99.0,
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        check_output(&out, &[&sorted], "sorted") >= 1,
+        "no padding frame"
+    );
+    let size = std::fs::metadata(&out).expect("out").len();
+    assert!(
+        shared_bytes(&out) * 100 >= size * 99,
+        "extents not shared: {}",
+        shared_bytes(&out)
+    );
+
+    // Blob-permuted, through the driver (auto copier picks pbf-reflink).
+    let permuted = mnt.join("permuted.osm.pbf");
+    permute(&sorted, &permuted, 7);
+    let out = mnt.join("permuted.out.pbf");
+    let mut c = pbf_sort();
+    c.arg("-v").arg(&permuted).arg("-o").arg(&out);
+    let r = run(c);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(
+        err.contains("with pbf-reflink"),
+        "auto copier did not pick pbf-reflink: {err}"
+    );
+    check_output(&out, &[&permuted], "permuted");
+    assert!(
+        shared_bytes(&out) > size / 2,
+        "permuted: extents not shared"
+    );
+
+    // Overlapping inputs: merged into an aligned spool, whose runs clone too.
+    let a = xfs.put("unsorted-vex.osm.pbf");
+    let b = xfs.put("sorted-andorra.osm.pbf");
+    let out = mnt.join("overlap.out.pbf");
+    let spool = mnt.join("spool.pbf");
+    let r = reflink(&plan(&[&a, &b], &spool, true), &out, &["-v"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        cloned_percent(&r.stderr) >= 90.0,
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    check_output(&out, &[&a, &b], "overlapping");
+    // Shared with the spool while it exists (removing it unshares them).
+    let size = std::fs::metadata(&out).expect("out").len();
+    assert!(
+        shared_bytes(&out) * 10 >= size * 9,
+        "overlapping: extents not shared"
+    );
+    std::fs::remove_file(&spool).expect("remove spool");
+    let out = mnt.join("overlap-driver.out.pbf");
+    let mut c = pbf_sort();
+    c.args(["-v", "--add-indexdata"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out);
+    let r = run(c);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        cloned_percent(&r.stderr) >= 90.0,
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    check_output(&out, &[&a, &b], "overlapping, driver, --add-indexdata");
+
+    // A source on another filesystem: copied after a notice, or refused.
+    let elsewhere = data("sorted-andorra.osm.pbf");
+    let p = plan(&[&elsewhere], &mnt.join("s1"), false);
+    let out = mnt.join("elsewhere.pbf");
+    let r = reflink(&p, &out, &["--require-reflink"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&r.stderr).contains("cannot clone"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(!out.exists());
+    let r = reflink(&p, &out, &[]);
+    assert!(r.status.success());
+    assert!(String::from_utf8_lossy(&r.stderr).contains("notice:"));
+    let copy = mnt.join("elsewhere-copy.pbf");
+    let mut c = bin("pbf-copy");
+    c.arg("-o").arg(&copy);
+    assert!(run_with_input(c, &p).status.success());
+    assert_eq!(
+        std::fs::read(&out).expect("out"),
+        std::fs::read(&copy).expect("copy"),
+        "fallback differs from pbf-copy"
+    );
+
+    let leftovers: Vec<_> = std::fs::read_dir(&mnt)
+        .expect("mnt")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".pbf-sort.") || n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn falls_back_where_clones_are_impossible() {
+    let dir = tempfile::tempdir().expect("dir");
+    let probe = Command::new("cp")
+        .args(["--reflink=always", "/proc/self/exe"])
+        .arg(dir.path().join("probe"))
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("cp");
+    if probe.success() {
+        eprintln!(
+            "SKIPPED: fallback test: {} supports clones",
+            dir.path().display()
+        );
+        return;
+    }
+    let input = data("sorted-liechtenstein.osm.pbf");
+    let p = plan(&[&input], &dir.path().join("spool"), false);
+    let copy = dir.path().join("copy.pbf");
+    let mut c = bin("pbf-copy");
+    c.arg("-o").arg(&copy);
+    assert!(run_with_input(c, &p).status.success());
+
+    let out = dir.path().join("out.pbf");
+    let r = reflink(&p, &out, &["-v"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.contains("notice:")).count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("copying like pbf-copy"), "{err}");
+    assert_eq!(
+        std::fs::read(&out).expect("out"),
+        std::fs::read(&copy).expect("copy")
+    );
+
+    let quiet = dir.path().join("quiet.pbf");
+    let r = reflink(&p, &quiet, &["-q"]);
+    assert!(
+        r.status.success() && r.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+
+    let refused = dir.path().join("refused.pbf");
+    let r = reflink(&p, &refused, &["--require-reflink"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--require-reflink") && err.contains("refused.pbf"),
+        "{err}"
+    );
+    assert!(!refused.exists());
+    let r = reflink(&p, Path::new("-"), &["--require-reflink"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(r.stdout.is_empty());
+    let r = reflink(&p, Path::new("-"), &[]);
+    assert!(r.status.success());
+    assert_eq!(
+        r.stdout,
+        std::fs::read(&copy).expect("copy"),
+        "-o - differs from pbf-copy"
+    );
+
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".pbf-sort.") || n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
