@@ -1,7 +1,13 @@
 # Entry points a newcomer and CI use. `make test` is the test command CI runs.
 CARGO ?= cargo
 
-.PHONY: all build test lint fmt-check clippy man demo bench clean
+.PHONY: all build test lint fmt-check clippy shellcheck man demo install nix-check bench clean
+
+# The tool binaries: every [[bin]] of the root Cargo.toml.
+BINS := $(shell sed -n '/^\[\[bin\]\]/,/^$$/s/^name = "\(.*\)"/\1/p' Cargo.toml)
+PREFIX ?= /usr/local
+DEMO_IN ?= tests/fixtures/unsorted-vex.osm.pbf
+DEMO_OUT ?= target/demo/sorted.osm.pbf
 
 all: build
 
@@ -12,10 +18,39 @@ test:
 	$(CARGO) test --workspace --all-targets
 	$(MAKE) lint
 
-lint: fmt-check clippy
+lint: fmt-check clippy shellcheck
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+shellcheck:
+	shellcheck pbf-sort tests/nix/check.sh
+
+# Regenerate the tools' man pages after changing a flag or a template
+# (`cargo test` fails on drift).
+man:
+	$(CARGO) run -q -p pbf-man -- man/
+
+# Sort a bundled unsorted real file (VEX output) and show osmium's verdict
+# before and after.
+demo: build
+	@mkdir -p $(dir $(DEMO_OUT))
+	@echo "demo: $(DEMO_IN) as written by VEX:"
+	@osmium fileinfo -e $(DEMO_IN) | grep -E 'Objects ordered|Number of (nodes|ways|relations)'
+	PATH="$(CURDIR)/target/release:$$PATH" ./pbf-sort -O -v --check $(DEMO_IN) -o $(DEMO_OUT)
+	@echo "demo: $(DEMO_OUT) after pbf-sort:"
+	@osmium fileinfo -e $(DEMO_OUT) | grep -E 'Objects ordered|Number of (nodes|ways|relations)|Sort.Type_then_ID'
+
+# Binaries, the driver beside them, and the man pages under $(PREFIX).
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 755 $(addprefix target/release/,$(BINS)) pbf-sort $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+
+# Evaluate flake.nix against the stub nixpkgs (needs nix; CI runs it).
+nix-check:
+	tests/nix/check.sh
