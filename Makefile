@@ -1,7 +1,7 @@
 # Entry points a newcomer and CI use. `make test` is the test command CI runs.
 CARGO ?= cargo
 
-.PHONY: all build test lint fmt-check clippy shellcheck man demo install nix-check bench clean
+.PHONY: all build test lint fmt-check clippy shellcheck man demo install nix-check bench bench-scaling clean
 
 # The tool binaries: every [[bin]] of the root Cargo.toml.
 BINS := $(shell sed -n '/^\[\[bin\]\]/,/^$$/s/^name = "\(.*\)"/\1/p' Cargo.toml)
@@ -27,7 +27,7 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 shellcheck:
-	shellcheck pbf-sort tests/nix/check.sh
+	shellcheck pbf-sort tests/nix/check.sh bench/run.sh
 
 # Regenerate the tools' man pages after changing a flag or a template
 # (`cargo test` fails on drift).
@@ -54,3 +54,12 @@ install: build
 # Evaluate flake.nix against the stub nixpkgs (needs nix; CI runs it).
 nix-check:
 	tests/nix/check.sh
+
+# Generate large inputs into bench/data/ and run the tools side by side;
+# writes bench/RESULTS.md. Settings: BENCH_* variables (bench/run.sh --help).
+bench:
+	bench/run.sh
+
+# The same plus the scaling run (0.25 to 2 GB, sorted and shuffled).
+bench-scaling:
+	bench/run.sh --scaling

@@ -1,0 +1,516 @@
+#!/usr/bin/env bash
+# bench/run.sh: the side-by-side benchmark of the toolkit (see bench/README.md).
+# Builds the release binaries, generates large inputs of several shapes with
+# pbf-gen into bench/data/ (cached between runs), runs pbf-sort (or its
+# pipeline), pbf-index, osmium and pbfhogg on them in alternation, verifies
+# every output with `osmium fileinfo -e`, and writes bench/RESULTS.md.
+# A tool that is missing is reported as "not run", never estimated.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+
+usage() {
+    cat <<'EOF'
+Usage: bench/run.sh [--scaling] [--no-build] [--help]
+
+Environment (defaults in brackets):
+  BENCH_SIZE            size of the main inputs [1G]
+  BENCH_SHAPES          shapes to run [sorted permuted indexdata interleaved shuffled]
+  BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg]
+  BENCH_REPEATS         runs per tool and input; the median is reported [3]
+  BENCH_OSMIUM_REPEATS  runs of `osmium sort` (minutes each at 1 GB) [1]
+  BENCH_OSMIUM_SHAPES   shapes `osmium sort` runs on [sorted permuted interleaved shuffled]
+                        (indexdata holds the same elements as sorted)
+  BENCH_INDEX_SHAPES    shapes of the index table [sorted indexdata]
+  BENCH_INDEX_REPEATS   runs per index tool and cache state [BENCH_REPEATS]
+  BENCH_SCALING         1 to add the scaling run (same as --scaling) [0]
+  BENCH_SCALING_SIZES   sizes of the scaling run [256M 512M 1G 2G]
+  BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled]
+  BENCH_COMPRESSION     compression of generated inputs [zlib:6]
+  BENCH_SOURCE          extract to tile [../shared/data/sorted-kualalumpur.osm.pbf]
+  BENCH_SOURCE2         neighbour for the interleaved shape [.../sorted-liechtenstein.osm.pbf]
+  BENCH_DATA            inputs and outputs (one filesystem) [bench/data]
+  BENCH_RESULTS         report file [bench/RESULTS.md]
+  BENCH_DROP_CACHES     1: drop the page cache before cold index runs (root) [1]
+  BENCH_REGEN           1: regenerate inputs even when cached [0]
+  PBFHOGG_SORT          pbfhogg command template, IN and OUT replaced
+                        [pbfhogg sort --force IN OUT]
+EOF
+}
+
+SCALING=${BENCH_SCALING:-0}
+BUILD=1
+while [[ $# -gt 0 ]]; do
+    case $1 in
+        --scaling) SCALING=1 ;;
+        --no-build) BUILD=0 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+SIZE=${BENCH_SIZE:-1G}
+SHAPES=${BENCH_SHAPES:-sorted permuted indexdata interleaved shuffled}
+TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg}
+REPEATS=${BENCH_REPEATS:-3}
+OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
+OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled}
+INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata}
+INDEX_REPEATS=${BENCH_INDEX_REPEATS:-$REPEATS}
+SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G}
+SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled}
+COMPRESSION=${BENCH_COMPRESSION:-zlib:6}
+SOURCE=${BENCH_SOURCE:-$ROOT/../shared/data/sorted-kualalumpur.osm.pbf}
+SOURCE2=${BENCH_SOURCE2:-$ROOT/../shared/data/sorted-liechtenstein.osm.pbf}
+DATA=${BENCH_DATA:-$BENCH/data}
+RESULTS=${BENCH_RESULTS:-$BENCH/RESULTS.md}
+DROP_CACHES=${BENCH_DROP_CACHES:-1}
+REGEN=${BENCH_REGEN:-0}
+PBFHOGG_SORT=${PBFHOGG_SORT:-pbfhogg sort --force IN OUT}
+
+OUT=$DATA/out
+WORK=$DATA/work
+ROWS=$WORK/rows.tsv
+NOTES=$WORK/notes.txt
+GEN=$ROOT/target/release/pbf-gen
+
+log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { echo "run.sh: error: $*" >&2; exit 1; }
+
+# Size such as 512M or 1G in bytes.
+bytes_of() {
+    local n=${1%[KMGkmg]} unit=${1: -1}
+    case $unit in
+        K | k) echo $((n << 10)) ;;
+        M | m) echo $((n << 20)) ;;
+        G | g) echo $((n << 30)) ;;
+        *) echo "$1" ;;
+    esac
+}
+
+file_size() { stat -c %s "$1"; }
+
+# --------------------------------------------------------------- tools
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# The sort command under test: the pbf-sort driver when present, else the
+# pipeline of the stages that exist. Prints nothing when neither is usable.
+SORT_KIND=""
+find_sort() {
+    if [[ -x $ROOT/pbf-sort ]]; then
+        SORT_KIND="pbf-sort driver ($ROOT/pbf-sort)"
+    elif have pbf-sort; then
+        SORT_KIND="pbf-sort driver ($(command -v pbf-sort))"
+    elif have pbf-index && have pbf-overlap && have pbf-copy; then
+        SORT_KIND="pipeline pbf-index | pbf-overlap |$(have pbf-merge && echo ' pbf-merge |') pbf-copy"
+    fi
+}
+
+sort_cmd() { # IN OUT
+    if [[ $SORT_KIND == "pbf-sort driver ($ROOT/pbf-sort)" ]]; then
+        printf '%q -q -O %q -o %q' "$ROOT/pbf-sort" "$1" "$2"
+    elif [[ $SORT_KIND == pbf-sort* ]]; then
+        printf 'pbf-sort -q -O %q -o %q' "$1" "$2"
+    else
+        local merge=""
+        if have pbf-merge; then merge="pbf-merge --spool $(printf %q "$2.spool") |"; fi
+        printf 'set -o pipefail; pbf-index -q %q | pbf-overlap | %s pbf-copy -O -o %q; rm -f %q' \
+            "$1" "$merge" "$2" "$2.spool"
+    fi
+}
+
+# ------------------------------------------------------------- timing
+
+# Run a shell command under /usr/bin/time -v; sets T_WALL (s), T_RSS (KB)
+# and T_STATUS. Its stderr is kept in $WORK/cmd.err for failed runs.
+timed() {
+    local tf=$WORK/time.txt
+    sync
+    /usr/bin/time -v -o "$tf" bash -c "$1" >"$WORK/cmd.out" 2>"$WORK/cmd.err" || true
+    T_WALL=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$tf" |
+        awk -F: '{ if (NF == 3) print $1 * 3600 + $2 * 60 + $3; else print $1 * 60 + $2 }')
+    T_RSS=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tf")
+    T_STATUS=$(awk -F': ' '/Exit status/ {print $2}' "$tf")
+    : "${T_WALL:=0}" "${T_RSS:=0}" "${T_STATUS:=1}"
+    if [[ $T_STATUS != 0 ]]; then
+        log "failed ($T_STATUS): $1: $(tail -n 1 "$WORK/cmd.err")"
+    fi
+}
+
+drop_caches() {
+    sync
+    if [[ $DROP_CACHES == 1 && -w /proc/sys/vm/drop_caches ]]; then
+        echo 3 >/proc/sys/vm/drop_caches
+        return 0
+    fi
+    return 1
+}
+
+# Counts "nodes ways relations" and the order flag of a PBF, from osmium.
+fileinfo() {
+    osmium fileinfo -e -j "$1" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["data"]
+c = d["count"]
+print(c["nodes"], c["ways"], c["relations"], "yes" if d["objects_ordered"] else "no")'
+}
+
+expected_counts() { # IN -> "n w r", cached beside the input
+    local cache=$1.counts
+    if [[ ! -s $cache || $cache -ot $1 ]]; then
+        fileinfo "$1" | cut -d' ' -f1-3 >"$cache"
+    fi
+    cat "$cache"
+}
+
+# Check a sorted output: ordered and same counts as the input. Prints
+# "verified" or the reason it is not.
+verify_sorted() { # IN OUT
+    [[ -s $2 ]] || { echo "no output"; return; }
+    local want got
+    want=$(expected_counts "$1")
+    got=$(fileinfo "$2" 2>/dev/null || echo "unreadable")
+    if [[ $got == "$want yes" ]]; then
+        echo verified
+    else
+        echo "wrong output: counts+ordered '$got', want '$want yes'"
+    fi
+}
+
+# Check an index stream: its end record counts match the input.
+verify_index() { # IN INDEX
+    local want got
+    want=$(expected_counts "$1")
+    got=$(tail -n 1 "$2" | python3 -c '
+import json, sys
+try:
+    e = json.loads(sys.stdin.read())
+    c = e["counts"]
+    print(c["node"], c["way"], c["relation"]) if e.get("type") == "end" else print("no end record")
+except Exception as x:
+    print("unreadable:", x)')
+    if [[ $got == "$want" ]]; then echo verified; else echo "wrong index: '$got', want '$want'"; fi
+}
+
+# One result row: table, input, size, tool, run, then the last timing and a verdict.
+row() { # TABLE IN SIZE TOOL RUN VERDICT
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" \
+        "$T_WALL" "$T_RSS" "$T_STATUS" "$6" >>"$ROWS"
+}
+
+# ---------------------------------------------------------- generation
+
+# Copies of SRC needed for about BYTES of output.
+copies_for() { # SRC BYTES
+    local probe=$WORK/probe.osm.pbf one
+    "$GEN" -j 0 tile -n 1 --compression "$COMPRESSION" "$1" -o "$probe" 2>/dev/null
+    one=$(file_size "$probe")
+    rm -f "$probe"
+    echo $((($2 + one - 1) / one))
+}
+
+# Path of the input of SHAPE at SIZE, generated if missing.
+input_for() { # SHAPE SIZE
+    local shape=$1 size=$2 tag target f
+    tag=$size-${COMPRESSION//:/}
+    target=$(bytes_of "$size")
+    f=$DATA/$shape-$tag.osm.pbf
+    if [[ -s $f && $REGEN != 1 ]]; then echo "$f"; return; fi
+    log "generating $f"
+    case $shape in
+        sorted)
+            "$GEN" tile -n "$(copies_for "$SOURCE" "$target")" --compression "$COMPRESSION" \
+                "$SOURCE" -o "$f" ;;
+        indexdata)
+            "$GEN" tile -n "$(copies_for "$SOURCE" "$target")" --compression "$COMPRESSION" \
+                --indexdata "$SOURCE" -o "$f" ;;
+        permuted)
+            "$GEN" permute --seed 1 "$(input_for sorted "$size")" -o "$f" ;;
+        shuffled)
+            # Random order compresses about 2.5x worse: shuffle a sorted file
+            # of 2/5 the size so the shuffled input is about SIZE.
+            "$GEN" shuffle --seed 1 --compression "$COMPRESSION" \
+                "$(input_for sorted $((target * 2 / 5)))" -o "$f" ;;
+        interleaved)
+            local a=$WORK/half-a.osm.pbf b=$WORK/half-b.osm.pbf half=$((target / 2))
+            "$GEN" tile -n "$(copies_for "$SOURCE" "$half")" --compression "$COMPRESSION" \
+                --stride-of "$SOURCE2" "$SOURCE" -o "$a"
+            "$GEN" tile -n "$(copies_for "$SOURCE2" "$half")" --compression "$COMPRESSION" \
+                --stride-of "$SOURCE" --offset 1 "$SOURCE2" -o "$b"
+            "$GEN" concat "$a" "$b" -o "$f"
+            rm -f "$a" "$b" ;;
+        *) die "unknown shape '$shape'" ;;
+    esac 2>>"$WORK/gen.log"
+    echo "$f"
+}
+
+# ------------------------------------------------------------- runs
+
+# Is word $1 in list $2 (default: the tools to run)?
+wants() { [[ " ${2:-$TOOLS} " == *" $1 "* ]]; }
+
+# Does osmium sort fit in memory? It holds every object: about 100 bytes
+# per object here (8.7 GB for 89 million objects, measured), plus a margin.
+osmium_fits() { # IN
+    local need avail
+    need=$(expected_counts "$1" | awk '{print int(($1 + $2 + $3) * 100 / 1024)}')
+    avail=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
+    [[ $need -lt $((avail - (2 << 20))) ]]
+}
+
+# The sort table of one input: floor, pbf-sort, osmium sort, pbfhogg.
+run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
+    local table=$1 in=$2 size=$3 osmium=$4 rep t out
+    if [[ $osmium != yes ]] && wants osmium-sort; then
+        echo "$table: osmium sort not run: shape not in BENCH_OSMIUM_SHAPES" >>"$NOTES"
+    fi
+    for ((rep = 1; rep <= REPEATS; rep++)); do
+        for t in floor pbf-sort osmium-sort pbfhogg; do
+            wants "$t" || continue
+            out=$OUT/$t.osm.pbf
+            rm -rf "$OUT" && mkdir -p "$OUT"
+            case $t in
+                floor)
+                    timed "$(printf '%q copy %q -o %q' "$GEN" "$in" "$out")"
+                    row "$table" "$in" "$size" "copy_file_range+fsync" "$rep" "$(
+                        cmp -s "$in" "$out" && echo verified || echo 'copy differs')" ;;
+                pbf-sort)
+                    [[ -n $SORT_KIND ]] || continue
+                    timed "$(sort_cmd "$in" "$out")"
+                    row "$table" "$in" "$size" "pbf-sort" "$rep" "$(verify_sorted "$in" "$out")" ;;
+                osmium-sort)
+                    if [[ $osmium != yes ]] || ((rep > OSMIUM_REPEATS)); then continue; fi
+                    if ! osmium_fits "$in"; then
+                        ((rep == 1)) && echo "$table: osmium sort not run on $(basename "$in"): \
+expected RSS (~100 bytes per object) exceeds MemAvailable" >>"$NOTES"
+                        continue
+                    fi
+                    timed "$(printf 'osmium sort -O -o %q %q' "$out" "$in")"
+                    row "$table" "$in" "$size" "osmium sort" "$rep" "$(verify_sorted "$in" "$out")" ;;
+                pbfhogg)
+                    have pbfhogg || continue
+                    local cmd=${PBFHOGG_SORT//IN/$(printf %q "$in")}
+                    cmd=${cmd//OUT/$(printf %q "$out")}
+                    timed "$cmd"
+                    row "$table" "$in" "$size" "pbfhogg sort" "$rep" "$(verify_sorted "$in" "$out")" ;;
+            esac
+            log "$table $t run $rep: $(tail -n 1 "$ROWS" | cut -f6-8)"
+        done
+    done
+    rm -rf "$OUT"
+}
+
+# The index table of one input: pbf-index vs osmium fileinfo -e, warm and cold.
+run_index() { # TABLE IN SIZE
+    local table=$1 in=$2 size=$3 rep t cold
+    wants index || return 0
+    have pbf-index || { echo "$table: not run: pbf-index missing" >>"$NOTES"; return 0; }
+    for ((rep = 1; rep <= INDEX_REPEATS; rep++)); do
+        for cold in warm cold; do
+            for t in pbf-index "osmium fileinfo -e"; do
+                if [[ $cold == cold ]] && ! drop_caches; then continue; fi
+                if [[ $cold == warm ]]; then
+                    cat "$in" >/dev/null
+                fi
+                if [[ $t == pbf-index ]]; then
+                    timed "$(printf 'pbf-index -q %q > %q' "$in" "$WORK/index.jsonl")"
+                    row "$table" "$in" "$size" "pbf-index ($cold)" "$rep" \
+                        "$(verify_index "$in" "$WORK/index.jsonl")"
+                else
+                    timed "$(printf 'osmium fileinfo -e %q > %q' "$in" "$WORK/fileinfo.txt")"
+                    row "$table" "$in" "$size" "osmium fileinfo -e ($cold)" "$rep" "$(
+                        grep -q 'Number of nodes' "$WORK/fileinfo.txt" && echo verified || echo 'no counts')"
+                fi
+                log "$table $t $cold run $rep: $(tail -n 1 "$ROWS" | cut -f6-8)"
+            done
+        done
+    done
+    [[ $DROP_CACHES == 1 && -w /proc/sys/vm/drop_caches ]] ||
+        echo "$table: cold-cache index runs not run: cannot drop caches (needs root)" >>"$NOTES"
+}
+
+# -------------------------------------------------------------- report
+
+machine() {
+    echo "| | |"
+    echo "|---|---|"
+    echo "| CPU | $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) cores (nproc) |"
+    echo "| memory | $(free -g | awk '/Mem:/ {print $2 " GiB total, " $7 " GiB available at start"}') |"
+    echo "| disk | $(df -hT "$DATA" | awk 'NR == 2 {print $1 ", " $2 ", " $3 " size, " $5 " free"}') |"
+    echo "| kernel | $(uname -sr) |"
+    echo "| load average at start | $LOAD_START (other work was running on this shared machine) |"
+    echo "| load average at end | $(cut -d' ' -f1-3 /proc/loadavg) |"
+    echo "| osmium | $(osmium --version | head -n 1) |"
+    echo "| pbf-sort toolkit | git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), sort stage: ${SORT_KIND:-missing} |"
+    echo "| pbfhogg | $(have pbfhogg && pbfhogg --version 2>&1 | head -n 1 || echo 'not on PATH') |"
+    echo "| inputs | pbf-gen from $(basename "$SOURCE") (and $(basename "$SOURCE2") for interleaved), compression $COMPRESSION |"
+}
+
+# Markdown table of one TABLE from the rows: median wall, ratios, peak RSS.
+render_table() { # TABLE REFERENCE-TOOL
+    python3 - "$ROWS" "$1" "$2" <<'EOF'
+import statistics, sys
+path, table, ref = sys.argv[1:4]
+rows = [l.rstrip("\n").split("\t") for l in open(path) if l.startswith(table + "\t")]
+tools, by_tool = [], {}
+for _, inp, size, tool, run, wall, rss, status, verdict in rows:
+    if tool not in by_tool:
+        tools.append(tool)
+        by_tool[tool] = []
+    by_tool[tool].append((float(wall), int(rss), status, verdict))
+def median(tool):
+    ok = [w for w, _, s, v in by_tool.get(tool, []) if s == "0" and v == "verified"]
+    return statistics.median(ok) if ok else None
+ref_t = median(ref)
+floor = median("copy_file_range+fsync")
+print(f"| tool | runs ok | median wall s | ratio to {ref} | ratio to disk floor | peak RSS MB |")
+print("|---|---|---|---|---|---|")
+for tool in tools:
+    runs = by_tool[tool]
+    good = [r for r in runs if r[2] == "0" and r[3] == "verified"]
+    m = median(tool)
+    if m is None:
+        why = "; ".join(sorted({f"exit {s}: {v}" for _, _, s, v in runs}))
+        print(f"| {tool} | 0/{len(runs)} | failed: {why} | | | |")
+        continue
+    rss = max(r[1] for r in good) / 1024
+    r1 = f"{m / ref_t:.3f}" if ref_t else "n/a"
+    r2 = f"{m / floor:.2f}" if floor else "n/a"
+    print(f"| {tool} | {len(good)}/{len(runs)} | {m:.2f} | {r1} | {r2} | {rss:.0f} |")
+EOF
+}
+
+# Scaling table of one shape: per size, median wall and peak RSS per tool.
+render_scaling() { # SHAPE
+    python3 - "$ROWS" "scaling-$1" <<'EOF'
+import statistics, sys
+path, table = sys.argv[1:3]
+rows = [l.rstrip("\n").split("\t") for l in open(path) if l.startswith(table + "\t")]
+sizes, tools, cell = [], [], {}
+for _, inp, size, tool, run, wall, rss, status, verdict in rows:
+    if size not in sizes: sizes.append(size)
+    if tool not in tools: tools.append(tool)
+    if status == "0" and verdict == "verified":
+        cell.setdefault((size, tool), []).append((float(wall), int(rss)))
+print("| size | " + " | ".join(f"{t} s / RSS MB" for t in tools) + " |")
+print("|---|" + "---|" * len(tools))
+for s in sizes:
+    out = []
+    for t in tools:
+        v = cell.get((s, t))
+        out.append(f"{statistics.median(w for w, _ in v):.2f} / {max(r for _, r in v) / 1024:.0f}" if v else "not run or failed")
+    print(f"| {s} | " + " | ".join(out) + " |")
+EOF
+}
+
+report() {
+    local shape
+    {
+        echo "# Benchmark results"
+        echo
+        echo "Produced by \`make bench\` (bench/run.sh) on $(date -u +%Y-%m-%dT%H:%MZ). Wall times are"
+        echo "medians of the verified runs (an output counts only when \`osmium fileinfo -e\` says"
+        echo "its objects are ordered and its counts equal the input's; an index only when its"
+        echo "\`end\` counts do); peak RSS is the largest process of the run (/usr/bin/time -v)."
+        echo "Ratios below 1 mean faster than the reference. Caches are warm unless marked cold."
+        echo "Repeats: $REPEATS per sort tool, $INDEX_REPEATS per index tool and cache state,"
+        echo "$OSMIUM_REPEATS for \`osmium sort\`; tools run in alternation."
+        echo
+        echo "## Machine"
+        echo
+        machine
+        for shape in $SHAPES; do
+            grep -q "^sort-$shape	" "$ROWS" || continue
+            echo
+            echo "## Shape: $shape, $SIZE ($(describe "$shape"))"
+            echo
+            echo "Input: $(basename "$(input_for "$shape" "$SIZE")"), $(file_size "$(input_for "$shape" "$SIZE")") bytes."
+            echo
+            echo "### Sort"
+            echo
+            render_table "sort-$shape" "osmium sort"
+            if wants index && wants "$shape" "$INDEX_SHAPES"; then
+                echo
+                echo "### Index (pbf-index vs osmium fileinfo -e)"
+                echo
+                render_table "index-$shape" "osmium fileinfo -e (warm)"
+            fi
+        done
+        if [[ $SCALING == 1 ]]; then
+            for shape in $SCALING_SHAPES; do
+                grep -q "^scaling-$shape	" "$ROWS" || continue
+                echo
+                echo "## Scaling: $shape ($(describe "$shape"))"
+                echo
+                render_scaling "$shape"
+            done
+        fi
+        echo
+        echo "## Not run"
+        echo
+        if [[ -s $NOTES ]]; then sed 's/^/- /' "$NOTES"; else echo "- nothing"; fi
+    } >"$RESULTS.tmp"
+    mv "$RESULTS.tmp" "$RESULTS"
+    log "wrote $RESULTS"
+}
+
+describe() {
+    case $1 in
+        sorted) echo "tiled copies with shifted ids, sorted" ;;
+        permuted) echo "the sorted file with its blobs in random order" ;;
+        indexdata) echo "sorted, with pbf-sort indexdata in every BlobHeader" ;;
+        interleaved) echo "two sorted tiled files with interleaving ids, concatenated" ;;
+        shuffled) echo "every element in random order, re-encoded" ;;
+    esac
+}
+
+# ---------------------------------------------------------------- main
+
+main() {
+    LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+    mkdir -p "$DATA" "$WORK"
+    : >"$ROWS"
+    : >"$NOTES"
+    if [[ $BUILD == 1 ]]; then
+        log "building release binaries"
+        (cd "$ROOT" && cargo build --release --workspace --bins) >&2
+    fi
+    [[ -x $GEN ]] || die "$GEN is missing (run without --no-build)"
+    export PATH=$ROOT/target/release:$PATH
+    have osmium || die "osmium is missing (Debian package osmium-tool)"
+    [[ -x /usr/bin/time ]] || die "/usr/bin/time is missing (Debian package time)"
+    find_sort
+    [[ -n $SORT_KIND ]] || echo "all shapes: pbf-sort not run: pbf-sort, pbf-index, pbf-overlap or pbf-copy missing" >>"$NOTES"
+    if [[ -n $SORT_KIND && $SORT_KIND == pipeline* ]] && ! have pbf-merge; then
+        echo "pipeline without pbf-merge: inputs with overlapping blobs fail (reported as failed)" >>"$NOTES"
+    fi
+    wants pbfhogg && ! have pbfhogg && echo "all shapes: pbfhogg sort not run: pbfhogg missing" >>"$NOTES"
+    local shape in size
+    for shape in $SHAPES; do
+        in=$(input_for "$shape" "$SIZE")
+        log "shape $shape: $in"
+        expected_counts "$in" >/dev/null
+        run_sorts "sort-$shape" "$in" "$SIZE" "$(wants "$shape" "$OSMIUM_SHAPES" && echo yes || echo no)"
+        if wants "$shape" "$INDEX_SHAPES"; then
+            run_index "index-$shape" "$in" "$SIZE"
+        fi
+        report
+    done
+    if [[ $SCALING == 1 ]]; then
+        for shape in $SCALING_SHAPES; do
+            for size in $SCALING_SIZES; do
+                in=$(input_for "$shape" "$size")
+                log "scaling $shape $size: $in"
+                expected_counts "$in" >/dev/null
+                run_sorts "scaling-$shape" "$in" "$size" yes
+                report
+            done
+        done
+    fi
+    report
+}
+
+main
