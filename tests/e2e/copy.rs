@@ -592,8 +592,13 @@ fn existing_output_survives_a_killed_copy() {
 fn spool_sources_are_checked_per_range_and_removed_on_request() {
     let dir = tempfile::tempdir().expect("dir");
     let spool = dir.path().join("merge.spool");
-    fs::copy(data("sorted-andorra.osm.pbf"), &spool).expect("spool");
-    let (src, blobs) = index(&spool);
+    // A spool holds data frames only: the file without its OSMHeader frame.
+    let (mut src, mut blobs) = index(&data("sorted-andorra.osm.pbf"));
+    let skip = blobs[0].offset;
+    let bytes = fs::read(data("sorted-andorra.osm.pbf")).expect("data");
+    fs::write(&spool, &bytes[skip as usize..]).expect("spool");
+    blobs.iter_mut().for_each(|b| b.offset -= skip);
+    src.path = spool.clone();
     let refs: Vec<&BlobRecord> = blobs.iter().collect();
     let mut header = plan_header(&src);
     // A spool still growing: its recorded size and mtime are not checked.

@@ -13,3 +13,4 @@ mod merge;
 mod overlap;
 mod reflink;
 mod sort;
+mod streams;

@@ -146,6 +146,13 @@ pub struct PbfFile {
 impl PbfFile {
     /// Open a file for reading; its size and mtime are taken now.
     pub fn open(path: &Path) -> Result<PbfFile> {
+        // Check before opening: opening a FIFO blocks until a writer appears.
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            return Err(Error::malformed(
+                "not a regular file (pipes cannot be indexed: offsets must be re-readable)",
+            )
+            .in_file(path));
+        }
         let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
         let meta = file.metadata().map_err(|e| Error::from(e).in_file(path))?;
         if !meta.is_file() {

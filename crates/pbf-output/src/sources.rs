@@ -22,6 +22,8 @@ pub struct Source {
     /// A growing spool file written by pbf-merge.
     pub spool: bool,
     file: Option<File>,
+    /// Ranges read from a spool, for [`Sources::removable_spools`].
+    used: Vec<(u64, u64)>,
 }
 
 /// All sources of a plan, by id.
@@ -46,6 +48,7 @@ impl Sources {
                 path: s.path.clone(),
                 spool: s.spool,
                 file,
+                used: Vec::new(),
             });
         }
         Ok(Sources { list })
@@ -82,6 +85,19 @@ impl Sources {
             .sum()
     }
 
+    /// The spool sources that may be deleted after the output was committed,
+    /// each with `Err(reason)` when it may not. A plan's paths are arbitrary,
+    /// so a "spool" is removed only when it is provably one that the output
+    /// now holds: a regular file (not a symlink) that begins with an OSMData
+    /// frame and whose bytes were all copied, each exactly once.
+    pub fn removable_spools(&self) -> Vec<(&Path, std::result::Result<(), String>)> {
+        self.list
+            .iter()
+            .filter(|s| s.spool)
+            .map(|s| (s.path.as_path(), provably_copied_spool(&s.path, &s.used)))
+            .collect()
+    }
+
     /// The open file and path of source `id`, for reading `offset..offset+len`.
     /// A spool is opened now if needed and must already hold the range.
     pub fn range(&mut self, id: u32, offset: u64, len: u64) -> Result<(&File, &Path)> {
@@ -93,6 +109,10 @@ impl Sources {
         if src.spool {
             let name = src.path.display().to_string();
             if src.file.is_none() {
+                // A FIFO would block the open: a spool is a regular file.
+                if std::fs::metadata(&src.path).is_ok_and(|m| !m.is_file()) {
+                    return Err(Error::invalid(name, "spool is not a regular file"));
+                }
                 let f = File::open(&src.path)
                     .map_err(|e| Error::io(format!("{name}: open spool"), e))?;
                 src.file = Some(f);
@@ -105,6 +125,7 @@ impl Sources {
                 .map_err(|e| Error::io(format!("{name}: stat spool"), e))?
                 .map_or(0, |m| m.len());
             let end = offset.saturating_add(len);
+            src.used.push((offset, end));
             if end > size {
                 return Err(Error::invalid(
                     name,
@@ -122,6 +143,37 @@ impl Sources {
             )),
         }
     }
+}
+
+fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Result<(), String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let mut ranges = used.to_vec();
+    ranges.sort_unstable();
+    let mut at = 0;
+    for (start, end) in ranges {
+        if start != at {
+            return Err(format!(
+                "the plan did not copy it exactly once (gap or overlap at byte {at})"
+            ));
+        }
+        at = end;
+    }
+    if at != meta.len() {
+        return Err(format!("the plan copied {at} of its {} bytes", meta.len()));
+    }
+    let first = pbf_format::frame::PbfFile::open(path)
+        .and_then(|f| f.frame_header_at(0))
+        .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
+    if first.blob_type != "OSMData" {
+        return Err(format!(
+            "it starts with a {} frame, a spool holds OSMData frames only",
+            first.blob_type
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

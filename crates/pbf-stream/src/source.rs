@@ -16,6 +16,14 @@ pub fn mtime_ns(meta: &Metadata) -> i64 {
 /// Open a source and check that its size and mtime are those in the stream.
 pub fn check_source(src: &SourceRef) -> Result<File, Error> {
     let path = &src.path;
+    // Refuse a FIFO or device before opening it: opening a FIFO blocks until
+    // a writer appears, so a plan naming one would hang the stage.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(Error::new(ErrorKind::SourceChanged(format!(
+            "{}: not a regular file",
+            path.display()
+        ))));
+    }
     let file = File::open(path).map_err(|e| {
         Error::new(ErrorKind::SourceChanged(format!(
             "{}: cannot open: {e}",

@@ -213,9 +213,20 @@ fn merges_left<R: std::io::BufRead>(
 }
 
 /// Delete spool files after the output was committed; a failure is reported,
-/// the output stays.
+/// the output stays. Only files that are provably spools whose every byte is
+/// now in the output are deleted (a plan's paths could name any file).
 fn remove_spools(sources: &Sources, quiet: bool) {
-    for spool in sources.spools() {
+    for (spool, removable) in sources.removable_spools() {
+        if let Err(why) = removable {
+            pbf_cli::warn(
+                NAME,
+                format!(
+                    "warning: not removing {} as a spool: {why}",
+                    spool.display()
+                ),
+            );
+            continue;
+        }
         if let Err(e) = std::fs::remove_file(spool) {
             if !quiet || e.kind() != std::io::ErrorKind::NotFound {
                 pbf_cli::warn(
