@@ -12,5 +12,6 @@ mod index_io;
 mod merge;
 mod overlap;
 mod reflink;
+mod soak;
 mod sort;
 mod streams;
