@@ -5,6 +5,7 @@
 mod util;
 
 mod copy;
+mod diskfull;
 mod faults;
 mod hostile;
 mod index;
