@@ -1,0 +1,25 @@
+//! Fuzz the frame layer: BlobHeader parsing, the Blob prefix peek, and the
+//! indexdata decoders (trusted without reading the blob, so they must never
+//! panic and never accept a summary whose checksum fails).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use pbf_format::frame::{MAX_BLOB_LEN, parse_blob_header, peek_blob};
+use pbf_format::indexdata;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok((_, ix, size)) = parse_blob_header(data) {
+        assert!(size <= MAX_BLOB_LEN);
+        if let Some(ix) = ix {
+            if let Some(s) = indexdata::decode(&ix) {
+                assert!(s.first <= s.last);
+            }
+        }
+    }
+    let _ = peek_blob(data);
+    if let Some(s) = indexdata::decode(data) {
+        assert!(s.first <= s.last);
+        assert_eq!(indexdata::decode(&indexdata::encode(&s)), Some(s));
+    }
+    let _ = indexdata::decode_pbfhogg(data);
+});
