@@ -374,3 +374,88 @@ fn truncate(out: &OutputFile) -> Result<()> {
         .set_len(0)
         .map_err(|e| Error::io(format!("{}: truncate after the clone probe", out.name()), e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::OutputOptions;
+
+    fn cloner(block: u64) -> Cloner {
+        Cloner {
+            block,
+            states: Vec::new(),
+            stats: CloneStats::default(),
+        }
+    }
+
+    #[test]
+    fn layout_pads_to_congruence_and_clones_the_aligned_middle() {
+        let c = cloner(4096);
+        let l = c.layout(100, 0, 5000, 100_000).expect("clones");
+        assert_eq!((100 + l.pad) % 4096, 5000 % 4096);
+        assert_eq!(l.pad, 804);
+        assert_eq!((l.head, l.middle, l.tail), (3192, 94_208, 2600));
+        assert_eq!(l.head + l.middle + l.tail, 100_000);
+        // With a prefix (a new BlobHeader), the bytes after it are aligned.
+        let l = c.layout(100, 60, 5000, 100_000).expect("clones");
+        assert_eq!((100 + l.pad + 60) % 4096, 5000 % 4096);
+        // Already congruent: no padding.
+        let l = c.layout(8192 + 7, 0, 7, 50_000).expect("clones");
+        assert_eq!(l.pad, 0);
+        // A short gap becomes gap + block.
+        let l = c.layout(4090, 0, 0, 1 << 20).expect("clones");
+        assert_eq!(l.pad, 6 + 4096);
+    }
+
+    #[test]
+    fn layout_refuses_clones_that_do_not_pay() {
+        let c = cloner(4096);
+        assert!(c.layout(0, 0, 100, 4000).is_none(), "no whole block");
+        assert!(c.layout(0, 0, 1, 8190).is_none(), "no whole aligned block");
+        // 3 blocks to clone, up to 4 KiB of padding: more than 1/8.
+        assert!(c.layout(100, 0, 0, 3 * 4096).is_none());
+        assert!(c.layout(0, 0, 0, 3 * 4096).is_some(), "no padding needed");
+    }
+
+    #[test]
+    fn probe_answers_on_this_filesystem_and_copies_when_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out_path = dir.path().join("out.pbf");
+        let mut out = OutputFile::create(&out_path, &OutputOptions::default()).expect("out");
+        let src_path = dir.path().join("src");
+        std::fs::write(&src_path, vec![7u8; 3 * 65_536]).expect("src");
+        let src = File::open(&src_path).expect("open");
+        match Cloner::probe(&out).expect("probe") {
+            Ok(mut c) => {
+                // This filesystem clones (XFS, btrfs): a whole range clones.
+                assert!(c.probe_source(&out, 0, &src).expect("source").is_none());
+                out.write_all(b"header").expect("header");
+                c.append(&mut out, 0, &src, &src_path, 10, 2 * 65_536, b"", true)
+                    .expect("append");
+                assert!(c.stats().cloned > 0, "{:?}", c.stats());
+            }
+            Err(why) => {
+                assert!(why.contains("does not support clones"), "{why}");
+                let mut c = cloner(4096);
+                c.set_state(0, SourceState::Copies);
+                out.write_all(b"header").expect("header");
+                c.append(&mut out, 0, &src, &src_path, 10, 2 * 65_536, b"ix", false)
+                    .expect("append");
+                assert_eq!(c.stats().padding, 0);
+                assert_eq!(c.stats().copied, 2 * 65_536);
+            }
+        }
+        assert_eq!(out.file().metadata().expect("meta").len(), out.position());
+        let end = out.position();
+        out.commit().expect("commit");
+        assert_eq!(std::fs::metadata(&out_path).expect("out").len(), end);
+    }
+
+    #[test]
+    fn clone_errors_are_classified() {
+        assert!(cannot_clone(Errno::EXDEV) && cannot_clone(Errno::EOPNOTSUPP));
+        assert!(!cannot_clone(Errno::EIO) && !cannot_clone(Errno::ENOSPC));
+        let f = tempfile::tempfile().expect("temp");
+        assert_eq!(clone_range(&f, 0, 0, &f, 0), Err(Errno::EINVAL));
+    }
+}
