@@ -45,7 +45,6 @@ pub struct Outcome {
     pub stderr: String,
     /// Peak resident set of the largest process of the run, in KiB.
     pub max_rss_kb: u64,
-    pub elapsed: Duration,
 }
 
 /// Run `cmd` (stdout discarded) under `/usr/bin/time` for its peak RSS, in
@@ -106,7 +105,6 @@ pub fn run_bounded_to(cmd: &Command, limit: Duration, scratch: &Path, stdout: St
         status,
         stderr,
         max_rss_kb,
-        elapsed: started.elapsed(),
     }
 }
 
