@@ -41,6 +41,11 @@ pub const TOOLS: &[Tool] = &[
         command: pbf_copy::command,
         template: include_str!("../templates/pbf-copy.1"),
     },
+    Tool {
+        name: "pbf-reflink",
+        command: pbf_reflink::command,
+        template: include_str!("../templates/pbf-reflink.1"),
+    },
 ];
 
 /// Pages in `man/` that are written by hand, not generated.
