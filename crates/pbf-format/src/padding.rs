@@ -273,6 +273,7 @@ mod tests {
                     .expect("codec")
                     .is_empty()
             );
+            assert!(longest_string(&block) <= 1024, "libosmium's limit");
             bytes = rest;
             n += 1;
         }
