@@ -179,7 +179,8 @@
             pkgs.cargo
             pkgs.rustfmt
           ] "cargo fmt --all -- --check";
-          shellcheck = checkIn pkgs "shellcheck" [ pkgs.shellcheck ] "shellcheck pbf-sort tests/nix/check.sh";
+          # The same scripts as `make lint` (the Makefile lists them).
+          shellcheck = checkIn pkgs "shellcheck" [ pkgs.shellcheck ] "make shellcheck";
           mandoc = checkIn pkgs "mandoc" [ pkgs.mandoc ] "mandoc -Tlint -Wstyle man/*.1 man/*.5";
         }
       );
