@@ -31,6 +31,11 @@ pub fn main(
     match run(&matches) {
         Ok(code) => code,
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        // Under the driver, a stream cut short by a failed upstream stage is
+        // not news: that stage printed the cause, the driver says the rest.
+        Err(err) if std::env::var_os(DRIVER_PID_ENV).is_some() && is_upstream_failure(&err) => {
+            ExitCode::FAILURE
+        }
         Err(err) => {
             eprintln!("{name}: error: {}", one_line(&err));
             ExitCode::FAILURE
@@ -82,6 +87,15 @@ pub fn one_line(err: &anyhow::Error) -> String {
         line.push_str(&text);
     }
     line.replace('\n', " ")
+}
+
+/// True when the error only echoes an upstream stage's failure (an empty
+/// stream, or one without its `end` record).
+pub fn is_upstream_failure(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<pbf_stream::Error>()
+            .is_some_and(pbf_stream::Error::is_upstream_failure)
+    })
 }
 
 /// True when any cause in the chain is a broken pipe.

@@ -24,6 +24,8 @@ pub enum ErrorKind {
     Invalid(String),
     /// The stream ended without its `end` record.
     MissingEnd,
+    /// The stream holds no record at all ("index" or "plan").
+    EmptyStream(&'static str),
     /// A file named in the stream is not the file that was indexed.
     SourceChanged(String),
 }
@@ -50,6 +52,13 @@ impl Error {
         &self.kind
     }
 
+    /// True when this error only echoes a failure upstream: the stream was
+    /// empty or stopped before its `end` record, so the stage that wrote it
+    /// has already failed (and said why).
+    pub fn is_upstream_failure(&self) -> bool {
+        matches!(self.kind, ErrorKind::MissingEnd | ErrorKind::EmptyStream(_))
+    }
+
     /// True when the underlying cause is a broken pipe on output.
     pub fn is_broken_pipe(&self) -> bool {
         matches!(&self.kind, ErrorKind::Io(e) if e.kind() == io::ErrorKind::BrokenPipe)
@@ -72,6 +81,9 @@ impl fmt::Display for Error {
             ErrorKind::Json(e) => write!(f, "invalid record: {e}"),
             ErrorKind::LineTooLong => write!(f, "line longer than {} bytes", crate::MAX_LINE),
             ErrorKind::Invalid(m) => write!(f, "{m}"),
+            ErrorKind::EmptyStream(what) => {
+                write!(f, "empty {what} stream (upstream stage died?)")
+            }
             ErrorKind::MissingEnd => write!(
                 f,
                 "stream ended without an end record (upstream stage died?)"

@@ -193,7 +193,7 @@ impl<R: BufRead> IndexReader<R> {
             return match self.section {
                 Section::Open { .. } => Err(Error::new(ErrorKind::MissingEnd).at_line(line)),
                 Section::None if self.sections == 0 => {
-                    Err(Error::invalid("empty index stream").at_line(line))
+                    Err(Error::new(ErrorKind::EmptyStream("index")).at_line(line))
                 }
                 Section::None => Ok(None),
             };
@@ -284,7 +284,7 @@ impl<R: BufRead> PlanReader<R> {
                 );
             }
             None => {
-                return Err(Error::invalid("empty plan stream (upstream stage died?)").at_line(1));
+                return Err(Error::new(ErrorKind::EmptyStream("plan")).at_line(1));
             }
         };
         check_header(&header).map_err(|e| e.at_line(1))?;

@@ -13,7 +13,7 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_stream::{
     HeaderRecord, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRef, Writer,
@@ -139,7 +139,7 @@ impl Input {
     fn read(&mut self, name: &str, reader: Box<dyn BufRead>) -> Result<()> {
         let mut rd = IndexReader::new(reader);
         let mut end_of_last = 0;
-        while let Some(rec) = rd.next_record().map_err(|e| anyhow!("{name}: {e}"))? {
+        while let Some(rec) = rd.next_record().with_context(|| name.to_owned())? {
             let at = |e: String| anyhow!("{name}: line {}: {e}", rd.line());
             match rec {
                 IndexRecord::Source(s) => {
