@@ -263,6 +263,18 @@ fn clones_on_xfs() {
         shared_bytes(&out)
     );
 
+    // The driver picks pbf-reflink and has pbf-merge align the spool.
+    let mut c = pbf_sort();
+    c.arg("--dry-run")
+        .arg(&sorted)
+        .arg("-o")
+        .arg(mnt.join("dry.pbf"));
+    let line = String::from_utf8(succeeds(c)).expect("pipeline");
+    assert!(
+        line.contains("--align 4096 | ") && line.contains("pbf-reflink "),
+        "{line}"
+    );
+
     // Blob-permuted, through the driver (auto copier picks pbf-reflink).
     let permuted = mnt.join("permuted.osm.pbf");
     permute(&sorted, &permuted, 7);
@@ -368,6 +380,16 @@ fn falls_back_where_clones_are_impossible() {
         return;
     }
     let input = data("sorted-liechtenstein.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg("--dry-run")
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("dry.pbf"));
+    let line = String::from_utf8(succeeds(c)).expect("pipeline");
+    assert!(
+        line.contains("pbf-copy ") && !line.contains("--align"),
+        "{line}"
+    );
     let p = plan(&[&input], &dir.path().join("spool"), false);
     let copy = dir.path().join("copy.pbf");
     let mut c = bin("pbf-copy");
