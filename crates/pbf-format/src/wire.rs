@@ -47,7 +47,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Read one varint.
+    #[inline]
     pub fn varint(&mut self) -> Result<u64> {
+        // Most varints in a block (deltas, string indexes) are one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_long()
+    }
+
+    fn varint_long(&mut self) -> Result<u64> {
         let mut value: u64 = 0;
         for shift in (0..70).step_by(7) {
             let Some(&b) = self.buf.get(self.pos) else {

@@ -1,0 +1,714 @@
+//! Decoding a PrimitiveBlock into owned [`Element`]s, by hand on the
+//! [`wire`] reader: no intermediate protobuf structs, and packed arrays go
+//! into scratch buffers reused for the whole block, so the only allocations
+//! are the elements' own (tag, ref and member vectors) and one per string of
+//! the table.
+//!
+//! It reads exactly what the prost messages of [`crate::proto`] would:
+//! unknown fields are skipped, a repeated field may be packed or not and may
+//! come in several pieces, a message field that occurs twice is merged (its
+//! arrays appended, its last scalars winning), a missing scalar is its
+//! default, and a known field of the wrong wire type is an error. Within a
+//! group, elements come out in field order: nodes, dense nodes, ways,
+//! relations, changesets.
+
+use super::{Changeset, Element, Info, Member, Node, Relation, Str, Tag, Way};
+use crate::wire::{self, Reader, Value};
+use crate::{Error, Kind, Result};
+
+/// Decode a decompressed PrimitiveBlock into owned elements, in stored order:
+/// groups in order; within a group nodes, dense nodes, ways, relations and
+/// changesets, in that field order.
+pub fn decode_block(data: &[u8]) -> Result<Vec<Element>> {
+    let block = BlockFields::parse(data)?;
+    let ctx = Context::new(&block)?;
+    let groups = block
+        .groups
+        .iter()
+        .map(|g| GroupFields::parse(g))
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = Vec::with_capacity(groups.iter().map(GroupFields::count).sum());
+    let mut scratch = Scratch::default();
+    for group in &groups {
+        group.decode(&ctx, &mut scratch, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Call `f` with every value of a repeated varint field, packed or not.
+fn each_varint(v: Value<'_>, what: &str, mut f: impl FnMut(u64)) -> Result<()> {
+    match v {
+        Value::Varint(x) => f(x),
+        Value::Bytes(b) => {
+            let mut r = Reader::new(b);
+            while !r.is_empty() {
+                f(r.varint()?);
+            }
+        }
+        Value::Fixed(_) => {
+            return Err(Error::malformed(format!(
+                "{what}: expected a varint or packed field"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Number of varints in a packed array (its bytes without a continuation bit).
+fn packed_len(v: &Value<'_>) -> usize {
+    match v {
+        Value::Bytes(b) => b.iter().filter(|&&x| x < 0x80).count(),
+        _ => 1,
+    }
+}
+
+/// `sint32` zigzag, as prost decodes it (from the low 32 bits).
+fn zigzag32(v: u64) -> i32 {
+    let v = v as u32;
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
+}
+
+/// The fields of a PrimitiveBlock, not yet decoded.
+struct BlockFields<'a> {
+    strings: Vec<&'a [u8]>,
+    groups: Vec<&'a [u8]>,
+    granularity: Option<i32>,
+    date_granularity: Option<i32>,
+    lat_offset: Option<i64>,
+    lon_offset: Option<i64>,
+}
+
+impl<'a> BlockFields<'a> {
+    fn parse(data: &'a [u8]) -> Result<BlockFields<'a>> {
+        let mut b = BlockFields {
+            strings: Vec::new(),
+            groups: Vec::new(),
+            granularity: None,
+            date_granularity: None,
+            lat_offset: None,
+            lon_offset: None,
+        };
+        let mut r = Reader::new(data);
+        while let Some((n, v)) = r.field()? {
+            match n {
+                1 => string_table(wire::expect_bytes(v, "StringTable")?, &mut b.strings)?,
+                2 => b.groups.push(wire::expect_bytes(v, "PrimitiveGroup")?),
+                17 => b.granularity = Some(wire::expect_varint(v, "granularity")? as i32),
+                18 => b.date_granularity = Some(wire::expect_varint(v, "date_granularity")? as i32),
+                19 => b.lat_offset = Some(wire::expect_varint(v, "lat_offset")? as i64),
+                20 => b.lon_offset = Some(wire::expect_varint(v, "lon_offset")? as i64),
+                _ => {}
+            }
+        }
+        Ok(b)
+    }
+}
+
+fn string_table<'a>(data: &'a [u8], out: &mut Vec<&'a [u8]>) -> Result<()> {
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        if n == 1 {
+            out.push(wire::expect_bytes(v, "StringTable.s")?);
+        }
+    }
+    Ok(())
+}
+
+/// What a block's elements need from the block: strings and scales.
+struct Context {
+    strings: Vec<Str>,
+    empty: Str,
+    granularity: i64,
+    lat_offset: i64,
+    lon_offset: i64,
+    date_granularity: i64,
+}
+
+impl Context {
+    fn new(block: &BlockFields<'_>) -> Result<Context> {
+        let granularity = block.granularity.unwrap_or(100);
+        let date_granularity = block.date_granularity.unwrap_or(1000);
+        if granularity <= 0 || date_granularity <= 0 {
+            return Err(Error::malformed(format!(
+                "block granularity {granularity} / date_granularity {date_granularity} not positive"
+            )));
+        }
+        let empty = Str::from(&b""[..]);
+        let mut strings: Vec<Str> = block.strings.iter().map(|&s| Str::from(s)).collect();
+        if strings.is_empty() {
+            // Index 0 is the conventional empty string; accept it without a table.
+            strings.push(empty.clone());
+        }
+        Ok(Context {
+            strings,
+            empty,
+            granularity: i64::from(granularity),
+            lat_offset: block.lat_offset.unwrap_or(0),
+            lon_offset: block.lon_offset.unwrap_or(0),
+            date_granularity: i64::from(date_granularity),
+        })
+    }
+
+    fn string(&self, index: u32) -> Result<Str> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.strings.get(i))
+            .cloned()
+            .ok_or_else(|| {
+                Error::malformed(format!(
+                    "string index {index} out of range (table has {} entries)",
+                    self.strings.len()
+                ))
+            })
+    }
+
+    fn string_i32(&self, index: i32) -> Result<Str> {
+        let index = u32::try_from(index)
+            .map_err(|_| Error::malformed(format!("negative string index {index}")))?;
+        self.string(index)
+    }
+
+    fn lat(&self, raw: i64) -> i64 {
+        self.lat_offset
+            .wrapping_add(self.granularity.wrapping_mul(raw))
+    }
+
+    fn lon(&self, raw: i64) -> i64 {
+        self.lon_offset
+            .wrapping_add(self.granularity.wrapping_mul(raw))
+    }
+
+    fn timestamp(&self, raw: i64) -> i64 {
+        raw.wrapping_mul(self.date_granularity)
+    }
+
+    fn tags(&self, keys: &[u32], vals: &[u32]) -> Result<Vec<Tag>> {
+        if keys.len() != vals.len() {
+            return Err(Error::malformed(format!(
+                "{} tag keys but {} values",
+                keys.len(),
+                vals.len()
+            )));
+        }
+        keys.iter()
+            .zip(vals)
+            .map(|(&k, &v)| Ok((self.string(k)?, self.string(v)?)))
+            .collect()
+    }
+}
+
+/// Buffers reused across the elements of a block.
+#[derive(Default)]
+struct Scratch {
+    keys: Vec<u32>,
+    vals: Vec<u32>,
+    lat: Vec<i64>,
+    lon: Vec<i64>,
+    roles: Vec<i32>,
+    memids: Vec<i64>,
+    types: Vec<i32>,
+    dense: DenseColumns,
+}
+
+impl Scratch {
+    fn clear_tags(&mut self) {
+        self.keys.clear();
+        self.vals.clear();
+    }
+}
+
+/// The element messages of one PrimitiveGroup, by field.
+struct GroupFields<'a> {
+    nodes: Vec<&'a [u8]>,
+    dense: Vec<&'a [u8]>,
+    dense_count: usize,
+    ways: Vec<&'a [u8]>,
+    relations: Vec<&'a [u8]>,
+    changesets: Vec<&'a [u8]>,
+}
+
+impl<'a> GroupFields<'a> {
+    fn parse(data: &'a [u8]) -> Result<GroupFields<'a>> {
+        let mut g = GroupFields {
+            nodes: Vec::new(),
+            dense: Vec::new(),
+            dense_count: 0,
+            ways: Vec::new(),
+            relations: Vec::new(),
+            changesets: Vec::new(),
+        };
+        let mut r = Reader::new(data);
+        while let Some((n, v)) = r.field()? {
+            match n {
+                1 => g.nodes.push(wire::expect_bytes(v, "Node")?),
+                2 => g.dense.push(wire::expect_bytes(v, "DenseNodes")?),
+                3 => g.ways.push(wire::expect_bytes(v, "Way")?),
+                4 => g.relations.push(wire::expect_bytes(v, "Relation")?),
+                5 => g.changesets.push(wire::expect_bytes(v, "ChangeSet")?),
+                _ => {}
+            }
+        }
+        g.dense_count = g.dense.iter().map(|d| dense_ids(d)).sum();
+        Ok(g)
+    }
+
+    /// Elements in the group, for the output's capacity (a hint: malformed
+    /// dense ids may count wrong, and are caught while decoding).
+    fn count(&self) -> usize {
+        self.nodes.len()
+            + self.dense_count
+            + self.ways.len()
+            + self.relations.len()
+            + self.changesets.len()
+    }
+
+    fn decode(&self, ctx: &Context, s: &mut Scratch, out: &mut Vec<Element>) -> Result<()> {
+        for node in &self.nodes {
+            out.push(Element::Node(decode_node(node, ctx, s)?));
+        }
+        if !self.dense.is_empty() {
+            s.dense.read(&self.dense)?;
+            s.dense.decode(ctx, out)?;
+        }
+        for way in &self.ways {
+            out.push(Element::Way(decode_way(way, ctx, s)?));
+        }
+        for relation in &self.relations {
+            out.push(Element::Relation(decode_relation(relation, ctx, s)?));
+        }
+        for changeset in &self.changesets {
+            out.push(Element::Changeset(decode_changeset(changeset)?));
+        }
+        Ok(())
+    }
+}
+
+/// Number of ids in a DenseNodes message, without decoding it.
+fn dense_ids(data: &[u8]) -> usize {
+    let mut r = Reader::new(data);
+    let mut n = 0;
+    while let Ok(Some((field, v))) = r.field() {
+        if field == 1 {
+            n += packed_len(&v);
+        }
+    }
+    n
+}
+
+/// The Info fields of a node, way or relation, merged over occurrences.
+#[derive(Default)]
+struct InfoFields {
+    version: Option<i32>,
+    timestamp: Option<i64>,
+    changeset: Option<i64>,
+    uid: Option<i32>,
+    user_sid: Option<u32>,
+    visible: Option<bool>,
+}
+
+impl InfoFields {
+    fn merge(&mut self, data: &[u8]) -> Result<()> {
+        let mut r = Reader::new(data);
+        while let Some((n, v)) = r.field()? {
+            let x = || wire::expect_varint(v, "Info field");
+            match n {
+                1 => self.version = Some(x()? as i32),
+                2 => self.timestamp = Some(x()? as i64),
+                3 => self.changeset = Some(x()? as i64),
+                4 => self.uid = Some(x()? as i32),
+                5 => self.user_sid = Some(x()? as u32),
+                6 => self.visible = Some(x()? != 0),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn decode(&self, ctx: &Context) -> Result<Info> {
+        let user = match self.user_sid {
+            Some(sid) => ctx.string(sid)?,
+            None => ctx.empty.clone(),
+        };
+        Ok(Info {
+            version: self.version.unwrap_or(-1),
+            timestamp_ms: ctx.timestamp(self.timestamp.unwrap_or(0)),
+            changeset: self.changeset.unwrap_or(0),
+            uid: self.uid.unwrap_or(0),
+            user,
+            visible: self.visible,
+        })
+    }
+}
+
+/// Merge an Info occurrence into `info`.
+fn merge_info(info: &mut Option<InfoFields>, v: Value<'_>) -> Result<()> {
+    info.get_or_insert_with(InfoFields::default)
+        .merge(wire::expect_bytes(v, "Info")?)
+}
+
+fn decode_info(info: &Option<InfoFields>, ctx: &Context) -> Result<Option<Info>> {
+    info.as_ref().map(|i| i.decode(ctx)).transpose()
+}
+
+/// Tag keys (field 2) and values (field 3) of a node, way or relation.
+fn tag_field(n: u32, v: Value<'_>, s: &mut Scratch) -> Result<()> {
+    match n {
+        2 => each_varint(v, "keys", |x| s.keys.push(x as u32)),
+        _ => each_varint(v, "vals", |x| s.vals.push(x as u32)),
+    }
+}
+
+fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Node> {
+    s.clear_tags();
+    let (mut id, mut lat, mut lon, mut info) = (0, 0, 0, None);
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        match n {
+            1 => id = wire::zigzag(wire::expect_varint(v, "Node.id")?),
+            2 | 3 => tag_field(n, v, s)?,
+            4 => merge_info(&mut info, v)?,
+            8 => lat = wire::zigzag(wire::expect_varint(v, "Node.lat")?),
+            9 => lon = wire::zigzag(wire::expect_varint(v, "Node.lon")?),
+            _ => {}
+        }
+    }
+    Ok(Node {
+        id,
+        info: decode_info(&info, ctx)?,
+        lat: ctx.lat(lat),
+        lon: ctx.lon(lon),
+        tags: ctx.tags(&s.keys, &s.vals)?,
+    })
+}
+
+fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Way> {
+    s.clear_tags();
+    s.lat.clear();
+    s.lon.clear();
+    let (mut id, mut info, mut refs) = (0, None, Vec::new());
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        match n {
+            1 => id = wire::expect_varint(v, "Way.id")? as i64,
+            2 | 3 => tag_field(n, v, s)?,
+            4 => merge_info(&mut info, v)?,
+            8 => {
+                refs.reserve(packed_len(&v));
+                let mut acc = refs.last().copied().unwrap_or(0i64);
+                each_varint(v, "Way.refs", |x| {
+                    acc = acc.wrapping_add(wire::zigzag(x));
+                    refs.push(acc);
+                })?
+            }
+            9 => each_varint(v, "Way.lat", |x| s.lat.push(wire::zigzag(x)))?,
+            10 => each_varint(v, "Way.lon", |x| s.lon.push(wire::zigzag(x)))?,
+            _ => {}
+        }
+    }
+    let locations = way_locations(id, refs.len(), &s.lat, &s.lon, ctx)?;
+    Ok(Way {
+        id,
+        info: decode_info(&info, ctx)?,
+        tags: ctx.tags(&s.keys, &s.vals)?,
+        refs,
+        locations,
+    })
+}
+
+fn way_locations(
+    id: i64,
+    refs: usize,
+    lats: &[i64],
+    lons: &[i64],
+    ctx: &Context,
+) -> Result<Vec<(i64, i64)>> {
+    if lats.len() != lons.len() || (!lats.is_empty() && lats.len() != refs) {
+        return Err(Error::malformed(format!(
+            "way {id}: {refs} refs but {} lats and {} lons",
+            lats.len(),
+            lons.len()
+        )));
+    }
+    let (mut lat, mut lon) = (0i64, 0i64);
+    let locations = lats.iter().zip(lons).map(|(&d_lat, &d_lon)| {
+        lat = lat.wrapping_add(d_lat);
+        lon = lon.wrapping_add(d_lon);
+        (ctx.lat(lat), ctx.lon(lon))
+    });
+    Ok(locations.collect())
+}
+
+fn decode_relation(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Relation> {
+    s.clear_tags();
+    s.roles.clear();
+    s.types.clear();
+    s.memids.clear();
+    let (mut id, mut info) = (0, None);
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        match n {
+            1 => id = wire::expect_varint(v, "Relation.id")? as i64,
+            2 | 3 => tag_field(n, v, s)?,
+            4 => merge_info(&mut info, v)?,
+            8 => each_varint(v, "Relation.roles_sid", |x| s.roles.push(x as i32))?,
+            9 => {
+                let mut acc = s.memids.last().copied().unwrap_or(0i64);
+                each_varint(v, "Relation.memids", |x| {
+                    acc = acc.wrapping_add(wire::zigzag(x));
+                    s.memids.push(acc);
+                })?
+            }
+            10 => each_varint(v, "Relation.types", |x| s.types.push(x as i32))?,
+            _ => {}
+        }
+    }
+    Ok(Relation {
+        id,
+        info: decode_info(&info, ctx)?,
+        tags: ctx.tags(&s.keys, &s.vals)?,
+        members: members(id, s, ctx)?,
+    })
+}
+
+fn members(id: i64, s: &Scratch, ctx: &Context) -> Result<Vec<Member>> {
+    let n = s.memids.len();
+    if s.roles.len() != n || s.types.len() != n {
+        return Err(Error::malformed(format!(
+            "relation {id}: {n} member ids but {} roles and {} types",
+            s.roles.len(),
+            s.types.len()
+        )));
+    }
+    let members = s.memids.iter().zip(&s.roles).zip(&s.types);
+    members
+        .map(|((&id, &role), &kind)| {
+            Ok(Member {
+                kind: member_kind(kind)?,
+                id,
+                role: ctx.string_i32(role)?,
+            })
+        })
+        .collect()
+}
+
+fn member_kind(stored: i32) -> Result<Kind> {
+    match stored {
+        0 => Ok(Kind::Node),
+        1 => Ok(Kind::Way),
+        2 => Ok(Kind::Relation),
+        _ => Err(Error::malformed(format!(
+            "relation member type {stored} is not 0, 1 or 2"
+        ))),
+    }
+}
+
+fn decode_changeset(data: &[u8]) -> Result<Changeset> {
+    let mut id = 0;
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        if n == 1 {
+            id = wire::expect_varint(v, "ChangeSet.id")? as i64;
+        }
+    }
+    Ok(Changeset { id })
+}
+
+/// The arrays of a DenseNodes message (all occurrences appended), delta
+/// coded as stored.
+#[derive(Default)]
+struct DenseColumns {
+    id: Vec<i64>,
+    lat: Vec<i64>,
+    lon: Vec<i64>,
+    keys_vals: Vec<i32>,
+    has_info: bool,
+    version: Vec<i32>,
+    timestamp: Vec<i64>,
+    changeset: Vec<i64>,
+    uid: Vec<i32>,
+    user_sid: Vec<i32>,
+    visible: Vec<bool>,
+}
+
+impl DenseColumns {
+    fn read(&mut self, messages: &[&[u8]]) -> Result<()> {
+        self.clear();
+        for data in messages {
+            self.read_one(data)?;
+        }
+        Ok(())
+    }
+
+    fn clear(&mut self) {
+        self.has_info = false;
+        self.id.clear();
+        self.lat.clear();
+        self.lon.clear();
+        self.keys_vals.clear();
+        self.version.clear();
+        self.timestamp.clear();
+        self.changeset.clear();
+        self.uid.clear();
+        self.user_sid.clear();
+        self.visible.clear();
+    }
+
+    fn read_one(&mut self, data: &[u8]) -> Result<()> {
+        let mut r = Reader::new(data);
+        while let Some((n, v)) = r.field()? {
+            match n {
+                1 => each_varint(v, "DenseNodes.id", |x| self.id.push(wire::zigzag(x)))?,
+                5 => {
+                    self.has_info = true;
+                    self.read_info(wire::expect_bytes(v, "DenseInfo")?)?
+                }
+                8 => each_varint(v, "DenseNodes.lat", |x| self.lat.push(wire::zigzag(x)))?,
+                9 => each_varint(v, "DenseNodes.lon", |x| self.lon.push(wire::zigzag(x)))?,
+                10 => each_varint(v, "DenseNodes.keys_vals", |x| self.keys_vals.push(x as i32))?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn read_info(&mut self, data: &[u8]) -> Result<()> {
+        let mut r = Reader::new(data);
+        while let Some((n, v)) = r.field()? {
+            let what = "DenseInfo";
+            match n {
+                1 => each_varint(v, what, |x| self.version.push(x as i32))?,
+                2 => each_varint(v, what, |x| self.timestamp.push(wire::zigzag(x)))?,
+                3 => each_varint(v, what, |x| self.changeset.push(wire::zigzag(x)))?,
+                4 => each_varint(v, what, |x| self.uid.push(zigzag32(x)))?,
+                5 => each_varint(v, what, |x| self.user_sid.push(zigzag32(x)))?,
+                6 => each_varint(v, what, |x| self.visible.push(x != 0))?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn check(&self) -> Result<()> {
+        let n = self.id.len();
+        if self.lat.len() != n || self.lon.len() != n {
+            return Err(Error::malformed(format!(
+                "dense nodes: {n} ids but {} lats and {} lons",
+                self.lat.len(),
+                self.lon.len()
+            )));
+        }
+        let lengths = [
+            ("version", self.version.len()),
+            ("timestamp", self.timestamp.len()),
+            ("changeset", self.changeset.len()),
+            ("uid", self.uid.len()),
+            ("user_sid", self.user_sid.len()),
+            ("visible", self.visible.len()),
+        ];
+        for (name, len) in lengths {
+            if self.has_info && len != 0 && len != n {
+                return Err(Error::malformed(format!(
+                    "dense info: {len} {name} entries for {n} nodes"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn decode(&self, ctx: &Context, out: &mut Vec<Element>) -> Result<()> {
+        self.check()?;
+        let mut infos = DenseInfoDecoder::default();
+        let mut keys_vals = KeysVals {
+            rest: self.keys_vals.iter(),
+        };
+        let (mut id, mut lat, mut lon) = (0i64, 0i64, 0i64);
+        for (i, ((&d_id, &d_lat), &d_lon)) in
+            self.id.iter().zip(&self.lat).zip(&self.lon).enumerate()
+        {
+            id = id.wrapping_add(d_id);
+            lat = lat.wrapping_add(d_lat);
+            lon = lon.wrapping_add(d_lon);
+            let info = match self.has_info {
+                true => Some(infos.next(self, i, ctx)?),
+                false => None,
+            };
+            let tags = keys_vals.next_tags(ctx)?;
+            out.push(Element::Node(Node {
+                id,
+                info,
+                lat: ctx.lat(lat),
+                lon: ctx.lon(lon),
+                tags,
+            }));
+        }
+        keys_vals.finish()
+    }
+}
+
+/// Reads `DenseNodes.keys_vals`: per node, key/value index pairs ended by 0.
+/// An empty or early-ending array means no tags for the remaining nodes (as
+/// libosmium reads it); a key without value or data left over is an error.
+struct KeysVals<'a> {
+    rest: std::slice::Iter<'a, i32>,
+}
+
+impl KeysVals<'_> {
+    fn next_tags(&mut self, ctx: &Context) -> Result<Vec<Tag>> {
+        let mut tags = Vec::new();
+        while let Some(&key) = self.rest.next() {
+            if key == 0 {
+                break;
+            }
+            let value = self
+                .rest
+                .next()
+                .ok_or_else(|| Error::malformed("dense keys_vals: key without value"))?;
+            tags.push((ctx.string_i32(key)?, ctx.string_i32(*value)?));
+        }
+        Ok(tags)
+    }
+
+    fn finish(self) -> Result<()> {
+        match self.rest.len() {
+            0 => Ok(()),
+            left => Err(Error::malformed(format!(
+                "dense keys_vals: {left} entries left after the last node"
+            ))),
+        }
+    }
+}
+
+/// Undoes the delta coding of `DenseInfo`, one node at a time. Each array is
+/// either absent (empty: every node gets the default) or one entry per node.
+#[derive(Default)]
+struct DenseInfoDecoder {
+    timestamp: i64,
+    changeset: i64,
+    uid: i32,
+    user_sid: i32,
+}
+
+impl DenseInfoDecoder {
+    fn next(&mut self, c: &DenseColumns, i: usize, ctx: &Context) -> Result<Info> {
+        self.timestamp = self.timestamp.wrapping_add(at(&c.timestamp, i));
+        self.changeset = self.changeset.wrapping_add(at(&c.changeset, i));
+        self.uid = self.uid.wrapping_add(at(&c.uid, i));
+        self.user_sid = self.user_sid.wrapping_add(at(&c.user_sid, i));
+        let user = match c.user_sid.is_empty() {
+            true => ctx.empty.clone(),
+            false => ctx.string_i32(self.user_sid)?,
+        };
+        Ok(Info {
+            version: c.version.get(i).copied().unwrap_or(-1),
+            timestamp_ms: ctx.timestamp(self.timestamp),
+            changeset: self.changeset,
+            uid: self.uid,
+            user,
+            visible: c.visible.get(i).copied(),
+        })
+    }
+}
+
+fn at<T: Copy + Default>(values: &[T], i: usize) -> T {
+    values.get(i).copied().unwrap_or_default()
+}
