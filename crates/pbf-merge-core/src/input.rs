@@ -1,6 +1,6 @@
 //! The inputs of a merge op: the plan's sources opened and identity-checked,
 //! each input frame validated against the plan before anything is merged,
-//! and the loading of one blob into sorted [`Item`]s.
+//! and the loading of one blob into a sorted [`Block`].
 //!
 //! Ties between equal keys keep input order, so every element carries a
 //! rank: the blob's position in (source id, offset) order in the high 32
@@ -19,40 +19,7 @@ use pbf_format::{Key, compress};
 use pbf_stream::{MergeOp, SourceRef, check_source};
 
 use crate::error::{Error, Result};
-
-/// One element in the merge, with its sort key packed and its input rank.
-#[derive(Clone, Debug)]
-pub(crate) struct Item {
-    /// [`Key::packed`] of the element.
-    pub key: u128,
-    /// Position in input order (see the module comment).
-    pub rank: u64,
-    /// The element.
-    pub element: Element,
-}
-
-impl Item {
-    /// The merge order: key, then input order.
-    pub fn order(&self) -> (u128, u64) {
-        (self.key, self.rank)
-    }
-
-    /// Wrap an element.
-    pub fn new(element: Element, rank: u64) -> Item {
-        Item {
-            key: element.key().packed(),
-            rank,
-            element,
-        }
-    }
-}
-
-/// Sort items by (key, rank) unless they already are in that order.
-pub(crate) fn sort_items(items: &mut [Item]) {
-    if !items.is_sorted_by(|a, b| a.order() < b.order()) {
-        items.sort_unstable_by_key(Item::order);
-    }
-}
+use crate::sorted::{Block, Order, unpack};
 
 /// The plan's source files, opened once and shared by the decoding threads.
 #[derive(Debug, Default)]
@@ -170,48 +137,48 @@ fn estimate(frame: &FrameHeader, elements: u64) -> u64 {
         _ => 4 * u64::from(frame.datasize),
     });
     let raw = raw.min(compress::MAX_RAW_SIZE as u64);
-    elements * size_of::<Item>() as u64 + 3 * raw
+    elements * (size_of::<Element>() + size_of::<Order>()) as u64 + 3 * raw
 }
 
 impl InputBlob {
     /// Read, decompress and decode the blob, check it against the plan, and
     /// return its elements sorted by (key, rank).
-    pub fn load(&self) -> Result<Vec<Item>> {
+    pub fn load(&self) -> Result<Block> {
         let body = self.file.read_body(&self.frame)?;
         let place = |e: pbf_format::Error| e.at(self.frame.offset).in_file(self.file.path());
         let raw = decode_blob(&body).map_err(place)?;
         drop(body);
         let elements = block::decode_block(&raw).map_err(place)?;
         drop(raw);
-        self.check(&elements)?;
-        let mut items: Vec<Item> = elements
-            .into_iter()
-            .enumerate()
-            .map(|(pos, e)| Item::new(e, self.rank_base | pos as u64))
-            .collect();
-        sort_items(&mut items);
-        Ok(items)
+        let ranks = (0..elements.len() as u64).map(|pos| self.rank_base | pos);
+        let block = Block::new(elements, ranks);
+        self.check(&block)?;
+        Ok(block)
     }
 
     /// The decoded elements must be as many as planned and inside the
     /// planned key range, or the chains built from the plan would be wrong.
-    fn check(&self, elements: &[Element]) -> Result<()> {
+    fn check(&self, block: &Block) -> Result<()> {
         let place = |m: String| Error::plan(self.file.path(), self.frame.offset, m);
-        if elements.len() as u64 != self.elements {
+        if block.len() as u64 != self.elements {
             return Err(place(format!(
                 "the plan says {} elements, the blob holds {}",
                 self.elements,
-                elements.len()
+                block.len()
             )));
         }
-        let keys = elements.iter().map(Element::key);
-        if let (Some(min), Some(max)) = (keys.clone().min(), keys.max()) {
-            if min < self.first || max > self.last {
-                return Err(place(format!(
-                    "keys {min:?}..{max:?} lie outside the planned range {:?}..{:?}",
-                    self.first, self.last
-                )));
-            }
+        // The block is sorted: its first and last keys are its extremes.
+        let (Some(min), Some(max)) = (block.rest().first(), block.rest().last()) else {
+            return Ok(());
+        };
+        if min.key < self.first.packed() || max.key > self.last.packed() {
+            return Err(place(format!(
+                "keys {:?}..{:?} lie outside the planned range {:?}..{:?}",
+                unpack(min.key),
+                unpack(max.key),
+                self.first,
+                self.last
+            )));
         }
         Ok(())
     }

@@ -28,6 +28,7 @@ pub mod chains;
 mod error;
 mod input;
 mod merge;
+mod sorted;
 mod spool;
 mod stream;
 mod writer;
@@ -38,7 +39,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use pbf_format::block::{Element, EncodeOptions};
+use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 use pbf_format::scan::Summary;
 use pbf_stream::MergeOp;
@@ -48,14 +49,15 @@ pub use error::{Error, ErrorKind, Result};
 pub use input::Sources;
 pub use spool::Spool;
 
-use input::{InputBlob, Item};
+use input::InputBlob;
+use sorted::Block;
 use stream::{Loader, Stream};
 use writer::{BlockWriter, Codec, Cut, Encoded, Target};
 
 /// How to merge.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Memory budget for decoded elements, in [`Element::approx_size`] bytes
+    /// Memory budget for decoded elements, in [`pbf_format::block::Element::approx_size`] bytes
     /// (default 1 GiB). Encoding buffers (a few blocks per thread) come on top.
     pub memory: u64,
     /// Compression of the output blocks (default zlib:6).
@@ -323,7 +325,7 @@ impl Run {
     }
 }
 
-fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Vec<Item>> {
+fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block> {
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, offset)
         .map_err(|e| Error::spill(dir, e))?;
@@ -408,6 +410,3 @@ impl Target for SpoolTarget<'_> {
         Ok(())
     }
 }
-
-/// Memory accounted per element on top of [`Element::approx_size`].
-pub(crate) const ITEM_OVERHEAD: usize = size_of::<Item>() - size_of::<Element>();

@@ -1,15 +1,16 @@
 //! The k-way merge of sorted streams. A binary heap holds one head per
 //! stream; the stream with the smallest head then gives away every item
-//! below the second-smallest head in one stretch, found by galloping
-//! (exponential then binary search), without a heap operation per item. Two
-//! interleaved sorted files with long runs on each side thus cost a few
-//! comparisons per stretch, not per element.
+//! below the second-smallest head (the smaller child of the root) in one
+//! stretch, found by galloping (exponential then binary search), and its new
+//! head replaces the top of the heap: one sift per stretch, not a heap
+//! operation per item. Two interleaved sorted files with long runs on each
+//! side thus cost a few comparisons per stretch, not per element.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::error::Result;
-use crate::input::Item;
+use crate::sorted::{Block, Order};
 use crate::stream::Stream;
 use crate::writer::{BlockWriter, Target};
 
@@ -18,49 +19,75 @@ pub(crate) fn merge<T: Target>(streams: Vec<Stream>, out: &mut BlockWriter<T>) -
     let mut cursors = Vec::with_capacity(streams.len());
     let mut heap = BinaryHeap::with_capacity(streams.len());
     for (i, mut stream) in streams.into_iter().enumerate() {
-        let block = next_nonempty(&mut stream)?.unwrap_or_default().into_iter();
-        if let Some(head) = block.as_slice().first() {
-            heap.push(Reverse((head.order(), i)));
+        let block = next_nonempty(&mut stream)?.unwrap_or_default();
+        if let Some(head) = block.rest().first() {
+            heap.push(Reverse((head.merge_key(), i)));
         }
         cursors.push((block, stream));
     }
-    while let Some(Reverse((_, i))) = heap.pop() {
-        let bound = heap.peek().map(|Reverse((order, _))| *order);
+    while let Some(&Reverse((_, i))) = heap.peek() {
         let (block, stream) = &mut cursors[i];
-        loop {
-            let n = gallop(block.as_slice(), bound);
-            for item in block.by_ref().take(n) {
-                out.push(item)?;
+        match drain(block, stream, second(&heap), out)? {
+            // Replacing the top sifts down once; pop and push would sift twice.
+            Some(head) => {
+                if let Some(mut top) = heap.peek_mut() {
+                    *top = Reverse((head, i));
+                }
             }
-            if let Some(head) = block.as_slice().first() {
-                heap.push(Reverse((head.order(), i)));
-                break;
-            }
-            match next_nonempty(stream)? {
-                Some(next) => *block = next.into_iter(),
-                None => break,
+            None => {
+                heap.pop();
             }
         }
     }
     Ok(())
 }
 
-fn next_nonempty(stream: &mut Stream) -> Result<Option<Vec<Item>>> {
+/// The second-smallest head of the heap: the smaller child of the root.
+fn second(heap: &BinaryHeap<Reverse<((u128, u64), usize)>>) -> Option<(u128, u64)> {
+    let children = heap.as_slice().iter().skip(1).take(2);
+    children.map(|Reverse((head, _))| *head).min()
+}
+
+/// Give the writer every element of one stream below `bound`; returns the
+/// stream's new head, or `None` when it is exhausted.
+fn drain<T: Target>(
+    block: &mut Block,
+    stream: &mut Stream,
+    bound: Option<(u128, u64)>,
+    out: &mut BlockWriter<T>,
+) -> Result<Option<(u128, u64)>> {
+    loop {
+        for _ in 0..gallop(block.rest(), bound) {
+            if let Some((order, element)) = block.take() {
+                out.push(order, element)?;
+            }
+        }
+        if let Some(head) = block.rest().first() {
+            return Ok(Some(head.merge_key()));
+        }
+        match next_nonempty(stream)? {
+            Some(next) => *block = next,
+            None => return Ok(None),
+        }
+    }
+}
+
+fn next_nonempty(stream: &mut Stream) -> Result<Option<Block>> {
     while let Some(block) = stream.next_block()? {
-        if !block.is_empty() {
+        if !block.rest().is_empty() {
             return Ok(Some(block));
         }
     }
     Ok(None)
 }
 
-/// How many leading items of a sorted slice are below `bound` (all of them
-/// when there is no bound), in O(log n) comparisons for a stretch of n.
-pub(crate) fn gallop(items: &[Item], bound: Option<(u128, u64)>) -> usize {
+/// How many leading entries of a sorted slice are below `bound` (all of
+/// them when there is no bound), in O(log n) comparisons for a stretch of n.
+pub(crate) fn gallop(items: &[Order], bound: Option<(u128, u64)>) -> usize {
     let Some(bound) = bound else {
         return items.len();
     };
-    let below = |item: &Item| item.order() < bound;
+    let below = |item: &Order| item.merge_key() < bound;
     if !items.first().is_some_and(below) {
         return 0;
     }
@@ -81,23 +108,32 @@ mod tests {
     use pbf_format::block::{Element, Node};
     use std::sync::Arc;
 
-    fn item(id: i64, rank: u64) -> Item {
-        Item::new(
-            Element::Node(Node {
-                id,
-                info: None,
-                lat: 0,
-                lon: 0,
-                tags: Vec::new(),
-            }),
-            rank,
-        )
+    fn node(id: i64) -> Element {
+        Element::Node(Node {
+            id,
+            info: None,
+            lat: 0,
+            lon: 0,
+            tags: Vec::new(),
+        })
+    }
+
+    /// (id, rank) pairs.
+    type Items = Vec<(i64, u64)>;
+
+    fn item(id: i64, rank: u64) -> (i64, u64) {
+        (id, rank)
+    }
+
+    fn block(items: Items) -> Block {
+        let ranks: Vec<u64> = items.iter().map(|i| i.1).collect();
+        Block::new(items.iter().map(|i| node(i.0)).collect(), ranks.into_iter())
     }
 
     #[test]
     fn gallop_finds_the_stretch() {
-        let items: Vec<Item> = (1..=100).map(|id| item(id, 0)).collect();
-        let key = |id: i64| item(id, 0).key;
+        let items: Vec<Order> = (1..=100).map(|id| Order::of(&node(id), 0)).collect();
+        let key = |id: i64| node(id).key().packed();
         assert_eq!(gallop(&items, None), 100);
         assert_eq!(gallop(&items, Some((key(1), 0))), 0);
         assert_eq!(gallop(&items, Some((key(1), 1))), 1);
@@ -117,14 +153,15 @@ mod tests {
 
     impl Target for Collect {
         fn write(&mut self, block: Encoded) -> Result<()> {
-            let items = crate::writer::read_spill_record(&block.bytes)?;
-            self.0
-                .extend(items.iter().map(|i| (i.element.id(), i.rank)));
+            let mut block = crate::writer::read_spill_record(&block.bytes)?;
+            while let Some((order, element)) = block.take() {
+                self.0.push((element.id(), order.rank));
+            }
             Ok(())
         }
     }
 
-    fn run_merge(blocks: Vec<Vec<Vec<Item>>>, dedupe: bool) -> Vec<(i64, u64)> {
+    fn run_merge(blocks: Vec<Vec<Items>>, dedupe: bool) -> Vec<(i64, u64)> {
         let pool = Arc::new(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(2)
@@ -136,7 +173,7 @@ mod tests {
             .map(|stream| {
                 let loaders: Vec<crate::stream::Loader> = stream
                     .into_iter()
-                    .map(|b| Box::new(move || Ok(b)) as crate::stream::Loader)
+                    .map(|b| Box::new(move || Ok(block(b))) as crate::stream::Loader)
                     .collect();
                 Stream::new(loaders, Arc::clone(&pool))
             })

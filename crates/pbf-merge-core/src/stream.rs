@@ -10,15 +10,15 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::input::Item;
+use crate::sorted::Block;
 
 /// Produces one sorted block.
-pub(crate) type Loader = Box<dyn FnOnce() -> Result<Vec<Item>> + Send>;
+pub(crate) type Loader = Box<dyn FnOnce() -> Result<Block> + Send>;
 
 /// Blocks in order, each loaded by its [`Loader`], the next one prefetched.
 pub(crate) struct Stream {
     loaders: VecDeque<Loader>,
-    pending: Option<Receiver<Result<Vec<Item>>>>,
+    pending: Option<Receiver<Result<Block>>>,
     pool: Arc<ThreadPool>,
 }
 
@@ -35,7 +35,7 @@ impl Stream {
     }
 
     /// The next block, or `None` when the stream is exhausted.
-    pub fn next_block(&mut self) -> Result<Option<Vec<Item>>> {
+    pub fn next_block(&mut self) -> Result<Option<Block>> {
         let Some(rx) = self.pending.take() else {
             return Ok(None);
         };

@@ -10,12 +10,12 @@ use std::sync::mpsc::{Receiver, sync_channel};
 
 use pbf_format::block::{self, Element, EncodeOptions};
 use pbf_format::compress::{self, Compression};
-use pbf_format::scan::{Accumulator, Summary};
+use pbf_format::scan::Summary;
 use pbf_format::{frame, indexdata, wire};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::input::Item;
+use crate::sorted::{Block, Order, unpack};
 
 /// Where encoded blocks go.
 pub(crate) trait Target {
@@ -65,9 +65,7 @@ pub(crate) struct BlockWriter<T: Target> {
     pool: Arc<ThreadPool>,
     in_flight: VecDeque<Receiver<Result<Encoded>>>,
     max_in_flight: usize,
-    block: Vec<Item>,
-    encoded: usize,
-    approx: usize,
+    block: Pending,
     dedupe: bool,
     last: Option<(u128, u64)>,
     /// Items written.
@@ -92,9 +90,7 @@ impl<T: Target> BlockWriter<T> {
             pool,
             in_flight: VecDeque::new(),
             max_in_flight,
-            block: Vec::new(),
-            encoded: BLOCK_SLACK,
-            approx: 0,
+            block: Pending::default(),
             dedupe,
             last: None,
             written: 0,
@@ -102,34 +98,34 @@ impl<T: Target> BlockWriter<T> {
         }
     }
 
-    /// Add the next item. Items must come in strictly increasing (key, rank).
-    pub fn push(&mut self, item: Item) -> Result<()> {
-        let order = item.order();
+    /// Add the next element. Elements must come in strictly increasing
+    /// (key, rank).
+    pub fn push(&mut self, order: Order, element: Element) -> Result<()> {
+        let key = order.merge_key();
         if let Some(last) = self.last {
-            if order <= last {
+            if key <= last {
                 return Err(Error::new(ErrorKind::Internal(format!(
-                    "merge out of order: {order:?} after {last:?}"
+                    "merge out of order: {key:?} after {last:?}"
                 ))));
             }
-            if self.dedupe && order.0 == last.0 {
+            if self.dedupe && key.0 == last.0 {
                 self.dropped += 1;
                 return Ok(());
             }
         }
-        self.last = Some(order);
-        let (encoded, approx) = (
-            item.element.encoded_size_bound(),
-            item.element.approx_size() + crate::ITEM_OVERHEAD,
-        );
-        let full = self.block.len() >= self.cut.elements
-            || self.encoded.saturating_add(encoded) > self.cut.encoded
-            || self.approx.saturating_add(approx) > self.cut.approx;
-        if !self.block.is_empty() && full {
+        self.last = Some(key);
+        let b = &self.block;
+        let full = b.elements.len() >= self.cut.elements
+            || b.encoded.saturating_add(order.encoded as usize) > self.cut.encoded
+            || b.approx.saturating_add(order.approx as u64) > self.cut.approx as u64;
+        if !b.elements.is_empty() && full {
             self.submit()?;
         }
-        self.encoded = self.encoded.saturating_add(encoded);
-        self.approx = self.approx.saturating_add(approx);
-        self.block.push(item);
+        if self.block.elements.capacity() == 0 {
+            self.block.elements.reserve(self.cut.elements.min(8192));
+        }
+        self.block
+            .push(order, element, matches!(self.codec, Codec::Spill(..)));
         self.written += 1;
         Ok(())
     }
@@ -137,12 +133,11 @@ impl<T: Target> BlockWriter<T> {
     /// Encode the current block on the pool; write finished blocks while too
     /// many are pending.
     fn submit(&mut self) -> Result<()> {
-        let items = std::mem::take(&mut self.block);
-        (self.encoded, self.approx) = (BLOCK_SLACK, 0);
+        let block = std::mem::take(&mut self.block);
         let codec = self.codec;
         let (tx, rx) = sync_channel(1);
         self.pool.spawn(move || {
-            let _ = tx.send(encode(items, codec));
+            let _ = tx.send(encode(block, codec));
         });
         self.in_flight.push_back(rx);
         while self.in_flight.len() > self.max_in_flight {
@@ -163,7 +158,7 @@ impl<T: Target> BlockWriter<T> {
 
     /// Write everything still pending and return the target.
     pub fn finish(mut self) -> Result<T> {
-        if !self.block.is_empty() {
+        if !self.block.elements.is_empty() {
             self.submit()?;
         }
         while !self.in_flight.is_empty() {
@@ -173,36 +168,69 @@ impl<T: Target> BlockWriter<T> {
     }
 }
 
-/// Encode a block as the codec says.
-fn encode(items: Vec<Item>, codec: Codec) -> Result<Encoded> {
-    let mut acc = Accumulator::default();
-    let mut approx = 0u64;
-    for item in &items {
-        acc.push(item.element.key());
-        approx += (item.element.approx_size() + crate::ITEM_OVERHEAD) as u64;
+/// The block being filled: its elements, their ranks (for spill records),
+/// and what is known of its keys and sizes.
+#[derive(Default)]
+struct Pending {
+    elements: Vec<Element>,
+    ranks: Vec<u64>,
+    first: u128,
+    last: u128,
+    counts: [u64; 4],
+    /// False once two elements share a key (without dedupe).
+    strict: bool,
+    encoded: usize,
+    approx: u64,
+}
+
+impl Pending {
+    fn push(&mut self, order: Order, element: Element, keep_rank: bool) {
+        if self.elements.is_empty() {
+            (self.first, self.strict, self.encoded) = (order.key, true, BLOCK_SLACK);
+        } else if order.key == self.last {
+            self.strict = false;
+        }
+        self.last = order.key;
+        self.counts[((order.key >> 97) & 3) as usize] += 1;
+        self.encoded = self.encoded.saturating_add(order.encoded as usize);
+        self.approx += u64::from(order.approx);
+        if keep_rank {
+            self.ranks.push(order.rank);
+        }
+        self.elements.push(element);
     }
-    let summary = acc
-        .finish()
-        .ok_or_else(|| Error::new(ErrorKind::Internal("empty block".into())))?;
-    let ranks: Vec<u64> = match codec {
-        Codec::Spill(..) => items.iter().map(|i| i.rank).collect(),
-        Codec::Frame(..) => Vec::new(),
-    };
-    let elements: Vec<Element> = items.into_iter().map(|i| i.element).collect();
+
+    /// The block's keys, as a key scan of it would find them.
+    fn summary(&self) -> Summary {
+        Summary {
+            first: unpack(self.first),
+            last: unpack(self.last),
+            counts: self.counts,
+            sorted: self.strict,
+        }
+    }
+}
+
+/// Encode a block as the codec says.
+fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
+    if block.elements.is_empty() {
+        return Err(Error::new(ErrorKind::Internal("empty block".into())));
+    }
+    let summary = block.summary();
     let bytes = match codec {
         Codec::Frame(c, opts) => {
-            let blob = compress::encode_blob(&block::encode_block(&elements, &opts), c)?;
+            let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
             frame::encode_frame("OSMData", Some(&indexdata::encode(&summary)), &blob)
         }
         Codec::Spill(c, opts) => {
-            let blob = compress::encode_blob(&block::encode_block(&elements, &opts), c)?;
-            spill_record(&blob, &ranks)
+            let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
+            spill_record(&blob, &block.ranks)
         }
     };
     Ok(Encoded {
         bytes,
         summary,
-        approx,
+        approx: block.approx,
     })
 }
 
@@ -223,8 +251,8 @@ fn spill_record(blob: &[u8], ranks: &[u64]) -> Vec<u8> {
     out
 }
 
-/// Decode a spill record written by [`spill_record`] into sorted items.
-pub(crate) fn read_spill_record(record: &[u8]) -> Result<Vec<Item>> {
+/// Decode a spill record written by [`spill_record`] into a sorted block.
+pub(crate) fn read_spill_record(record: &[u8]) -> Result<Block> {
     let corrupt = |m: &str| Error::new(ErrorKind::CorruptSpill(m.into()));
     let (head, rest) = record
         .split_first_chunk::<8>()
@@ -236,18 +264,14 @@ pub(crate) fn read_spill_record(record: &[u8]) -> Result<Vec<Item>> {
     }
     let (blob, coded) = rest.split_at(blob_len);
     let elements = block::decode_block(&compress::decode_blob(blob)?)?;
-    let mut items = Vec::with_capacity(elements.len());
-    let mut ranks = wire::packed(coded);
+    let mut ranks = Vec::with_capacity(elements.len());
     let mut prev = 0u64;
-    for e in elements {
-        let delta = ranks
-            .next()
-            .ok_or_else(|| corrupt("fewer ranks than elements"))??;
-        prev = prev.wrapping_add(wire::zigzag(delta) as u64);
-        items.push(Item::new(e, prev));
+    for delta in wire::packed(coded) {
+        prev = prev.wrapping_add(wire::zigzag(delta?) as u64);
+        ranks.push(prev);
     }
-    if ranks.next().is_some() {
-        return Err(corrupt("more ranks than elements"));
+    if ranks.len() != elements.len() {
+        return Err(corrupt("ranks and elements differ in number"));
     }
-    Ok(items)
+    Ok(Block::new(elements, ranks.into_iter()))
 }

@@ -1,0 +1,167 @@
+//! Sorted blocks: the unit the merge moves around. A block keeps the merge
+//! order of its elements ([`Order`]: packed key, rank and the two sizes the
+//! block writer cuts by) apart from the elements themselves, so sorting,
+//! galloping and the merge's comparisons touch 32-byte entries, and each
+//! element is moved only when it is handed to the writer.
+//!
+//! Ranks give equal keys their input order (see [`crate::input`]); the
+//! merge orders by (key, rank), which is unique.
+
+use pbf_format::block::Element;
+use pbf_format::{Key, Kind};
+
+/// The merge order of one element and its sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Order {
+    /// [`Key::packed`] of the element.
+    pub key: u128,
+    /// Position in input order.
+    pub rank: u64,
+    /// Decoded memory: [`Element::approx_size`] plus this entry.
+    pub approx: u32,
+    /// [`Element::encoded_size_bound`].
+    pub encoded: u32,
+}
+
+impl Order {
+    /// The order of `element` at input position `rank`.
+    pub fn of(element: &Element, rank: u64) -> Order {
+        let approx = element.approx_size() + size_of::<Order>();
+        Order {
+            key: element.key().packed(),
+            rank,
+            approx: u32::try_from(approx).unwrap_or(u32::MAX),
+            encoded: u32::try_from(element.encoded_size_bound()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// What the merge compares: key, then input order.
+    pub fn merge_key(&self) -> (u128, u64) {
+        (self.key, self.rank)
+    }
+}
+
+/// The [`Key`] whose [`Key::packed`] is `packed`.
+pub(crate) fn unpack(packed: u128) -> Key {
+    let kind = Kind::from_index(((packed >> 97) & 3) as u8).unwrap_or(Kind::Changeset);
+    let magnitude = (packed >> 32) as u64;
+    let id = match (packed >> 96) & 1 {
+        1 => magnitude as i64,
+        _ => 0i64.wrapping_sub(magnitude as i64),
+    };
+    Key::new(kind, id, packed as u32)
+}
+
+/// Elements in (key, rank) order, consumed from the front.
+#[derive(Debug, Default)]
+pub(crate) struct Block {
+    order: Vec<Order>,
+    pos: usize,
+    elements: std::vec::IntoIter<Element>,
+}
+
+impl Block {
+    /// A block of `elements` with the given ranks (one per element), sorted
+    /// unless already in order.
+    pub fn new(elements: Vec<Element>, ranks: impl Iterator<Item = u64>) -> Block {
+        let order: Vec<Order> = elements
+            .iter()
+            .zip(ranks)
+            .map(|(e, rank)| Order::of(e, rank))
+            .collect();
+        let (order, elements) = match order.is_sorted_by_key(Order::merge_key) {
+            true => (order, elements),
+            false => sort(order, elements),
+        };
+        Block {
+            order,
+            pos: 0,
+            elements: elements.into_iter(),
+        }
+    }
+
+    /// The orders of the elements not yet taken.
+    pub fn rest(&self) -> &[Order] {
+        self.order.get(self.pos..).unwrap_or_default()
+    }
+
+    /// Take the next element.
+    pub fn take(&mut self) -> Option<(Order, Element)> {
+        let order = *self.order.get(self.pos)?;
+        self.pos += 1;
+        Some((order, self.elements.next()?))
+    }
+
+    /// Elements in the block (taken or not).
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+}
+
+/// Sort by (key, rank) through a permutation, moving each element once.
+fn sort(order: Vec<Order>, elements: Vec<Element>) -> (Vec<Order>, Vec<Element>) {
+    let mut perm: Vec<u32> = (0..order.len() as u32).collect();
+    perm.sort_unstable_by_key(|&i| order[i as usize].merge_key());
+    let mut slots: Vec<Option<Element>> = elements.into_iter().map(Some).collect();
+    let sorted_order = perm.iter().map(|&i| order[i as usize]).collect();
+    let sorted = perm
+        .iter()
+        .filter_map(|&i| slots[i as usize].take())
+        .collect();
+    (sorted_order, sorted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pbf_format::block::{Changeset, Node};
+
+    fn node(id: i64) -> Element {
+        Element::Node(Node {
+            id,
+            info: None,
+            lat: 0,
+            lon: 0,
+            tags: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn unpack_inverts_packed() {
+        for kind in Kind::ALL {
+            for id in [0, 1, -1, 42, -42, i64::MAX, i64::MIN, i64::MIN + 1] {
+                for version in [0, 1, u32::MAX] {
+                    let key = Key::new(kind, id, version);
+                    assert_eq!(unpack(key.packed()), key);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_sort_by_key_then_rank() {
+        let elements = vec![
+            node(3),
+            Element::Changeset(Changeset { id: 1 }),
+            node(-1),
+            node(3),
+        ];
+        let mut block = Block::new(elements, [10, 11, 12, 9].into_iter());
+        assert_eq!(block.len(), 4);
+        let mut got = Vec::new();
+        while let Some((order, element)) = block.take() {
+            assert_eq!(order.key, element.key().packed());
+            got.push((element.kind(), element.id(), order.rank));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (Kind::Node, -1, 12),
+                (Kind::Node, 3, 9),
+                (Kind::Node, 3, 10),
+                (Kind::Changeset, 1, 11),
+            ]
+        );
+        assert!(block.rest().is_empty());
+    }
+}
