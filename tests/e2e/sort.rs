@@ -28,7 +28,10 @@ const PASSTHROUGH: &[&str] = &[
 /// The driver, with our binaries first on PATH.
 pub fn pbf_sort() -> Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("pbf-sort");
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pbf-index")).parent().expect("bin dir").to_path_buf();
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pbf-index"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![bin_dir];
     dirs.extend(std::env::split_paths(&path));
@@ -50,9 +53,14 @@ pub fn permute(input: &Path, out: &Path, seed: u64) {
         x ^= x << 17;
         order.swap(i, (x % (i as u64 + 1)) as usize);
     }
-    let mut bytes = f.read_exact_at(0, head.frame_len() as usize, "header").expect("read");
+    let mut bytes = f
+        .read_exact_at(0, head.frame_len() as usize, "header")
+        .expect("read");
     for i in order {
-        bytes.extend(f.read_exact_at(data[i].offset, data[i].frame_len() as usize, "frame").expect("read"));
+        bytes.extend(
+            f.read_exact_at(data[i].offset, data[i].frame_len() as usize, "frame")
+                .expect("read"),
+        );
     }
     std::fs::write(out, bytes).expect("write permuted");
 }
@@ -63,7 +71,10 @@ fn data_frames(path: &Path) -> Vec<Vec<u8>> {
     f.headers()
         .map(|h| h.expect("frame"))
         .filter(|h| h.blob_type == "OSMData")
-        .map(|h| f.read_exact_at(h.offset, h.frame_len() as usize, "frame").expect("read"))
+        .map(|h| {
+            f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
+                .expect("read")
+        })
         .collect()
 }
 
@@ -79,11 +90,23 @@ fn osmium_sorted_opl(inputs: &[&Path], dir: &Path) -> String {
 }
 
 fn assert_sorted_like_osmium(out: &Path, inputs: &[&Path], dir: &Path, what: &str) {
-    assert_eq!(opl(out), osmium_sorted_opl(inputs, dir), "{what}: objects differ from osmium sort");
+    assert_eq!(
+        opl(out),
+        osmium_sorted_opl(inputs, dir),
+        "{what}: objects differ from osmium sort"
+    );
     let info = fileinfo(out);
-    assert_eq!(info["data"]["objects_ordered"], serde_json::Value::Bool(true), "{what}: not ordered");
+    assert_eq!(
+        info["data"]["objects_ordered"],
+        serde_json::Value::Bool(true),
+        "{what}: not ordered"
+    );
     let sorting = &info["header"]["option"]["sorting"];
-    assert_eq!(sorting.as_str(), Some("Type_then_ID"), "{what}: header lacks Sort.Type_then_ID");
+    assert_eq!(
+        sorting.as_str(),
+        Some("Type_then_ID"),
+        "{what}: header lacks Sort.Type_then_ID"
+    );
 }
 
 #[test]
@@ -103,7 +126,10 @@ fn sorted_and_permuted_files_pass_through_byte_for_byte() {
             let want: HashSet<Vec<u8>> = data_frames(&input).into_iter().collect();
             let got = data_frames(&out);
             assert_eq!(got.len(), want.len(), "{what}: blob count");
-            assert!(got.iter().all(|f| want.contains(f)), "{what}: a data blob was re-encoded");
+            assert!(
+                got.iter().all(|f| want.contains(f)),
+                "{what}: a data blob was re-encoded"
+            );
         }
     }
 }
@@ -111,12 +137,25 @@ fn sorted_and_permuted_files_pass_through_byte_for_byte() {
 #[test]
 fn several_inputs_sort_into_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (a, b) = (data("sorted-andorra.osm.pbf"), data("sorted-liechtenstein.osm.pbf"));
+    let (a, b) = (
+        data("sorted-andorra.osm.pbf"),
+        data("sorted-liechtenstein.osm.pbf"),
+    );
     let out = dir.path().join("both.osm.pbf");
     let mut c = pbf_sort();
-    c.arg("-q").arg(&a).arg(&b).arg("-o").arg(&out).arg("--check");
+    c.arg("-q")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .arg("--check");
     succeeds(c);
-    assert_sorted_like_osmium(&out, &[a.as_path(), b.as_path()], dir.path(), "andorra+liechtenstein");
+    assert_sorted_like_osmium(
+        &out,
+        &[a.as_path(), b.as_path()],
+        dir.path(),
+        "andorra+liechtenstein",
+    );
 }
 
 #[test]
@@ -126,18 +165,35 @@ fn keep_plan_dry_run_and_check() {
     let out = dir.path().join("o.osm.pbf");
     let plans = dir.path().join("plans");
     let mut c = pbf_sort();
-    c.arg(&input).arg("-o").arg(&out).arg("--keep-plan").arg(&plans).arg("--check");
+    c.arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .arg("--keep-plan")
+        .arg(&plans)
+        .arg("--check");
     let o = run(c);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is sorted and holds all 69644 2725 74 objects"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("is sorted and holds all 69644 2725 74 objects")
+    );
     for f in ["index.jsonl", "plan.jsonl", "merged.jsonl"] {
         let text = std::fs::read_to_string(plans.join(f)).expect(f);
-        assert!(text.trim_end().ends_with('}') && text.contains("\"type\":\"end\""), "{f} incomplete");
+        assert!(
+            text.trim_end().ends_with('}') && text.contains("\"type\":\"end\""),
+            "{f} incomplete"
+        );
     }
     let mut c = pbf_sort();
-    c.arg(&input).arg("-o").arg(dir.path().join("never.osm.pbf")).arg("--dry-run");
+    c.arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("never.osm.pbf"))
+        .arg("--dry-run");
     let text = String::from_utf8(succeeds(c)).expect("utf8");
-    assert!(text.contains("pbf-index") && text.contains("| ") && text.contains("pbf-copy"), "{text}");
+    assert!(
+        text.contains("pbf-index") && text.contains("| ") && text.contains("pbf-copy"),
+        "{text}"
+    );
     assert!(!dir.path().join("never.osm.pbf").exists());
 }
 
@@ -148,10 +204,18 @@ fn a_swapped_stage_is_used() {
     let out = dir.path().join("o.osm.pbf");
     // A replacement overlap stage that fails: the driver must use it and fail cleanly.
     let mut c = pbf_sort();
-    c.arg("-q").arg(&input).arg("-o").arg(&out).env("PBF_SORT_OVERLAP", "false");
+    c.arg("-q")
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .env("PBF_SORT_OVERLAP", "false");
     let o = run(c);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("the pipeline failed"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("the pipeline failed"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(!out.exists());
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).expect("ls").collect();
     assert!(leftovers.is_empty(), "temporaries left: {leftovers:?}");
@@ -164,7 +228,10 @@ fn usage_errors_and_refusals() {
     let o = run(pbf_sort());
     assert_eq!(o.status.code(), Some(2));
     let mut c = pbf_sort();
-    c.arg(&input).arg("--bogus").arg("-o").arg(dir.path().join("x"));
+    c.arg(&input)
+        .arg("--bogus")
+        .arg("-o")
+        .arg(dir.path().join("x"));
     assert_eq!(run(c).status.code(), Some(2));
     let existing = dir.path().join("existing.osm.pbf");
     std::fs::write(&existing, b"keep me").expect("write");
@@ -191,7 +258,9 @@ fn big_sorted_input(dir: &Path) -> PathBuf {
     let mut bytes = Vec::new();
     for (i, h) in frames.iter().enumerate() {
         let reps = if i == 0 { 1 } else { 12 };
-        let frame = f.read_exact_at(h.offset, h.frame_len() as usize, "frame").expect("read");
+        let frame = f
+            .read_exact_at(h.offset, h.frame_len() as usize, "frame")
+            .expect("read");
         for _ in 0..reps {
             bytes.extend_from_slice(&frame);
         }
@@ -211,29 +280,55 @@ fn killed_runs_leave_no_output() {
     let out = out_dir.join("o.osm.pbf");
     for (signal, delay_ms) in [("KILL", 300), ("INT", 300), ("TERM", 600), ("INT", 1200)] {
         let mut c = pbf_sort();
-        c.arg("-q").arg(&input).arg("-o").arg(&out).stdout(Stdio::null()).stderr(Stdio::null());
+        c.arg("-q")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let child = c.spawn().expect("spawn");
         std::thread::sleep(Duration::from_millis(delay_ms));
         // The signal may come after the run finished; that case is checked below.
-        let _ = Command::new("kill").arg(format!("-{signal}")).arg(child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status();
         let mut child = child;
         let st = child.wait().expect("wait");
         if st.success() {
             // Finished before the signal: the output must then be complete.
-            assert!(fileinfo(&out)["data"]["objects_ordered"].as_bool().unwrap_or(false));
+            assert!(
+                fileinfo(&out)["data"]["objects_ordered"]
+                    .as_bool()
+                    .unwrap_or(false)
+            );
             std::fs::remove_file(&out).expect("rm");
             continue;
         }
-        assert!(!out.exists(), "SIG{signal} after {delay_ms} ms left an output");
+        assert!(
+            !out.exists(),
+            "SIG{signal} after {delay_ms} ms left an output"
+        );
         if signal != "KILL" {
-            let left: Vec<_> = std::fs::read_dir(&out_dir).expect("ls").map(|e| e.expect("entry").path()).collect();
+            let left: Vec<_> = std::fs::read_dir(&out_dir)
+                .expect("ls")
+                .map(|e| e.expect("entry").path())
+                .collect();
             assert!(left.is_empty(), "SIG{signal} left temporaries: {left:?}");
         }
     }
-    assert_eq!(std::fs::read(&input).expect("read input"), before, "the input changed");
+    assert_eq!(
+        std::fs::read(&input).expect("read input"),
+        before,
+        "the input changed"
+    );
     // A rerun after the kills succeeds.
     let mut c = pbf_sort();
     c.arg("-q").arg(&input).arg("-o").arg(&out).arg("-O");
     succeeds(c);
-    assert!(fileinfo(&out)["data"]["objects_ordered"].as_bool().unwrap_or(false));
+    assert!(
+        fileinfo(&out)["data"]["objects_ordered"]
+            .as_bool()
+            .unwrap_or(false)
+    );
 }
