@@ -2,6 +2,11 @@
 //! zlib, zstd and lz4; lzma and bzip2 are reported as unsupported. Writing
 //! supports raw, zlib (the default everywhere, readable by every tool), zstd
 //! and lz4. Inflated sizes are bounded by `raw_size` and by [`MAX_RAW_SIZE`].
+//!
+//! zlib goes through libdeflate, whose one-shot codec is faster than a
+//! streaming zlib at the same level (a blob is always whole in memory): it
+//! compresses, and inflates blobs that state their `raw_size`; flate2 inflates
+//! the rare blob without one. The (de)compressor state is kept per thread.
 
 use std::fmt;
 use std::io::Read;
@@ -158,7 +163,10 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
             }
             b.data.to_vec()
         }
-        "zlib" => inflate(b.data, limit)?,
+        "zlib" => match b.raw_size {
+            Some(_) => inflate_exact(b.data, limit)?,
+            None => inflate(b.data, limit)?,
+        },
         "zstd" => zstd::bulk::decompress(b.data, limit)
             .map_err(|e| Error::malformed(format!("corrupt zstd data: {e}")))?,
         "lz4" => {
@@ -182,6 +190,30 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
                 out.len()
             )));
         }
+    }
+    Ok(out)
+}
+
+thread_local! {
+    static INFLATER: std::cell::RefCell<libdeflater::Decompressor> =
+        std::cell::RefCell::new(libdeflater::Decompressor::new());
+    static DEFLATERS: std::cell::RefCell<Vec<(i32, libdeflater::Compressor)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Inflate zlib data that should give `size` bytes (a short result is
+/// caught by the caller's `raw_size` check).
+fn inflate_exact(data: &[u8], size: usize) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; size];
+    let n = INFLATER.with_borrow_mut(|d| d.zlib_decompress(data, &mut out));
+    match n {
+        Ok(n) => out.truncate(n),
+        Err(libdeflater::DecompressionError::InsufficientSpace) => {
+            return Err(Error::malformed(format!(
+                "zlib data inflates past {size} bytes"
+            )));
+        }
+        Err(e) => return Err(Error::malformed(format!("corrupt zlib data: {e}"))),
     }
     Ok(out)
 }
@@ -217,13 +249,27 @@ pub fn encode_blob(data: &[u8], c: Compression) -> Result<Vec<u8>> {
 }
 
 fn deflate(data: &[u8], level: u32) -> Result<Vec<u8>> {
-    use std::io::Write;
-    let mut z = flate2::write::ZlibEncoder::new(
-        Vec::with_capacity(data.len() / 2),
-        flate2::Compression::new(level),
-    );
-    z.write_all(data)?;
-    Ok(z.finish()?)
+    let level = i32::try_from(level)
+        .ok()
+        .and_then(|l| libdeflater::CompressionLvl::new(l).ok())
+        .ok_or_else(|| Error::new(ErrorKind::Unsupported(format!("zlib level {level}"))))?;
+    DEFLATERS.with_borrow_mut(|cache| {
+        let key = i32::from(level);
+        let i = match cache.iter().position(|(l, _)| *l == key) {
+            Some(i) => i,
+            None => {
+                cache.push((key, libdeflater::Compressor::new(level)));
+                cache.len() - 1
+            }
+        };
+        let c = &mut cache[i].1;
+        let mut out = vec![0u8; c.zlib_compress_bound(data.len())];
+        let n = c
+            .zlib_compress(data, &mut out)
+            .map_err(|e| Error::new(ErrorKind::Io(std::io::Error::other(e.to_string()))))?;
+        out.truncate(n);
+        Ok(out)
+    })
 }
 
 #[cfg(test)]

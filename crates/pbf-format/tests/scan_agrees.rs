@@ -35,13 +35,10 @@ fn assert_agree(block: &[u8]) {
     );
 }
 
-/// Known bug, not fixed here (block.rs is being reworked by its owner): the
-/// decoder reads the group with prost, which merges a repeated `dense` field
-/// into one delta sequence (ids 5, 6, 7), while the scan and libosmium decode
-/// each DenseNodes on its own (ids 5, 6, 1). pbf-merge would then write
-/// node 7 instead of node 1. Run with `--ignored` to see it.
+/// The decoder used to read the group with prost, which merges a repeated
+/// `dense` field into one delta sequence (ids 5, 6, 7), while the scan and
+/// libosmium decode each DenseNodes on its own (ids 5, 6, 1).
 #[test]
-#[ignore = "known bug: block decoder merges repeated DenseNodes fields (see comment)"]
 fn two_dense_fields_in_one_group() {
     // Group with DenseNodes [5, 6] then DenseNodes [1] (delta-coded ids).
     let mut group = Vec::new();

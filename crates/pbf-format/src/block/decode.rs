@@ -8,9 +8,11 @@
 //! unknown fields are skipped, a repeated field may be packed or not and may
 //! come in several pieces, a message field that occurs twice is merged (its
 //! arrays appended, its last scalars winning), a missing scalar is its
-//! default, and a known field of the wrong wire type is an error. Within a
-//! group, elements come out in field order: nodes, dense nodes, ways,
-//! relations, changesets.
+//! default, and a known field of the wrong wire type is an error. One
+//! exception, as in libosmium and the key scan: several DenseNodes fields in
+//! a group are decoded each on its own, not merged into one delta sequence.
+//! Within a group, elements come out in field order: nodes, dense nodes,
+//! ways, relations, changesets.
 
 use super::{Changeset, Element, Info, Member, Node, Relation, Str, Tag, Way};
 use crate::wire::{self, Reader, Value};
@@ -266,8 +268,10 @@ impl<'a> GroupFields<'a> {
         for node in &self.nodes {
             out.push(Element::Node(decode_node(node, ctx, s)?));
         }
-        if !self.dense.is_empty() {
-            s.dense.read(&self.dense)?;
+        // Each DenseNodes field on its own, as libosmium and the key scan read
+        // them (prost would merge them into one delta sequence).
+        for dense in &self.dense {
+            s.dense.read(dense)?;
             s.dense.decode(ctx, out)?;
         }
         for way in &self.ways {
@@ -513,8 +517,7 @@ fn decode_changeset(data: &[u8]) -> Result<Changeset> {
     Ok(Changeset { id })
 }
 
-/// The arrays of a DenseNodes message (all occurrences appended), delta
-/// coded as stored.
+/// The arrays of one DenseNodes message, delta coded as stored.
 #[derive(Default)]
 struct DenseColumns {
     id: Vec<i64>,
@@ -531,10 +534,21 @@ struct DenseColumns {
 }
 
 impl DenseColumns {
-    fn read(&mut self, messages: &[&[u8]]) -> Result<()> {
+    fn read(&mut self, data: &[u8]) -> Result<()> {
         self.clear();
-        for data in messages {
-            self.read_one(data)?;
+        let mut r = Reader::new(data);
+        while let Some((n, v)) = r.field()? {
+            match n {
+                1 => each_varint(v, "DenseNodes.id", |x| self.id.push(wire::zigzag(x)))?,
+                5 => {
+                    self.has_info = true;
+                    self.read_info(wire::expect_bytes(v, "DenseInfo")?)?
+                }
+                8 => each_varint(v, "DenseNodes.lat", |x| self.lat.push(wire::zigzag(x)))?,
+                9 => each_varint(v, "DenseNodes.lon", |x| self.lon.push(wire::zigzag(x)))?,
+                10 => each_varint(v, "DenseNodes.keys_vals", |x| self.keys_vals.push(x as i32))?,
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -551,24 +565,6 @@ impl DenseColumns {
         self.uid.clear();
         self.user_sid.clear();
         self.visible.clear();
-    }
-
-    fn read_one(&mut self, data: &[u8]) -> Result<()> {
-        let mut r = Reader::new(data);
-        while let Some((n, v)) = r.field()? {
-            match n {
-                1 => each_varint(v, "DenseNodes.id", |x| self.id.push(wire::zigzag(x)))?,
-                5 => {
-                    self.has_info = true;
-                    self.read_info(wire::expect_bytes(v, "DenseInfo")?)?
-                }
-                8 => each_varint(v, "DenseNodes.lat", |x| self.lat.push(wire::zigzag(x)))?,
-                9 => each_varint(v, "DenseNodes.lon", |x| self.lon.push(wire::zigzag(x)))?,
-                10 => each_varint(v, "DenseNodes.keys_vals", |x| self.keys_vals.push(x as i32))?,
-                _ => {}
-            }
-        }
-        Ok(())
     }
 
     fn read_info(&mut self, data: &[u8]) -> Result<()> {
