@@ -159,6 +159,41 @@ fn several_inputs_sort_into_one() {
 }
 
 #[test]
+fn repeats_kept_without_dedupe_pass_the_check() {
+    // The same file under two names: every object comes out twice, in order
+    // (osmium says so too), and --check must agree.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = data("sorted-monaco-lz4.osm.pbf");
+    let b = dir.path().join("again.osm.pbf");
+    std::fs::copy(&a, &b).expect("copy");
+    let out = dir.path().join("twice.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg("-q")
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .arg("--check");
+    succeeds(c);
+    assert_sorted_like_osmium(
+        &out,
+        &[a.as_path(), b.as_path()],
+        dir.path(),
+        "monaco twice",
+    );
+    let index = succeeds({
+        let mut c = bin("pbf-index");
+        c.arg("-q").arg(&out);
+        c
+    });
+    let text = String::from_utf8(index).expect("utf8");
+    assert!(
+        text.contains("\"repeats\":true"),
+        "no blob marked as holding repeats"
+    );
+}
+
+#[test]
 fn keep_plan_dry_run_and_check() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = data("sorted-andorra.osm.pbf");

@@ -7,7 +7,9 @@
 //! ```text
 //! "PBSX"                 magic, 4 bytes
 //! 0x02                   format version
-//! flags                  bit 0: keys strictly increase inside the blob
+//! flags                  bit 0: keys strictly increase inside the blob;
+//!                        bit 1: keys never decrease but some repeat
+//!                        (at most one of the two is set)
 //! first key              kind (1 byte: 0 node, 1 way, 2 relation, 3 changeset),
 //!                        id (zigzag varint), version (varint)
 //! last key               same encoding
@@ -40,7 +42,7 @@ pub fn encode(s: &Summary) -> Vec<u8> {
     let mut out = Vec::with_capacity(48);
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
-    out.push(u8::from(s.sorted));
+    out.push(u8::from(s.sorted) | u8::from(s.repeats) << 1);
     for k in [s.first, s.last] {
         out.push(k.kind as u8);
         wire::put_varint(&mut out, wire::unzigzag(k.id));
@@ -68,7 +70,7 @@ pub fn decode(bytes: &[u8]) -> Option<Summary> {
     }
     let rest = body.strip_prefix(MAGIC)?;
     let (&[version, flags], rest) = rest.split_first_chunk::<2>()?;
-    if version != VERSION || flags > 1 {
+    if version != VERSION || flags > 2 {
         return None;
     }
     let mut r = Reader::new(rest);
@@ -86,6 +88,7 @@ pub fn decode(bytes: &[u8]) -> Option<Summary> {
         last,
         counts,
         sorted: flags == 1,
+        repeats: flags == 2,
     })
 }
 
@@ -120,6 +123,7 @@ pub fn decode_pbfhogg(bytes: &[u8]) -> Option<Summary> {
         last: Key::new(kind, max, u32::MAX),
         counts,
         sorted: true,
+        repeats: false,
     })
 }
 
@@ -133,7 +137,20 @@ mod tests {
             last: Key::new(Kind::Relation, i64::MAX, u32::MAX),
             counts: [u64::MAX / 3, 1, 2, 0],
             sorted: true,
+            repeats: false,
         }
+    }
+
+    #[test]
+    fn repeats_flag_round_trips() {
+        let s = Summary {
+            sorted: false,
+            repeats: true,
+            ..summary()
+        };
+        let bytes = encode(&s);
+        assert_eq!(bytes[5], 2);
+        assert_eq!(decode(&bytes), Some(s));
     }
 
     #[test]

@@ -23,6 +23,10 @@ pub struct Summary {
     pub counts: [u64; 4],
     /// True when keys strictly increase in stored order.
     pub sorted: bool,
+    /// True when keys never decrease in stored order but some key equals
+    /// the one before it (a merged file that kept repeated objects). Never
+    /// true together with `sorted`.
+    pub repeats: bool,
 }
 
 impl Summary {
@@ -39,16 +43,16 @@ pub struct Accumulator {
     last: Option<Key>,
     prev: Option<Key>,
     counts: [u64; 4],
-    unsorted: bool,
+    decreasing: bool,
+    repeated: bool,
 }
 
 impl Accumulator {
     /// Add the next key in stored order.
     pub fn push(&mut self, k: Key) {
         if let Some(p) = self.prev {
-            if k <= p {
-                self.unsorted = true;
-            }
+            self.decreasing |= k < p;
+            self.repeated |= k == p;
         }
         self.prev = Some(k);
         self.first = Some(self.first.map_or(k, |f| f.min(k)));
@@ -62,7 +66,8 @@ impl Accumulator {
             first: self.first?,
             last: self.last?,
             counts: self.counts,
-            sorted: !self.unsorted,
+            sorted: !self.decreasing && !self.repeated,
+            repeats: !self.decreasing && self.repeated,
         })
     }
 }
@@ -249,6 +254,23 @@ mod tests {
         assert_eq!(s.first, Key::new(Kind::Node, -3, 3));
         assert_eq!(s.last, Key::new(Kind::Relation, -1, 0));
         assert!(!s.sorted); // node -3 after node 7, node -9 after it
+        assert!(!s.repeats);
+    }
+
+    #[test]
+    fn repeated_keys_are_told_apart_from_disorder() {
+        let summary = |ids: &[i64]| {
+            let mut acc = Accumulator::default();
+            for &id in ids {
+                acc.push(Key::new(Kind::Way, id, 1));
+            }
+            let s = acc.finish().expect("keys");
+            (s.sorted, s.repeats)
+        };
+        assert_eq!(summary(&[1, 2, 3]), (true, false));
+        assert_eq!(summary(&[1, 2, 2, 3]), (false, true));
+        assert_eq!(summary(&[1, 3, 3, 2]), (false, false));
+        assert_eq!(summary(&[5]), (true, false));
     }
 
     #[test]

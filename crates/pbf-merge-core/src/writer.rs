@@ -207,6 +207,7 @@ impl Pending {
             last: unpack(self.last),
             counts: self.counts,
             sorted: self.strict,
+            repeats: !self.strict,
         }
     }
 }

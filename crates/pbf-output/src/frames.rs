@@ -131,6 +131,7 @@ pub fn frame_summary(k: &FrameKeys) -> Result<Summary> {
         last,
         counts: k.counts.to_array(),
         sorted: true,
+        repeats: false,
     })
 }
 
@@ -169,6 +170,7 @@ mod tests {
             last: Key::new(Kind::Changeset, i64::MAX, u32::MAX),
             counts: [u64::MAX; 4],
             sorted: true,
+            repeats: false,
         };
         let prefix = data_frame_prefix(Some(&indexdata::encode(&s)), u32::MAX).expect("prefix");
         assert!(

@@ -253,6 +253,12 @@ fn check_blob(b: &BlobRecord) -> Result<(), Error> {
             b.seq
         )));
     }
+    if b.sorted && b.repeats {
+        return Err(Error::invalid(format!(
+            "blob {}: sorted and repeats cannot both be true",
+            b.seq
+        )));
+    }
     if pbf_format::Key::from(b.first) > pbf_format::Key::from(b.last) {
         return Err(Error::invalid(format!(
             "blob {}: first key is after last key",

@@ -267,6 +267,11 @@ pub struct BlobRecord {
     pub counts: Counts,
     /// Keys strictly increase inside the blob.
     pub sorted: bool,
+    /// Keys never decrease inside the blob but some repeat (an object kept
+    /// twice by a merge without dedupe). Written only when true; never true
+    /// together with `sorted`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub repeats: bool,
     /// Where the keys came from.
     pub from: KeysFrom,
 }
@@ -279,6 +284,7 @@ impl BlobRecord {
             last: self.last.into(),
             counts: self.counts.to_array(),
             sorted: self.sorted,
+            repeats: self.repeats,
         }
     }
 }

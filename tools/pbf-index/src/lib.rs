@@ -274,6 +274,7 @@ fn flush<W: Write>(
             last: summary.last.into(),
             counts,
             sorted: summary.sorted,
+            repeats: summary.repeats,
             from,
         }))?;
     }

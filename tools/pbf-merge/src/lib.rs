@@ -319,6 +319,7 @@ mod tests {
             last: Key::new(Kind::Way, 2, 1),
             counts: [3, 1, 0, 0],
             sorted: true,
+            repeats: false,
         };
         let frames = [
             WrittenFrame {

@@ -1,14 +1,16 @@
 //! `--check`: is the input already in `Sort.Type_then_ID` order? It is when
-//! it is one file, the plan has no merge ops, and the copied blobs in key
-//! order are the file's blobs in file order. Otherwise the answer says why,
-//! in a few lines a user can act on.
+//! it is one file whose blobs, in file order, each hold keys that never
+//! decrease, and each start at or after the last key of the blob before.
+//! Repeated keys are in order (osmium says the same of a merged file that
+//! kept an object twice), though the planner still merges such blobs.
+//! Otherwise the answer says why, in a few lines a user can act on.
 
 use std::fmt::Write;
 
-use crate::plan::{Segment, is_copy, runs, unpack};
+use crate::plan::{Segment, unpack};
 
-/// The reasons the sorted segments of `sources` files are not in order;
-/// empty when they are.
+/// The reasons the segments of `sources` files are not in order; empty
+/// when they are. `segs` may be in any order.
 pub fn reasons(segs: &[Segment], sources: usize) -> Vec<String> {
     let mut why = Vec::new();
     if sources != 1 {
@@ -16,42 +18,47 @@ pub fn reasons(segs: &[Segment], sources: usize) -> Vec<String> {
             "the input holds {sources} files; only a single file can already be in order"
         ));
     }
-    why.extend(merge_reason(segs));
-    why.extend(order_reason(segs));
+    let mut in_file: Vec<&Segment> = segs.iter().collect();
+    in_file.sort_unstable_by_key(|s| (s.source, s.offset));
+    why.extend(inside_reason(&in_file));
+    why.extend(between_reason(&in_file));
     why
 }
 
-fn merge_reason(segs: &[Segment]) -> Option<String> {
-    let merges: Vec<&[Segment]> = runs(segs).filter(|r| !is_copy(r)).collect();
-    let first = merges.first()?;
-    let mut msg = match first {
-        [a, b, ..] => format!("{} overlaps {}", describe(b), describe(a)),
-        [a] => format!("{} is not sorted inside", describe(a)),
-        [] => return None,
-    };
-    let blobs: usize = merges.iter().map(|r| r.len()).sum();
-    if merges.len() > 1 || blobs > first.len() {
-        let _ = write!(
-            msg,
-            " ({} run(s) of {blobs} blob(s) need merging in all)",
-            merges.len()
-        );
+/// The first blob whose keys decrease somewhere inside it.
+fn inside_reason(in_file: &[&Segment]) -> Option<String> {
+    let mut bad = in_file.iter().filter(|s| !s.sorted && !s.repeats);
+    let first = bad.next()?;
+    let mut msg = format!("{} is not sorted inside", describe(first));
+    let more = bad.count();
+    if more > 0 {
+        let _ = write!(msg, " (and {more} more blob(s))");
     }
     Some(msg)
 }
 
-/// The first pair of copied blobs whose key order is not their file order.
-fn order_reason(segs: &[Segment]) -> Option<String> {
-    let copied: Vec<&Segment> = runs(segs).filter(|r| is_copy(r)).flatten().collect();
-    let (a, b) = copied
+/// The first pair of neighbouring blobs of one file where the second starts
+/// before the first ends, in key terms.
+fn between_reason(in_file: &[&Segment]) -> Option<String> {
+    let mut bad = in_file
         .windows(2)
         .map(|w| (w[0], w[1]))
-        .find(|(a, b)| a.source == b.source && a.offset > b.offset)?;
-    Some(format!(
-        "blobs out of order: {} should come before {}",
-        describe(a),
-        describe(b)
-    ))
+        .filter(|(a, b)| a.source == b.source && b.first < a.last);
+    let (a, b) = bad.next()?;
+    let mut msg = if b.last < a.first {
+        format!(
+            "blobs out of order: {} should come before {}",
+            describe(b),
+            describe(a)
+        )
+    } else {
+        format!("{} overlaps {}", describe(b), describe(a))
+    };
+    let more = bad.count();
+    if more > 0 {
+        let _ = write!(msg, " (and {more} more such pair(s))");
+    }
+    Some(msg)
 }
 
 /// "blob 7 at offset 123456 (way 5..900)", with the source id when not 0.
@@ -123,6 +130,31 @@ mod tests {
             why,
             [
                 "blobs out of order: blob 1 at offset 110 (way 1..10) should come before blob 0 at offset 100 (way 11..20)"
+            ]
+        );
+    }
+
+    #[test]
+    fn repeated_keys_are_in_order() {
+        let mut inside = way(11, 20, 130, 10);
+        (inside.sorted, inside.repeats) = (false, true);
+        let segs = vec![way(1, 10, 100, 10), way(10, 10, 110, 10), inside];
+        assert!(check(segs).is_empty());
+    }
+
+    #[test]
+    fn every_bad_place_is_counted() {
+        let mut a = way(1, 10, 100, 10);
+        a.sorted = false;
+        let mut b = way(11, 20, 110, 10);
+        b.sorted = false;
+        let why = check(vec![a, b, way(5, 30, 120, 10), way(21, 40, 130, 10)]);
+        assert_eq!(
+            why,
+            [
+                "blob 0 at offset 100 (way 1..10) is not sorted inside (and 1 more blob(s))",
+                "blob 2 at offset 120 (way 5..30) overlaps blob 1 at offset 110 (way 11..20) \
+                 (and 1 more such pair(s))"
             ]
         );
     }

@@ -39,6 +39,10 @@ pub struct Segment {
     pub seq: u32,
     /// Keys strictly increase inside the blob.
     pub sorted: bool,
+    /// Keys never decrease inside the blob but some repeat. The planner
+    /// merges such a blob like an unsorted one (so `pbf-merge --dedupe` sees
+    /// the repeats); only `--check` tells the two apart.
+    pub repeats: bool,
 }
 
 impl Segment {
@@ -59,6 +63,7 @@ impl Segment {
             source,
             seq: u32::try_from(b.seq).map_err(|_| too_big("sequence number", b.seq))?,
             sorted: b.sorted,
+            repeats: b.repeats,
         })
     }
 
@@ -235,6 +240,7 @@ pub(crate) mod tests {
             source: 0,
             seq: 0,
             sorted: true,
+            repeats: false,
         }
     }
 
