@@ -4,6 +4,7 @@
 
 mod util;
 
+mod cookbook;
 mod copy;
 mod diskfull;
 mod faults;

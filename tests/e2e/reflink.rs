@@ -15,14 +15,14 @@ use crate::sort::{pbf_sort, permute};
 use crate::util::*;
 
 /// A loop-mounted XFS image; unmounted and removed on drop, whatever happened.
-struct XfsMount {
+pub struct XfsMount {
     _dir: tempfile::TempDir,
     mnt: PathBuf,
 }
 
 impl XfsMount {
     /// Format and mount a sparse 1 GiB image, or say why not.
-    fn new() -> Result<XfsMount, String> {
+    pub fn new() -> Result<XfsMount, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let img = dir.path().join("xfs.img");
         let mnt = dir.path().join("mnt");
@@ -54,6 +54,11 @@ impl XfsMount {
             ));
         }
         Ok(XfsMount { _dir: dir, mnt })
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        &self.mnt
     }
 
     /// Copy a data file onto the mount (sources and output must share it).

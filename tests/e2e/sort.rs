@@ -28,16 +28,21 @@ const PASSTHROUGH: &[&str] = &[
 /// The driver, with our binaries first on PATH.
 pub fn pbf_sort() -> Command {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("pbf-sort");
+    let mut c = Command::new(script);
+    c.env("PATH", tools_path());
+    c
+}
+
+/// PATH with the directory of our binaries and the driver's first.
+pub fn tools_path() -> std::ffi::OsString {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_pbf-index"))
         .parent()
         .expect("bin dir")
         .to_path_buf();
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![bin_dir];
+    let mut dirs = vec![bin_dir, PathBuf::from(env!("CARGO_MANIFEST_DIR"))];
     dirs.extend(std::env::split_paths(&path));
-    let mut c = Command::new(script);
-    c.env("PATH", std::env::join_paths(dirs).expect("PATH"));
-    c
+    std::env::join_paths(dirs).expect("PATH")
 }
 
 /// Write `input` with its data frames in a seeded pseudo-random order.
