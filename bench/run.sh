@@ -292,6 +292,9 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
             wants "$t" || continue
             out=$OUT/$t.osm.pbf
             rm -rf "$OUT" && mkdir -p "$OUT"
+            # Start every run with no writeback pending from the last one
+            # (a gigabyte of dirty pages would bill one tool for another's).
+            sync
             case $t in
                 floor)
                     timed "$(printf '%q copy %q -o %q' "$GEN" "$in" "$out")"
