@@ -27,7 +27,7 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 shellcheck:
-	shellcheck pbf-sort tests/nix/check.sh bench/run.sh
+	shellcheck pbf-sort .ci/run tests/nix/check.sh bench/run.sh bench/reflink.sh fuzz/run.sh
 
 # Regenerate the tools' man pages after changing a flag or a template
 # (`cargo test` fails on drift).
