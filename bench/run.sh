@@ -18,7 +18,7 @@ Environment (defaults in brackets):
   BENCH_SIZE            size of the main inputs [1G]
   BENCH_SHAPES          shapes to run [sorted permuted indexdata interleaved shuffled]
   BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg]
-  BENCH_REPEATS         runs per tool and input; the median is reported [3]
+  BENCH_REPEATS         runs per tool and input; the median is reported [5]
   BENCH_MERGE_REPEATS   runs of pbf-sort on the shapes it merges (interleaved,
                         shuffled; a minute or more each at 1 GB) [1]
   BENCH_OSMIUM_REPEATS  runs of `osmium sort` (minutes each at 1 GB) [1]
@@ -57,7 +57,7 @@ done
 SIZE=${BENCH_SIZE:-1G}
 SHAPES=${BENCH_SHAPES:-sorted permuted indexdata interleaved shuffled}
 TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg}
-REPEATS=${BENCH_REPEATS:-3}
+REPEATS=${BENCH_REPEATS:-5}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-1}
 OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled}
