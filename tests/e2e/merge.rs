@@ -312,3 +312,59 @@ fn a_spool_that_cannot_be_written_fails_naming_it() {
     let o = merge_with(&plan, &spool, "");
     assert_failed_cleanly(&o, "spool");
 }
+
+/// Run pbf-merge on `dir/plan` with standard error (and standard input) on a
+/// pseudo terminal, `script -qec CMD /dev/null` from util-linux, with
+/// `TERM=xterm` (indicatif draws nothing on a dumb terminal); standard
+/// output goes to `dir/out` and `stderr_to`, when given, redirects standard
+/// error away from the terminal. Returns what reached the terminal.
+fn merge_on_terminal(dir: &Path, args: &str, stderr_to: Option<&str>) -> Vec<u8> {
+    let redirect = stderr_to.map_or(String::new(), |f| format!(" 2> '{f}'"));
+    let cmd = format!(
+        "'{}' --spool spool -j1 {args} plan > out{redirect}",
+        env!("CARGO_BIN_EXE_pbf-merge")
+    );
+    let _ = fs::remove_file(dir.join("spool"));
+    let mut script = Command::new("script");
+    script
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(dir)
+        .env("TERM", "xterm");
+    let o = run(script);
+    assert!(
+        o.status.success(),
+        "script (util-linux) running {cmd}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let plan: Vec<PlanRecord> = records(&fs::read(dir.join("out")).expect("merged plan"));
+    assert!(matches!(plan.last(), Some(PlanRecord::End(_))), "{cmd}");
+    o.stdout
+}
+
+#[test]
+fn a_terminal_shows_merge_progress() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_, plan, _) = unsorted_copy(dir.path());
+    fs::write(dir.path().join("plan"), plan).expect("plan");
+    let tty = String::from_utf8_lossy(&merge_on_terminal(dir.path(), "", None)).into_owned();
+    assert!(tty.contains("merging"), "a progress bar: {tty:?}");
+    assert!(tty.contains("blobs done"), "blobs merged: {tty:?}");
+    assert!(tty.contains("eta"), "an ETA: {tty:?}");
+}
+
+#[test]
+fn quiet_or_redirected_stderr_shows_no_progress() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_, plan, _) = unsorted_copy(dir.path());
+    fs::write(dir.path().join("plan"), plan).expect("plan");
+    let tty = merge_on_terminal(dir.path(), "-q", None);
+    assert!(tty.is_empty(), "-q: {:?}", String::from_utf8_lossy(&tty));
+    let tty = merge_on_terminal(dir.path(), "", Some("err"));
+    assert!(tty.is_empty(), "{:?}", String::from_utf8_lossy(&tty));
+    let err = fs::read(dir.path().join("err")).expect("stderr file");
+    assert!(
+        err.is_empty(),
+        "stderr in a file: {:?}",
+        String::from_utf8_lossy(&err)
+    );
+}

@@ -11,7 +11,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgMatches, Command};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressDrawTarget, ProgressStyle};
+
+/// The progress bar type [`progress`] returns.
+pub use indicatif::ProgressBar;
 
 /// Exit status for "the answer is no" (for example `--check` on an unsorted file).
 pub const EXIT_NO: u8 = 1;

@@ -18,7 +18,8 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::Compression;
 use pbf_merge_core::{MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
 use pbf_stream::{
-    CopyOp, Counts, FrameKeys, PlanEnd, PlanHeader, PlanReader, PlanRecord, SourceRef, Writer,
+    CopyOp, Counts, FrameKeys, MergeOp, PlanEnd, PlanHeader, PlanReader, PlanRecord, SourceRef,
+    Writer,
 };
 
 const NAME: &str = "pbf-merge";
@@ -115,7 +116,7 @@ pub fn command() -> Command {
             Arg::new("quiet")
                 .short('q')
                 .long("quiet")
-                .help("Print nothing on standard error but errors")
+                .help("No progress bar; nothing on standard error but errors")
                 .action(ArgAction::SetTrue),
         )
 }
@@ -152,7 +153,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let merger = Merger::new(opts, sources, Arc::new(pool));
     let started = Instant::now();
-    let result = rewrite(name, &mut reader, &merger, &mut spool);
+    let progress = Progress::new(&reader.header().sources, m.get_flag("quiet"));
+    let result = rewrite(name, &mut reader, &merger, &mut spool, &progress);
+    progress.bar.finish_and_clear();
     match result {
         Ok(total) => {
             if verbose {
@@ -229,12 +232,51 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     )
 }
 
+/// The progress bar (only on a terminal, see [`pbf_cli::progress`]): input
+/// bytes of the ops done out of the sources' sizes, and blobs merged. A copy
+/// op counts when it passes; a merge op's bytes count in proportion to the
+/// elements written, as the engine reports frames.
+struct Progress {
+    bar: pbf_cli::ProgressBar,
+}
+
+impl Progress {
+    fn new(sources: &[SourceRef], quiet: bool) -> Progress {
+        let total = sources.iter().filter(|s| !s.spool).map(|s| s.size).sum();
+        let bar = pbf_cli::progress(total, "merging", quiet);
+        Progress { bar }
+    }
+
+    fn copied(&self, op: &CopyOp) {
+        self.bar.inc(op.length);
+    }
+
+    /// Position of a merge op that started at `base`, `done` of its elements written.
+    fn merging(&self, base: u64, op: &MergeOp, done: u64) {
+        let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
+        let part = match op.elements {
+            0 => bytes,
+            n => (u128::from(bytes) * u128::from(done.min(n)) / u128::from(n)) as u64,
+        };
+        self.bar.set_position(base + part);
+    }
+
+    fn merged(&self, base: u64, op: &MergeOp, totals: &Totals) {
+        self.merging(base, op, op.elements);
+        self.bar.set_message(format!(
+            "merging: {} blobs done ({} merge ops)",
+            totals.stats.inputs, totals.merges
+        ));
+    }
+}
+
 /// Copy the plan to standard output, executing merge ops on the way.
 fn rewrite<R: io::BufRead>(
     name: &str,
     reader: &mut PlanReader<R>,
     merger: &Merger,
     spool: &mut Spool,
+    progress: &Progress,
 ) -> Result<Totals> {
     let mut header: PlanHeader = reader.header().clone();
     let spool_id = header.sources.iter().map(|s| s.id + 1).max().unwrap_or(0);
@@ -256,18 +298,24 @@ fn rewrite<R: io::BufRead>(
         match op {
             Some(PlanRecord::Copy(c)) => {
                 end.add_copy(&c);
+                progress.copied(&c);
                 out.write(&PlanRecord::Copy(c))?;
             }
             Some(PlanRecord::Merge(op)) => {
                 out.flush()?;
+                let base = progress.bar.position();
+                let mut done = 0;
                 let stats = merger.merge(&op, spool, &mut |frames| {
                     let copy = copy_op(spool_id, frames);
                     end.add_copy(&copy);
+                    done += copy.elements;
+                    progress.merging(base, &op, done);
                     out.write(&PlanRecord::Copy(copy))
                         .and_then(|()| out.flush())
                         .map_err(io_error)
                 })?;
                 totals.add(&stats);
+                progress.merged(base, &op, &totals);
             }
             Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
         }
