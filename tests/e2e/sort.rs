@@ -372,3 +372,43 @@ fn killed_runs_leave_no_output() {
             .unwrap_or(false)
     );
 }
+
+#[test]
+fn verbose_prints_a_summary_of_every_stage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("unsorted-josm-negative-ids.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg("-v")
+        .arg(&input)
+        .arg("-o")
+        .arg(dir.path().join("o.pbf"));
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let line = |prefix: &str| {
+        err.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} line: {err}"))
+    };
+    // A time in seconds: "0.008s", "(0.0s)", "0.033 s".
+    let timed = |l: &str| {
+        l.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == 's' || c == ' '))
+            .filter_map(|w| w.trim().strip_suffix('s'))
+            .any(|n| n.contains('.') && n.trim().parse::<f64>().is_ok())
+    };
+    let index = line("pbf-index: ");
+    assert!(index.contains("13 blobs") && timed(index), "{index}");
+    let overlap = line("pbf-overlap: ");
+    assert!(
+        overlap.contains("11 passed through") && overlap.contains("2 to merge") && timed(overlap),
+        "{overlap}"
+    );
+    let merge = line("pbf-merge: 2 merges of 2 blobs");
+    assert!(timed(merge), "{merge}");
+    let copy = line("pbf-copy: ");
+    assert!(
+        copy.contains("copied in the kernel") && timed(copy),
+        "{copy}"
+    );
+    assert!(timed(line("pbf-sort: sorted 1 input(s)")), "{err}");
+}

@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -80,8 +81,8 @@ pub fn command() -> Command {
                 .short('v')
                 .long("verbose")
                 .help(
-                    "Print one summary line on standard error: blobs, copy ops, merge ops, \
-                     bytes to copy, elements to merge",
+                    "Print one summary line on standard error: blobs passed through in copy \
+                     ops and their bytes, blobs and elements to merge in merge ops, time",
                 )
                 .action(ArgAction::SetTrue),
         )
@@ -114,13 +115,14 @@ fn read_input(m: &ArgMatches) -> Result<Input> {
         Some(v) => v.cloned().collect(),
         None => vec!["-".to_owned()],
     };
+    let started = Instant::now();
     let mut input = Input::default();
     for name in &names {
         input.read(pbf_cli::input_name(name), pbf_cli::input(name)?)?;
     }
     plan::sort(&mut input.segs);
     if m.get_flag("verbose") {
-        pbf_cli::warn(NAME, summary(&input.segs));
+        pbf_cli::warn(NAME, summary(&input.segs, started));
     }
     Ok(input)
 }
@@ -244,14 +246,15 @@ fn check_order(input: &Input, quiet: bool) -> ExitCode {
     ExitCode::from(pbf_cli::EXIT_NO)
 }
 
-/// The `-v` line.
-fn summary(segs: &[Segment]) -> String {
-    let (mut copy_ops, mut copy_bytes) = (0u64, 0u64);
+/// The `-v` line; the time includes waiting for the index streams.
+fn summary(segs: &[Segment], started: Instant) -> String {
+    let (mut copy_ops, mut copy_blobs, mut copy_bytes) = (0u64, 0u64, 0u64);
     let (mut merge_ops, mut merge_blobs, mut merge_elements) = (0u64, 0u64, 0u64);
     for op in plan::ops(segs) {
         match op {
             PlanRecord::Copy(c) => {
                 copy_ops += 1;
+                copy_blobs += c.blobs;
                 copy_bytes += c.length;
             }
             PlanRecord::Merge(m) => {
@@ -263,8 +266,9 @@ fn summary(segs: &[Segment]) -> String {
         }
     }
     format!(
-        "{} blobs: {copy_ops} copy op(s) of {copy_bytes} bytes, \
-         {merge_ops} merge op(s) of {merge_blobs} blob(s) and {merge_elements} elements",
-        segs.len()
+        "{} blobs: {copy_blobs} passed through in {copy_ops} copy op(s) of {copy_bytes} bytes, \
+         {merge_blobs} to merge in {merge_ops} merge op(s) of {merge_elements} elements; {:.3}s",
+        segs.len(),
+        started.elapsed().as_secs_f64()
     )
 }
