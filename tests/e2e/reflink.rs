@@ -319,6 +319,12 @@ fn clones_on_xfs() {
         "overlapping: extents not shared"
     );
     std::fs::remove_file(&spool).expect("remove spool");
+    // --remove-spools removes an aligned spool: its padding is never copied.
+    let out = mnt.join("overlap-remove.out.pbf");
+    let r = reflink(&plan(&[&a, &b], &spool, true), &out, &["--remove-spools"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success() && err.is_empty(), "{err}");
+    assert!(!spool.exists(), "the aligned spool is removed");
     let out = mnt.join("overlap-driver.out.pbf");
     let mut c = pbf_sort();
     c.args(["-v", "--add-indexdata"])

@@ -24,6 +24,8 @@
 //!   destination offsets congruent modulo the block size (`pbf-reflink`).
 //! - [`Sources`]: a plan's source files, identity-checked before anything is
 //!   written, with spool files (still growing) checked range by range.
+//! - [`tool`]: the options, plan loop and finish that `pbf-copy` and
+//!   `pbf-reflink` share.
 //!
 //! ```no_run
 //! use std::fs::File;
@@ -54,6 +56,7 @@ pub mod frames;
 mod output;
 pub mod reflink;
 mod sources;
+pub mod tool;
 
 pub use copy::{CHUNK, CopyStats, copy_range};
 pub use error::{Error, ErrorKind, Result};

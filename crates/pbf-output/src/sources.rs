@@ -150,22 +150,10 @@ fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Resul
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    let mut ranges = used.to_vec();
-    ranges.sort_unstable();
-    let mut at = 0;
-    for (start, end) in ranges {
-        if start != at {
-            return Err(format!(
-                "the plan did not copy it exactly once (gap or overlap at byte {at})"
-            ));
-        }
-        at = end;
-    }
-    if at != meta.len() {
-        return Err(format!("the plan copied {at} of its {} bytes", meta.len()));
-    }
-    let first = pbf_format::frame::PbfFile::open(path)
-        .and_then(|f| f.frame_header_at(0))
+    let spool = pbf_format::frame::PbfFile::open(path)
+        .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
+    let first = spool
+        .frame_header_at(0)
         .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
     if first.blob_type != "OSMData" {
         return Err(format!(
@@ -173,7 +161,41 @@ fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Resul
             first.blob_type
         ));
     }
+    let mut ranges = used.to_vec();
+    ranges.sort_unstable();
+    let mut at = 0;
+    for (start, end) in ranges {
+        // pbf-merge --align leaves padding frames between runs, never copied.
+        if start < at || !only_padding(&spool, at, start) {
+            return Err(format!(
+                "the plan did not copy it exactly once (gap or overlap at byte {at})"
+            ));
+        }
+        at = end;
+    }
+    if at != meta.len() && !only_padding(&spool, at, meta.len()) {
+        return Err(format!("the plan copied {at} of its {} bytes", meta.len()));
+    }
     Ok(())
+}
+
+/// True when `start..end` of `spool` is whole padding frames (or empty).
+fn only_padding(spool: &pbf_format::frame::PbfFile, start: u64, end: u64) -> bool {
+    let mut at = start;
+    while at < end {
+        let Ok(fh) = spool.frame_header_at(at) else {
+            return false;
+        };
+        let raw = spool
+            .read_body(&fh)
+            .and_then(|body| pbf_format::compress::decode_blob(&body));
+        let padding = raw.is_ok_and(|r| pbf_format::padding::is_padding_block(&r));
+        if fh.blob_type != "OSMData" || fh.end() > end || !padding {
+            return false;
+        }
+        at = fh.end();
+    }
+    true
 }
 
 #[cfg(test)]
@@ -222,5 +244,31 @@ mod tests {
             err.to_string().contains("changed since it was indexed"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_aligned_spool_is_removable_when_every_data_frame_was_copied() {
+        let dir = tempfile::tempdir().expect("dir");
+        let spool = dir.path().join("spool.pbf");
+        let data = pbf_format::frame::encode_frame("OSMData", None, b"not decoded");
+        let pad = pbf_format::padding::padding(4096 - data.len() as u64).expect("padding");
+        let bytes = [data.as_slice(), &pad, &data].concat();
+        std::fs::write(&spool, &bytes).expect("spool");
+        let n = data.len() as u64;
+        let p = plan(vec![source_ref(0, &spool, true)]);
+        let mut s = Sources::open(&p).expect("open");
+        s.range(0, 0, n).expect("first frame");
+        s.range(0, 4096, n).expect("second frame");
+        assert_eq!(s.removable_spools()[0].1, Ok(()));
+        let mut s = Sources::open(&p).expect("open");
+        s.range(0, 4096, n).expect("second frame only");
+        let (_, why) = &s.removable_spools()[0];
+        assert!(why.as_ref().is_err_and(|w| w.contains("gap")), "{why:?}");
+        // A data frame where padding would be is a gap.
+        std::fs::write(&spool, [data.as_slice(), &data, &data].concat()).expect("spool");
+        let mut s = Sources::open(&p).expect("open");
+        s.range(0, 0, n).expect("first");
+        s.range(0, 2 * n, n).expect("third");
+        assert!(s.removable_spools()[0].1.is_err());
     }
 }

@@ -11,24 +11,26 @@
 //! output cannot receive clones (another filesystem type, a pipe) it writes
 //! exactly what `pbf-copy` writes, after a one-line notice; with
 //! `--require-reflink` it exits 1 instead. The mechanics live in
-//! `pbf_output::reflink`.
+//! `pbf_output::reflink`, the options and plan loop it shares with
+//! `pbf-copy` in `pbf_output::tool`.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::{Context, Result, anyhow, bail};
-use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use anyhow::{Context, Result, bail};
+use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_output::reflink::{CloneStats, Cloner};
-use pbf_output::{CopyStats, OutputFile, OutputOptions, Sources, frames};
-use pbf_stream::{CopyOp, PlanReader, PlanRecord};
+use pbf_output::tool::{self, Help, Job};
+use pbf_output::{CopyStats, OutputFile, Sources, frames};
+use pbf_stream::CopyOp;
 
 const NAME: &str = "pbf-reflink";
 
 /// The command-line interface.
 pub fn command() -> Command {
-    Command::new(NAME)
+    let cmd = Command::new(NAME)
         .version(env!("CARGO_PKG_VERSION"))
         .about("Write a sorted OpenStreetMap PBF file from a plan by cloning block-aligned ranges")
         .long_about(
@@ -46,91 +48,34 @@ pub fn command() -> Command {
              --require-reflink it exits 1 without writing anything. The output is written to a \
              temporary file beside OUT, fsynced and renamed onto OUT only after the plan's end \
              record; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed.",
-        )
-        .arg(
-            Arg::new("plan")
-                .value_name("PLAN")
-                .help("Plan stream to execute; - or absent for standard input")
-                .default_value("-"),
-        )
-        .arg(
-            Arg::new("output")
-                .short('o')
-                .long("output")
-                .value_name("OUT")
-                .help(
-                    "Output file; - writes to standard output, which cannot receive clones \
-                     (copied like pbf-copy; refused with --require-reflink)",
-                )
-                .required(true)
-                .value_parser(value_parser!(PathBuf)),
-        )
-        .arg(
-            Arg::new("overwrite")
-                .short('O')
-                .long("overwrite")
-                .help("Replace OUT if it exists (never an input)")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("temp-dir")
-                .long("temp-dir")
-                .value_name("DIR")
-                .help(
-                    "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
-                     filesystem (pbf-sort passes its own temporary directory)",
-                )
-                .value_parser(value_parser!(PathBuf)),
-        )
-        .arg(
-            Arg::new("require-reflink")
-                .long("require-reflink")
-                .help(
-                    "Exit 1 before writing anything when the output cannot receive clones or a \
-                     source is not on its filesystem, and fail if a spool cannot be cloned",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("add-indexdata")
-                .long("add-indexdata")
-                .help(
-                    "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
-                     Blob (not the frame) is then aligned and cloned on its own",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("remove-spools")
-                .long("remove-spools")
-                .help("Delete the plan's spool sources (written by pbf-merge) after success")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("verbose")
-                .short('v')
-                .long("verbose")
-                .help("Print a summary on stderr: bytes cloned, bytes copied, padding added, time")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("quiet")
-                .short('q')
-                .long("quiet")
-                .help("No progress bar, no notices and no warnings")
-                .conflicts_with("verbose")
-                .action(ArgAction::SetTrue),
-        )
+        );
+    let cmd = tool::output_args(cmd, &HELP).arg(
+        Arg::new("require-reflink")
+            .long("require-reflink")
+            .help(
+                "Exit 1 before writing anything when the output cannot receive clones or a \
+                 source is not on its filesystem, and fail if a spool cannot be cloned",
+            )
+            .action(ArgAction::SetTrue),
+    );
+    tool::write_args(cmd, &HELP)
 }
 
-/// Options of one run.
+/// The help texts of the options shared with pbf-copy.
+const HELP: Help = Help {
+    output: "Output file; - writes to standard output, which cannot receive clones (copied like \
+             pbf-copy; refused with --require-reflink)",
+    add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
+                    Blob (not the frame) is then aligned and cloned on its own",
+    verbose: "Print a summary on stderr: bytes cloned, bytes copied, padding added, time",
+    quiet: "No progress bar, no notices and no warnings",
+};
+
+/// Options of one run: the shared ones and `--require-reflink`.
 #[derive(Clone, Copy, Debug)]
 struct Options {
-    add_indexdata: bool,
-    remove_spools: bool,
+    common: tool::Options,
     require: bool,
-    verbose: bool,
-    quiet: bool,
 }
 
 /// A range still to be written: consecutive ops of one source are joined so
@@ -154,70 +99,43 @@ struct Writer {
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
     let opts = Options {
-        add_indexdata: m.get_flag("add-indexdata"),
-        remove_spools: m.get_flag("remove-spools"),
+        common: tool::Options::from_matches(m),
         require: m.get_flag("require-reflink"),
-        verbose: m.get_flag("verbose"),
-        quiet: m.get_flag("quiet"),
     };
-    let plan_arg = m.get_one::<String>("plan").map_or("-", String::as_str);
-    let plan_name = pbf_cli::input_name(plan_arg).to_owned();
-    let output = m
-        .get_one::<PathBuf>("output")
-        .ok_or_else(|| anyhow!("-o/--output is required"))?;
-    if opts.require && output == Path::new("-") {
+    if opts.require && tool::output_path(m)? == Path::new("-") {
         bail!("-o -: standard output cannot receive clones (--require-reflink)");
     }
-    let mut plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
-    let mut sources = Sources::open(plan.header())?;
-    let out_opts = OutputOptions {
-        overwrite: m.get_flag("overwrite"),
-        inputs: sources.paths(),
-        temp_dir: m.get_one::<PathBuf>("temp-dir").cloned(),
-    };
-    let out = OutputFile::create(output, &out_opts)?;
+    let Job {
+        mut plan,
+        plan_name,
+        mut sources,
+        out,
+    } = Job::open(m)?;
     let cloner = probe(&out, &sources, opts)?;
     let mut w = Writer { out, cloner, opts };
     w.out
         .write_all(&frames::header_frame(&plan.header().header)?)?;
-    let bar = pbf_cli::progress(sources.known_bytes(), "writing", opts.quiet);
-    let mut ops = 0u64;
+    let bar = pbf_cli::progress(sources.known_bytes(), "writing", opts.common.quiet);
     let mut pending: Option<Pending> = None;
-    while let Some(rec) = plan.next_op().context(plan_name.clone())? {
-        let line = plan.line();
-        match rec {
-            PlanRecord::Copy(op) => {
-                let at = |p: &Pending| format!("{plan_name}: lines {}..{line}", p.first_line);
-                if opts.add_indexdata {
-                    w.frames(&op, &mut sources)
-                        .with_context(|| format!("{plan_name}: line {line}"))?;
-                } else if let Some(p) = join(&mut pending, &op, line) {
-                    w.range(p, &mut sources).with_context(|| at(&p))?;
-                }
-                ops += 1;
-                bar.inc(op.length);
-            }
-            PlanRecord::Merge(_) => {
-                bail!("{plan_name}: line {line}: plan still has merge op(s): run pbf-merge first")
-            }
-            PlanRecord::Plan(_) | PlanRecord::End(_) => {
-                bail!("{plan_name}: line {line}: unexpected record")
-            }
+    let ops = tool::for_each_copy(&mut plan, &plan_name, bar, |op, line| {
+        if opts.common.add_indexdata {
+            w.frames(op, &mut sources)
+                .with_context(|| format!("{plan_name}: line {line}"))
+        } else if let Some(p) = join(&mut pending, op, line) {
+            w.range(p, &mut sources)
+                .with_context(|| format!("{plan_name}: lines {}..{line}", p.first_line))
+        } else {
+            Ok(())
         }
-    }
+    })?;
     if let Some(p) = pending {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
-    bar.finish_and_clear();
     let Writer { out, cloner, .. } = w;
-    let (stats, written) = (out.stats(), out.position());
     let clone_stats = cloner.as_ref().map(Cloner::stats);
-    out.commit()?;
-    if opts.remove_spools {
-        remove_spools(&sources, opts.quiet);
-    }
-    if opts.verbose {
+    let (stats, written) = tool::finish(NAME, out, &sources, opts.common)?;
+    if opts.common.verbose {
         report(
             ops,
             written,
@@ -273,7 +191,7 @@ fn probe(out: &OutputFile, sources: &Sources, opts: Options) -> Result<Option<Cl
 }
 
 fn notice(opts: Options, msg: String) {
-    if !opts.quiet {
+    if !opts.common.quiet {
         pbf_cli::warn(NAME, format!("notice: {msg}"));
     }
 }
@@ -336,12 +254,7 @@ impl Writer {
     fn frames(&mut self, op: &CopyOp, sources: &mut Sources) -> Result<()> {
         let (file, path) = sources.range(op.source, op.offset, op.length)?;
         if op.frames.is_empty() {
-            bail!(
-                "--add-indexdata needs the per-frame keys (\"frames\") of every copy op, and this \
-                 one at offset {} of {} has none",
-                op.offset,
-                path.display()
-            );
+            return Err(tool::frames_missing(op, path));
         }
         let mut offset = op.offset;
         for keys in &op.frames {
@@ -356,24 +269,6 @@ impl Writer {
             offset += keys.length;
         }
         Ok(())
-    }
-}
-
-/// Delete spool files after the output was committed; a failure is reported,
-/// the output stays.
-fn remove_spools(sources: &Sources, quiet: bool) {
-    for spool in sources.spools() {
-        if let Err(e) = std::fs::remove_file(spool) {
-            if !quiet || e.kind() != std::io::ErrorKind::NotFound {
-                pbf_cli::warn(
-                    NAME,
-                    format!(
-                        "warning: output written, but removing spool {} failed: {e}",
-                        spool.display()
-                    ),
-                );
-            }
-        }
     }
 }
 

@@ -1,0 +1,273 @@
+//! The command-line half that `pbf-copy` and `pbf-reflink` share. Both
+//! execute a copy-only plan with the same options and guarantees and differ
+//! only in how a range reaches the output, so this module holds the rest: the
+//! common options (each tool keeps its own help texts), opening the plan, its
+//! sources and the output, the loop over the plan's copy ops (a merge op or a
+//! stray record is refused), and committing the output and removing spools.
+//! It answers in `anyhow` errors with the plan's name and line, as the tools
+//! print them.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use pbf_stream::{CopyOp, PlanReader, PlanRecord};
+
+use crate::{CopyStats, OutputFile, OutputOptions, Sources};
+
+/// The help texts that differ between the tools.
+#[derive(Clone, Copy, Debug)]
+pub struct Help {
+    /// `-o/--output`.
+    pub output: &'static str,
+    /// `--add-indexdata`.
+    pub add_indexdata: &'static str,
+    /// `-v/--verbose`.
+    pub verbose: &'static str,
+    /// `-q/--quiet`.
+    pub quiet: &'static str,
+}
+
+/// Add the plan argument and the `-o`, `-O` and `--temp-dir` options.
+pub fn output_args(cmd: Command, help: &Help) -> Command {
+    cmd.arg(
+        Arg::new("plan")
+            .value_name("PLAN")
+            .help("Plan stream to execute; - or absent for standard input")
+            .default_value("-"),
+    )
+    .arg(
+        Arg::new("output")
+            .short('o')
+            .long("output")
+            .value_name("OUT")
+            .help(help.output)
+            .required(true)
+            .value_parser(value_parser!(PathBuf)),
+    )
+    .arg(
+        Arg::new("overwrite")
+            .short('O')
+            .long("overwrite")
+            .help("Replace OUT if it exists (never an input)")
+            .action(ArgAction::SetTrue),
+    )
+    .arg(
+        Arg::new("temp-dir")
+            .long("temp-dir")
+            .value_name("DIR")
+            .help(
+                "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
+                 filesystem (pbf-sort passes its own temporary directory)",
+            )
+            .value_parser(value_parser!(PathBuf)),
+    )
+}
+
+/// Add the `--add-indexdata`, `--remove-spools`, `-v` and `-q` options.
+pub fn write_args(cmd: Command, help: &Help) -> Command {
+    cmd.arg(
+        Arg::new("add-indexdata")
+            .long("add-indexdata")
+            .help(help.add_indexdata)
+            .action(ArgAction::SetTrue),
+    )
+    .arg(
+        Arg::new("remove-spools")
+            .long("remove-spools")
+            .help("Delete the plan's spool sources (written by pbf-merge) after success")
+            .action(ArgAction::SetTrue),
+    )
+    .arg(
+        Arg::new("verbose")
+            .short('v')
+            .long("verbose")
+            .help(help.verbose)
+            .action(ArgAction::SetTrue),
+    )
+    .arg(
+        Arg::new("quiet")
+            .short('q')
+            .long("quiet")
+            .help(help.quiet)
+            .conflicts_with("verbose")
+            .action(ArgAction::SetTrue),
+    )
+}
+
+/// The shared options of one run.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// `--add-indexdata`.
+    pub add_indexdata: bool,
+    /// `--remove-spools`.
+    pub remove_spools: bool,
+    /// `-v`.
+    pub verbose: bool,
+    /// `-q`.
+    pub quiet: bool,
+}
+
+impl Options {
+    /// The options as parsed by a command built with [`output_args`] and
+    /// [`write_args`].
+    pub fn from_matches(m: &ArgMatches) -> Options {
+        Options {
+            add_indexdata: m.get_flag("add-indexdata"),
+            remove_spools: m.get_flag("remove-spools"),
+            verbose: m.get_flag("verbose"),
+            quiet: m.get_flag("quiet"),
+        }
+    }
+}
+
+/// The `-o` path.
+pub fn output_path(m: &ArgMatches) -> Result<&PathBuf> {
+    m.get_one::<PathBuf>("output")
+        .ok_or_else(|| anyhow!("-o/--output is required"))
+}
+
+/// A plan opened for execution: its reader, its checked sources, and the
+/// output (a temporary file until [`finish`]).
+pub struct Job {
+    /// The plan, past its header record.
+    pub plan: PlanReader<Box<dyn BufRead>>,
+    /// The plan's name for messages.
+    pub plan_name: String,
+    /// The plan's sources, checked against their recorded size and mtime.
+    pub sources: Sources,
+    /// The output.
+    pub out: OutputFile,
+}
+
+impl Job {
+    /// Read the plan's header, check its sources and create the output.
+    pub fn open(m: &ArgMatches) -> Result<Job> {
+        let plan_arg = m.get_one::<String>("plan").map_or("-", String::as_str);
+        let plan_name = pbf_cli::input_name(plan_arg).to_owned();
+        let output = output_path(m)?;
+        let plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
+        let sources = Sources::open(plan.header())?;
+        let out_opts = OutputOptions {
+            overwrite: m.get_flag("overwrite"),
+            inputs: sources.paths(),
+            temp_dir: m.get_one::<PathBuf>("temp-dir").cloned(),
+        };
+        let out = OutputFile::create(output, &out_opts)?;
+        Ok(Job {
+            plan,
+            plan_name,
+            sources,
+            out,
+        })
+    }
+}
+
+/// Call `each` with every copy op of the plan and its line, under a progress
+/// bar over the sources' bytes; returns the number of ops. A merge op left
+/// in the plan, or a record out of place, is an error.
+pub fn for_each_copy(
+    plan: &mut PlanReader<Box<dyn BufRead>>,
+    plan_name: &str,
+    progress: pbf_cli::ProgressBar,
+    mut each: impl FnMut(&CopyOp, u64) -> Result<()>,
+) -> Result<u64> {
+    let mut ops = 0u64;
+    while let Some(rec) = plan.next_op().context(plan_name.to_owned())? {
+        let line = plan.line();
+        match rec {
+            PlanRecord::Copy(op) => {
+                each(&op, line)?;
+                ops += 1;
+                progress.inc(op.length);
+            }
+            PlanRecord::Merge(_) => return Err(merges_left(plan, plan_name, line)),
+            PlanRecord::Plan(_) | PlanRecord::End(_) => {
+                bail!("{plan_name}: line {line}: unexpected record")
+            }
+        }
+    }
+    progress.finish_and_clear();
+    Ok(ops)
+}
+
+/// The error for a plan that still holds merge ops, after counting them.
+fn merges_left<R: BufRead>(
+    plan: &mut PlanReader<R>,
+    plan_name: &str,
+    first_line: u64,
+) -> anyhow::Error {
+    let mut merges = 1u64;
+    loop {
+        match plan.next_op() {
+            Ok(Some(PlanRecord::Merge(_))) => merges += 1,
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => {
+                return anyhow!(
+                    "{plan_name}: line {first_line}: plan still has merge ops (at least {merges}; \
+                     the plan then fails: {e}): run pbf-merge first"
+                );
+            }
+        }
+    }
+    anyhow!(
+        "{plan_name}: line {first_line}: plan still has {merges} merge op(s): run pbf-merge first"
+    )
+}
+
+/// The error for `--add-indexdata` on a copy op without per-frame keys.
+pub fn frames_missing(op: &CopyOp, path: &Path) -> anyhow::Error {
+    anyhow!(
+        "--add-indexdata needs the per-frame keys (\"frames\") of every copy op, and this one at \
+         offset {} of {} has none",
+        op.offset,
+        path.display()
+    )
+}
+
+/// Commit the output, then remove spools with `--remove-spools`; returns
+/// the output's copy statistics and length.
+pub fn finish(
+    name: &str,
+    out: OutputFile,
+    sources: &Sources,
+    opts: Options,
+) -> Result<(CopyStats, u64)> {
+    let (stats, written) = (out.stats(), out.position());
+    out.commit()?;
+    if opts.remove_spools {
+        remove_spools(name, sources, opts.quiet);
+    }
+    Ok((stats, written))
+}
+
+/// Delete spool files after the output was committed; a failure is reported,
+/// the output stays. Only files that are provably spools whose every byte is
+/// now in the output are deleted (a plan's paths could name any file).
+fn remove_spools(name: &str, sources: &Sources, quiet: bool) {
+    for (spool, removable) in sources.removable_spools() {
+        if let Err(why) = removable {
+            pbf_cli::warn(
+                name,
+                format!(
+                    "warning: not removing {} as a spool: {why}",
+                    spool.display()
+                ),
+            );
+            continue;
+        }
+        if let Err(e) = std::fs::remove_file(spool) {
+            if !quiet || e.kind() != std::io::ErrorKind::NotFound {
+                pbf_cli::warn(
+                    name,
+                    format!(
+                        "warning: output written, but removing spool {} failed: {e}",
+                        spool.display()
+                    ),
+                );
+            }
+        }
+    }
+}
