@@ -7,26 +7,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pbf_format::frame::PbfFile;
-
 use crate::faults::*;
-use crate::sort::{pbf_sort, permute};
+use crate::sort::pbf_sort;
 use crate::util::*;
-
-/// Header frame then every data frame of `name` `reps` times (overlapping: merged).
-fn overlapping_copies(name: &str, reps: usize, out: &Path) {
-    let f = PbfFile::open(&data(name)).expect("open");
-    let mut bytes = Vec::new();
-    for (i, h) in f.headers().map(|h| h.expect("frame")).enumerate() {
-        let frame = f
-            .read_exact_at(h.offset, h.frame_len() as usize, "frame")
-            .expect("read");
-        for _ in 0..if i == 0 { 1 } else { reps } {
-            bytes.extend_from_slice(&frame);
-        }
-    }
-    std::fs::write(out, bytes).expect("write input");
-}
 
 fn mount_or_skip(size: &str, what: &str) -> Option<Mount> {
     match Mount::tmpfs(size, "") {

@@ -95,17 +95,6 @@ fn normalized(opl: &str) -> Vec<String> {
     out
 }
 
-/// `osmium sort` of the inputs, written as OPL directly: osmium's PBF writer
-/// drops `visible=false` when the input header lacks HistoricalInformation,
-/// its OPL writer keeps what it read.
-fn osmium_sort(inputs: &[&Path], dir: &Path) -> String {
-    let out = dir.join("osmium.opl");
-    let mut c = osmium();
-    c.arg("sort").args(inputs).arg("-o").arg(&out).arg("-O");
-    succeeds(c);
-    fs::read_to_string(&out).expect("osmium OPL")
-}
-
 fn assert_ordered(out: &Path) {
     assert_eq!(
         fileinfo(out)["data"]["objects_ordered"],
@@ -118,7 +107,7 @@ fn assert_ordered(out: &Path) {
 fn assert_like_osmium(inputs: &[&Path], merge_args: &[&str]) {
     let dir = tempfile::tempdir().expect("dir");
     let out = sort_into(inputs, dir.path(), merge_args);
-    let want = osmium_sort(inputs, dir.path());
+    let want = osmium_sorted_opl(inputs, dir.path());
     let (got, want) = (normalized(&opl(&out)), normalized(&want));
     assert_eq!(
         got.len(),
@@ -202,7 +191,7 @@ fn dedupe_matches_osmium_sort_without_repeats() {
     let inputs: [&Path; 3] = [&lz4, &vex, &again];
     let out = sort_into(&inputs, dir.path(), &["--dedupe", "--memory", "256k"]);
     let ours = opl(&out);
-    let want = lines_by_key(&osmium_sort(&inputs, dir.path()));
+    let want = lines_by_key(&osmium_sorted_opl(&inputs, dir.path()));
     let got: Vec<&str> = ours.lines().collect();
     assert_eq!(got.len(), want.len(), "one object per (type, id, version)");
     for l in got {

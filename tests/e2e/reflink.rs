@@ -11,7 +11,7 @@ use std::process::Command;
 
 use pbf_stream::IndexRecord;
 
-use crate::sort::{pbf_sort, permute};
+use crate::sort::pbf_sort;
 use crate::util::*;
 
 /// A loop-mounted XFS image; unmounted and removed on drop, whatever happened.
@@ -84,15 +84,6 @@ impl Drop for XfsMount {
     }
 }
 
-/// `osmium sort` of the inputs as OPL.
-fn osmium_sorted_opl(inputs: &[&Path], dir: &Path) -> String {
-    let out = dir.join("osmium-sorted.opl");
-    let mut c = osmium();
-    c.arg("sort").args(inputs).arg("-o").arg(&out).arg("-O");
-    succeeds(c);
-    std::fs::read_to_string(&out).expect("read osmium OPL")
-}
-
 /// Objects counted by pyosmium (fails when pyosmium cannot read the file).
 fn pyosmium_count(path: &Path) -> u64 {
     let script = "import osmium, sys\n\
@@ -119,17 +110,7 @@ fn pyosmium_count(path: &Path) -> u64 {
 /// that osmium, pyosmium and pbf-index read it; returns pbf-index's padding count.
 fn check_output(out: &Path, inputs: &[&Path], what: &str) -> u64 {
     let tmp = tempfile::tempdir().expect("dir");
-    assert_eq!(
-        opl(out),
-        osmium_sorted_opl(inputs, tmp.path()),
-        "{what}: objects differ from osmium sort"
-    );
-    let info = fileinfo(out);
-    assert_eq!(
-        info["data"]["objects_ordered"],
-        serde_json::Value::Bool(true),
-        "{what}: not ordered"
-    );
+    let info = assert_sorted_like_osmium(out, inputs, tmp.path(), what);
     let count = &info["data"]["count"];
     let total: u64 = ["nodes", "ways", "relations"]
         .iter()

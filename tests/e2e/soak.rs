@@ -15,28 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use pbf_format::frame::PbfFile;
-
 use crate::faults::*;
-use crate::sort::{pbf_sort, permute};
+use crate::sort::pbf_sort;
 use crate::util::*;
-
-/// Header frame, then every data frame of `name` `reps` times in a row: the
-/// copies overlap, so the sort merges.
-fn overlapping_copies(name: &str, reps: usize, out: &Path) {
-    let src = data(name);
-    let f = PbfFile::open(&src).expect("open");
-    let mut bytes = Vec::new();
-    for (i, h) in f.headers().map(|h| h.expect("frame")).enumerate() {
-        let frame = f
-            .read_exact_at(h.offset, h.frame_len() as usize, "frame")
-            .expect("read");
-        for _ in 0..if i == 0 { 1 } else { reps } {
-            bytes.extend_from_slice(&frame);
-        }
-    }
-    std::fs::write(out, bytes).expect("write input");
-}
 
 fn hash(path: &Path) -> u64 {
     let mut h = DefaultHasher::new();

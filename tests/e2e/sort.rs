@@ -45,31 +45,6 @@ pub fn tools_path() -> std::ffi::OsString {
     std::env::join_paths(dirs).expect("PATH")
 }
 
-/// Write `input` with its data frames in a seeded pseudo-random order.
-pub fn permute(input: &Path, out: &Path, seed: u64) {
-    let f = PbfFile::open(input).expect("open");
-    let frames: Vec<_> = f.headers().map(|h| h.expect("frame")).collect();
-    let (head, data) = frames.split_first().expect("header frame");
-    let mut order: Vec<usize> = (0..data.len()).collect();
-    let mut x = seed | 1;
-    for i in (1..order.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    let mut bytes = f
-        .read_exact_at(0, head.frame_len() as usize, "header")
-        .expect("read");
-    for i in order {
-        bytes.extend(
-            f.read_exact_at(data[i].offset, data[i].frame_len() as usize, "frame")
-                .expect("read"),
-        );
-    }
-    std::fs::write(out, bytes).expect("write permuted");
-}
-
 /// The bytes of every data frame of a file.
 fn data_frames(path: &Path) -> Vec<Vec<u8>> {
     let f = PbfFile::open(path).expect("open");
@@ -81,37 +56,6 @@ fn data_frames(path: &Path) -> Vec<Vec<u8>> {
                 .expect("read")
         })
         .collect()
-}
-
-/// `osmium sort` of the inputs, as OPL. Written as OPL directly: osmium's PBF
-/// writer would drop the deleted flag of history objects when the output's
-/// name does not say .osh.
-fn osmium_sorted_opl(inputs: &[&Path], dir: &Path) -> String {
-    let out = dir.join("osmium-sorted.opl");
-    let mut c = osmium();
-    c.arg("sort").args(inputs).arg("-o").arg(&out).arg("-O");
-    succeeds(c);
-    std::fs::read_to_string(&out).expect("read osmium OPL")
-}
-
-fn assert_sorted_like_osmium(out: &Path, inputs: &[&Path], dir: &Path, what: &str) {
-    assert_eq!(
-        opl(out),
-        osmium_sorted_opl(inputs, dir),
-        "{what}: objects differ from osmium sort"
-    );
-    let info = fileinfo(out);
-    assert_eq!(
-        info["data"]["objects_ordered"],
-        serde_json::Value::Bool(true),
-        "{what}: not ordered"
-    );
-    let sorting = &info["header"]["option"]["sorting"];
-    assert_eq!(
-        sorting.as_str(),
-        Some("Type_then_ID"),
-        "{what}: header lacks Sort.Type_then_ID"
-    );
 }
 
 #[test]

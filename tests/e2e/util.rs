@@ -1,11 +1,14 @@
 //! Helpers shared by the end-to-end tests: where the data and the binaries
-//! are, running a command and capturing its output, and the osmium oracle.
+//! are, running a command and capturing its output, inputs built from the
+//! data files, and the osmium oracle.
 
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+use pbf_format::frame::PbfFile;
 
 /// The directory of real PBF files: `$PBF_SORT_TEST_DATA`, else `../shared/data`.
 pub fn data_dir() -> PathBuf {
@@ -144,4 +147,86 @@ pub fn fileinfo(path: &Path) -> serde_json::Value {
     let mut c = osmium();
     c.args(["fileinfo", "-e", "-j"]).arg(path);
     serde_json::from_slice(&succeeds(c)).expect("fileinfo JSON")
+}
+
+/// Write `input` with its data frames in a seeded pseudo-random order.
+pub fn permute(input: &Path, out: &Path, seed: u64) {
+    let f = PbfFile::open(input).expect("open");
+    let frames: Vec<_> = f.headers().map(|h| h.expect("frame")).collect();
+    let (head, data) = frames.split_first().expect("header frame");
+    let mut order: Vec<usize> = (0..data.len()).collect();
+    let mut x = seed | 1;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let mut bytes = f
+        .read_exact_at(0, head.frame_len() as usize, "header")
+        .expect("read");
+    for i in order {
+        bytes.extend(
+            f.read_exact_at(data[i].offset, data[i].frame_len() as usize, "frame")
+                .expect("read"),
+        );
+    }
+    std::fs::write(out, bytes).expect("write permuted");
+}
+
+/// Header frame, then every data frame of the data file `name` `reps` times
+/// in a row: the copies overlap, so the sort merges.
+pub fn overlapping_copies(name: &str, reps: usize, out: &Path) {
+    let f = PbfFile::open(&data(name)).expect("open");
+    let mut bytes = Vec::new();
+    for (i, h) in f.headers().map(|h| h.expect("frame")).enumerate() {
+        let frame = f
+            .read_exact_at(h.offset, h.frame_len() as usize, "frame")
+            .expect("read");
+        for _ in 0..if i == 0 { 1 } else { reps } {
+            bytes.extend_from_slice(&frame);
+        }
+    }
+    std::fs::write(out, bytes).expect("write input");
+}
+
+/// `osmium sort` of the inputs, as OPL. Written as OPL directly: osmium's PBF
+/// writer drops `visible=false` (the deleted flag of history objects) when
+/// the output's header lacks HistoricalInformation; its OPL writer keeps what
+/// it read.
+pub fn osmium_sorted_opl(inputs: &[&Path], dir: &Path) -> String {
+    let out = dir.join("osmium-sorted.opl");
+    let mut c = osmium();
+    c.arg("sort").args(inputs).arg("-o").arg(&out).arg("-O");
+    succeeds(c);
+    std::fs::read_to_string(&out).expect("read osmium OPL")
+}
+
+/// Check that `out` holds the objects `osmium sort` makes of `inputs`, that
+/// osmium finds them ordered and the header says Sort.Type_then_ID; returns
+/// osmium's fileinfo of `out`.
+pub fn assert_sorted_like_osmium(
+    out: &Path,
+    inputs: &[&Path],
+    dir: &Path,
+    what: &str,
+) -> serde_json::Value {
+    assert_eq!(
+        opl(out),
+        osmium_sorted_opl(inputs, dir),
+        "{what}: objects differ from osmium sort"
+    );
+    let info = fileinfo(out);
+    assert_eq!(
+        info["data"]["objects_ordered"],
+        serde_json::Value::Bool(true),
+        "{what}: not ordered"
+    );
+    let sorting = &info["header"]["option"]["sorting"];
+    assert_eq!(
+        sorting.as_str(),
+        Some("Type_then_ID"),
+        "{what}: header lacks Sort.Type_then_ID"
+    );
+    info
 }
