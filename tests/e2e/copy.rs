@@ -103,6 +103,13 @@ fn plan_for(src: &SourceRecord, blobs: &[&BlobRecord], frames: bool) -> Vec<u8> 
     plan_bytes(&plan_header(src), &ops, true)
 }
 
+/// A plan copying every blob of `input` in file order.
+fn plan_in_file_order(input: &Path) -> Vec<u8> {
+    let (src, blobs) = index(input);
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    plan_for(&src, &refs, false)
+}
+
 fn pbf_copy(plan: &[u8], args: &[&str]) -> Output {
     let mut c = bin("pbf-copy");
     c.args(args);
@@ -350,9 +357,7 @@ fn changed_source_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
     let input = dir.path().join("in.osm.pbf");
     fs::copy(data("sorted-andorra.osm.pbf"), &input).expect("copy input");
-    let (src, blobs) = index(&input);
-    let refs: Vec<&BlobRecord> = blobs.iter().collect();
-    let plan = plan_for(&src, &refs, false);
+    let plan = plan_in_file_order(&input);
     let f = fs::File::options().write(true).open(&input).expect("open");
     f.set_modified(std::time::SystemTime::now() + Duration::from_secs(5))
         .expect("touch");
@@ -399,9 +404,7 @@ fn existing_output_needs_overwrite_and_inputs_are_never_outputs() {
     let dir = tempfile::tempdir().expect("dir");
     let input = dir.path().join("in.osm.pbf");
     fs::copy(data("sorted-andorra.osm.pbf"), &input).expect("copy input");
-    let (src, blobs) = index(&input);
-    let refs: Vec<&BlobRecord> = blobs.iter().collect();
-    let plan = plan_for(&src, &refs, false);
+    let plan = plan_in_file_order(&input);
     let out = dir.path().join("out.pbf");
     fs::write(&out, b"precious").expect("old out");
     copy_fails(&plan, &out, &[], "use -O/--overwrite");
@@ -567,9 +570,7 @@ fn existing_output_survives_a_killed_copy() {
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
     fs::write(&out, b"old output").expect("old");
-    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
-    let refs: Vec<&BlobRecord> = blobs.iter().collect();
-    let plan = plan_for(&src, &refs, false);
+    let plan = plan_in_file_order(&data("sorted-kualalumpur.osm.pbf"));
     let half = plan.len() / 2;
     let mut c = bin("pbf-copy");
     c.args(["-O", "-o"])
