@@ -63,6 +63,8 @@
           nativeCheckInputs = [
             pkgs.osmium-tool
             pkgs.mandoc
+            # script(1): the progress tests run pbf-merge on a pseudo terminal.
+            pkgs.util-linux
           ];
           # The tests run the driver script and /usr/bin/env is not in the sandbox.
           postPatch = ''

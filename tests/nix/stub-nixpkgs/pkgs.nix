@@ -92,5 +92,6 @@ in
   shellcheck = package "shellcheck";
   mandoc = package "mandoc";
   osmium-tool = package "osmium-tool";
+  util-linux = package "util-linux";
   jq = package "jq";
 }
