@@ -77,6 +77,17 @@ impl Key {
             | u128::from(self.version)
     }
 
+    /// The key a packed key came from (inverse of [`Key::packed`]).
+    pub fn from_packed(packed: u128) -> Key {
+        let kind = Kind::from_index(((packed >> 97) & 3) as u8).unwrap_or(Kind::Changeset);
+        let magnitude = (packed >> 32) as u64;
+        let id = match (packed >> 96) & 1 {
+            1 => magnitude as i64,
+            _ => 0i64.wrapping_sub(magnitude as i64),
+        };
+        Key::new(kind, id, packed as u32)
+    }
+
     /// The same object with another version.
     pub fn with_version(self, version: u32) -> Key {
         Key { version, ..self }
@@ -136,6 +147,18 @@ mod tests {
                 (Kind::Relation, 1, 1),
             ]
         );
+    }
+
+    #[test]
+    fn from_packed_inverts_packed() {
+        for kind in Kind::ALL {
+            for id in [0, 1, -1, 42, -42, i64::MAX, i64::MIN, i64::MIN + 1] {
+                for version in [0, 1, u32::MAX] {
+                    let key = Key::new(kind, id, version);
+                    assert_eq!(Key::from_packed(key.packed()), key);
+                }
+            }
+        }
     }
 
     #[test]

@@ -36,35 +36,56 @@ impl Summary {
     }
 }
 
-/// Accumulates keys in stored order into a [`Summary`].
-#[derive(Clone, Debug, Default)]
+/// Accumulates keys in stored order into a [`Summary`]. Keys are kept
+/// packed ([`Key::packed`]): this runs once per object of every scanned
+/// blob, and a packed comparison is a single 128-bit compare.
+#[derive(Clone, Debug)]
 pub struct Accumulator {
-    first: Option<Key>,
-    last: Option<Key>,
-    prev: Option<Key>,
+    first: u128,
+    last: u128,
+    prev: u128,
     counts: [u64; 4],
     decreasing: bool,
     repeated: bool,
 }
 
+impl Default for Accumulator {
+    fn default() -> Accumulator {
+        Accumulator {
+            first: u128::MAX,
+            last: 0,
+            prev: 0,
+            counts: [0; 4],
+            decreasing: false,
+            repeated: false,
+        }
+    }
+}
+
 impl Accumulator {
     /// Add the next key in stored order.
     pub fn push(&mut self, k: Key) {
-        if let Some(p) = self.prev {
-            self.decreasing |= k < p;
-            self.repeated |= k == p;
+        let p = k.packed();
+        // `first` keeps its start value until the first key: no packed key
+        // reaches u128::MAX (the kind takes bits 97 and 98 only).
+        if self.first != u128::MAX {
+            self.decreasing |= p < self.prev;
+            self.repeated |= p == self.prev;
         }
-        self.prev = Some(k);
-        self.first = Some(self.first.map_or(k, |f| f.min(k)));
-        self.last = Some(self.last.map_or(k, |l| l.max(k)));
+        self.prev = p;
+        self.first = self.first.min(p);
+        self.last = self.last.max(p);
         self.counts[k.kind.index()] += 1;
     }
 
     /// The summary, or `None` when no key was pushed.
     pub fn finish(&self) -> Option<Summary> {
+        if self.counts == [0; 4] {
+            return None;
+        }
         Some(Summary {
-            first: self.first?,
-            last: self.last?,
+            first: Key::from_packed(self.first),
+            last: Key::from_packed(self.last),
             counts: self.counts,
             sorted: !self.decreasing && !self.repeated,
             repeats: !self.decreasing && self.repeated,

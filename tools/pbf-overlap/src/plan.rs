@@ -10,7 +10,7 @@
 
 use std::iter::Peekable;
 
-use pbf_format::{Key, Kind};
+use pbf_format::Key;
 use pbf_stream::{
     BlobRecord, CopyOp, Counts, FrameKeys, KeyRecord, MergeInput, MergeOp, PlanRecord,
 };
@@ -110,15 +110,7 @@ impl Segment {
 
 /// The key a packed key came from (inverse of [`Key::packed`]).
 pub fn unpack(packed: u128) -> KeyRecord {
-    let kind = Kind::from_index(((packed >> 97) & 3) as u8).unwrap_or(Kind::Changeset);
-    let positive = (packed >> 96) & 1 == 1;
-    let abs = (packed >> 32) as u64;
-    let id = if positive {
-        abs as i64
-    } else {
-        (abs as i64).wrapping_neg()
-    };
-    KeyRecord::from(Key::new(kind, id, packed as u32))
+    KeyRecord::from(Key::from_packed(packed))
 }
 
 /// Sort segments into planning order: by first key, then last key, source
@@ -228,6 +220,7 @@ fn merge_op(run: &[Segment]) -> MergeOp {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use pbf_format::Kind;
 
     /// A sorted segment of ways [first, last] at offset..offset+length of source 0.
     pub fn way(first: i64, last: i64, offset: u64, length: u32) -> Segment {
