@@ -29,6 +29,7 @@ mod error;
 mod input;
 mod merge;
 mod sorted;
+mod spill;
 mod spool;
 mod stream;
 mod writer;
@@ -261,11 +262,7 @@ impl Merger {
             encoded: self.opts.encode.max_bytes,
             approx: block_bytes,
         };
-        let encode = EncodeOptions {
-            dense_nodes: true,
-            ..self.opts.encode
-        };
-        let codec = Codec::Spill(self.opts.spill_compression, encode);
+        let codec = Codec::Spill(self.opts.spill_compression);
         let mut w = BlockWriter::new(target, codec, cut, self.opts.dedupe, self.pool.clone());
         merge::merge(self.streams(group), &mut w)?;
         stats.duplicates += w.dropped;
@@ -329,7 +326,13 @@ fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block>
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, offset)
         .map_err(|e| Error::spill(dir, e))?;
-    writer::read_spill_record(&buf)
+    spill::read_record(&buf).map_err(|e| match e.kind() {
+        ErrorKind::CorruptSpill(m) => Error::new(ErrorKind::CorruptSpill(format!(
+            "record at offset {offset} in {}: {m}",
+            dir.display()
+        ))),
+        _ => e,
+    })
 }
 
 /// An anonymous temporary file beside the spool; the OS deletes it when the

@@ -153,7 +153,7 @@ mod tests {
 
     impl Target for Collect {
         fn write(&mut self, block: Encoded) -> Result<()> {
-            let mut block = crate::writer::read_spill_record(&block.bytes)?;
+            let mut block = crate::spill::read_record(&block.bytes)?;
             while let Some((order, element)) = block.take() {
                 self.0.push((element.id(), order.rank));
             }
@@ -178,7 +178,7 @@ mod tests {
                 Stream::new(loaders, Arc::clone(&pool))
             })
             .collect();
-        let codec = Codec::Spill(pbf_format::compress::Compression::None, Default::default());
+        let codec = Codec::Spill(pbf_format::compress::Compression::None);
         let cut = Cut {
             elements: 3,
             encoded: 1 << 20,

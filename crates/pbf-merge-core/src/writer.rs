@@ -11,11 +11,12 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use pbf_format::block::{self, Element, EncodeOptions};
 use pbf_format::compress::{self, Compression};
 use pbf_format::scan::Summary;
-use pbf_format::{frame, indexdata, wire};
+use pbf_format::{frame, indexdata};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::sorted::{Block, Order, unpack};
+use crate::sorted::{Order, unpack};
+use crate::spill;
 
 /// Where encoded blocks go.
 pub(crate) trait Target {
@@ -28,8 +29,8 @@ pub(crate) trait Target {
 pub(crate) enum Codec {
     /// A PBF data frame with our indexdata, for the output.
     Frame(Compression, EncodeOptions),
-    /// A spill record: the block and the ranks of its elements.
-    Spill(Compression, EncodeOptions),
+    /// A spill record ([`crate::spill`]): the elements and their ranks.
+    Spill(Compression),
 }
 
 /// An encoded block.
@@ -223,56 +224,11 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
             let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
             frame::encode_frame("OSMData", Some(&indexdata::encode(&summary)), &blob)
         }
-        Codec::Spill(c, opts) => {
-            let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
-            spill_record(&blob, &block.ranks)
-        }
+        Codec::Spill(c) => spill::write_record(&block.elements, &block.ranks, c)?,
     };
     Ok(Encoded {
         bytes,
         summary,
         approx: block.approx,
     })
-}
-
-/// A spill record: blob length and ranks length (u32 big-endian each), the
-/// Blob message, then the ranks as zigzag varint deltas.
-fn spill_record(blob: &[u8], ranks: &[u64]) -> Vec<u8> {
-    let mut coded = Vec::with_capacity(ranks.len() * 3);
-    let mut prev = 0u64;
-    for &r in ranks {
-        wire::put_varint(&mut coded, wire::unzigzag(r.wrapping_sub(prev) as i64));
-        prev = r;
-    }
-    let mut out = Vec::with_capacity(8 + blob.len() + coded.len());
-    out.extend_from_slice(&(blob.len() as u32).to_be_bytes());
-    out.extend_from_slice(&(coded.len() as u32).to_be_bytes());
-    out.extend_from_slice(blob);
-    out.extend_from_slice(&coded);
-    out
-}
-
-/// Decode a spill record written by [`spill_record`] into a sorted block.
-pub(crate) fn read_spill_record(record: &[u8]) -> Result<Block> {
-    let corrupt = |m: &str| Error::new(ErrorKind::CorruptSpill(m.into()));
-    let (head, rest) = record
-        .split_first_chunk::<8>()
-        .ok_or_else(|| corrupt("short record"))?;
-    let blob_len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-    let ranks_len = u32::from_be_bytes([head[4], head[5], head[6], head[7]]) as usize;
-    if rest.len() != blob_len + ranks_len {
-        return Err(corrupt("record lengths disagree"));
-    }
-    let (blob, coded) = rest.split_at(blob_len);
-    let elements = block::decode_block(&compress::decode_blob(blob)?)?;
-    let mut ranks = Vec::with_capacity(elements.len());
-    let mut prev = 0u64;
-    for delta in wire::packed(coded) {
-        prev = prev.wrapping_add(wire::zigzag(delta?) as u64);
-        ranks.push(prev);
-    }
-    if ranks.len() != elements.len() {
-        return Err(corrupt("ranks and elements differ in number"));
-    }
-    Ok(Block::new(elements, ranks.into_iter()))
 }
