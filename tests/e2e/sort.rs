@@ -356,3 +356,26 @@ fn verbose_prints_a_summary_of_every_stage() {
     );
     assert!(timed(line("pbf-sort: sorted 1 input(s)")), "{err}");
 }
+
+#[test]
+fn one_progress_bar_at_a_time_on_a_terminal() {
+    // pbf-merge and pbf-copy run at the same time; only the merge draws
+    // (its bar counts the ops it passes on), so the two never take turns
+    // on one line.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("unsorted-vex.osm.pbf");
+    let cmd = format!(
+        "pbf-sort -j1 --copier copy '{}' -o out.osm.pbf",
+        input.display()
+    );
+    let mut script = Command::new("script");
+    script
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(dir.path())
+        .env("PATH", tools_path())
+        .env("TERM", "xterm");
+    let tty = String::from_utf8_lossy(&succeeds(script)).into_owned();
+    assert!(tty.contains("merging"), "the merge bar: {tty:?}");
+    assert!(!tty.contains("copying"), "a second bar: {tty:?}");
+    assert!(dir.path().join("out.osm.pbf").exists());
+}

@@ -164,6 +164,15 @@ impl Job {
     }
 }
 
+/// The writer's progress bar over the sources' bytes (see
+/// [`pbf_cli::progress`]). Hidden when the plan has a spool source: a
+/// `pbf-merge` upstream then draws its own bar, which counts the copy ops it
+/// passes on too, and two bars on one terminal line would take turns.
+pub fn progress(sources: &Sources, message: &str, quiet: bool) -> pbf_cli::ProgressBar {
+    let merge_draws = sources.spools().next().is_some();
+    pbf_cli::progress(sources.known_bytes(), message, quiet || merge_draws)
+}
+
 /// Call `each` with every copy op of the plan and its line, under a progress
 /// bar over the sources' bytes; returns the number of ops. A merge op left
 /// in the plan, or a record out of place, is an error.
