@@ -90,21 +90,18 @@ fn several_inputs_sort_into_one() {
         data("sorted-andorra.osm.pbf"),
         data("sorted-liechtenstein.osm.pbf"),
     );
-    let out = dir.path().join("both.osm.pbf");
+    sort_and_compare(&[&a, &b], dir.path(), "both.osm.pbf");
+}
+
+/// `pbf-sort -q --check INPUTS -o DIR/NAME`, which must succeed and hold
+/// osmium sort's objects.
+fn sort_and_compare(inputs: &[&Path], dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
     let mut c = pbf_sort();
-    c.arg("-q")
-        .arg(&a)
-        .arg(&b)
-        .arg("-o")
-        .arg(&out)
-        .arg("--check");
+    c.arg("-q").args(inputs).arg("-o").arg(&out).arg("--check");
     succeeds(c);
-    assert_sorted_like_osmium(
-        &out,
-        &[a.as_path(), b.as_path()],
-        dir.path(),
-        "andorra+liechtenstein",
-    );
+    assert_sorted_like_osmium(&out, inputs, dir, name);
+    out
 }
 
 #[test]
@@ -115,21 +112,7 @@ fn repeats_kept_without_dedupe_pass_the_check() {
     let a = data("sorted-monaco-lz4.osm.pbf");
     let b = dir.path().join("again.osm.pbf");
     std::fs::copy(&a, &b).expect("copy");
-    let out = dir.path().join("twice.osm.pbf");
-    let mut c = pbf_sort();
-    c.arg("-q")
-        .arg(&a)
-        .arg(&b)
-        .arg("-o")
-        .arg(&out)
-        .arg("--check");
-    succeeds(c);
-    assert_sorted_like_osmium(
-        &out,
-        &[a.as_path(), b.as_path()],
-        dir.path(),
-        "monaco twice",
-    );
+    let out = sort_and_compare(&[&a, &b], dir.path(), "twice.osm.pbf");
     let index = succeeds({
         let mut c = bin("pbf-index");
         c.arg("-q").arg(&out);

@@ -19,7 +19,7 @@ use pbf_format::{Key, compress};
 use pbf_stream::{MergeOp, SourceRef, check_source};
 
 use crate::error::{Error, Result};
-use crate::sorted::{Block, Order, unpack};
+use crate::sorted::{Block, Order};
 
 /// The plan's source files, opened once and shared by the decoding threads.
 #[derive(Debug, Default)]
@@ -174,8 +174,8 @@ impl InputBlob {
         if min.key < self.first.packed() || max.key > self.last.packed() {
             return Err(place(format!(
                 "keys {:?}..{:?} lie outside the planned range {:?}..{:?}",
-                unpack(min.key),
-                unpack(max.key),
+                Key::from_packed(min.key),
+                Key::from_packed(max.key),
                 self.first,
                 self.last
             )));

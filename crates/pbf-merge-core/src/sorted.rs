@@ -8,12 +8,11 @@
 //! merge orders by (key, rank), which is unique.
 
 use pbf_format::block::Element;
-use pbf_format::{Key, Kind};
 
 /// The merge order of one element and its sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Order {
-    /// [`Key::packed`] of the element.
+    /// [`pbf_format::Key::packed`] of the element.
     pub key: u128,
     /// Position in input order.
     pub rank: u64,
@@ -39,17 +38,6 @@ impl Order {
     pub fn merge_key(&self) -> (u128, u64) {
         (self.key, self.rank)
     }
-}
-
-/// The [`Key`] whose [`Key::packed`] is `packed`.
-pub(crate) fn unpack(packed: u128) -> Key {
-    let kind = Kind::from_index(((packed >> 97) & 3) as u8).unwrap_or(Kind::Changeset);
-    let magnitude = (packed >> 32) as u64;
-    let id = match (packed >> 96) & 1 {
-        1 => magnitude as i64,
-        _ => 0i64.wrapping_sub(magnitude as i64),
-    };
-    Key::new(kind, id, packed as u32)
 }
 
 /// Elements in (key, rank) order, consumed from the front.
@@ -114,6 +102,7 @@ fn sort(order: Vec<Order>, elements: Vec<Element>) -> (Vec<Order>, Vec<Element>)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pbf_format::Kind;
     use pbf_format::block::{Changeset, Node};
 
     fn node(id: i64) -> Element {
@@ -124,18 +113,6 @@ mod tests {
             lon: 0,
             tags: Vec::new(),
         })
-    }
-
-    #[test]
-    fn unpack_inverts_packed() {
-        for kind in Kind::ALL {
-            for id in [0, 1, -1, 42, -42, i64::MAX, i64::MIN, i64::MIN + 1] {
-                for version in [0, 1, u32::MAX] {
-                    let key = Key::new(kind, id, version);
-                    assert_eq!(unpack(key.packed()), key);
-                }
-            }
-        }
     }
 
     #[test]

@@ -11,11 +11,11 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use pbf_format::block::{self, Element, EncodeOptions};
 use pbf_format::compress::{self, Compression};
 use pbf_format::scan::Summary;
-use pbf_format::{frame, indexdata};
+use pbf_format::{Key, frame, indexdata};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::sorted::{Order, unpack};
+use crate::sorted::Order;
 use crate::spill;
 
 /// Where encoded blocks go.
@@ -204,8 +204,8 @@ impl Pending {
     /// The block's keys, as a key scan of it would find them.
     fn summary(&self) -> Summary {
         Summary {
-            first: unpack(self.first),
-            last: unpack(self.last),
+            first: Key::from_packed(self.first),
+            last: Key::from_packed(self.last),
             counts: self.counts,
             sorted: self.strict,
             repeats: !self.strict,
