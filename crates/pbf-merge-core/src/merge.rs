@@ -104,19 +104,9 @@ pub(crate) fn gallop(items: &[Order], bound: Option<(u128, u64)>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sorted::tests::node;
     use crate::writer::{Codec, Cut, Encoded};
-    use pbf_format::block::{Element, Node};
     use std::sync::Arc;
-
-    fn node(id: i64) -> Element {
-        Element::Node(Node {
-            id,
-            info: None,
-            lat: 0,
-            lon: 0,
-            tags: Vec::new(),
-        })
-    }
 
     /// (id, rank) pairs.
     type Items = Vec<(i64, u64)>;

@@ -100,12 +100,13 @@ fn sort(order: Vec<Order>, elements: Vec<Element>) -> (Vec<Order>, Vec<Element>)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use pbf_format::Kind;
     use pbf_format::block::{Changeset, Node};
 
-    fn node(id: i64) -> Element {
+    /// A bare node: all the engine's unit tests need is an id.
+    pub(crate) fn node(id: i64) -> Element {
         Element::Node(Node {
             id,
             info: None,
