@@ -179,6 +179,48 @@ mod tests {
         w.finish().expect("finish").0
     }
 
+    fn key(id: i64) -> u128 {
+        node(id).key().packed()
+    }
+
+    proptest::proptest! {
+        /// Any number of streams, each of sorted blocks (some empty), with
+        /// random ids (ties included) and distinct ranks: the merge writes
+        /// everything in (id, rank) order, like a plain sort.
+        #[test]
+        fn merge_equals_a_sort(streams in proptest::collection::vec(
+            proptest::collection::vec(proptest::collection::vec(-50i64..50, 0..12), 0..4),
+            0..20,
+        )) {
+            let mut rank = 0u64;
+            let mut want = Vec::new();
+            let blocks: Vec<Vec<Items>> = streams
+                .into_iter()
+                .map(|stream| {
+                    // A stream is sorted across its blocks: sort its ids, then cut.
+                    let mut ids: Vec<i64> = stream.iter().flatten().copied().collect();
+                    ids.sort_unstable_by_key(|&id| key(id));
+                    let mut ids = ids.into_iter();
+                    stream
+                        .iter()
+                        .map(|b| {
+                            ids.by_ref()
+                                .take(b.len())
+                                .map(|id| {
+                                    rank += 1;
+                                    want.push((id, rank));
+                                    item(id, rank)
+                                })
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect();
+            want.sort_unstable_by_key(|&(id, rank)| (key(id), rank));
+            proptest::prop_assert_eq!(run_merge(blocks, false), want);
+        }
+    }
+
     #[test]
     fn merges_long_stretches_and_keeps_ties_in_input_order() {
         // Stream A: ids 1..=10 and 30 (rank 0..); stream B: ids 11..=29 and 30 (rank 100..).
