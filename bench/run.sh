@@ -18,7 +18,7 @@ Environment (defaults in brackets):
   BENCH_SIZE            size of the main inputs [1G]
   BENCH_SHAPES          shapes to run [sorted permuted indexdata interleaved shuffled]
   BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg]
-  BENCH_REPEATS         runs per tool and input; the median is reported [5]
+  BENCH_REPEATS         runs per tool and input; the median is reported [3]
   BENCH_MERGE_REPEATS   runs of pbf-sort on the shapes it merges (interleaved,
                         shuffled; a minute or more each at 1 GB) [1]
   BENCH_OSMIUM_REPEATS  runs of `osmium sort` (minutes each at 1 GB) [1]
@@ -26,7 +26,9 @@ Environment (defaults in brackets):
                         (indexdata holds the same elements as sorted)
   BENCH_INDEX_SHAPES    shapes of the index table [sorted indexdata]
   BENCH_INDEX_REPEATS   runs of pbf-index per cache state [2]
-  BENCH_INFO_REPEATS    runs of `osmium fileinfo -e` per cache state [1]
+  BENCH_INFO_REPEATS    runs of `osmium fileinfo -e` (warm cache) [1]
+  BENCH_INFO_COLD       1: also time `osmium fileinfo -e` with a cold cache (the
+                        ratios use the warm run either way) [0]
   BENCH_SCALING         1 to add the scaling run (same as --scaling) [0]
   BENCH_SCALING_SIZES   sizes of the scaling run [256M 512M 1G 2G]
   BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled]
@@ -58,13 +60,14 @@ done
 SIZE=${BENCH_SIZE:-1G}
 SHAPES=${BENCH_SHAPES:-sorted permuted indexdata interleaved shuffled}
 TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg}
-REPEATS=${BENCH_REPEATS:-5}
+REPEATS=${BENCH_REPEATS:-3}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-1}
 OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled}
 INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata}
 INDEX_REPEATS=${BENCH_INDEX_REPEATS:-2}
 INFO_REPEATS=${BENCH_INFO_REPEATS:-1}
+INFO_COLD=${BENCH_INFO_COLD:-0}
 SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G}
 SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled}
 COMPRESSION=${BENCH_COMPRESSION:-zlib:6}
@@ -156,6 +159,7 @@ drop_caches() {
 }
 
 # Counts "nodes ways relations" and the order flag of a PBF, from osmium.
+# Outputs are checked with it; inputs are counted by pbf-index (below).
 fileinfo() {
     osmium fileinfo -e -j "$1" | python3 -c '
 import json, sys
@@ -164,34 +168,52 @@ c = d["count"]
 print(c["nodes"], c["ways"], c["relations"], "yes" if d["objects_ordered"] else "no")'
 }
 
+# The counts an output must have: the input's, from pbf-index (5 s per GB
+# against 30 s for osmium; an output is accepted only when osmium's count
+# of it agrees, so a miscount here fails runs, it cannot pass one).
 expected_counts() { # IN -> "n w r", cached beside the input
     local cache=$1.counts
     if [[ ! -s $cache || $cache -ot $1 ]]; then
-        fileinfo "$1" | cut -d' ' -f1-3 >"$cache"
+        pbf-index -q "$1" | index_counts >"$cache"
+        [[ -s $cache ]] || die "pbf-index could not count $1"
     fi
     cat "$cache"
+}
+
+# "nodes ways relations" from the end record of an index stream on stdin.
+index_counts() {
+    tail -n 1 | python3 -c '
+import json, sys
+try:
+    e = json.loads(sys.stdin.read())
+    c = e["counts"]
+    print(c["node"], c["way"], c["relation"]) if e.get("type") == "end" else print("no end record")
+except Exception as x:
+    print("unreadable:", x)'
 }
 
 # Check a sorted output: ordered and same counts as the input. Sets VERDICT
 # to "verified" or the reason it is not (a global, not printed: the md5
 # cache below must outlive the call). `osmium fileinfo -e` reads the whole
-# output (half a minute per GB), so a later run of the same tool on the same
-# input whose output has the same bytes (md5) as a verified one counts as
-# verified without reading it again; different bytes get the full check.
+# output (half a minute per GB), so an output with the same bytes (md5) as
+# one already verified against the same counts, by whichever tool and from
+# whichever input (the sorted and the blob-permuted input sort to the same
+# bytes), counts as verified without reading it again; different bytes get
+# the full check.
 declare -A VERIFIED_MD5=()
 VERDICT=
-verify_sorted() { # IN OUT TOOL
+verify_sorted() { # IN OUT
     [[ -s $2 ]] || { VERDICT="no output"; return; }
-    local want got sum key="$3 $1"
+    local want got sum
+    want=$(expected_counts "$1")
     sum=$(md5sum <"$2" | cut -d' ' -f1)
-    if [[ ${VERIFIED_MD5[$key]:-} == "$sum" ]]; then
+    if [[ -n ${VERIFIED_MD5["$sum $want"]:-} ]]; then
         VERDICT=verified
         return
     fi
-    want=$(expected_counts "$1")
     got=$(fileinfo "$2" 2>/dev/null || echo "unreadable")
     if [[ $got == "$want yes" ]]; then
-        VERIFIED_MD5[$key]=$sum
+        VERIFIED_MD5["$sum $want"]=1
         VERDICT=verified
     elif [[ $got == unreadable ]]; then
         VERDICT="osmium cannot read it; $(verify_by_index "$2" "$want")"
@@ -210,10 +232,7 @@ verify_by_index() { # OUT WANT
         echo "pbf-index cannot read it either"
         return
     fi
-    got=$(tail -n 1 "$idx" | python3 -c '
-import json, sys
-c = json.loads(sys.stdin.read())["counts"]
-print(c["node"], c["way"], c["relation"])')
+    got=$(index_counts <"$idx")
     if [[ $got != "$2" ]]; then
         echo "pbf-index counts '$got', want '$2'"
     elif ! pbf-overlap --check -q <"$idx"; then
@@ -227,14 +246,7 @@ print(c["node"], c["way"], c["relation"])')
 verify_index() { # IN INDEX
     local want got
     want=$(expected_counts "$1")
-    got=$(tail -n 1 "$2" | python3 -c '
-import json, sys
-try:
-    e = json.loads(sys.stdin.read())
-    c = e["counts"]
-    print(c["node"], c["way"], c["relation"]) if e.get("type") == "end" else print("no end record")
-except Exception as x:
-    print("unreadable:", x)')
+    got=$(index_counts <"$2")
     if [[ $got == "$want" ]]; then echo verified; else echo "wrong index: '$got', want '$want'"; fi
 }
 
@@ -329,7 +341,7 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
                 pbf-sort)
                     [[ -n $SORT_KIND ]] || continue
                     timed "$(sort_cmd "$in" "$out")"
-                    verify_sorted "$in" "$out" "pbf-sort"
+                    verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "pbf-sort" "$rep" "$VERDICT" ;;
                 osmium-sort)
                     if [[ $osmium != yes ]] || ((rep > OSMIUM_REPEATS)); then continue; fi
@@ -339,14 +351,14 @@ expected RSS (~100 bytes per object) exceeds MemAvailable" >>"$NOTES"
                         continue
                     fi
                     timed "$(printf 'osmium sort -O -o %q %q' "$out" "$in")"
-                    verify_sorted "$in" "$out" "osmium sort"
+                    verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "osmium sort" "$rep" "$VERDICT" ;;
                 pbfhogg)
                     have pbfhogg || continue
                     local cmd=${PBFHOGG_SORT//IN/$(printf %q "$in")}
                     cmd=${cmd//OUT/$(printf %q "$out")}
                     timed "$cmd"
-                    verify_sorted "$in" "$out" "pbfhogg sort"
+                    verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "pbfhogg sort" "$rep" "$VERDICT" ;;
             esac
             log "$table $t run $rep: $(tail -n 1 "$ROWS" | cut -f6-8)"
@@ -366,6 +378,7 @@ run_index() { # TABLE IN SIZE
             for t in pbf-index "osmium fileinfo -e"; do
                 if [[ $t == pbf-index ]] && ((rep > INDEX_REPEATS)); then continue; fi
                 if [[ $t != pbf-index ]] && ((rep > INFO_REPEATS)); then continue; fi
+                if [[ $t != pbf-index && $cold == cold && $INFO_COLD != 1 ]]; then continue; fi
                 if [[ $cold == cold ]] && ! drop_caches; then continue; fi
                 if [[ $cold == warm ]]; then
                     cat "$in" >/dev/null
@@ -486,7 +499,7 @@ report() {
         echo "(the reason is in the runs column); they are not used as a reference."
         echo "Repeats: $REPEATS per sort tool ($MERGE_REPEATS for pbf-sort on the merge shapes),"
         echo "$OSMIUM_REPEATS for \`osmium sort\`; $INDEX_REPEATS for pbf-index and $INFO_REPEATS for"
-        echo "\`osmium fileinfo -e\` per cache state; tools run in alternation."
+        echo "\`osmium fileinfo -e\` ($( ((INFO_COLD)) && echo 'per cache state' || echo 'warm only')); tools run in alternation."
         echo
         echo "## Machine"
         echo
