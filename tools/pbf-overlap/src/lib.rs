@@ -38,7 +38,7 @@ pub fn command() -> Command {
              key, so overlap is transitive and blobs sharing a boundary key overlap. A blob that \
              overlaps no other and is sorted inside becomes a copy op; consecutive copies of \
              frames that are contiguous in the same file are coalesced into one copy op (at most \
-             16384 frames each) carrying the keys of each frame. Every other run of blobs (several \
+             16384 frames each) carrying the keys of each frame (unless --no-frame-keys). Every other run of blobs (several \
              overlapping blobs, or one blob not sorted inside) becomes a merge op for pbf-merge.\n\n\
              The output header keeps the inputs' required features (LocationsOnWays only when \
              every input has it; DenseNodes when a merge is planned), replaces Sort.* features by \
@@ -61,6 +61,17 @@ pub fn command() -> Command {
             Arg::new("check")
                 .long("check")
                 .help("Write no plan; exit 0 when the input is already in order, 1 when not, 2 on error")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("no-frame-keys")
+                .long("no-frame-keys")
+                .help(
+                    "Leave the per-frame keys out of copy ops. Only pbf-copy and pbf-reflink \
+                     --add-indexdata need them, and for a sorted gigabyte they are megabytes of \
+                     JSON that every later stage parses before the copy starts (pbf-sort passes \
+                     this unless --add-indexdata)",
+                )
                 .action(ArgAction::SetTrue),
         )
         .arg(
@@ -105,7 +116,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         Some(g) => g.clone(),
         None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
     };
-    write_plan(&input, &program)?;
+    write_plan(&input, &program, !m.get_flag("no-frame-keys"))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -210,7 +221,7 @@ impl Input {
     }
 }
 
-fn write_plan(input: &Input, program: &str) -> Result<()> {
+fn write_plan(input: &Input, program: &str, frame_keys: bool) -> Result<()> {
     let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
     let mut out = Writer::new(pbf_cli::stdout());
     out.write(&PlanRecord::Plan(PlanHeader {
@@ -220,7 +231,7 @@ fn write_plan(input: &Input, program: &str) -> Result<()> {
         header: header::output_header(&input.headers, merges, program),
     }))?;
     let mut end = PlanEnd::default();
-    for op in plan::ops(&input.segs) {
+    for op in plan::ops(&input.segs, frame_keys) {
         match &op {
             PlanRecord::Copy(c) => end.add_copy(c),
             PlanRecord::Merge(m) => end.add_merge(m),
@@ -250,7 +261,7 @@ fn check_order(input: &Input, quiet: bool) -> ExitCode {
 fn summary(segs: &[Segment], started: Instant) -> String {
     let (mut copy_ops, mut copy_blobs, mut copy_bytes) = (0u64, 0u64, 0u64);
     let (mut merge_ops, mut merge_blobs, mut merge_elements) = (0u64, 0u64, 0u64);
-    for op in plan::ops(segs) {
+    for op in plan::ops(segs, false) {
         match op {
             PlanRecord::Copy(c) => {
                 copy_ops += 1;

@@ -154,9 +154,10 @@ pub fn is_copy(run: &[Segment]) -> bool {
 }
 
 /// The ops of a sorted segment slice, in output order.
-pub fn ops(segs: &[Segment]) -> Ops<'_> {
+pub fn ops(segs: &[Segment], frame_keys: bool) -> Ops<'_> {
     Ops {
         runs: runs(segs).peekable(),
+        frame_keys,
     }
 }
 
@@ -164,6 +165,8 @@ pub fn ops(segs: &[Segment]) -> Ops<'_> {
 #[derive(Clone, Debug)]
 pub struct Ops<'a> {
     runs: Peekable<Runs<'a>>,
+    /// Give copy ops their per-frame keys (`pbf-copy --add-indexdata` needs them).
+    frame_keys: bool,
 }
 
 impl Iterator for Ops<'_> {
@@ -186,25 +189,27 @@ impl Iterator for Ops<'_> {
             frames: Vec::new(),
         };
         let mut prev = *seg;
-        add_frame(&mut op, seg);
-        while op.frames.len() < MAX_COPY_FRAMES {
+        add_frame(&mut op, seg, self.frame_keys);
+        while op.blobs < MAX_COPY_FRAMES as u64 {
             let next = match self.runs.peek() {
                 Some(&[next]) if next.sorted && prev.touches(next) => next,
                 _ => break,
             };
             self.runs.next();
-            add_frame(&mut op, next);
+            add_frame(&mut op, next, self.frame_keys);
             prev = *next;
         }
         Some(PlanRecord::Copy(op))
     }
 }
 
-fn add_frame(op: &mut CopyOp, seg: &Segment) {
+fn add_frame(op: &mut CopyOp, seg: &Segment, frame_keys: bool) {
     op.length += u64::from(seg.length);
     op.blobs += 1;
     op.elements += seg.elements();
-    op.frames.push(seg.frame_keys());
+    if frame_keys {
+        op.frames.push(seg.frame_keys());
+    }
 }
 
 fn merge_op(run: &[Segment]) -> MergeOp {
@@ -239,7 +244,7 @@ pub(crate) mod tests {
 
     fn planned(mut segs: Vec<Segment>) -> Vec<PlanRecord> {
         sort(&mut segs);
-        ops(&segs).collect()
+        ops(&segs, true).collect()
     }
 
     fn copies(ops: &[PlanRecord]) -> Vec<(u32, u64, u64, u64)> {
@@ -351,6 +356,28 @@ pub(crate) mod tests {
         assert_eq!(first.frames.len(), 2);
         assert_eq!(first.frames[1].first, unpack(b.first));
         assert_eq!(first.frames[1].counts.way, 2);
+    }
+
+    #[test]
+    fn without_frame_keys_the_ops_are_the_same_minus_the_keys() {
+        // Longer than one copy op may hold, so the cut must not depend on the keys.
+        let segs: Vec<Segment> = (0..MAX_COPY_FRAMES as u64 + 3)
+            .map(|i| way(2 * i as i64 + 1, 2 * i as i64 + 2, 100 + 10 * i, 10))
+            .collect();
+        let mut sorted = segs.clone();
+        sort(&mut sorted);
+        let with: Vec<PlanRecord> = ops(&sorted, true).collect();
+        let without: Vec<PlanRecord> = ops(&sorted, false).collect();
+        assert_eq!(copies(&with), copies(&without));
+        assert_eq!(copies(&without).len(), 2);
+        for (w, wo) in with.iter().zip(&without) {
+            let (PlanRecord::Copy(w), PlanRecord::Copy(wo)) = (w, wo) else {
+                panic!("expected copies, got {w:?} and {wo:?}")
+            };
+            assert_eq!(w.frames.len() as u64, w.blobs);
+            assert!(wo.frames.is_empty());
+            assert_eq!((w.blobs, w.elements), (wo.blobs, wo.elements));
+        }
     }
 
     #[test]
