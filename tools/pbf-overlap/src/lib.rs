@@ -38,8 +38,9 @@ pub fn command() -> Command {
              key, so overlap is transitive and blobs sharing a boundary key overlap. A blob that \
              overlaps no other and is sorted inside becomes a copy op; consecutive copies of \
              frames that are contiguous in the same file are coalesced into one copy op (at most \
-             16384 frames each) carrying the keys of each frame (unless --no-frame-keys). Every other run of blobs (several \
-             overlapping blobs, or one blob not sorted inside) becomes a merge op for pbf-merge.\n\n\
+             16384 frames each) carrying the keys of each frame (unless --no-frame-keys). Every \
+             other run of blobs (several overlapping blobs, or one blob not sorted inside) \
+             becomes a merge op for pbf-merge.\n\n\
              The output header keeps the inputs' required features (LocationsOnWays only when \
              every input has it; DenseNodes when a merge is planned), replaces Sort.* features by \
              Sort.Type_then_ID, keeps the union of the bounding boxes when every input has one, \

@@ -361,13 +361,12 @@ pub(crate) mod tests {
     #[test]
     fn without_frame_keys_the_ops_are_the_same_minus_the_keys() {
         // Longer than one copy op may hold, so the cut must not depend on the keys.
-        let segs: Vec<Segment> = (0..MAX_COPY_FRAMES as u64 + 3)
+        let mut segs: Vec<Segment> = (0..MAX_COPY_FRAMES as u64 + 3)
             .map(|i| way(2 * i as i64 + 1, 2 * i as i64 + 2, 100 + 10 * i, 10))
             .collect();
-        let mut sorted = segs.clone();
-        sort(&mut sorted);
-        let with: Vec<PlanRecord> = ops(&sorted, true).collect();
-        let without: Vec<PlanRecord> = ops(&sorted, false).collect();
+        sort(&mut segs);
+        let with: Vec<PlanRecord> = ops(&segs, true).collect();
+        let without: Vec<PlanRecord> = ops(&segs, false).collect();
         assert_eq!(copies(&with), copies(&without));
         assert_eq!(copies(&without).len(), 2);
         for (w, wo) in with.iter().zip(&without) {
