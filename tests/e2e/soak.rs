@@ -37,8 +37,12 @@ fn start(input: &Path, out: &Path) -> Child {
     c.spawn().expect("spawn pbf-sort")
 }
 
-/// Direct children of `pid` with their command names.
-fn children(pid: u32) -> Vec<(u32, String)> {
+/// The pipeline stages among the direct children of `pid`, with their command
+/// names. The driver's helpers (mktemp, cp, stat, and the `rm` of its cleanup)
+/// are not stages: a signal to the `rm` that removes the temporary directory
+/// leaves that directory, as a SIGKILL to the driver does, so they are not
+/// victims here.
+fn stages(pid: u32) -> Vec<(u32, String)> {
     let list =
         std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
     list.split_whitespace()
@@ -47,6 +51,7 @@ fn children(pid: u32) -> Vec<(u32, String)> {
             let comm = std::fs::read_to_string(format!("/proc/{c}/comm")).ok()?;
             Some((c, comm.trim().to_owned()))
         })
+        .filter(|(_, comm)| comm.starts_with("pbf-"))
         .collect()
 }
 
@@ -167,7 +172,7 @@ fn killed_at_random_moments_nothing_is_lost() {
         let mut child = start(input, &out);
         let driver = child.id();
         std::thread::sleep(delay);
-        let stages = children(driver);
+        let stages = stages(driver);
         let at_stage = rng.below(2) == 0 && !stages.is_empty();
         let victim = if at_stage {
             stages[rng.below(stages.len() as u64) as usize].clone()
