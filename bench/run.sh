@@ -19,6 +19,9 @@ Environment (defaults in brackets):
   BENCH_SHAPES          shapes to run [sorted permuted indexdata interleaved shuffled]
   BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg]
   BENCH_REPEATS         runs per tool and input; the median is reported [3]
+  BENCH_INDEXDATA_REPEATS runs per tool on the indexdata shape, whose runs take
+                        about a second and whose ratio to the disk floor is
+                        the figure of interest there [7]
   BENCH_MERGE_REPEATS   runs of pbf-sort on the shapes it merges (interleaved,
                         shuffled; a minute or more each at 1 GB) [1]
   BENCH_OSMIUM_REPEATS  runs of `osmium sort` (minutes each at 1 GB) [1]
@@ -63,6 +66,7 @@ TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg}
 REPEATS=${BENCH_REPEATS:-3}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-1}
+INDEXDATA_REPEATS=${BENCH_INDEXDATA_REPEATS:-7}
 OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled}
 INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata}
 INDEX_REPEATS=${BENCH_INDEX_REPEATS:-2}
@@ -83,6 +87,7 @@ OUT=$DATA/out
 WORK=$DATA/work
 ROWS=$WORK/rows.tsv
 NOTES=$WORK/notes.txt
+PENDING=$WORK/pending
 GEN=$ROOT/target/release/pbf-gen
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
@@ -193,33 +198,84 @@ except Exception as x:
 }
 
 # Check a sorted output: ordered and same counts as the input. Sets VERDICT
-# to "verified" or the reason it is not (a global, not printed: the md5
-# cache below must outlive the call). `osmium fileinfo -e` reads the whole
-# output (half a minute per GB), so an output with the same bytes (md5) as
-# one already verified against the same counts, by whichever tool and from
-# whichever input (the sorted and the blob-permuted input sort to the same
-# bytes), counts as verified without reading it again; different bytes get
-# the full check.
+# (a global: the md5 cache below must outlive the call) to "verified", to
+# the reason it is not, or to "pending:KEY" when the check is deferred.
+# `osmium fileinfo -e` reads the whole output (15 to 30 s per GB on one
+# core), so it never runs beside a timed run: the output is moved to
+# $PENDING under KEY (its md5 and the counts it must have), and
+# verify_pending checks every pending output of a table at once, one per
+# core, when the table's timed runs are over. An output with the same bytes
+# as one already verified against the same counts, by whichever tool and
+# from whichever input (the sorted and the blob-permuted input sort to the
+# same bytes), counts as verified without reading it again, and one with the
+# bytes of an output already pending shares its verdict.
 declare -A VERIFIED_MD5=()
 VERDICT=
 verify_sorted() { # IN OUT
     [[ -s $2 ]] || { VERDICT="no output"; return; }
-    local want got sum
+    local want sum key
     want=$(expected_counts "$1")
     sum=$(md5sum <"$2" | cut -d' ' -f1)
-    if [[ -n ${VERIFIED_MD5["$sum $want"]:-} ]]; then
+    key=$sum-${want// /-}
+    if [[ -n ${VERIFIED_MD5[$key]:-} ]]; then
         VERDICT=verified
         return
     fi
-    got=$(fileinfo "$2" 2>/dev/null || echo "unreadable")
-    if [[ $got == "$want yes" ]]; then
-        VERIFIED_MD5["$sum $want"]=1
-        VERDICT=verified
-    elif [[ $got == unreadable ]]; then
-        VERDICT="osmium cannot read it; $(verify_by_index "$2" "$want")"
+    mkdir -p "$PENDING"
+    if [[ -e $PENDING/$key.osm.pbf ]]; then
+        rm -f "$2"
     else
-        VERDICT="wrong output: counts+ordered '$got', want '$want yes'"
+        mv "$2" "$PENDING/$key.osm.pbf"
     fi
+    VERDICT=pending:$key
+}
+
+# The verdict on one pending output, written beside it as KEY.verdict.
+verify_one() { # PENDING-FILE
+    local f=$1 key want got verdict
+    key=$(basename "$f" .osm.pbf)
+    want=${key#*-}
+    want=${want//-/ }
+    got=$(fileinfo "$f" 2>/dev/null || echo "unreadable")
+    if [[ $got == "$want yes" ]]; then
+        verdict=verified
+    elif [[ $got == unreadable ]]; then
+        verdict="osmium cannot read it; $(verify_by_index "$f" "$want")"
+    else
+        verdict="wrong output: counts+ordered '$got', want '$want yes'"
+    fi
+    printf '%s\n' "$verdict" >"${f%.osm.pbf}.verdict"
+}
+
+# Check every pending output, one per core (nothing is timed meanwhile),
+# and put the verdicts into the rows that wait for them.
+verify_pending() {
+    local files=() f key n=0 cores
+    [[ -d $PENDING ]] && files=("$PENDING"/*.osm.pbf)
+    [[ -e ${files[0]:-} ]] || return 0
+    cores=$(nproc)
+    log "checking ${#files[@]} output(s) with osmium fileinfo -e, $cores at a time"
+    for f in "${files[@]}"; do
+        verify_one "$f" &
+        if ((++n >= cores)); then
+            wait -n || true
+            n=$((n - 1))
+        fi
+    done
+    wait || true
+    : >"$WORK/verdicts.tsv"
+    for f in "${files[@]}"; do
+        key=$(basename "$f" .osm.pbf)
+        [[ -s $PENDING/$key.verdict ]] || printf 'no verdict (the check died)\n' >"$PENDING/$key.verdict"
+        printf 'pending:%s\t%s\n' "$key" "$(<"$PENDING/$key.verdict")" >>"$WORK/verdicts.tsv"
+        if [[ $(<"$PENDING/$key.verdict") == verified ]]; then
+            VERIFIED_MD5[$key]=1
+        fi
+    done
+    awk -F'\t' -v OFS='\t' 'NR == FNR { v[$1] = $2; next } $9 in v { $9 = v[$9] } { print }' \
+        "$WORK/verdicts.tsv" "$ROWS" >"$ROWS.new"
+    mv "$ROWS.new" "$ROWS"
+    rm -rf "$PENDING"
 }
 
 # Second opinion on an output osmium 1.15 cannot read (pbfhogg writes
@@ -227,7 +283,7 @@ verify_sorted() { # IN OUT
 # pbf-index reads it, its counts must match and pbf-overlap --check must pass.
 # Such a run is reported, never counted as verified.
 verify_by_index() { # OUT WANT
-    local idx=$WORK/verify.jsonl got
+    local idx=$1.index.jsonl got
     if ! pbf-index -q "$1" >"$idx" 2>/dev/null; then
         echo "pbf-index cannot read it either"
         return
@@ -240,6 +296,7 @@ verify_by_index() { # OUT WANT
     else
         echo "pbf-index: counts match and in order"
     fi
+    rm -f "$idx"
 }
 
 # Check an index stream: its end record counts match the input.
@@ -280,8 +337,10 @@ input_for() { # SHAPE SIZE
             "$GEN" tile -n "$(copies_for "$SOURCE" "$target")" --compression "$COMPRESSION" \
                 "$SOURCE" -o "$f" ;;
         indexdata)
-            "$GEN" tile -n "$(copies_for "$SOURCE" "$target")" --compression "$COMPRESSION" \
-                --indexdata "$SOURCE" -o "$f" ;;
+            # The sorted input as `pbf-sort --add-indexdata` leaves it: same
+            # blobs, our indexdata in every BlobHeader (the case a user
+            # meets after one sort; no re-encoding, so seconds per GB).
+            "$ROOT/pbf-sort" -q -O --add-indexdata "$(input_for sorted "$size")" -o "$f" ;;
         permuted)
             "$GEN" permute --seed 1 "$(input_for sorted "$size")" -o "$f" ;;
         shuffled)
@@ -324,9 +383,17 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
     fi
     if wants "${table#*-}" "interleaved shuffled"; then
         repeats=$MERGE_REPEATS
+    elif [[ $table == sort-indexdata ]]; then
+        repeats=$INDEXDATA_REPEATS
     fi
+    local order
     for ((rep = 1; rep <= repeats; rep++)); do
-        for t in floor pbf-sort osmium-sort pbfhogg; do
+        # Odd runs in one order, even runs in the reverse one, so no tool
+        # always follows the same predecessor (whose deleted output the
+        # filesystem may still be freeing).
+        order=(floor pbf-sort osmium-sort pbfhogg)
+        ((rep % 2)) || order=(pbfhogg osmium-sort pbf-sort floor)
+        for t in "${order[@]}"; do
             wants "$t" || continue
             out=$OUT/$t.osm.pbf
             rm -rf "$OUT" && mkdir -p "$OUT"
@@ -365,6 +432,7 @@ expected RSS (~100 bytes per object) exceeds MemAvailable" >>"$NOTES"
         done
     done
     rm -rf "$OUT"
+    verify_pending
 }
 
 # The index table of one input: pbf-index vs osmium fileinfo -e, warm and cold.
@@ -492,14 +560,16 @@ report() {
         echo "Produced by \`make bench\` (bench/run.sh) on $(date -u +%Y-%m-%dT%H:%MZ). Wall times are"
         echo "medians of the verified runs (an output counts only when \`osmium fileinfo -e\` says"
         echo "its objects are ordered and its counts equal the input's, or when it has the same"
-        echo "bytes (md5) as a verified output of the same tool and input; an index only when its"
-        echo "\`end\` counts do); peak RSS is the largest process of the run (/usr/bin/time -v)."
+        echo "bytes (md5) as such an output; outputs are checked after the timed runs of their"
+        echo "table, never beside one; an index counts only when its \`end\` counts do); peak RSS"
+        echo "is the largest process of the run (/usr/bin/time -v)."
         echo "Ratios below 1 mean faster than the reference. Caches are warm unless marked cold."
         echo "Figures in parentheses are of runs that finished but whose output was not accepted"
         echo "(the reason is in the runs column); they are not used as a reference."
-        echo "Repeats: $REPEATS per sort tool ($MERGE_REPEATS for pbf-sort on the merge shapes),"
-        echo "$OSMIUM_REPEATS for \`osmium sort\`; $INDEX_REPEATS for pbf-index and $INFO_REPEATS for"
-        echo "\`osmium fileinfo -e\` ($( ((INFO_COLD)) && echo 'per cache state' || echo 'warm only')); tools run in alternation."
+        echo "Repeats: $REPEATS per sort tool ($INDEXDATA_REPEATS on the indexdata shape, $MERGE_REPEATS for pbf-sort"
+        echo "on the merge shapes), $OSMIUM_REPEATS for \`osmium sort\`; $INDEX_REPEATS for pbf-index and $INFO_REPEATS for"
+        echo "\`osmium fileinfo -e\` ($( ((INFO_COLD)) && echo 'per cache state' || echo 'warm only')); tools run in alternation,"
+        echo "odd runs in one order and even runs in the reverse order."
         echo
         echo "## Machine"
         echo
