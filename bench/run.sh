@@ -12,7 +12,11 @@ BENCH=$ROOT/bench
 
 usage() {
     cat <<'EOF'
-Usage: bench/run.sh [--scaling] [--no-build] [--help]
+Usage: bench/run.sh [--scaling] [--no-build] [--report-only] [--help]
+
+  --report-only   write BENCH_RESULTS again from the rows and machine facts
+                  the last run kept in BENCH_DATA/work, running nothing (after
+                  a change to how the tables are drawn)
 
 Environment (defaults in brackets):
   BENCH_SIZE            size of the main inputs [1G]
@@ -50,10 +54,12 @@ EOF
 
 SCALING=${BENCH_SCALING:-0}
 BUILD=1
+REPORT_ONLY=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --scaling) SCALING=1 ;;
         --no-build) BUILD=0 ;;
+        --report-only) REPORT_ONLY=1 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -330,7 +336,7 @@ input_for() { # SHAPE SIZE
     tag=$size-${COMPRESSION//:/}
     target=$(bytes_of "$size")
     f=$DATA/$shape-$tag.osm.pbf
-    if [[ -s $f && $REGEN != 1 ]]; then echo "$f"; return; fi
+    if [[ -s $f && $REGEN != 1 ]] || ((REPORT_ONLY)); then echo "$f"; return; fi
     log "generating $f"
     case $shape in
         sorted)
@@ -485,7 +491,9 @@ machine() {
     echo "| inputs | pbf-gen from $(basename "$SOURCE") (and $(basename "$SOURCE2") for interleaved), compression $COMPRESSION |"
 }
 
-# Markdown table of one TABLE from the rows: median wall, ratios, peak RSS.
+# Markdown table of one TABLE from the rows: median wall, the ratio to each
+# peer that has a verified median (REFERENCE, and pbfhogg sort beside osmium
+# sort), the ratio to the disk floor, peak RSS.
 render_table() { # TABLE REFERENCE-TOOL
     python3 - "$ROWS" "$1" "$2" <<'EOF'
 import statistics, sys
@@ -500,10 +508,15 @@ for _, inp, size, tool, run, wall, rss, status, verdict in rows:
 def median(tool):
     ok = [w for w, _, s, v in by_tool.get(tool, []) if s == "0" and v == "verified"]
     return statistics.median(ok) if ok else None
-ref_t = median(ref)
+peers = [ref] + [p for p in ["pbfhogg sort"] if ref == "osmium sort" and median(p) is not None]
 floor = median("copy_file_range+fsync")
-print(f"| tool | runs ok | median wall s | ratio to {ref} | ratio to disk floor | peak RSS MB |")
-print("|---|---|---|---|---|---|")
+def ratios(w, paren):
+    cells = [f"{w / median(p):.3f}" if median(p) else "n/a" for p in peers]
+    cells.append(f"{w / floor:.2f}" if floor else "n/a")
+    return " | ".join(f"({c})" if paren and c != "n/a" else c for c in cells)
+head = " | ".join(f"ratio to {p}" for p in peers)
+print(f"| tool | runs ok | median wall s | {head} | ratio to disk floor | peak RSS MB |")
+print("|---|---|---|" + "---|" * len(peers) + "---|---|")
 for tool in tools:
     runs = by_tool[tool]
     good = [r for r in runs if r[2] == "0" and r[3] == "verified"]
@@ -512,20 +525,16 @@ for tool in tools:
         why = "; ".join(sorted({v if s == "0" else f"exit {s}: {v}" for _, _, s, v in runs}))
         done = [(w, r) for w, r, s, _ in runs if s == "0"]
         if not done:
-            print(f"| {tool} | 0/{len(runs)} | failed: {why} | | | |")
+            print(f"| {tool} | 0/{len(runs)} | failed: {why} |" + " |" * (len(peers) + 2))
             continue
         # The tool finished but its output was not accepted: its time is
         # shown in parentheses, for what it is worth, with the reason.
         w = statistics.median(x for x, _ in done)
-        r1 = f"({w / ref_t:.3f})" if ref_t else "n/a"
-        r2 = f"({w / floor:.2f})" if floor else "n/a"
         rss = max(r for _, r in done) / 1024
-        print(f"| {tool} | 0/{len(runs)}: {why} | ({w:.2f}) | {r1} | {r2} | {rss:.0f} |")
+        print(f"| {tool} | 0/{len(runs)}: {why} | ({w:.2f}) | {ratios(w, True)} | {rss:.0f} |")
         continue
     rss = max(r[1] for r in good) / 1024
-    r1 = f"{m / ref_t:.3f}" if ref_t else "n/a"
-    r2 = f"{m / floor:.2f}" if floor else "n/a"
-    print(f"| {tool} | {len(good)}/{len(runs)} | {m:.2f} | {r1} | {r2} | {rss:.0f} |")
+    print(f"| {tool} | {len(good)}/{len(runs)} | {m:.2f} | {ratios(m, False)} | {rss:.0f} |")
 EOF
 }
 
@@ -553,11 +562,11 @@ EOF
 }
 
 report() {
-    local shape
+    local shape in
     {
         echo "# Benchmark results"
         echo
-        echo "Produced by \`make bench\` (bench/run.sh) on $(date -u +%Y-%m-%dT%H:%MZ). Wall times are"
+        echo "Produced by \`make bench\` (bench/run.sh) on $(run_date). Wall times are"
         echo "medians of the verified runs (an output counts only when \`osmium fileinfo -e\` says"
         echo "its objects are ordered and its counts equal the input's, or when it has the same"
         echo "bytes (md5) as such an output; outputs are checked after the timed runs of their"
@@ -573,13 +582,14 @@ report() {
         echo
         echo "## Machine"
         echo
-        machine
+        machine_facts
         for shape in $SHAPES; do
             grep -q "^sort-$shape	" "$ROWS" || continue
             echo
             echo "## Shape: $shape, $SIZE ($(describe "$shape"))"
             echo
-            echo "Input: $(basename "$(input_for "$shape" "$SIZE")"), $(file_size "$(input_for "$shape" "$SIZE")") bytes."
+            in=$(input_for "$shape" "$SIZE")
+            echo "Input: $(basename "$in"), $(file_size "$in" 2>/dev/null || echo '(since deleted) ') bytes."
             echo
             echo "### Sort"
             echo
@@ -609,6 +619,23 @@ report() {
     log "wrote $RESULTS"
 }
 
+# The machine section and the date of the report: taken while a run goes,
+# and kept with its rows so --report-only shows what the rows were measured
+# on and when.
+machine_facts() {
+    if ((REPORT_ONLY)); then
+        [[ -s $WORK/machine.md ]] || die "$WORK/machine.md is missing: no run to report on"
+        cat "$WORK/machine.md"
+    else
+        machine | tee "$WORK/machine.md"
+    fi
+}
+
+run_date() {
+    ((REPORT_ONLY)) || date -u +%Y-%m-%dT%H:%MZ >"$WORK/date.txt"
+    cat "$WORK/date.txt"
+}
+
 describe() {
     case $1 in
         sorted) echo "tiled copies with shifted ids, sorted" ;;
@@ -622,6 +649,11 @@ describe() {
 # ---------------------------------------------------------------- main
 
 main() {
+    if ((REPORT_ONLY)); then
+        [[ -s $ROWS ]] || die "$ROWS is missing: no run to report on"
+        report
+        return
+    fi
     LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
     mkdir -p "$DATA" "$WORK"
     : >"$ROWS"
