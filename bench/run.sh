@@ -256,7 +256,7 @@ verify_one() { # PENDING-FILE
 # Check every pending output, one per core (nothing is timed meanwhile),
 # and put the verdicts into the rows that wait for them.
 verify_pending() {
-    local files=() f key n=0 cores
+    local files=() f key verdict n=0 cores
     [[ -d $PENDING ]] && files=("$PENDING"/*.osm.pbf)
     [[ -e ${files[0]:-} ]] || return 0
     cores=$(nproc)
@@ -272,9 +272,10 @@ verify_pending() {
     : >"$WORK/verdicts.tsv"
     for f in "${files[@]}"; do
         key=$(basename "$f" .osm.pbf)
-        [[ -s $PENDING/$key.verdict ]] || printf 'no verdict (the check died)\n' >"$PENDING/$key.verdict"
-        printf 'pending:%s\t%s\n' "$key" "$(<"$PENDING/$key.verdict")" >>"$WORK/verdicts.tsv"
-        if [[ $(<"$PENDING/$key.verdict") == verified ]]; then
+        verdict="no verdict (the check died)"
+        [[ -s $PENDING/$key.verdict ]] && verdict=$(<"$PENDING/$key.verdict")
+        printf 'pending:%s\t%s\n' "$key" "$verdict" >>"$WORK/verdicts.tsv"
+        if [[ $verdict == verified ]]; then
             VERIFIED_MD5[$key]=1
         fi
     done
