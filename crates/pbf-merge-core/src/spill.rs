@@ -112,8 +112,13 @@ impl Hasher for Fx {
                 c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
             ]));
         }
-        for &b in chunks.remainder() {
-            self.write_u64(u64::from(b));
+        // The tail as one zero-padded word: the length is hashed too, so
+        // padding cannot make two strings equal.
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            let mut word = [0u8; 8];
+            word[..tail.len()].copy_from_slice(tail);
+            self.write_u64(u64::from_le_bytes(word));
         }
     }
 
