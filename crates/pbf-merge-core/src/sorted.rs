@@ -119,15 +119,20 @@ fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
-/// Sort by (key, rank) through a permutation, moving each element once.
+/// Sort by (key, rank), moving each element once. The sort itself runs on
+/// 32-byte entries that carry their keys, so its comparisons stay in cache
+/// instead of looking keys up through a permutation.
 fn sort(order: Vec<Order>, elements: Vec<Element>) -> (Vec<Order>, Vec<Element>) {
-    let mut perm: Vec<u32> = (0..order.len() as u32).collect();
-    perm.sort_unstable_by_key(|&i| order[i as usize].merge_key());
+    let mut keyed: Vec<(u128, u64, u32)> = (0u32..)
+        .zip(&order)
+        .map(|(i, o)| (o.key, o.rank, i))
+        .collect();
+    keyed.sort_unstable();
     let mut slots: Vec<Option<Element>> = elements.into_iter().map(Some).collect();
-    let sorted_order = perm.iter().map(|&i| order[i as usize]).collect();
-    let sorted = perm
+    let sorted_order = keyed.iter().map(|k| order[k.2 as usize]).collect();
+    let sorted = keyed
         .iter()
-        .filter_map(|&i| slots[i as usize].take())
+        .filter_map(|k| slots[k.2 as usize].take())
         .collect();
     (sorted_order, sorted)
 }
