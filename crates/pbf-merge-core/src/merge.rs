@@ -6,9 +6,6 @@
 //! operation per item. Two interleaved sorted files with long runs on each
 //! side thus cost a few comparisons per stretch, not per element.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use crate::error::Result;
 use crate::sorted::{Block, Order};
 use crate::stream::Stream;
@@ -17,35 +14,106 @@ use crate::writer::{BlockWriter, Target};
 /// Merge the streams into the writer in (key, rank) order.
 pub(crate) fn merge<T: Target>(streams: Vec<Stream>, out: &mut BlockWriter<T>) -> Result<()> {
     let mut cursors = Vec::with_capacity(streams.len());
-    let mut heap = BinaryHeap::with_capacity(streams.len());
+    let mut heads = Heads::with_capacity(streams.len());
     for (i, mut stream) in streams.into_iter().enumerate() {
         let block = next_nonempty(&mut stream)?.unwrap_or_default();
         if let Some(head) = block.rest().first() {
-            heap.push(Reverse((head.merge_key(), i)));
+            heads.push(Head {
+                key: head.merge_key(),
+                stream: i,
+            });
         }
         cursors.push((block, stream));
     }
-    while let Some(&Reverse((_, i))) = heap.peek() {
-        let (block, stream) = &mut cursors[i];
-        match drain(block, stream, second(&heap), out)? {
-            // Replacing the top sifts down once; pop and push would sift twice.
-            Some(head) => {
-                if let Some(mut top) = heap.peek_mut() {
-                    *top = Reverse((head, i));
-                }
-            }
-            None => {
-                heap.pop();
-            }
+    while let Some(top) = heads.top() {
+        let (block, stream) = &mut cursors[top.stream];
+        match drain(block, stream, heads.second(), out)? {
+            Some(key) => heads.replace_top(Head { key, ..top }),
+            None => heads.pop(),
         }
     }
     Ok(())
 }
 
-/// The second-smallest head of the heap: the smaller child of the root.
-fn second(heap: &BinaryHeap<Reverse<((u128, u64), usize)>>) -> Option<(u128, u64)> {
-    let children = heap.as_slice().iter().skip(1).take(2);
-    children.map(|Reverse((head, _))| *head).min()
+/// The head of one stream: its smallest (key, rank) and its index.
+#[derive(Clone, Copy, Debug)]
+struct Head {
+    key: (u128, u64),
+    stream: usize,
+}
+
+/// A binary min-heap of stream heads by key. Unlike `BinaryHeap`, a new top
+/// is sifted down from a register: std's `PeekMut` writes it to the root and
+/// reads it straight back, and that read waits until the store (and every
+/// load before it) completes, once per stretch. Keys are unique (ranks are),
+/// so no tie needs breaking.
+struct Heads {
+    items: Vec<Head>,
+}
+
+impl Heads {
+    fn with_capacity(n: usize) -> Heads {
+        Heads {
+            items: Vec::with_capacity(n),
+        }
+    }
+
+    fn top(&self) -> Option<Head> {
+        self.items.first().copied()
+    }
+
+    /// The second-smallest key: the smaller child of the root.
+    fn second(&self) -> Option<(u128, u64)> {
+        let children = self.items.get(1..3).or_else(|| self.items.get(1..2));
+        children?.iter().map(|h| h.key).min()
+    }
+
+    fn push(&mut self, head: Head) {
+        let mut pos = self.items.len();
+        self.items.push(head);
+        while pos > 0 {
+            let parent = (pos - 1) / 2;
+            if self.items[parent].key <= head.key {
+                break;
+            }
+            self.items[pos] = self.items[parent];
+            pos = parent;
+        }
+        self.items[pos] = head;
+    }
+
+    /// Replace the top with `head` and restore the heap order.
+    fn replace_top(&mut self, head: Head) {
+        let items = &mut self.items;
+        let n = items.len();
+        let mut pos = 0;
+        loop {
+            let mut child = 2 * pos + 1;
+            if child >= n {
+                break;
+            }
+            if child + 1 < n && items[child + 1].key < items[child].key {
+                child += 1;
+            }
+            if head.key <= items[child].key {
+                break;
+            }
+            items[pos] = items[child];
+            pos = child;
+        }
+        if let Some(slot) = items.get_mut(pos) {
+            *slot = head;
+        }
+    }
+
+    /// Remove the top.
+    fn pop(&mut self) {
+        if let Some(last) = self.items.pop() {
+            if !self.items.is_empty() {
+                self.replace_top(last);
+            }
+        }
+    }
 }
 
 /// Give the writer every element of one stream below `bound`; returns the
@@ -118,6 +186,45 @@ mod tests {
     fn block(items: Items) -> Block {
         let ranks: Vec<u64> = items.iter().map(|i| i.1).collect();
         Block::new(items.iter().map(|i| node(i.0)).collect(), ranks.into_iter())
+    }
+
+    proptest::proptest! {
+        /// Pushes, replacements of the top and pops in any order: the top
+        /// is always the smallest key held, and `second` the next one.
+        #[test]
+        fn heads_keep_the_smallest_on_top(
+            start in proptest::collection::vec(0u64..1000, 0..40),
+            steps in proptest::collection::vec(proptest::option::of(0u64..1000), 0..80),
+        ) {
+            let mut heads = Heads::with_capacity(start.len());
+            let mut model: Vec<(u128, u64)> = Vec::new();
+            let mut rank = 0;
+            let mut next = |k: u64| { rank += 1; (u128::from(k), rank) };
+            for k in start {
+                let key = next(k);
+                heads.push(Head { key, stream: 0 });
+                model.push(key);
+            }
+            for step in steps {
+                model.sort_unstable();
+                proptest::prop_assert_eq!(heads.top().map(|h| h.key), model.first().copied());
+                proptest::prop_assert_eq!(heads.second(), model.get(1).copied());
+                if model.is_empty() {
+                    break;
+                }
+                match step {
+                    Some(k) => {
+                        let key = next(k);
+                        heads.replace_top(Head { key, stream: 0 });
+                        model[0] = key;
+                    }
+                    None => {
+                        heads.pop();
+                        model.remove(0);
+                    }
+                }
+            }
+        }
     }
 
     #[test]
