@@ -119,22 +119,35 @@ fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
-/// Sort by (key, rank), moving each element once. The sort itself runs on
-/// 32-byte entries that carry their keys, so its comparisons stay in cache
-/// instead of looking keys up through a permutation.
-fn sort(order: Vec<Order>, elements: Vec<Element>) -> (Vec<Order>, Vec<Element>) {
+/// Sort by (key, rank). The sort runs on 32-byte entries that carry their
+/// keys, so its comparisons stay in cache; the elements then move into
+/// place along the cycles of the permutation, inside their own vector.
+fn sort(order: Vec<Order>, mut elements: Vec<Element>) -> (Vec<Order>, Vec<Element>) {
     let mut keyed: Vec<(u128, u64, u32)> = (0u32..)
         .zip(&order)
         .map(|(i, o)| (o.key, o.rank, i))
         .collect();
     keyed.sort_unstable();
-    let mut slots: Vec<Option<Element>> = elements.into_iter().map(Some).collect();
     let sorted_order = keyed.iter().map(|k| order[k.2 as usize]).collect();
-    let sorted = keyed
-        .iter()
-        .filter_map(|k| slots[k.2 as usize].take())
-        .collect();
-    (sorted_order, sorted)
+    let mut from: Vec<usize> = keyed.into_iter().map(|k| k.2 as usize).collect();
+    permute(&mut elements, &mut from);
+    (sorted_order, elements)
+}
+
+/// Reorder `items` so that item `j` is the one that was at `from[j]`.
+/// `from` is used up as the record of which places are done.
+fn permute<T>(items: &mut [T], from: &mut [usize]) {
+    const DONE: usize = usize::MAX;
+    for start in 0..from.len() {
+        let mut j = start;
+        while from[j] != DONE {
+            let k = std::mem::replace(&mut from[j], DONE);
+            if from[k] != DONE {
+                items.swap(j, k);
+            }
+            j = k;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -142,6 +155,7 @@ pub(crate) mod tests {
     use super::*;
     use pbf_format::Kind;
     use pbf_format::block::{Changeset, Node};
+    use proptest::strategy::Strategy;
 
     /// A bare node: all the engine's unit tests need is an id.
     pub(crate) fn node(id: i64) -> Element {
@@ -152,6 +166,22 @@ pub(crate) mod tests {
             lon: 0,
             tags: Vec::new(),
         })
+    }
+
+    proptest::proptest! {
+        /// `permute` puts every item where the permutation says.
+        #[test]
+        fn permute_applies_the_permutation(
+            from in (0usize..60).prop_flat_map(|n| {
+                proptest::strategy::Just((0..n).collect::<Vec<_>>()).prop_shuffle()
+            })
+        ) {
+            let items: Vec<usize> = (100..100 + from.len()).collect();
+            let want: Vec<usize> = from.iter().map(|&i| items[i]).collect();
+            let (mut got, mut scratch) = (items, from);
+            permute(&mut got, &mut scratch);
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]
