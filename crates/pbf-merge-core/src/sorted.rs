@@ -1,8 +1,9 @@
 //! Sorted blocks: the unit the merge moves around. A block keeps the merge
 //! order of its elements ([`Order`]: packed key, rank and the two sizes the
 //! block writer cuts by) apart from the elements themselves, so sorting,
-//! galloping and the merge's comparisons touch 32-byte entries, and each
-//! element is moved only when it is handed to the writer.
+//! galloping and the merge's comparisons touch 32-byte entries, and an
+//! element moves only to be put in order (once, in a blob unsorted inside)
+//! and when it is handed to the writer.
 //!
 //! Ranks give equal keys their input order (see [`crate::input`]); the
 //! merge orders by (key, rank), which is unique.
