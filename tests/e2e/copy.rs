@@ -557,24 +557,6 @@ fn ignored(number: i32) -> bool {
         .is_some_and(|mask| mask >> (number - 1) & 1 != 0)
 }
 
-/// Wait for the child, failing the test (and killing it) if it is still
-/// running after `limit`, so that a signal it does not act on cannot hang
-/// the suite.
-fn wait_at_most(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("still running {limit:?} after the signal");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn sigkill_mid_copy_leaves_no_output() {
     let dir = tempfile::tempdir().expect("dir");

@@ -55,20 +55,6 @@ fn stages(pid: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
-fn wait_limited(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            return st;
-        }
-        assert!(
-            t.elapsed() < limit,
-            "pbf-sort did not end {limit:?} after a signal"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Wait until no process still runs with `PBF_SORT_DRIVER_PID=pid` (stages
 /// of a driver killed with SIGKILL die by PDEATHSIG and clean up).
 fn wait_stages_gone(pid: u32) {
@@ -180,7 +166,7 @@ fn killed_at_random_moments_nothing_is_lost() {
             (driver, "pbf-sort".into())
         };
         kill_pid(victim.0, signal);
-        let status = wait_limited(&mut child, Duration::from_secs(60));
+        let status = wait_at_most(&mut child, Duration::from_secs(60));
         let what = format!(
             "round {}: SIG{signal} to {} after {delay:?}",
             t.rounds, victim.1

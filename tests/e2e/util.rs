@@ -6,7 +6,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use pbf_format::frame::PbfFile;
 
@@ -229,4 +230,22 @@ pub fn assert_sorted_like_osmium(
         "{what}: header lacks Sort.Type_then_ID"
     );
     info
+}
+
+/// Wait for the child, failing the test (and killing it) if it is still
+/// running after `limit`, so that a signal it does not act on cannot hang
+/// the suite.
+pub fn wait_at_most(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running {limit:?} after the signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

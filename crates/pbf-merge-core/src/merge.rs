@@ -64,8 +64,7 @@ impl Heads {
 
     /// The second-smallest key: the smaller child of the root.
     fn second(&self) -> Option<(u128, u64)> {
-        let children = self.items.get(1..3).or_else(|| self.items.get(1..2));
-        children?.iter().map(|h| h.key).min()
+        self.items.iter().skip(1).take(2).map(|h| h.key).min()
     }
 
     fn push(&mut self, head: Head) {
