@@ -510,10 +510,10 @@ def median(tool):
     ok = [w for w, _, s, v in by_tool.get(tool, []) if s == "0" and v == "verified"]
     return statistics.median(ok) if ok else None
 peers = [ref] + [p for p in ["pbfhogg sort"] if ref == "osmium sort" and median(p) is not None]
-floor = median("copy_file_range+fsync")
+# What each ratio column divides by, and its decimals, computed once.
+bases = [(median(p), 3) for p in peers] + [(median("copy_file_range+fsync"), 2)]
 def ratios(w, paren):
-    cells = [f"{w / median(p):.3f}" if median(p) else "n/a" for p in peers]
-    cells.append(f"{w / floor:.2f}" if floor else "n/a")
+    cells = [f"{w / b:.{d}f}" if b else "n/a" for b, d in bases]
     return " | ".join(f"({c})" if paren and c != "n/a" else c for c in cells)
 head = " | ".join(f"ratio to {p}" for p in peers)
 print(f"| tool | runs ok | median wall s | {head} | ratio to disk floor | peak RSS MB |")
