@@ -68,7 +68,8 @@ fn plan_header(src: &SourceRecord) -> PlanHeader {
             id: 0,
             path: src.path.clone(),
             size: src.size,
-            mtime_ns: src.mtime_ns,
+            mtime: src.mtime,
+            mtime_nsec: src.mtime_nsec,
             spool: false,
         }],
         header,
@@ -614,7 +615,7 @@ fn existing_output_survives_a_killed_copy() {
 }
 
 #[test]
-fn spool_sources_are_checked_per_range_and_removed_on_request() {
+fn spool_sources_are_checked_per_range_and_removed_unless_kept() {
     let dir = tempfile::tempdir().expect("dir");
     let spool = dir.path().join("merge.spool");
     // A spool holds data frames only: the file without its OSMHeader frame.
@@ -628,24 +629,40 @@ fn spool_sources_are_checked_per_range_and_removed_on_request() {
     let mut header = plan_header(&src);
     // A spool still growing: its recorded size and mtime are not checked.
     header.sources[0].spool = true;
-    header.sources[0].mtime_ns = 0;
+    header.sources[0].mtime = 0;
     let ops: Vec<PlanRecord> = refs
         .iter()
         .map(|b| PlanRecord::Copy(copy_op(b, false)))
         .collect();
     let plan = plan_bytes(&header, &ops, true);
     let out = dir.path().join("out.pbf");
-    copy_ok(&plan, &out, &["--remove-spools"]);
-    assert!(!spool.exists(), "spool removed after the commit");
+    copy_ok(&plan, &out, &["--keep-spools"]);
+    assert!(spool.exists(), "--keep-spools keeps the spool");
+    fs::remove_file(&out).expect("rm");
+    copy_ok(&plan, &out, &["--keep-spools", "--remove-spools"]);
+    assert!(
+        !spool.exists(),
+        "the last of --keep-spools and --remove-spools wins"
+    );
     assert_eq!(opl(&out), opl(&data("sorted-andorra.osm.pbf")));
+    fs::write(&spool, &bytes[skip as usize..]).expect("spool");
+    fs::remove_file(&out).expect("rm");
+    copy_ok(&plan, &out, &[]);
+    assert!(!spool.exists(), "spool removed after the commit by default");
 
-    // A spool shorter than the plan's ranges (pbf-merge died): refused.
-    let short = fs::read(data("sorted-andorra.osm.pbf")).expect("data");
-    fs::write(&spool, &short[..short.len() / 2]).expect("short spool");
+    // A spool shorter than the plan's ranges (pbf-merge died): refused, and
+    // the spool is removed all the same, unless kept.
+    let short = &bytes[skip as usize..(bytes.len() + skip as usize) / 2];
+    fs::write(&spool, short).expect("short spool");
     let out2 = dir.path().join("out2.pbf");
-    copy_fails(&plan, &out2, &["--remove-spools"], "pbf-merge died");
-    assert!(spool.exists(), "spool kept when the copy failed");
-    assert_eq!(entries(dir.path()), ["merge.spool", "out.pbf"]);
+    copy_fails(&plan, &out2, &["--keep-spools"], "pbf-merge died");
+    assert!(
+        spool.exists(),
+        "--keep-spools keeps the spool when the copy fails"
+    );
+    copy_fails(&plan, &out2, &[], "pbf-merge died");
+    assert!(!spool.exists(), "spool removed when the copy failed");
+    assert_eq!(entries(dir.path()), ["out.pbf"]);
 }
 
 /// A small tmpfs mounted for one test, unmounted on drop.

@@ -285,7 +285,11 @@ fn clones_on_xfs() {
     let b = xfs.put("sorted-andorra.osm.pbf");
     let out = mnt.join("overlap.out.pbf");
     let spool = mnt.join("spool.pbf");
-    let r = reflink(&plan(&[&a, &b], &spool, true), &out, &["-v"]);
+    let r = reflink(
+        &plan(&[&a, &b], &spool, true),
+        &out,
+        &["-v", "--keep-spools"],
+    );
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(
         cloned_percent(&r.stderr) >= 90.0,
@@ -300,9 +304,9 @@ fn clones_on_xfs() {
         "overlapping: extents not shared"
     );
     std::fs::remove_file(&spool).expect("remove spool");
-    // --remove-spools removes an aligned spool: its padding is never copied.
+    // By default the aligned spool is removed: its padding is never copied.
     let out = mnt.join("overlap-remove.out.pbf");
-    let r = reflink(&plan(&[&a, &b], &spool, true), &out, &["--remove-spools"]);
+    let r = reflink(&plan(&[&a, &b], &spool, true), &out, &[]);
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success() && err.is_empty(), "{err}");
     assert!(!spool.exists(), "the aligned spool is removed");

@@ -123,8 +123,8 @@ fn hostile_index_streams_fail_with_a_line_number() {
         ),
         ("a blob twice", join(&[&v[..2], &v[1..]].concat())),
         (
-            "version 2",
-            edit(&s.index, 0, "\"version\":1", "\"version\":2"),
+            "version 3",
+            edit(&s.index, 0, "\"version\":2", "\"version\":3"),
         ),
         (
             "another schema",
@@ -257,8 +257,8 @@ fn hostile_plans_fail_before_any_output() {
         ("no plan record", join(&m[1..])),
         ("no end record", join(&m[..n - 1])),
         (
-            "version 2",
-            edit(&s.merged, 0, "\"version\":1", "\"version\":2"),
+            "version 3",
+            edit(&s.merged, 0, "\"version\":2", "\"version\":3"),
         ),
         (
             "offset past the end",
@@ -299,7 +299,7 @@ fn hostile_plans_fail_before_any_output() {
         ("records after end", format!("{}{}\n", s.merged, m[1])),
         (
             "source changed (mtime)",
-            edit(&s.merged, 0, "\"mtime_ns\":", "\"mtime_ns\":1,\"was\":"),
+            edit(&s.merged, 0, "\"mtime_nsec\":", "\"mtime_nsec\":1,\"was\":"),
         ),
         (
             "source listed twice",
@@ -464,7 +464,7 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
         .as_nanos();
     let m = lines(&s.merged);
     // 1. A spool source that names a file that is not a spool, copied whole,
-    //    with --remove-spools: the file must survive.
+    //    with spool removal (the default): the file must survive.
     let v: serde_json::Value = serde_json::from_str(&m[0]).expect("json");
     let spool_id = v["sources"]
         .as_array()
@@ -485,14 +485,14 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
     let out_s = out.to_string_lossy().into_owned();
     let o = stage(
         "pbf-copy",
-        &["-q", "--remove-spools", "-o", &out_s],
+        &["-q", "-o", &out_s],
         &hostile,
         dir.path(),
         "spool is precious",
     );
     assert!(
         precious.exists(),
-        "pbf-copy --remove-spools deleted a file that is not a spool ({spool_id}): {}",
+        "pbf-copy deleted a file that is not a spool ({spool_id}): {}",
         o.stderr
     );
     assert_eq!(std::fs::read(&precious).expect("read"), text);
@@ -503,7 +503,7 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
     let input_s = s.input.to_string_lossy().into_owned();
     let o = stage(
         "pbf-copy",
-        &["-q", "-O", "-o", &input_s],
+        &["-q", "--keep-spools", "-O", "-o", &input_s],
         &s.merged,
         dir.path(),
         "output is a source",
@@ -518,7 +518,7 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
     let spool_before = std::fs::read(&spool_path).expect("spool");
     let o = stage(
         "pbf-copy",
-        &["-q", "-O", "-o", &spool_path],
+        &["-q", "--keep-spools", "-O", "-o", &spool_path],
         &s.merged,
         dir.path(),
         "output is the spool",

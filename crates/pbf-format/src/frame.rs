@@ -140,7 +140,7 @@ pub struct PbfFile {
     file: File,
     path: PathBuf,
     size: u64,
-    mtime_ns: i64,
+    mtime: (i64, u32),
 }
 
 impl PbfFile {
@@ -161,12 +161,12 @@ impl PbfFile {
             )
             .in_file(path));
         }
-        let mtime_ns = meta.mtime() * 1_000_000_000 + meta.mtime_nsec();
+        let mtime = (meta.mtime(), u32::try_from(meta.mtime_nsec()).unwrap_or(0));
         Ok(PbfFile {
             file,
             path: path.to_path_buf(),
             size: meta.len(),
-            mtime_ns,
+            mtime,
         })
     }
 
@@ -180,9 +180,10 @@ impl PbfFile {
         self.size
     }
 
-    /// Modification time in nanoseconds since the epoch when opened.
-    pub fn mtime_ns(&self) -> i64 {
-        self.mtime_ns
+    /// Modification time when opened: seconds since the epoch and
+    /// nanoseconds past them.
+    pub fn mtime(&self) -> (i64, u32) {
+        self.mtime
     }
 
     /// The open file.

@@ -4,12 +4,20 @@
 //! sources are written by `pbf-merge` while the plan streams, so they grow:
 //! each is opened on first use and every range is checked against its size
 //! at the moment it is read.
+//!
+//! A spool is useless once its plan has been executed, or has failed: with
+//! [`Sources::remove_spools`], a spool that proves to be one when it is first
+//! opened (a regular file that starts with an OSMData frame) is removed when
+//! the `Sources` is dropped, on a signal ([`crate::cleanup`]) and, after a
+//! commit, by [`Sources::finish_spools`], which removes only spools whose
+//! every byte went to the output and keeps (and names) any other.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use pbf_stream::{PlanHeader, check_source};
 
+use crate::cleanup::{Registration, remove_on_signal};
 use crate::error::{Error, ErrorKind, Result};
 
 /// One source of a plan.
@@ -22,14 +30,19 @@ pub struct Source {
     /// A growing spool file written by pbf-merge.
     pub spool: bool,
     file: Option<File>,
-    /// Ranges read from a spool, for [`Sources::removable_spools`].
+    /// Ranges read from a spool, for [`Sources::finish_spools`].
     used: Vec<(u64, u64)>,
+    /// Removes the spool on a signal, once it proved to be one.
+    on_signal: Option<Registration>,
 }
 
 /// All sources of a plan, by id.
 #[derive(Debug)]
 pub struct Sources {
     list: Vec<Source>,
+    remove_spools: bool,
+    /// [`Sources::finish_spools`] ran: the drop leaves spools alone.
+    finished: bool,
 }
 
 impl Sources {
@@ -49,9 +62,45 @@ impl Sources {
                 spool: s.spool,
                 file,
                 used: Vec::new(),
+                on_signal: None,
             });
         }
-        Ok(Sources { list })
+        Ok(Sources {
+            list,
+            remove_spools: false,
+            finished: false,
+        })
+    }
+
+    /// Remove the spools once they are no longer needed: on a signal or a
+    /// failure (when this is dropped), and after a commit through
+    /// [`Sources::finish_spools`].
+    pub fn remove_spools(mut self) -> Sources {
+        self.remove_spools = true;
+        self
+    }
+
+    /// After the output was committed: remove each spool whose bytes all went
+    /// to the output, exactly once; returns the others with the reason each
+    /// is kept. A spool that was never used and does not exist (pbf-merge
+    /// removes a spool nothing was merged into) is not mentioned.
+    pub fn finish_spools(&mut self) -> Vec<(PathBuf, String)> {
+        let mut kept = Vec::new();
+        self.finished = true;
+        for src in self.list.iter_mut().filter(|s| s.spool) {
+            src.on_signal = None;
+            let unused_and_gone =
+                src.used.is_empty() && std::fs::symlink_metadata(&src.path).is_err();
+            if !self.remove_spools || unused_and_gone {
+                continue;
+            }
+            let removed = provably_copied_spool(&src.path, &src.used)
+                .and_then(|()| std::fs::remove_file(&src.path).map_err(|e| e.to_string()));
+            if let Err(why) = removed {
+                kept.push((src.path.clone(), why));
+            }
+        }
+        kept
     }
 
     /// Every source path (for refusing an output that is one of them).
@@ -85,19 +134,6 @@ impl Sources {
             .sum()
     }
 
-    /// The spool sources that may be deleted after the output was committed,
-    /// each with `Err(reason)` when it may not. A plan's paths are arbitrary,
-    /// so a "spool" is removed only when it is provably one that the output
-    /// now holds: a regular file (not a symlink) that begins with an OSMData
-    /// frame and whose bytes were all copied, each exactly once.
-    pub fn removable_spools(&self) -> Vec<(&Path, std::result::Result<(), String>)> {
-        self.list
-            .iter()
-            .filter(|s| s.spool)
-            .map(|s| (s.path.as_path(), provably_copied_spool(&s.path, &s.used)))
-            .collect()
-    }
-
     /// The open file and path of source `id`, for reading `offset..offset+len`.
     /// A spool is opened now if needed and must already hold the range.
     pub fn range(&mut self, id: u32, offset: u64, len: u64) -> Result<(&File, &Path)> {
@@ -116,6 +152,9 @@ impl Sources {
                 let f = File::open(&src.path)
                     .map_err(|e| Error::io(format!("{name}: open spool"), e))?;
                 src.file = Some(f);
+                if self.remove_spools && starts_with_data_frame(&src.path) {
+                    src.on_signal = remove_on_signal(&src.path).ok();
+                }
             }
             let size = src
                 .file
@@ -143,6 +182,32 @@ impl Sources {
             )),
         }
     }
+}
+
+impl Drop for Sources {
+    /// A failure or an early return (before [`Sources::finish_spools`]):
+    /// remove the spools, each only if it is one.
+    fn drop(&mut self) {
+        if !self.remove_spools || self.finished {
+            return;
+        }
+        for src in self.list.iter_mut().filter(|s| s.spool) {
+            if starts_with_data_frame(&src.path) {
+                let _ = std::fs::remove_file(&src.path);
+            }
+            src.on_signal = None;
+        }
+    }
+}
+
+/// A regular file (not a symlink) whose first frame is an OSMData frame, as
+/// every spool of pbf-merge is and no PBF file (OSMHeader first) or text is.
+fn starts_with_data_frame(path: &Path) -> bool {
+    let regular = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file());
+    regular
+        && pbf_format::frame::PbfFile::open(path)
+            .and_then(|f| f.frame_header_at(0))
+            .is_ok_and(|h| h.blob_type == "OSMData")
 }
 
 fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Result<(), String> {
@@ -201,7 +266,7 @@ fn only_padding(spool: &pbf_format::frame::PbfFile, start: u64, end: u64) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_stream::{HeaderRecord, SourceRef, mtime_ns};
+    use pbf_stream::{HeaderRecord, SourceRef, mtime};
 
     fn plan(sources: Vec<SourceRef>) -> PlanHeader {
         PlanHeader {
@@ -218,7 +283,8 @@ mod tests {
             id,
             path: path.to_path_buf(),
             size: meta.len(),
-            mtime_ns: mtime_ns(&meta),
+            mtime: mtime(&meta).0,
+            mtime_nsec: mtime(&meta).1,
             spool,
         }
     }
@@ -247,28 +313,72 @@ mod tests {
     }
 
     #[test]
-    fn an_aligned_spool_is_removable_when_every_data_frame_was_copied() {
+    fn an_aligned_spool_is_removed_when_every_data_frame_was_copied() {
         let dir = tempfile::tempdir().expect("dir");
         let spool = dir.path().join("spool.pbf");
         let data = pbf_format::frame::encode_frame("OSMData", None, b"not decoded");
         let pad = pbf_format::padding::padding(4096 - data.len() as u64).expect("padding");
         let bytes = [data.as_slice(), &pad, &data].concat();
-        std::fs::write(&spool, &bytes).expect("spool");
         let n = data.len() as u64;
+        std::fs::write(&spool, &bytes).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
-        let mut s = Sources::open(&p).expect("open");
+        let mut s = Sources::open(&p).expect("open").remove_spools();
         s.range(0, 0, n).expect("first frame");
         s.range(0, 4096, n).expect("second frame");
-        assert_eq!(s.removable_spools()[0].1, Ok(()));
-        let mut s = Sources::open(&p).expect("open");
+        assert!(s.finish_spools().is_empty());
+        assert!(!spool.exists(), "copied spool removed");
+
+        std::fs::write(&spool, &bytes).expect("spool");
+        let mut s = Sources::open(&p).expect("open").remove_spools();
         s.range(0, 4096, n).expect("second frame only");
-        let (_, why) = &s.removable_spools()[0];
-        assert!(why.as_ref().is_err_and(|w| w.contains("gap")), "{why:?}");
+        let kept = s.finish_spools();
+        assert!(kept[0].1.contains("gap"), "{kept:?}");
+        drop(s);
+        assert!(
+            spool.exists(),
+            "a spool not copied whole is kept after a commit"
+        );
+
         // A data frame where padding would be is a gap.
         std::fs::write(&spool, [data.as_slice(), &data, &data].concat()).expect("spool");
-        let mut s = Sources::open(&p).expect("open");
+        let mut s = Sources::open(&p).expect("open").remove_spools();
         s.range(0, 0, n).expect("first");
         s.range(0, 2 * n, n).expect("third");
-        assert!(s.removable_spools()[0].1.is_err());
+        assert_eq!(s.finish_spools().len(), 1);
+    }
+
+    #[test]
+    fn a_failure_removes_spools_but_never_a_file_that_is_not_one() {
+        let dir = tempfile::tempdir().expect("dir");
+        let spool = dir.path().join("spool.pbf");
+        let data = pbf_format::frame::encode_frame("OSMData", None, b"not decoded");
+        std::fs::write(&spool, &data).expect("spool");
+        let p = plan(vec![source_ref(0, &spool, true)]);
+        let mut s = Sources::open(&p).expect("open").remove_spools();
+        s.range(0, 0, 4).expect("a range");
+        drop(s);
+        assert!(!spool.exists(), "spool removed when the copy fails");
+
+        std::fs::write(&spool, &data).expect("spool");
+        let mut s = Sources::open(&p).expect("open");
+        s.range(0, 0, 4).expect("a range");
+        drop(s);
+        assert!(spool.exists(), "spools are kept without remove_spools");
+
+        std::fs::write(&spool, b"root:x:0:0:root:/root:/bin/bash\n").expect("not a spool");
+        let mut s = Sources::open(&p).expect("open").remove_spools();
+        s.range(0, 0, 4).expect("a range");
+        drop(s);
+        assert!(
+            spool.exists(),
+            "a file that is not a spool is never removed"
+        );
+
+        std::fs::remove_file(&spool).expect("rm");
+        let mut s = Sources::open(&p).expect("open").remove_spools();
+        assert!(
+            s.finish_spools().is_empty(),
+            "an unused spool that is gone is not news"
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! only in how a range reaches the output, so this module holds the rest: the
 //! common options (each tool keeps its own help texts), opening the plan, its
 //! sources and the output, the loop over the plan's copy ops (a merge op or a
-//! stray record is refused), and committing the output and removing spools.
+//! stray record is refused), and committing the output and removing spools
+//! (by default: once read, on success, failure or signal; `--keep-spools`
+//! keeps them).
 //! It answers in `anyhow` errors with the plan's name and line, as the tools
 //! print them.
 
@@ -65,7 +67,8 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
     )
 }
 
-/// Add the `--add-indexdata`, `--remove-spools`, `-v` and `-q` options.
+/// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`, `-v`
+/// and `-q` options.
 pub fn write_args(cmd: Command, help: &Help) -> Command {
     cmd.arg(
         Arg::new("add-indexdata")
@@ -74,9 +77,20 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
             .action(ArgAction::SetTrue),
     )
     .arg(
+        Arg::new("keep-spools")
+            .long("keep-spools")
+            .help(
+                "Keep the plan's spool files (written by pbf-merge); by default they are removed \
+                 once read: after the output is committed, or on an error or signal",
+            )
+            .overrides_with("remove-spools")
+            .action(ArgAction::SetTrue),
+    )
+    .arg(
         Arg::new("remove-spools")
             .long("remove-spools")
-            .help("Delete the plan's spool sources (written by pbf-merge) after success")
+            .help("Remove the spool files once read (the default; undoes an earlier --keep-spools)")
+            .overrides_with("keep-spools")
             .action(ArgAction::SetTrue),
     )
     .arg(
@@ -101,8 +115,8 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
 pub struct Options {
     /// `--add-indexdata`.
     pub add_indexdata: bool,
-    /// `--remove-spools`.
-    pub remove_spools: bool,
+    /// `--keep-spools` (and not a later `--remove-spools`).
+    pub keep_spools: bool,
     /// `-v`.
     pub verbose: bool,
     /// `-q`.
@@ -115,7 +129,7 @@ impl Options {
     pub fn from_matches(m: &ArgMatches) -> Options {
         Options {
             add_indexdata: m.get_flag("add-indexdata"),
-            remove_spools: m.get_flag("remove-spools"),
+            keep_spools: m.get_flag("keep-spools"),
             verbose: m.get_flag("verbose"),
             quiet: m.get_flag("quiet"),
         }
@@ -148,7 +162,10 @@ impl Job {
         let plan_name = pbf_cli::input_name(plan_arg).to_owned();
         let output = output_path(m)?;
         let plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
-        let sources = Sources::open(plan.header())?;
+        let mut sources = Sources::open(plan.header())?;
+        if !m.get_flag("keep-spools") {
+            sources = sources.remove_spools();
+        }
         let out_opts = OutputOptions {
             overwrite: m.get_flag("overwrite"),
             inputs: sources.paths(),
@@ -236,47 +253,21 @@ pub fn frames_missing(op: &CopyOp, path: &Path) -> anyhow::Error {
     )
 }
 
-/// Commit the output, then remove spools with `--remove-spools`; returns
-/// the output's copy statistics and length.
-pub fn finish(
-    name: &str,
-    out: OutputFile,
-    sources: &Sources,
-    opts: Options,
-) -> Result<(CopyStats, u64)> {
+/// Commit the output, then remove the spools (unless `--keep-spools`);
+/// returns the output's copy statistics and length.
+pub fn finish(name: &str, out: OutputFile, sources: &mut Sources) -> Result<(CopyStats, u64)> {
     let (stats, written) = (out.stats(), out.position());
     out.commit()?;
-    if opts.remove_spools {
-        remove_spools(name, sources, opts.quiet);
+    // A plan's paths are arbitrary: a spool not provably copied whole is
+    // kept, and named (the output stands).
+    for (spool, why) in sources.finish_spools() {
+        pbf_cli::warn(
+            name,
+            format!(
+                "warning: not removing {} as a spool: {why}",
+                spool.display()
+            ),
+        );
     }
     Ok((stats, written))
-}
-
-/// Delete spool files after the output was committed; a failure is reported,
-/// the output stays. Only files that are provably spools whose every byte is
-/// now in the output are deleted (a plan's paths could name any file).
-fn remove_spools(name: &str, sources: &Sources, quiet: bool) {
-    for (spool, removable) in sources.removable_spools() {
-        if let Err(why) = removable {
-            pbf_cli::warn(
-                name,
-                format!(
-                    "warning: not removing {} as a spool: {why}",
-                    spool.display()
-                ),
-            );
-            continue;
-        }
-        if let Err(e) = std::fs::remove_file(spool) {
-            if !quiet || e.kind() != std::io::ErrorKind::NotFound {
-                pbf_cli::warn(
-                    name,
-                    format!(
-                        "warning: output written, but removing spool {} failed: {e}",
-                        spool.display()
-                    ),
-                );
-            }
-        }
-    }
 }

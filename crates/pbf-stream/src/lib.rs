@@ -14,9 +14,12 @@
 //! version, require the `end` record (a stream that stops without one means an
 //! upstream stage died), ignore unknown fields, and report errors with line
 //! numbers. [`check_source`] verifies that a file is still the one indexed.
+//! Every number is exact in an IEEE double ([`ijson`]), so a stream survives
+//! jq or any other JSON tool a user puts between two stages.
 #![deny(missing_docs)]
 
 mod error;
+pub mod ijson;
 mod lines;
 mod records;
 mod source;
@@ -24,4 +27,4 @@ mod source;
 pub use error::{Error, ErrorKind};
 pub use lines::{IndexReader, LineReader, MAX_LINE, PlanReader, Writer};
 pub use records::*;
-pub use source::{check_source, mtime_ns};
+pub use source::{check_source, mtime};

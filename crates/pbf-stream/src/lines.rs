@@ -114,7 +114,8 @@ fn explain(line: &[u8], e: serde_json::Error) -> Error {
 
 fn unsupported(schema: &str, version: u32) -> Error {
     Error::invalid(format!(
-        "{schema} version {version} is not supported (this tool reads version {SCHEMA_VERSION})"
+        "{schema} version {version} is not supported (this tool reads version \
+         {SCHEMA_VERSION}): write the stream again with the stages of this version"
     ))
 }
 

@@ -8,12 +8,16 @@ use pbf_format::scan::Summary;
 use pbf_format::{Key, Kind};
 use serde::{Deserialize, Serialize};
 
+use crate::ijson;
+
 /// Schema name of the index stream.
 pub const INDEX_SCHEMA: &str = "pbf-sort/index";
 /// Schema name of the plan stream.
 pub const PLAN_SCHEMA: &str = "pbf-sort/plan";
-/// Major version of both schemas; readers refuse any other.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Major version of both schemas; readers refuse any other. Version 2 made
+/// every number exact in an IEEE double (see [`crate::ijson`]): `mtime_ns`
+/// became `mtime` and `mtime_nsec`, and ids beyond 2^53 are strings.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// An object kind as written in the streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +60,8 @@ impl From<KindName> for Kind {
 pub struct KeyRecord {
     /// Object kind.
     pub kind: KindName,
-    /// Object id.
+    /// Object id (a string beyond 2^53 in magnitude).
+    #[serde(with = "ijson::int")]
     pub id: i64,
     /// Object version (0 when absent).
     pub version: u32,
@@ -124,16 +129,21 @@ impl Counts {
     }
 }
 
-/// A bounding box in nanodegrees.
+/// A bounding box in nanodegrees (each a string beyond 2^53 in magnitude,
+/// which only a damaged header holds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BBoxRecord {
     /// West.
+    #[serde(with = "ijson::int")]
     pub left: i64,
     /// East.
+    #[serde(with = "ijson::int")]
     pub right: i64,
     /// North.
+    #[serde(with = "ijson::int")]
     pub top: i64,
     /// South.
+    #[serde(with = "ijson::int")]
     pub bottom: i64,
 }
 
@@ -156,10 +166,18 @@ pub struct HeaderRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     /// Replication timestamp (seconds since the epoch).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "ijson::opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub replication_timestamp: Option<i64>,
     /// Replication sequence number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "ijson::opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub replication_sequence_number: Option<i64>,
     /// Replication base URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -239,8 +257,11 @@ pub struct SourceRecord {
     pub path: PathBuf,
     /// Size in bytes when indexed.
     pub size: u64,
-    /// Modification time in nanoseconds since the epoch when indexed.
-    pub mtime_ns: i64,
+    /// Modification time when indexed: seconds since the epoch.
+    #[serde(with = "ijson::int")]
+    pub mtime: i64,
+    /// Modification time when indexed: nanoseconds past `mtime`.
+    pub mtime_nsec: u32,
     /// The file's OSMHeader.
     pub header: HeaderRecord,
 }
@@ -333,10 +354,13 @@ pub struct SourceRef {
     pub path: PathBuf,
     /// Size in bytes when indexed.
     pub size: u64,
-    /// Modification time in nanoseconds when indexed.
-    pub mtime_ns: i64,
+    /// Modification time when indexed: seconds since the epoch.
+    #[serde(with = "ijson::int")]
+    pub mtime: i64,
+    /// Modification time when indexed: nanoseconds past `mtime`.
+    pub mtime_nsec: u32,
     /// A spool file written by `pbf-merge` while the plan streams: it grows
-    /// until the `end` record, so `size` and `mtime_ns` are not checked; every
+    /// until the `end` record, so `size` and the mtime are not checked; every
     /// range is checked against the file's size when it is read instead.
     #[serde(default, skip_serializing_if = "is_false")]
     pub spool: bool,

@@ -8,9 +8,11 @@ use std::os::unix::fs::MetadataExt;
 use crate::error::{Error, ErrorKind};
 use crate::records::SourceRef;
 
-/// Modification time of a file in nanoseconds since the epoch.
-pub fn mtime_ns(meta: &Metadata) -> i64 {
-    meta.mtime() * 1_000_000_000 + meta.mtime_nsec()
+/// Modification time of a file as the streams record it: seconds since the
+/// epoch and nanoseconds past them (each exact in a JSON reader's double).
+pub fn mtime(meta: &Metadata) -> (i64, u32) {
+    let nsec = u32::try_from(meta.mtime_nsec()).unwrap_or(0);
+    (meta.mtime(), nsec)
 }
 
 /// Open a source and check that its size and mtime are those in the stream.
@@ -31,13 +33,14 @@ pub fn check_source(src: &SourceRef) -> Result<File, Error> {
         )))
     })?;
     let meta = file.metadata()?;
-    let (size, mtime) = (meta.len(), mtime_ns(&meta));
-    if size != src.size || mtime != src.mtime_ns {
+    let (size, (sec, nsec)) = (meta.len(), mtime(&meta));
+    if size != src.size || (sec, nsec) != (src.mtime, src.mtime_nsec) {
         return Err(Error::new(ErrorKind::SourceChanged(format!(
-            "{}: changed since it was indexed (size {} -> {size}, mtime_ns {} -> {mtime}); re-run pbf-index",
+            "{}: changed since it was indexed (size {} -> {size}, mtime {}.{:09} -> {sec}.{nsec:09}); re-run pbf-index",
             path.display(),
             src.size,
-            src.mtime_ns
+            src.mtime,
+            src.mtime_nsec
         ))));
     }
     Ok(file)

@@ -60,7 +60,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let ops = tool::for_each_copy(&mut job.plan, plan_name, bar, |op, line| {
         copy_op(op, sources, out, opts).with_context(|| format!("{plan_name}: line {line}"))
     })?;
-    let (stats, written) = tool::finish(NAME, job.out, &job.sources, opts)?;
+    let (stats, written) = tool::finish(NAME, job.out, &mut job.sources)?;
     if opts.verbose {
         report(ops, written, stats, started);
     }

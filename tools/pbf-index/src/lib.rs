@@ -167,7 +167,8 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
         version: pbf_stream::SCHEMA_VERSION,
         path: abs.clone(),
         size: file.size(),
-        mtime_ns: file.mtime_ns(),
+        mtime: file.mtime().0,
+        mtime_nsec: file.mtime().1,
         header: header.into(),
     }))?;
     let bar = pbf_cli::progress(

@@ -42,6 +42,9 @@ pub fn command() -> Command {
              (deleted when done), on as many levels as needed. Elements with the same type, id \
              and version keep input order (source, offset, position); --dedupe keeps only the \
              first.\n\n\
+             The spool is removed once the copier has read it (pbf-copy and pbf-reflink do so \
+             unless --keep-spools), here on an error or a signal, and at the end when no op \
+             merged anything (the plan then still lists it, but no op reads it).\n\n\
              On an error (a corrupt blob, a plan that does not match its files, a spool that \
              cannot be written) one line names the file and offset, the exit status is 1 and no \
              end record is written.",
@@ -56,8 +59,10 @@ pub fn command() -> Command {
                 .long("spool")
                 .value_name("PATH")
                 .help(
-                    "Spool file to create (it must not exist) [default: a new file in $TMPDIR, \
-                     left for the consumer of the plan to remove]",
+                    "Spool file to create (it must not exist) [default: a new file in $TMPDIR]. \
+                     The copier removes it once it has read it (pbf-copy --keep-spools keeps \
+                     it); it is removed here on an error or SIGINT/SIGTERM/SIGHUP, and at the \
+                     end when no op merged anything",
                 )
                 .value_parser(value_parser!(PathBuf)),
         )
@@ -132,6 +137,15 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         Some(p) => Spool::create(p)?,
         None => Spool::create_temp()?,
     };
+    // A signal must not leave the spool behind. After success the plan names
+    // it and the copier removes it; the registration only lasts this run.
+    let on_signal = match pbf_output::cleanup::remove_on_signal(spool.path()) {
+        Ok(registration) => registration,
+        Err(e) => {
+            let _ = std::fs::remove_file(spool.path());
+            return Err(e.into());
+        }
+    };
     if verbose {
         pbf_cli::warn(NAME, format!("spool {}", spool.path().display()));
     }
@@ -156,6 +170,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let progress = Progress::new(&reader.header().sources, m.get_flag("quiet"));
     let result = rewrite(name, &mut reader, &merger, &mut spool, &progress);
     progress.bar.finish_and_clear();
+    drop(on_signal);
     match result {
         Ok(total) => {
             if verbose {
@@ -284,7 +299,8 @@ fn rewrite<R: io::BufRead>(
         id: spool_id,
         path: spool.path().to_path_buf(),
         size: 0,
-        mtime_ns: 0,
+        mtime: 0,
+        mtime_nsec: 0,
         spool: true,
     });
     let mut out = Writer::new(pbf_cli::stdout());
@@ -319,6 +335,12 @@ fn rewrite<R: io::BufRead>(
             }
             Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
         }
+    }
+    // Nothing merged: no op names the spool, so an empty file is not left
+    // behind (the plan still lists it; consumers open a spool on first use).
+    if spool.is_empty() {
+        std::fs::remove_file(spool.path())
+            .with_context(|| format!("{}: removing the unused spool", spool.path().display()))?;
     }
     out.write(&PlanRecord::End(end))?;
     out.finish()?;

@@ -17,7 +17,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_stream::{
-    HeaderRecord, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRef, Writer,
+    HeaderRecord, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord,
+    SourceRef, Writer,
 };
 
 use plan::Segment;
@@ -157,8 +158,7 @@ impl Input {
             let at = |e: String| anyhow!("{name}: line {}: {e}", rd.line());
             match rec {
                 IndexRecord::Source(s) => {
-                    self.add_source(s.path, s.size, s.mtime_ns, s.header)
-                        .map_err(at)?;
+                    self.add_source(s).map_err(at)?;
                     end_of_last = 0;
                 }
                 IndexRecord::Blob(b) => {
@@ -174,13 +174,8 @@ impl Input {
         Ok(())
     }
 
-    fn add_source(
-        &mut self,
-        path: PathBuf,
-        size: u64,
-        mtime_ns: i64,
-        header: HeaderRecord,
-    ) -> Result<(), String> {
+    fn add_source(&mut self, s: SourceRecord) -> Result<(), String> {
+        let path = s.path;
         if !self.paths.insert(path.clone()) {
             return Err(format!(
                 "{} is indexed twice; its objects would be duplicated",
@@ -191,11 +186,12 @@ impl Input {
         self.sources.push(SourceRef {
             id,
             path,
-            size,
-            mtime_ns,
+            size: s.size,
+            mtime: s.mtime,
+            mtime_nsec: s.mtime_nsec,
             spool: false,
         });
-        self.headers.push(header);
+        self.headers.push(s.header);
         Ok(())
     }
 

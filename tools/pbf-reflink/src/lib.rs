@@ -1,7 +1,7 @@
 //! `pbf-reflink`: `pbf-copy` for filesystems with shared extents (XFS with
 //! `reflink=1`, btrfs). It executes the same copy-only plans with the same
 //! guarantees (source checks, temporary file, fsync, rename after the plan's
-//! `end`, `-O`, `-o -`, `--add-indexdata`, `--remove-spools`), but lays the
+//! `end`, `-O`, `-o -`, `--add-indexdata`, `--keep-spools`), but lays the
 //! output out so each range's source offset and output offset are congruent
 //! modulo the filesystem block size (padding frames that readers skip, see
 //! `pbf_format::padding`) and clones the aligned middle of each range with
@@ -134,7 +134,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     }
     let Writer { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
-    let (stats, written) = tool::finish(NAME, out, &sources, opts.common)?;
+    let (stats, written) = tool::finish(NAME, out, &mut sources)?;
     if opts.common.verbose {
         report(
             ops,

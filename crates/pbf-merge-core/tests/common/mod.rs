@@ -62,7 +62,8 @@ pub fn source_ref(path: &Path, id: u32) -> SourceRef {
         id,
         path: path.canonicalize().expect("canonical"),
         size: meta.len(),
-        mtime_ns: pbf_stream::mtime_ns(&meta),
+        mtime: pbf_stream::mtime(&meta).0,
+        mtime_nsec: pbf_stream::mtime(&meta).1,
         spool: false,
     }
 }
