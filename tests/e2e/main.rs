@@ -7,6 +7,7 @@ mod util;
 mod cookbook;
 mod copy;
 mod diskfull;
+mod driver;
 mod faults;
 mod hostile;
 mod index;

@@ -211,7 +211,7 @@ fn usage_errors_and_refusals() {
     let mut c = pbf_sort();
     c.arg(&input).arg("-o").arg(&input).arg("-O");
     let o = run(c);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is also an input"));
 }
 

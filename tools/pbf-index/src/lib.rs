@@ -133,8 +133,30 @@ struct Tally {
     from_indexdata: u64,
 }
 
+/// What to do instead of indexing a stream: the plan names the file by path
+/// and offset, so the later stages must be able to read it again.
+const SAVE_FIRST: &str = "save it to a regular file first (pbf-sort - does that for you)";
+
 fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
     let started = std::time::Instant::now();
+    if path == Path::new("-") {
+        bail!(
+            "-: standard input cannot be indexed: later stages re-read the file by offset; {SAVE_FIRST}"
+        );
+    }
+    // Before canonicalize: /dev/stdin on a pipe resolves to "pipe:[N]", which
+    // does not exist, and a FIFO would block the open.
+    let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+    if meta.is_dir() {
+        bail!("{}: is a directory", path.display());
+    }
+    if !meta.is_file() {
+        bail!(
+            "{}: not a regular file (a pipe or device): later stages re-read the file by offset; \
+             {SAVE_FIRST}",
+            path.display()
+        );
+    }
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
     let file = PbfFile::open(&abs)?;
     let mut walk = Walk::new(&file, opts.io);

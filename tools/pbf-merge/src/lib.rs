@@ -111,6 +111,16 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("validate")
+                .long("validate")
+                .help(
+                    "Check the option values and exit: 0 when they are valid, 2 with the \
+                     reason otherwise; no plan is read (pbf-sort checks its options this way \
+                     before it starts a stage)",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("verbose")
                 .short('v')
                 .long("verbose")
@@ -128,6 +138,9 @@ pub fn command() -> Command {
 
 /// Run with parsed arguments.
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    if m.get_flag("validate") {
+        return Ok(ExitCode::SUCCESS);
+    }
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = m.get_flag("verbose") && !m.get_flag("quiet");
     let mut reader = PlanReader::new(pbf_cli::input(name)?)

@@ -1,0 +1,541 @@
+//! The driver at the edges a new user meets first: every option value and
+//! directory is checked before a stage starts (one line, exit 2), messages
+//! name the real cause, standard input and pipes sort like the file,
+//! `--tmpdir` may be on another filesystem, `--check` judges the output with
+//! the toolkit's own stages before it replaces OUTPUT, and `--dry-run`
+//! prints a command that runs as printed.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::faults::{Mount, entries};
+use crate::sort::pbf_sort;
+use crate::util::*;
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn sort_ok(args: &[&str], what: &str) -> Output {
+    let mut c = pbf_sort();
+    c.args(args);
+    let o = run(c);
+    assert!(o.status.success(), "{what}: {}", stderr(&o));
+    o
+}
+
+/// A stage replacement that only records that it ran.
+fn marker_stage(dir: &Path) -> (PathBuf, PathBuf) {
+    let marker = dir.join("a-stage-ran");
+    let script = dir.join("record-stage");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (script, marker)
+}
+
+/// Run the driver with `args`; it must exit 2 with one line containing
+/// `needle`, start no stage and leave `dir` as it was.
+fn refused_up_front(dir: &Path, args: &[&str], needle: &str) {
+    let (script, marker) = marker_stage(dir);
+    let before = entries(dir);
+    let mut c = pbf_sort();
+    c.args(args).env("PBF_SORT_INDEX", &script);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+    assert!(err.contains(needle), "{args:?}: want {needle:?} in: {err}");
+    assert!(!marker.exists(), "{args:?}: a stage ran");
+    assert_eq!(entries(dir), before, "{args:?}: left files");
+}
+
+#[test]
+fn option_values_are_checked_before_any_stage_also_under_dry_run() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let input = input.to_str().expect("utf-8");
+    let out = d.join("o.osm.pbf");
+    let out = out.to_str().expect("utf-8");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--compression", "gzip"], "'--compression <C>'"),
+        (&["--compression=zstd:99"], "'--compression <C>'"),
+        (&["--memory", "1X"], "'--memory <SIZE>'"),
+        (&["--jobs", "x"], "'--jobs <N>'"),
+        (&["-j", "-1"], "'--jobs <N>'"),
+        (
+            &["--copier", "fast"],
+            "--copier must be auto, copy or reflink",
+        ),
+        (
+            &["-q", "-v"],
+            "-q/--quiet and -v/--verbose exclude each other",
+        ),
+        (&["--bogus"], "unknown option '--bogus'"),
+        (&["-Z"], "unknown option '-Z'"),
+    ];
+    for (extra, needle) in cases {
+        for dry in [false, true] {
+            let mut args = extra.to_vec();
+            if dry {
+                args.push("--dry-run");
+            }
+            args.extend([input, "-o", out]);
+            refused_up_front(d, &args, needle);
+        }
+    }
+}
+
+#[test]
+fn paths_are_checked_before_any_stage_and_messages_name_the_cause() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("sorted-andorra.osm.pbf");
+    let input_s = input.to_str().expect("utf-8");
+    let sub = d.join("sub");
+    std::fs::create_dir(&sub).expect("mkdir");
+    let sub_s = sub.to_str().expect("utf-8");
+    let sub_slash = format!("{sub_s}/");
+    let copy = d.join("copy.osm.pbf");
+    std::fs::copy(&input, &copy).expect("copy");
+    let copy_s = copy.to_str().expect("utf-8");
+    let x = d.join("x.osm.pbf");
+    let x = x.to_str().expect("utf-8");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &[input_s, "-o", "/nonexistent-dir/x.osm.pbf"],
+            "/nonexistent-dir: no such directory",
+        ),
+        (&[input_s, "-o", &sub_slash], "is a directory"),
+        (&[input_s, "-O", "-o", sub_s], "is a directory"),
+        (&[copy_s, "-o", copy_s], "the output is also an input"),
+        (&[copy_s, "-O", "-o", copy_s], "the output is also an input"),
+        (
+            &["--tmpdir", "/nonexistent-dir", input_s, "-o", x],
+            "/nonexistent-dir: no such directory (--tmpdir)",
+        ),
+        (
+            &["--tmpdir", copy_s, input_s, "-o", x],
+            "not a directory (--tmpdir)",
+        ),
+        (&[copy_s, copy_s, "-o", x], "given twice"),
+        (
+            &["-", "-", "-o", x],
+            "standard input (-) can be given only once",
+        ),
+        (
+            &["--check", input_s, "-o", "-"],
+            "--check needs an output file",
+        ),
+    ];
+    for (args, needle) in cases {
+        let mut full = vec!["-q"];
+        full.extend_from_slice(args);
+        let before = std::fs::read(&copy).expect("read");
+        refused_up_front(d, &full, needle);
+        assert_eq!(
+            std::fs::read(&copy).expect("read"),
+            before,
+            "{args:?}: input changed"
+        );
+    }
+}
+
+#[test]
+fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let bytes = std::fs::read(&input).expect("read");
+    let want = d.join("file.osm.pbf");
+    sort_ok(
+        &[
+            "-q",
+            input.to_str().expect("utf-8"),
+            "-o",
+            want.to_str().expect("utf-8"),
+        ],
+        "file",
+    );
+    let want = std::fs::read(&want).expect("read");
+    for (i, arg) in ["-", "/dev/stdin"].iter().enumerate() {
+        let out = d.join(format!("stdin-{i}.osm.pbf"));
+        let mut c = pbf_sort();
+        c.args(["-q", arg, "-o"]).arg(&out);
+        let o = run_with_input(c, &bytes);
+        assert!(o.status.success(), "{arg}: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read(&out).expect("read"),
+            want,
+            "{arg}: other bytes"
+        );
+    }
+    // A FIFO given as a path, with a regular file beside it.
+    let fifo = d.join("fifo.osm.pbf");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let writer = {
+        let (fifo, bytes) = (fifo.clone(), bytes.clone());
+        std::thread::spawn(move || std::fs::write(fifo, bytes).expect("write fifo"))
+    };
+    let out = d.join("fifo-out.osm.pbf");
+    let other = data("sorted-andorra.osm.pbf");
+    sort_ok(
+        &[
+            "-q",
+            fifo.to_str().expect("utf-8"),
+            other.to_str().expect("utf-8"),
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+        "fifo",
+    );
+    writer.join().expect("writer");
+    assert_sorted_like_osmium(&out, &[&input, &other], d, "fifo and file");
+    let mut left = entries(d);
+    left.retain(|e| e.starts_with(".pbf-sort"));
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+}
+
+#[test]
+fn a_pipe_that_ends_early_fails_cleanly_without_output() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let bytes = std::fs::read(data("unsorted-vex.osm.pbf")).expect("read");
+    for cut in [0, 100, bytes.len() / 3] {
+        let out = d.join("o.osm.pbf");
+        let mut c = pbf_sort();
+        c.args(["-q", "-", "-o"]).arg(&out);
+        let o = run_with_input(c, &bytes[..cut]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "cut {cut}: {err}");
+        assert!(
+            err.contains("stdin.osm.pbf") && err.contains("standard input"),
+            "cut {cut}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(entries(d).is_empty(), "cut {cut}: left {:?}", entries(d));
+    }
+}
+
+#[test]
+fn tmpdir_on_another_filesystem_holds_the_spool() {
+    let mnt = match Mount::tmpfs("64m", "") {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("SKIPPED: --tmpdir on another filesystem: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = dir.path().join("o.osm.pbf");
+    let o = sort_ok(
+        &[
+            "-v",
+            "--check",
+            "--tmpdir",
+            mnt.path().to_str().expect("utf-8"),
+            input.to_str().expect("utf-8"),
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+        "--tmpdir on tmpfs",
+    );
+    let err = stderr(&o);
+    let spool_line = format!("pbf-merge: spool {}/", mnt.path().display());
+    assert!(
+        err.contains(&spool_line),
+        "the spool is not under --tmpdir: {err}"
+    );
+    assert!(
+        entries(mnt.path()).is_empty(),
+        "left in --tmpdir: {:?}",
+        entries(mnt.path())
+    );
+    assert_eq!(entries(dir.path()), ["o.osm.pbf"]);
+    assert_sorted_like_osmium(&out, &[&input], dir.path(), "--tmpdir on tmpfs");
+}
+
+/// A planner that reverses the order of its copy ops: its outputs hold every
+/// object, but not in order.
+fn reversing_planner(dir: &Path) -> PathBuf {
+    let script = dir.join("reversing-overlap");
+    let overlap = bin("pbf-overlap");
+    let text = format!(
+        "#!/bin/sh\nset -e\nplan=$(mktemp)\n'{}' \"$@\" > \"$plan\"\n\
+         head -n 1 \"$plan\"; sed '1d;$d' \"$plan\" | tac; tail -n 1 \"$plan\"\nrm -f \"$plan\"\n",
+        Path::new(overlap.get_program()).display()
+    );
+    std::fs::write(&script, text).expect("write");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
+
+#[test]
+fn check_judges_the_output_before_it_replaces_out() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let tools = d.join("tools");
+    std::fs::create_dir(&tools).expect("mkdir");
+    let planner = reversing_planner(&tools);
+    let input = d.join("permuted.osm.pbf");
+    permute(&data("sorted-kualalumpur.osm.pbf"), &input, 7);
+    let work = d.join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    let out = work.join("o.osm.pbf");
+    let planner_s = planner.to_str().expect("utf-8");
+    let input_s = input.to_str().expect("utf-8");
+    let out_s = out.to_str().expect("utf-8");
+    // Without --check the swapped planner writes an output osmium rejects.
+    sort_ok(
+        &["-q", "--overlap-cmd", planner_s, input_s, "-o", out_s],
+        "unchecked",
+    );
+    assert_eq!(
+        fileinfo(&out)["data"]["objects_ordered"],
+        false,
+        "the planner must unsort"
+    );
+    std::fs::remove_file(&out).expect("rm");
+    // With --check: exit 1, no OUT.
+    let mut c = pbf_sort();
+    c.args([
+        "-q",
+        "--check",
+        "--overlap-cmd",
+        planner_s,
+        input_s,
+        "-o",
+        out_s,
+    ]);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--check: the output is not sorted") && err.contains("was not written"),
+        "{err}"
+    );
+    assert!(entries(&work).is_empty(), "left {:?}", entries(&work));
+    // An existing OUT is left exactly as it was, mtime included.
+    std::fs::write(&out, b"the previous output").expect("write");
+    let mtime = std::fs::metadata(&out)
+        .expect("meta")
+        .modified()
+        .expect("mtime");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let mut c = pbf_sort();
+    c.args([
+        "-q",
+        "-O",
+        "--check",
+        "--overlap-cmd",
+        planner_s,
+        input_s,
+        "-o",
+        out_s,
+    ]);
+    assert_eq!(run(c).status.code(), Some(1));
+    assert_eq!(std::fs::read(&out).expect("read"), b"the previous output");
+    assert_eq!(
+        std::fs::metadata(&out)
+            .expect("meta")
+            .modified()
+            .expect("mtime"),
+        mtime
+    );
+    assert_eq!(entries(&work), ["o.osm.pbf"]);
+    // With the real planner --check passes and replaces OUT.
+    sort_ok(&["-q", "-O", "--check", input_s, "-o", out_s], "checked");
+    assert_eq!(fileinfo(&out)["data"]["objects_ordered"], true);
+    assert_eq!(entries(&work), ["o.osm.pbf"]);
+}
+
+#[test]
+fn dry_run_prints_a_command_that_runs_as_printed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let bytes = std::fs::read(&input).expect("read");
+    let input_s = input.to_str().expect("utf-8");
+    let tmp = d.join("tmp");
+    std::fs::create_dir(&tmp).expect("mkdir");
+    let runs: &[(&[&str], bool)] = &[
+        (&[input_s, "-o", "plain.osm.pbf"], false),
+        (
+            &[
+                "--check",
+                "--tmpdir",
+                "tmp",
+                "--keep-plan",
+                "plans",
+                input_s,
+                "-o",
+                "checked.osm.pbf",
+            ],
+            false,
+        ),
+        (&["-q", "-", "-o", "stdin.osm.pbf"], true),
+    ];
+    for (args, stdin) in runs {
+        let mut c = pbf_sort();
+        c.current_dir(d).arg("--dry-run").args(*args);
+        let printed = String::from_utf8(succeeds(c)).expect("utf-8");
+        let out = d.join(args[args.len() - 1]);
+        assert!(!out.exists(), "--dry-run wrote the output");
+        let mut left = entries(d);
+        left.retain(|e| e.starts_with(".pbf-sort"));
+        assert!(left.is_empty(), "--dry-run left {left:?}");
+        let mut sh = Command::new("bash");
+        sh.current_dir(d)
+            .env("PATH", crate::sort::tools_path())
+            .args(["-c", &printed]);
+        let o = run_with_input(sh, if *stdin { &bytes } else { b"" });
+        assert!(o.status.success(), "{printed}\nfailed: {}", stderr(&o));
+        assert_sorted_like_osmium(&out, &[&input], d, &printed);
+        let mut left = entries(d);
+        left.retain(|e| e.starts_with(".pbf-sort"));
+        assert!(left.is_empty(), "{printed}: left {left:?}");
+        assert!(entries(&tmp).is_empty(), "{printed}: left in tmp");
+    }
+    assert!(
+        d.join("plans/merged.jsonl").exists(),
+        "--keep-plan in the printed command"
+    );
+}
+
+#[test]
+fn dashes_short_option_bundles_and_dedupe_of_one_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    std::fs::copy(&input, d.join("-dash.osm.pbf")).expect("copy");
+    let mut c = pbf_sort();
+    c.current_dir(d)
+        .args(["-q", "-o", "o.osm.pbf", "--", "-dash.osm.pbf"]);
+    assert!(run(c).status.success(), "-- then an input starting with -");
+    let want = std::fs::read(d.join("o.osm.pbf")).expect("read");
+    for (args, out) in [
+        (
+            &["-q", "-oa.osm.pbf", "--", "-dash.osm.pbf"][..],
+            "a.osm.pbf",
+        ),
+        (
+            &["-Oqo", "a.osm.pbf", "--", "-dash.osm.pbf"][..],
+            "a.osm.pbf",
+        ),
+        (
+            &["-qj1", "--output=b.osm.pbf", "--", "-dash.osm.pbf"][..],
+            "b.osm.pbf",
+        ),
+    ] {
+        let mut c = pbf_sort();
+        c.current_dir(d).args(args);
+        let o = run(c);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        assert_eq!(std::fs::read(d.join(out)).expect("read"), want, "{args:?}");
+    }
+    // --dedupe of one file given twice is --dedupe of the file.
+    let input_s = input.to_str().expect("utf-8");
+    sort_ok(
+        &[
+            "-q",
+            "--dedupe",
+            input_s,
+            "-o",
+            d.join("once.pbf").to_str().expect("utf-8"),
+        ],
+        "once",
+    );
+    sort_ok(
+        &[
+            "-q",
+            "--dedupe",
+            input_s,
+            input_s,
+            "-o",
+            d.join("twice.pbf").to_str().expect("utf-8"),
+        ],
+        "twice",
+    );
+    assert_eq!(
+        std::fs::read(d.join("once.pbf")).expect("read"),
+        std::fs::read(d.join("twice.pbf")).expect("read")
+    );
+}
+
+#[test]
+fn copier_reflink_clones_or_fails_naming_the_output_directory() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let probe = d.join("probe");
+    std::fs::write(&probe, b"x").expect("write");
+    let clones = Command::new("cp")
+        .args(["--reflink=always"])
+        .arg(&probe)
+        .arg(d.join("probe.clone"))
+        .stderr(Stdio::null())
+        .status()
+        .expect("cp")
+        .success();
+    std::fs::remove_file(&probe).expect("rm");
+    let _ = std::fs::remove_file(d.join("probe.clone"));
+    if clones {
+        eprintln!(
+            "SKIPPED: {} supports clones (reflink.rs covers it)",
+            d.display()
+        );
+        return;
+    }
+    let input = data("sorted-andorra.osm.pbf");
+    let out = d.join("o.osm.pbf");
+    let mut c = pbf_sort();
+    c.args(["--copier", "reflink"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: the filesystem cannot clone files",
+            d.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains(".pbf-sort."),
+        "names the temporary directory: {err}"
+    );
+    assert!(entries(d).is_empty(), "left {:?}", entries(d));
+    // auto copies, and with -v says why, naming the output's directory.
+    let mut c = pbf_sort();
+    c.args(["-v", "--copier", "auto"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out);
+    let o = run(c);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "{} cannot clone files (reflink): copying with pbf-copy",
+            d.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let _ = std::io::stderr().flush();
+}
