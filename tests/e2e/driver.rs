@@ -539,3 +539,37 @@ fn copier_reflink_clones_or_fails_naming_the_output_directory() {
     );
     let _ = std::io::stderr().flush();
 }
+
+#[test]
+fn quiet_and_verbose_exclude_each_other_in_every_tool() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("o.osm.pbf");
+    let input = data("sorted-andorra.osm.pbf");
+    let tools: &[(&str, Vec<std::ffi::OsString>)] = &[
+        ("pbf-index", vec![input.clone().into()]),
+        ("pbf-overlap", vec![]),
+        ("pbf-merge", vec![]),
+        ("pbf-copy", vec!["-o".into(), out.clone().into()]),
+        ("pbf-reflink", vec!["-o".into(), out.clone().into()]),
+    ];
+    for (tool, args) in tools {
+        for flags in [["-q", "-v"], ["--verbose", "--quiet"]] {
+            let mut c = bin(tool);
+            c.args(flags).args(args);
+            let o = run(c);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{tool} {flags:?}: {err}");
+            assert!(
+                err.contains("cannot be used with"),
+                "{tool} {flags:?}: {err}"
+            );
+            assert!(o.stdout.is_empty(), "{tool} {flags:?} wrote to stdout");
+        }
+    }
+    let mut c = pbf_sort();
+    c.args(["-qv"]).arg(&input).arg("-o").arg(&out);
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("exclude each other"), "{}", stderr(&o));
+    assert!(!out.exists());
+}

@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 
 use pbf_stream::{PlanRecord, SourceRef};
 
+use pbf_format::frame::PbfFile;
+
 use crate::util::*;
 
 /// The stages up to the merged plan; returns pbf-merge's output.
@@ -337,7 +339,7 @@ fn a_terminal_shows_merge_progress() {
     fs::write(dir.path().join("plan"), plan).expect("plan");
     let tty = String::from_utf8_lossy(&merge_on_terminal(dir.path(), "", None)).into_owned();
     assert!(tty.contains("merging"), "a progress bar: {tty:?}");
-    assert!(tty.contains("blobs done"), "blobs merged: {tty:?}");
+    assert!(tty.contains("merged "), "blobs merged: {tty:?}");
     assert!(tty.contains("eta"), "an ETA: {tty:?}");
 }
 
@@ -355,5 +357,159 @@ fn quiet_or_redirected_stderr_shows_no_progress() {
         err.is_empty(),
         "stderr in a file: {:?}",
         String::from_utf8_lossy(&err)
+    );
+}
+
+/// Each frame a terminal shows: the text between carriage returns and
+/// newlines, ANSI escapes removed.
+fn screen_lines(tty: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut chars = tty.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters final-byte.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain
+        .split(['\r', '\n'])
+        .map(str::to_owned)
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+#[test]
+fn bars_fit_80_columns_and_label_what_happens() {
+    let dir = tempfile::tempdir().expect("dir");
+    // A long path: the bar must elide it, not wrap.
+    let deep = dir
+        .path()
+        .join("a-directory-with-a-rather-long-name-for-the-extracts-of-this-run");
+    fs::create_dir(&deep).expect("mkdir");
+    let input = deep.join("an-unsorted-extract-with-a-long-file-name.osm.pbf");
+    overlapping_copies("sorted-kualalumpur.osm.pbf", 2, &input);
+    let out = dir.path().join("out.osm.pbf");
+    let cmd = format!(
+        "stty cols 80 rows 24; PATH='{}' '{}' -j1 '{}' -o '{}'",
+        crate::sort::tools_path().to_string_lossy(),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("pbf-sort")
+            .display(),
+        input.display(),
+        out.display()
+    );
+    let mut script = Command::new("script");
+    script
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("TERM", "xterm");
+    let o = run(script);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tty = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        !tty.contains("\x1b[1A"),
+        "a bar redrew over two lines: {tty:?}"
+    );
+    let lines = screen_lines(&tty);
+    assert!(lines.iter().any(|l| l.contains("indexing")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("merging")), "{lines:?}");
+    for l in &lines {
+        assert!(l.chars().count() <= 80, "wider than 80 columns: {l:?}");
+        let words: Vec<&str> = l
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let one_plural = words
+            .windows(2)
+            .any(|w| w[0] == "1" && ["blobs", "ops"].contains(&w[1]));
+        assert!(!one_plural, "plural of one: {l:?}");
+    }
+    // A plan with nothing to merge is not labelled "merging".
+    let sorted_plan = dir.path().join("plan");
+    let mut idx = bin("pbf-index");
+    idx.arg("-q").arg(data("sorted-kualalumpur.osm.pbf"));
+    let plan = run_with_input(bin("pbf-overlap"), &succeeds(idx));
+    fs::write(&sorted_plan, plan.stdout).expect("plan");
+    let tty =
+        String::from_utf8_lossy(&merge_on_terminal(dir.path(), "--progress", None)).into_owned();
+    assert!(
+        !tty.contains("merg"),
+        "a copy-only plan labelled as merging: {tty:?}"
+    );
+}
+
+#[test]
+fn progress_and_no_progress_override_the_terminal_test() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (_, plan, _) = unsorted_copy(dir.path());
+    fs::write(dir.path().join("plan"), plan).expect("plan");
+    let tty = merge_on_terminal(dir.path(), "--no-progress", None);
+    assert!(
+        tty.is_empty(),
+        "--no-progress on a terminal: {:?}",
+        String::from_utf8_lossy(&tty)
+    );
+    let tty = merge_on_terminal(dir.path(), "--progress", Some("err"));
+    assert!(tty.is_empty());
+    let err = String::from_utf8_lossy(&fs::read(dir.path().join("err")).expect("err")).into_owned();
+    assert!(
+        err.contains("merg") && err.contains("eta"),
+        "--progress into a file: {err:?}"
+    );
+}
+
+/// One long merge op: every frame of a real file after its header, and the
+/// first blob of another, which holds nodes to relations and so overlaps
+/// every other blob.
+fn one_long_merge_op(dir: &Path) -> PathBuf {
+    let mut bytes = fs::read(data("sorted-kualalumpur.osm.pbf")).expect("read");
+    let f = PbfFile::open(&data("sorted-raw-nodense-mixed.osm.pbf")).expect("open");
+    let h = f.headers().nth(1).expect("a data frame").expect("frame");
+    bytes.extend(
+        f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
+            .expect("read"),
+    );
+    let out = dir.join("one-op.osm.pbf");
+    fs::write(&out, bytes).expect("write");
+    out
+}
+
+#[test]
+fn the_merge_bar_moves_during_a_merge_op() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = one_long_merge_op(dir.path());
+    let mut index = bin("pbf-index");
+    index.arg("-q").arg(&input);
+    let plan = run_with_input(bin("pbf-overlap"), &succeeds(index));
+    let ops = String::from_utf8_lossy(&plan.stdout)
+        .matches("\"type\":\"merge\"")
+        .count();
+    assert_eq!(ops, 1, "the input must make one merge op");
+    fs::write(dir.path().join("plan"), &plan.stdout).expect("plan");
+    let _ = merge_on_terminal(dir.path(), "--progress --memory 2M", Some("err"));
+    let err = String::from_utf8_lossy(&fs::read(dir.path().join("err")).expect("err")).into_owned();
+    // Positions drawn while the one op was running: more than one, so the
+    // bar moved before the op finished.
+    let mut during: Vec<String> = screen_lines(&err)
+        .into_iter()
+        .filter(|l| l.starts_with("merging "))
+        .filter_map(|l| {
+            l.split("] ")
+                .nth(1)
+                .map(|r| r.split('/').next().unwrap_or("").to_owned())
+        })
+        .collect();
+    during.dedup();
+    assert!(
+        during.len() >= 2,
+        "the bar stood still during the merge op: {err:?}"
     );
 }

@@ -1,18 +1,18 @@
 //! What every tool binary shares, so each `main.rs` is one line and each tool
 //! crate holds only its own policy: the main wrapper with the toolkit's exit
 //! codes (0 success, 1 failure, 2 usage; a broken pipe is a quiet 0),
-//! `-` for stdin/stdout, progress bars that appear only on a terminal, and
-//! parsing of common option values.
+//! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
+//! tool ([`diag`]), and parsing of common option values.
 #![deny(missing_docs)]
 
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
-use std::process::ExitCode;
-use std::time::Duration;
-
 use clap::{ArgMatches, Command};
-use indicatif::{ProgressDrawTarget, ProgressStyle};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::process::ExitCode;
 
+mod diag;
+
+pub use diag::{Bars, VerbosityHelp, elide, progress, progress_args, verbosity_args};
 /// The progress bar type [`progress`] returns.
 pub use indicatif::ProgressBar;
 
@@ -126,24 +126,6 @@ pub fn input_name(path: &str) -> &str {
 /// Buffered standard output.
 pub fn stdout() -> BufWriter<io::Stdout> {
     BufWriter::with_capacity(1 << 16, io::stdout())
-}
-
-/// A byte-count progress bar on stderr, drawn only when stderr is a terminal
-/// and `quiet` is false; otherwise a hidden bar that costs nothing.
-pub fn progress(total_bytes: u64, message: &str, quiet: bool) -> ProgressBar {
-    if quiet || !io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
-    let style = ProgressStyle::with_template(
-        "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-    )
-    .unwrap_or_else(|_| ProgressStyle::default_bar())
-    .progress_chars("=> ");
-    bar.set_style(style);
-    bar.set_message(message.to_owned());
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
 }
 
 /// Print a diagnostic line on stderr, prefixed with the tool name.

@@ -71,11 +71,45 @@ pub(crate) struct InputBlob {
     pub rank_base: u64,
     /// Estimated memory of the decoded blob, in [`Element::approx_size`] terms.
     pub estimate: u64,
+    /// Told the frame's length once the blob is decoded.
+    pub on_load: LoadProgress,
+}
+
+/// A callback told the frame length of every input blob once it is decoded
+/// (on a decoding thread), so a progress bar moves during a merge op.
+#[derive(Clone, Default)]
+pub struct LoadProgress(Option<Arc<dyn Fn(u64) + Send + Sync>>);
+
+impl LoadProgress {
+    /// Call `f` with each decoded input frame's length.
+    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> LoadProgress {
+        LoadProgress(Some(Arc::new(f)))
+    }
+
+    fn loaded(&self, bytes: u64) {
+        if let Some(f) = &self.0 {
+            f(bytes);
+        }
+    }
+}
+
+impl std::fmt::Debug for LoadProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "LoadProgress(on)"
+        } else {
+            "LoadProgress(off)"
+        })
+    }
 }
 
 /// Read and check the frame headers of a merge op's inputs. Input ranks
 /// follow (source id, offset) order.
-pub(crate) fn inputs(op: &MergeOp, sources: &Sources) -> Result<Vec<Arc<InputBlob>>> {
+pub(crate) fn inputs(
+    op: &MergeOp,
+    sources: &Sources,
+    on_load: &LoadProgress,
+) -> Result<Vec<Arc<InputBlob>>> {
     let mut order: Vec<usize> = (0..op.inputs.len()).collect();
     order.sort_by_key(|&i| (op.inputs[i].source, op.inputs[i].offset));
     let mut rank_of = vec![0u64; op.inputs.len()];
@@ -122,6 +156,7 @@ pub(crate) fn inputs(op: &MergeOp, sources: &Sources) -> Result<Vec<Arc<InputBlo
             elements: input.elements,
             rank_base: rank_of[i],
             estimate,
+            on_load: on_load.clone(),
         }));
     }
     Ok(out)
@@ -153,6 +188,7 @@ impl InputBlob {
         let ranks = (0..elements.len() as u64).map(|pos| self.rank_base | pos);
         let block = Block::new(elements, ranks);
         self.check(&block)?;
+        self.on_load.loaded(self.frame.frame_len());
         Ok(block)
     }
 

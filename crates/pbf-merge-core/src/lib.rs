@@ -47,7 +47,7 @@ use pbf_stream::MergeOp;
 use rayon::ThreadPool;
 
 pub use error::{Error, ErrorKind, Result};
-pub use input::Sources;
+pub use input::{LoadProgress, Sources};
 pub use spool::Spool;
 
 use input::InputBlob;
@@ -75,6 +75,8 @@ pub struct Options {
     /// bytes (the filesystem block size, for `pbf-reflink`); 0 or 1: no
     /// padding (default).
     pub align: u64,
+    /// Told the length of every input frame once it is decoded (progress).
+    pub on_load: LoadProgress,
 }
 
 impl Default for Options {
@@ -87,6 +89,7 @@ impl Default for Options {
             spill_compression: Compression::Lz4,
             spill_dir: std::env::temp_dir(),
             align: 0,
+            on_load: LoadProgress::default(),
         }
     }
 }
@@ -164,7 +167,7 @@ impl Merger {
         spool: &mut Spool,
         report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
     ) -> Result<MergeStats> {
-        let blobs = input::inputs(op, &self.sources)?;
+        let blobs = input::inputs(op, &self.sources, &self.opts.on_load)?;
         let mut stats = MergeStats {
             inputs: blobs.len() as u64,
             elements_in: blobs.iter().map(|b| b.elements).sum(),

@@ -67,10 +67,10 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
     )
 }
 
-/// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`, `-v`
-/// and `-q` options.
+/// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`, `-v`,
+/// `-q`, `--progress` and `--no-progress` options.
 pub fn write_args(cmd: Command, help: &Help) -> Command {
-    cmd.arg(
+    let cmd = cmd.arg(
         Arg::new("add-indexdata")
             .long("add-indexdata")
             .help(help.add_indexdata)
@@ -93,21 +93,12 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
             .overrides_with("keep-spools")
             .action(ArgAction::SetTrue),
     )
-    .arg(
-        Arg::new("verbose")
-            .short('v')
-            .long("verbose")
-            .help(help.verbose)
-            .action(ArgAction::SetTrue),
-    )
-    .arg(
-        Arg::new("quiet")
-            .short('q')
-            .long("quiet")
-            .help(help.quiet)
-            .conflicts_with("verbose")
-            .action(ArgAction::SetTrue),
-    )
+    ;
+    let verbosity = pbf_cli::VerbosityHelp {
+        verbose: help.verbose,
+        quiet: help.quiet,
+    };
+    pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, verbosity))
 }
 
 /// The shared options of one run.
@@ -121,6 +112,8 @@ pub struct Options {
     pub verbose: bool,
     /// `-q`.
     pub quiet: bool,
+    /// `--progress`, `--no-progress` and `-q`.
+    pub bars: pbf_cli::Bars,
 }
 
 impl Options {
@@ -132,6 +125,7 @@ impl Options {
             keep_spools: m.get_flag("keep-spools"),
             verbose: m.get_flag("verbose"),
             quiet: m.get_flag("quiet"),
+            bars: pbf_cli::Bars::from_matches(m),
         }
     }
 }
@@ -185,9 +179,9 @@ impl Job {
 /// [`pbf_cli::progress`]). Hidden when the plan has a spool source: a
 /// `pbf-merge` upstream then draws its own bar, which counts the copy ops it
 /// passes on too, and two bars on one terminal line would take turns.
-pub fn progress(sources: &Sources, message: &str, quiet: bool) -> pbf_cli::ProgressBar {
+pub fn progress(sources: &Sources, message: &str, bars: pbf_cli::Bars) -> pbf_cli::ProgressBar {
     let merge_draws = sources.spools().next().is_some();
-    pbf_cli::progress(sources.known_bytes(), message, quiet || merge_draws)
+    pbf_cli::progress(sources.known_bytes(), message, bars.unless(merge_draws))
 }
 
 /// Call `each` with every copy op of the plan and its line, under a progress

@@ -55,7 +55,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let mut job = Job::open(m)?;
     job.out
         .write_all(&frames::header_frame(&job.plan.header().header)?)?;
-    let bar = tool::progress(&job.sources, "copying", opts.quiet);
+    let bar = tool::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     let ops = tool::for_each_copy(&mut job.plan, plan_name, bar, |op, line| {
         copy_op(op, sources, out, opts).with_context(|| format!("{plan_name}: line {line}"))

@@ -29,7 +29,11 @@ const DEFAULT_IO: Io = Io::Uring;
 
 /// The command-line interface.
 pub fn command() -> Command {
-    Command::new("pbf-index")
+    let help = pbf_cli::VerbosityHelp {
+        verbose: "Print a summary per file on stderr (blobs from indexdata or decoded, objects, time)",
+        quiet: "No progress bar and no warnings on stderr",
+    };
+    let cmd = Command::new("pbf-index")
         .version(env!("CARGO_PKG_VERSION"))
         .about("Index the blobs of OpenStreetMap PBF files as JSON Lines")
         .long_about(
@@ -64,13 +68,6 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
-            Arg::new("verbose")
-                .short('v')
-                .long("verbose")
-                .help("Print a summary per file on stderr (blobs from indexdata or decoded, objects, time)")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -85,14 +82,8 @@ pub fn command() -> Command {
                 )
                 .value_parser(["pread", "uring"])
                 .default_value(DEFAULT_IO.name()),
-        )
-        .arg(
-            Arg::new("quiet")
-                .short('q')
-                .long("quiet")
-                .help("No progress bar and no warnings on stderr")
-                .action(ArgAction::SetTrue),
-        )
+        );
+    pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, help))
 }
 
 /// Options of one run.
@@ -101,6 +92,7 @@ struct Options {
     decode: bool,
     quiet: bool,
     verbose: bool,
+    bars: pbf_cli::Bars,
     io: Io,
 }
 
@@ -113,6 +105,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         decode: m.get_flag("decode"),
         quiet: m.get_flag("quiet"),
         verbose: m.get_flag("verbose"),
+        bars: pbf_cli::Bars::from_matches(m),
         io,
     };
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
@@ -193,11 +186,13 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
         mtime_nsec: file.mtime().1,
         header: header.into(),
     }))?;
-    let bar = pbf_cli::progress(
-        file.size(),
-        &format!("indexing {}", path.display()),
-        opts.quiet,
-    );
+    // The file name only: the bar must fit an 80-column line.
+    let name = path
+        .file_name()
+        .unwrap_or(path.as_os_str())
+        .to_string_lossy();
+    let message = format!("indexing {}", pbf_cli::elide(&name, 19));
+    let bar = pbf_cli::progress(file.size(), &message, opts.bars);
     let mut tally = Tally::default();
     let mut batch = Vec::with_capacity(BATCH);
     for fh in walk {

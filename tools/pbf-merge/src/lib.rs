@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::Compression;
-use pbf_merge_core::{MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
+use pbf_merge_core::{LoadProgress, MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
 use pbf_stream::{
     CopyOp, Counts, FrameKeys, MergeOp, PlanEnd, PlanHeader, PlanReader, PlanRecord, SourceRef,
     Writer,
@@ -26,7 +26,7 @@ const NAME: &str = "pbf-merge";
 
 /// The command-line interface.
 pub fn command() -> Command {
-    Command::new(NAME)
+    let cmd = Command::new(NAME)
         .version(env!("CARGO_PKG_VERSION"))
         .about("Execute the merge ops of a plan into a spool file")
         .long_about(
@@ -119,21 +119,12 @@ pub fn command() -> Command {
                      before it starts a stage)",
                 )
                 .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("verbose")
-                .short('v')
-                .long("verbose")
-                .help("Print the spool path and a summary of the merges on standard error")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("quiet")
-                .short('q')
-                .long("quiet")
-                .help("No progress bar; nothing on standard error but errors")
-                .action(ArgAction::SetTrue),
-        )
+        );
+    let help = pbf_cli::VerbosityHelp {
+        verbose: "Print the spool path and a summary of the merges on standard error",
+        quiet: "No progress bar; nothing on standard error but errors",
+    };
+    pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, help))
 }
 
 /// Run with parsed arguments.
@@ -142,7 +133,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
-    let verbose = m.get_flag("verbose") && !m.get_flag("quiet");
+    let verbose = m.get_flag("verbose");
     let mut reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
     let sources = Sources::open(&reader.header().sources)?;
@@ -166,7 +157,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         Some(d) => d.to_path_buf(),
         None => std::env::temp_dir(),
     };
+    let progress = Progress::new(&reader.header().sources, pbf_cli::Bars::from_matches(m));
     let opts = Options {
+        on_load: progress.on_load(),
         memory: *m.get_one::<u64>("memory").context("--memory")?,
         compression: *m
             .get_one::<Compression>("compression")
@@ -180,7 +173,6 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let merger = Merger::new(opts, sources, Arc::new(pool));
     let started = Instant::now();
-    let progress = Progress::new(&reader.header().sources, m.get_flag("quiet"));
     let result = rewrite(name, &mut reader, &merger, &mut spool, &progress);
     progress.bar.finish_and_clear();
     drop(on_signal);
@@ -260,41 +252,60 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     )
 }
 
-/// The progress bar (only on a terminal, see [`pbf_cli::progress`]): input
-/// bytes of the ops done out of the sources' sizes, and blobs merged. A copy
-/// op counts when it passes; a merge op's bytes count in proportion to the
-/// elements written, as the engine reports frames.
+/// The progress bar (see [`pbf_cli::progress`]): input bytes of the ops
+/// done out of the sources' sizes. A copy op counts when it passes; a merge
+/// op's input frames count as the engine decodes them, so the bar moves
+/// during a long merge op, and its label says what is happening.
 struct Progress {
     bar: pbf_cli::ProgressBar,
 }
 
 impl Progress {
-    fn new(sources: &[SourceRef], quiet: bool) -> Progress {
+    fn new(sources: &[SourceRef], bars: pbf_cli::Bars) -> Progress {
         let total = sources.iter().filter(|s| !s.spool).map(|s| s.size).sum();
-        let bar = pbf_cli::progress(total, "merging", quiet);
+        let bar = pbf_cli::progress(total, "reading the plan", bars);
         Progress { bar }
     }
 
-    fn copied(&self, op: &CopyOp) {
+    /// The engine's callback: input frames decoded (on decoding threads).
+    fn on_load(&self) -> LoadProgress {
+        let bar = self.bar.clone();
+        LoadProgress::new(move |bytes| bar.inc(bytes))
+    }
+
+    fn copied(&self, op: &CopyOp, totals: &Totals) {
         self.bar.inc(op.length);
+        if totals.merges == 0 {
+            self.bar.set_message("passing copy ops on");
+        }
     }
 
-    /// Position of a merge op that started at `base`, `done` of its elements written.
-    fn merging(&self, base: u64, op: &MergeOp, done: u64) {
-        let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
-        let part = match op.elements {
-            0 => bytes,
-            n => (u128::from(bytes) * u128::from(done.min(n)) / u128::from(n)) as u64,
-        };
-        self.bar.set_position(base + part);
-    }
-
-    fn merged(&self, base: u64, op: &MergeOp, totals: &Totals) {
-        self.merging(base, op, op.elements);
+    fn merging(&self, op: &MergeOp, totals: &Totals) {
         self.bar.set_message(format!(
-            "merging: {} blobs done ({} merge ops)",
-            totals.stats.inputs, totals.merges
+            "merging {} of op {}",
+            plural(op.inputs.len() as u64, "blob"),
+            totals.merges + 1
         ));
+    }
+
+    /// A merge op that started at `base` is done: every input byte counts.
+    fn merged(&self, base: u64, op: &MergeOp, totals: &Totals) {
+        let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
+        self.bar.set_position(base + bytes);
+        self.bar.set_message(format!(
+            "merged {} in {}",
+            plural(totals.stats.inputs, "blob"),
+            plural(totals.merges, "op")
+        ));
+    }
+}
+
+/// "1 blob", "2 blobs".
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -327,18 +338,16 @@ fn rewrite<R: io::BufRead>(
         match op {
             Some(PlanRecord::Copy(c)) => {
                 end.add_copy(&c);
-                progress.copied(&c);
+                progress.copied(&c, &totals);
                 out.write(&PlanRecord::Copy(c))?;
             }
             Some(PlanRecord::Merge(op)) => {
                 out.flush()?;
                 let base = progress.bar.position();
-                let mut done = 0;
+                progress.merging(&op, &totals);
                 let stats = merger.merge(&op, spool, &mut |frames| {
                     let copy = copy_op(spool_id, frames);
                     end.add_copy(&copy);
-                    done += copy.elements;
-                    progress.merging(base, &op, done);
                     out.write(&PlanRecord::Copy(copy))
                         .and_then(|()| out.flush())
                         .map_err(io_error)

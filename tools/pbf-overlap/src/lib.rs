@@ -27,7 +27,7 @@ const NAME: &str = "pbf-overlap";
 
 /// The command-line interface.
 pub fn command() -> Command {
-    Command::new(NAME)
+    let cmd = Command::new(NAME)
         .version(env!("CARGO_PKG_VERSION"))
         .about("Plan the sort: which blobs can be copied, which must be merged")
         .long_about(
@@ -82,23 +82,13 @@ pub fn command() -> Command {
                 .value_name("NAME")
                 .help("writingprogram of the output header [default: pbf-sort <version>]"),
         )
-        .arg(
-            Arg::new("quiet")
-                .short('q')
-                .long("quiet")
-                .help("With --check, do not explain why the input is not in order")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("verbose")
-                .short('v')
-                .long("verbose")
-                .help(
-                    "Print one summary line on standard error: blobs passed through in copy \
-                     ops and their bytes, blobs and elements to merge in merge ops, time",
-                )
-                .action(ArgAction::SetTrue),
-        )
+        ;
+    let help = pbf_cli::VerbosityHelp {
+        verbose: "Print one summary line on standard error: blobs passed through in copy ops and \
+                  their bytes, blobs and elements to merge in merge ops, time",
+        quiet: "With --check, do not explain why the input is not in order",
+    };
+    pbf_cli::verbosity_args(cmd, help)
 }
 
 /// Run with parsed arguments.

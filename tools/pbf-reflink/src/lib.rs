@@ -115,7 +115,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let mut w = Writer { out, cloner, opts };
     w.out
         .write_all(&frames::header_frame(&plan.header().header)?)?;
-    let bar = tool::progress(&sources, "writing", opts.common.quiet);
+    let bar = tool::progress(&sources, "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
     let ops = tool::for_each_copy(&mut plan, &plan_name, bar, |op, line| {
         if opts.common.add_indexdata {
