@@ -14,7 +14,10 @@ all: build
 build:
 	$(CARGO) build --release --workspace
 
+# What the tests and the demo need besides Rust (.ci/deps holds the one list):
+# installed when run as root, else named with the command that installs them.
 test:
+	.ci/deps test
 	$(CARGO) test --workspace --all-targets
 	$(MAKE) lint
 
@@ -27,7 +30,7 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 shellcheck:
-	shellcheck pbf-sort .ci/run tests/nix/check.sh bench/run.sh bench/reflink.sh fuzz/run.sh
+	shellcheck pbf-sort .ci/run .ci/deps tests/nix/check.sh bench/run.sh bench/reflink.sh fuzz/run.sh
 
 # Regenerate the tools' man pages after changing a flag or a template
 # (`cargo test` fails on drift).
@@ -36,7 +39,9 @@ man:
 
 # Sort a bundled unsorted real file (VEX output) and show osmium's verdict
 # before and after.
-demo: build
+demo:
+	.ci/deps demo
+	$(MAKE) build
 	@mkdir -p $(dir $(DEMO_OUT))
 	@echo "demo: $(DEMO_IN) as written by VEX:"
 	@osmium fileinfo -e $(DEMO_IN) | grep -E 'Objects ordered|Number of (nodes|ways|relations)'

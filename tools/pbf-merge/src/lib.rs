@@ -89,7 +89,10 @@ pub fn command() -> Command {
             Arg::new("compression")
                 .long("compression")
                 .value_name("C")
-                .help("Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none")
+                .help(
+                    "Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied \
+                     blobs keep their own; osmium 1.15 cannot read zstd",
+                )
                 .default_value("zlib:6")
                 .value_parser(|s: &str| s.parse::<Compression>()),
         )
