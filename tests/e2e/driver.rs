@@ -573,3 +573,71 @@ fn quiet_and_verbose_exclude_each_other_in_every_tool() {
     assert!(stderr(&o).contains("exclude each other"), "{}", stderr(&o));
     assert!(!out.exists());
 }
+
+#[test]
+fn recompress_changes_the_compression_of_copied_blobs_only_in_the_blob() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let files = [
+        "sorted-monaco-lz4.osm.pbf",
+        "unsorted-vanilla-extract-raw-zlib.osm.pbf",
+        "sorted-andorra.osm.pbf",
+    ];
+    for name in files {
+        let input = data(name);
+        for (compression, label) in [
+            ("none", "raw"),
+            ("lz4", "lz4"),
+            ("zlib:1", "zlib"),
+            ("zstd:3", "zstd"),
+        ] {
+            let out = d.join(format!("{compression}-{name}"));
+            let mut args = vec![
+                "-q",
+                "--recompress",
+                "--add-indexdata",
+                "--compression",
+                compression,
+            ];
+            let (i, o) = (input.to_str().expect("utf-8"), out.to_str().expect("utf-8"));
+            args.extend([i, "-o", o]);
+            sort_ok(&args, name);
+            let mut c = bin("pbf-index");
+            c.arg("-q").arg(&out);
+            let index: Vec<pbf_stream::IndexRecord> = records(&succeeds(c));
+            let blobs: Vec<&pbf_stream::BlobRecord> = index
+                .iter()
+                .filter_map(|r| match r {
+                    pbf_stream::IndexRecord::Blob(b) => Some(b),
+                    _ => None,
+                })
+                .collect();
+            assert!(!blobs.is_empty());
+            for b in &blobs {
+                assert_eq!(b.compression, label, "{name} --recompress {compression}");
+                assert_eq!(
+                    b.from,
+                    pbf_stream::KeysFrom::Indexdata,
+                    "{name}: indexdata kept"
+                );
+            }
+            if label != "zstd" {
+                // osmium 1.15 reads raw, zlib and lz4: the objects are osmium's sort.
+                assert_sorted_like_osmium(&out, &[&input], d, &format!("{name} {compression}"));
+            } else {
+                // Decoded by our own scan (every blob inflated), in order.
+                let mut c = bin("pbf-index");
+                c.args(["-q", "--decode"]).arg(&out);
+                let idx = succeeds(c);
+                let mut check = bin("pbf-overlap");
+                check.arg("--check");
+                let o = run_with_input(check, &idx);
+                assert!(o.status.success(), "{name} zstd: {}", stderr(&o));
+            }
+        }
+    }
+    // -j of pbf-copy only goes with --recompress.
+    let mut c = bin("pbf-copy");
+    c.args(["-j", "2", "-o"]).arg(d.join("x.pbf"));
+    assert_eq!(run(c).status.code(), Some(2));
+}

@@ -54,6 +54,7 @@ mod copy;
 mod error;
 pub mod frames;
 mod output;
+pub mod recompress;
 pub mod reflink;
 mod sources;
 pub mod tool;

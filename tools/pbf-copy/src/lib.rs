@@ -11,7 +11,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use clap::{ArgMatches, Command};
+use clap::{Arg, ArgMatches, Command, value_parser};
+use pbf_format::compress::Compression;
+use pbf_format::indexdata;
+use pbf_output::recompress::recompress_range;
 use pbf_output::tool::{self, Help, Job, Options};
 use pbf_output::{CopyStats, OutputFile, Sources, frames};
 use pbf_stream::CopyOp;
@@ -32,7 +35,29 @@ pub fn command() -> Command {
              plan. The output is written to a temporary file beside OUT, fsynced and renamed onto \
              OUT only after the plan's end record; on an error or SIGINT/SIGTERM/SIGHUP the \
              temporary file is removed and an existing OUT is left untouched. A plan that still \
-             holds merge ops is refused: run pbf-merge first.",
+             holds merge ops is refused: run pbf-merge first.\n\n\
+             With --recompress every copied Blob is inflated and compressed again (in parallel; \
+             the block inside is never decoded), for example to turn a zlib file into zstd or \
+             raw; the copy then goes through memory instead of the kernel.",
+        )
+        .arg(
+            Arg::new("recompress")
+                .long("recompress")
+                .value_name("C")
+                .help(
+                    "Re-compress every copied blob: zlib[:0-9], zstd[:1-22], lz4 or none \
+                     (osmium 1.15 cannot read zstd) [default: blobs keep their compression]",
+                )
+                .value_parser(|s: &str| s.parse::<Compression>()),
+        )
+        .arg(
+            Arg::new("jobs")
+                .short('j')
+                .long("jobs")
+                .value_name("N")
+                .help("Threads for --recompress [default: all cores]")
+                .requires("recompress")
+                .value_parser(value_parser!(usize)),
         );
     tool::write_args(tool::output_args(cmd, &HELP), &HELP)
 }
@@ -52,13 +77,17 @@ const HELP: Help = Help {
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
     let opts = Options::from_matches(m);
+    let recompress = m
+        .get_one::<Compression>("recompress")
+        .map(|&c| (c, pbf_cli::jobs(m.get_one::<usize>("jobs").copied())));
     let mut job = Job::open(m)?;
     job.out
         .write_all(&frames::header_frame(&job.plan.header().header)?)?;
     let bar = tool::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     let ops = tool::for_each_copy(&mut job.plan, plan_name, bar, |op, line| {
-        copy_op(op, sources, out, opts).with_context(|| format!("{plan_name}: line {line}"))
+        copy_op(op, sources, out, opts, recompress)
+            .with_context(|| format!("{plan_name}: line {line}"))
     })?;
     let (stats, written) = tool::finish(NAME, job.out, &mut job.sources)?;
     if opts.verbose {
@@ -67,16 +96,39 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Append one copy op: the whole range at once, or frame by frame with new
-/// BlobHeaders for `--add-indexdata`.
-fn copy_op(op: &CopyOp, sources: &mut Sources, out: &mut OutputFile, opts: Options) -> Result<()> {
+/// Append one copy op: the whole range at once, frame by frame with new
+/// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`.
+fn copy_op(
+    op: &CopyOp,
+    sources: &mut Sources,
+    out: &mut OutputFile,
+    opts: Options,
+    recompress: Option<(Compression, usize)>,
+) -> Result<()> {
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
+    if opts.add_indexdata && op.frames.is_empty() {
+        return Err(tool::frames_missing(op, path));
+    }
+    if let Some((compression, threads)) = recompress {
+        let indexdata = |i: usize| -> pbf_output::Result<Option<Vec<u8>>> {
+            match op.frames.get(i).filter(|_| opts.add_indexdata) {
+                Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?))),
+                None => Ok(None),
+            }
+        };
+        recompress_range(
+            out,
+            (file, path),
+            (op.offset, op.length),
+            compression,
+            threads,
+            &indexdata,
+        )?;
+        return Ok(());
+    }
     if !opts.add_indexdata {
         out.copy_from(file, path, op.offset, op.length)?;
         return Ok(());
-    }
-    if op.frames.is_empty() {
-        return Err(tool::frames_missing(op, path));
     }
     let mut offset = op.offset;
     for keys in &op.frames {
