@@ -26,16 +26,27 @@ fn sort_ok(args: &[&str], what: &str) -> Output {
     o
 }
 
+/// No `.pbf-sort.*` directory (the driver's temporaries) is left in `dir`.
+fn assert_no_temporaries(dir: &Path, what: &str) {
+    let mut left = entries(dir);
+    left.retain(|e| e.starts_with(".pbf-sort"));
+    assert!(left.is_empty(), "{what}: temporaries left: {left:?}");
+}
+
+/// An executable script at `path`.
+fn write_script(path: &Path, text: &str) {
+    std::fs::write(path, text).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
 /// A stage replacement that only records that it ran.
 fn marker_stage(dir: &Path) -> (PathBuf, PathBuf) {
     let marker = dir.join("a-stage-ran");
     let script = dir.join("record-stage");
-    std::fs::write(
+    write_script(
         &script,
-        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
-    )
-    .expect("write");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        &format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    );
     (script, marker)
 }
 
@@ -178,13 +189,7 @@ fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
     }
     // A FIFO given as a path, with a regular file beside it.
     let fifo = d.join("fifo.osm.pbf");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo")
-            .success()
-    );
+    mkfifo(&fifo);
     let writer = {
         let (fifo, bytes) = (fifo.clone(), bytes.clone());
         std::thread::spawn(move || std::fs::write(fifo, bytes).expect("write fifo"))
@@ -203,9 +208,7 @@ fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
     );
     writer.join().expect("writer");
     assert_sorted_like_osmium(&out, &[&input, &other], d, "fifo and file");
-    let mut left = entries(d);
-    left.retain(|e| e.starts_with(".pbf-sort"));
-    assert!(left.is_empty(), "temporaries left: {left:?}");
+    assert_no_temporaries(d, "fifo and file");
 }
 
 #[test]
@@ -272,14 +275,12 @@ fn tmpdir_on_another_filesystem_holds_the_spool() {
 /// object, but not in order.
 fn reversing_planner(dir: &Path) -> PathBuf {
     let script = dir.join("reversing-overlap");
-    let overlap = bin("pbf-overlap");
     let text = format!(
-        "#!/bin/sh\nset -e\nplan=$(mktemp)\n'{}' \"$@\" > \"$plan\"\n\
+        "#!/bin/sh\nset -e\nplan=$(mktemp)\n{} \"$@\" > \"$plan\"\n\
          head -n 1 \"$plan\"; sed '1d;$d' \"$plan\" | tac; tail -n 1 \"$plan\"\nrm -f \"$plan\"\n",
-        Path::new(overlap.get_program()).display()
+        bin_quoted("pbf-overlap")
     );
-    std::fs::write(&script, text).expect("write");
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    write_script(&script, &text);
     script
 }
 
@@ -394,9 +395,7 @@ fn dry_run_prints_a_command_that_runs_as_printed() {
         let printed = String::from_utf8(succeeds(c)).expect("utf-8");
         let out = d.join(args[args.len() - 1]);
         assert!(!out.exists(), "--dry-run wrote the output");
-        let mut left = entries(d);
-        left.retain(|e| e.starts_with(".pbf-sort"));
-        assert!(left.is_empty(), "--dry-run left {left:?}");
+        assert_no_temporaries(d, "--dry-run");
         let mut sh = Command::new("bash");
         sh.current_dir(d)
             .env("PATH", crate::sort::tools_path())
@@ -404,9 +403,7 @@ fn dry_run_prints_a_command_that_runs_as_printed() {
         let o = run_with_input(sh, if *stdin { &bytes } else { b"" });
         assert!(o.status.success(), "{printed}\nfailed: {}", stderr(&o));
         assert_sorted_like_osmium(&out, &[&input], d, &printed);
-        let mut left = entries(d);
-        left.retain(|e| e.starts_with(".pbf-sort"));
-        assert!(left.is_empty(), "{printed}: left {left:?}");
+        assert_no_temporaries(d, &printed);
         assert!(entries(&tmp).is_empty(), "{printed}: left in tmp");
     }
     assert!(

@@ -21,22 +21,9 @@ for line in sys.stdin:\n    \
     rec = json.loads(line, parse_int=lambda s: int(float(s)))\n    \
     print(json.dumps(rec, separators=(\",\", \":\")))'";
 
-/// Fail loudly when jq is missing (Debian package jq; `.ci/run` installs it).
+/// Fail loudly when jq is missing (`.ci/run` installs it).
 fn require_jq() {
-    let ok = Command::new("jq")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "jq (Debian package jq) is required by these tests; install it"
-    );
-}
-
-fn tool(name: &str) -> String {
-    let cmd = bin(name);
-    let path = Path::new(cmd.get_program());
-    format!("'{}'", path.display())
+    require_tool("jq", "jq", "these tests");
 }
 
 /// Sort `input` into `out` by hand, with `filter` between every two stages
@@ -46,10 +33,10 @@ fn sort_through(input: &Path, out: &Path, filter: &str, last: &str) -> String {
     let script = format!(
         "{index} -q '{input}' | {filter} | {overlap} | {filter} | {merge} -q --spool '{spool}' \
          | {last} | {copy} -q -o '{out}'",
-        index = tool("pbf-index"),
-        overlap = tool("pbf-overlap"),
-        merge = tool("pbf-merge"),
-        copy = tool("pbf-copy"),
+        index = bin_quoted("pbf-index"),
+        overlap = bin_quoted("pbf-overlap"),
+        merge = bin_quoted("pbf-merge"),
+        copy = bin_quoted("pbf-copy"),
         input = input.display(),
         spool = spool.display(),
         out = out.display(),

@@ -309,6 +309,13 @@ fn a_spool_that_cannot_be_written_fails_naming_it() {
 /// `TERM=xterm` (indicatif draws nothing on a dumb terminal); standard
 /// output goes to `dir/out` and `stderr_to`, when given, redirects standard
 /// error away from the terminal. Returns what reached the terminal.
+/// The plan of [`unsorted_copy`] as `dir/plan`, where [`merge_on_terminal`]
+/// reads it.
+fn write_unsorted_plan(dir: &Path) {
+    let (_, plan, _) = unsorted_copy(dir);
+    fs::write(dir.join("plan"), plan).expect("plan");
+}
+
 fn merge_on_terminal(dir: &Path, args: &str, stderr_to: Option<&str>) -> Vec<u8> {
     let redirect = stderr_to.map_or(String::new(), |f| format!(" 2> '{f}'"));
     let cmd = format!(
@@ -335,8 +342,7 @@ fn merge_on_terminal(dir: &Path, args: &str, stderr_to: Option<&str>) -> Vec<u8>
 #[test]
 fn a_terminal_shows_merge_progress() {
     let dir = tempfile::tempdir().expect("dir");
-    let (_, plan, _) = unsorted_copy(dir.path());
-    fs::write(dir.path().join("plan"), plan).expect("plan");
+    write_unsorted_plan(dir.path());
     let tty = String::from_utf8_lossy(&merge_on_terminal(dir.path(), "", None)).into_owned();
     assert!(tty.contains("merging"), "a progress bar: {tty:?}");
     assert!(tty.contains("merged "), "blobs merged: {tty:?}");
@@ -346,8 +352,7 @@ fn a_terminal_shows_merge_progress() {
 #[test]
 fn quiet_or_redirected_stderr_shows_no_progress() {
     let dir = tempfile::tempdir().expect("dir");
-    let (_, plan, _) = unsorted_copy(dir.path());
-    fs::write(dir.path().join("plan"), plan).expect("plan");
+    write_unsorted_plan(dir.path());
     let tty = merge_on_terminal(dir.path(), "-q", None);
     assert!(tty.is_empty(), "-q: {:?}", String::from_utf8_lossy(&tty));
     let tty = merge_on_terminal(dir.path(), "", Some("err"));
@@ -449,8 +454,7 @@ fn bars_fit_80_columns_and_label_what_happens() {
 #[test]
 fn progress_and_no_progress_override_the_terminal_test() {
     let dir = tempfile::tempdir().expect("dir");
-    let (_, plan, _) = unsorted_copy(dir.path());
-    fs::write(dir.path().join("plan"), plan).expect("plan");
+    write_unsorted_plan(dir.path());
     let tty = merge_on_terminal(dir.path(), "--no-progress", None);
     assert!(
         tty.is_empty(),

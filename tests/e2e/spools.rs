@@ -11,20 +11,16 @@ use std::time::{Duration, Instant};
 use crate::faults::{entries, kill_group};
 use crate::util::*;
 
-fn tool(name: &str) -> String {
-    format!("'{}'", Path::new(bin(name).get_program()).display())
-}
-
 /// `pbf-index IN | pbf-overlap | pbf-merge MERGE_ARGS | pbf-copy COPY_ARGS -o OUT`
 /// under bash with pipefail and `$TMPDIR` set to `tmp`.
 fn pipeline(input: &Path, out: &Path, merge_args: &str, copy_args: &str, tmp: &Path) -> Command {
     let script = format!(
         "{} -q '{}' | {} | {} -q {merge_args} | {} -q {copy_args} -o '{}'",
-        tool("pbf-index"),
+        bin_quoted("pbf-index"),
         input.display(),
-        tool("pbf-overlap"),
-        tool("pbf-merge"),
-        tool("pbf-copy"),
+        bin_quoted("pbf-overlap"),
+        bin_quoted("pbf-merge"),
+        bin_quoted("pbf-copy"),
         out.display(),
     );
     let mut c = Command::new("bash");

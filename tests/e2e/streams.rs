@@ -541,13 +541,7 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
     assert_eq!(std::fs::read(&precious).expect("read"), text);
     // 5. A source that is a FIFO must not hang a stage.
     let fifo = dir.path().join("fifo.osm.pbf");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .expect("mkfifo")
-            .success()
-    );
+    mkfifo(&fifo);
     let fifo_plan = s.merged.replace(
         &s.input.to_string_lossy().into_owned(),
         &fifo.to_string_lossy(),

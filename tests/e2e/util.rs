@@ -76,6 +76,11 @@ pub fn bin(tool: &str) -> Command {
     Command::new(path)
 }
 
+/// One of our binaries' paths in single quotes, for a `bash -c` script.
+pub fn bin_quoted(tool: &str) -> String {
+    format!("'{}'", Path::new(bin(tool).get_program()).display())
+}
+
 /// Run a command with the given stdin, capturing stdout and stderr.
 pub fn run_with_input(mut cmd: Command, input: &[u8]) -> Output {
     cmd.stdin(Stdio::piped())
@@ -123,17 +128,32 @@ pub fn records<T: for<'de> serde::Deserialize<'de>>(jsonl: &[u8]) -> Vec<T> {
         .collect()
 }
 
-/// An `osmium` command; fails the test loudly when osmium-tool is not installed.
-pub fn osmium() -> Command {
-    let ok = Command::new("osmium")
+/// Fail the test loudly, naming the Debian package, when `cmd --version`
+/// does not run (`.ci/deps` installs every such package).
+pub fn require_tool(cmd: &str, package: &str, who: &str) {
+    let ok = Command::new(cmd)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     assert!(
         ok,
-        "osmium (Debian package osmium-tool) is required by the oracle tests; install it"
+        "{cmd} (Debian package {package}) is required by {who}; install it"
     );
+}
+
+/// An `osmium` command; fails the test loudly when osmium-tool is not installed.
+pub fn osmium() -> Command {
+    require_tool("osmium", "osmium-tool", "the oracle tests");
     Command::new("osmium")
+}
+
+/// Make a FIFO at `path`.
+pub fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
 }
 
 /// `osmium cat -f opl` of a file.

@@ -131,6 +131,15 @@ impl PlainStderr {
     fn put(&self, s: &str) -> io::Result<()> {
         io::stderr().lock().write_all(s.as_bytes())
     }
+
+    /// Move the cursor `n` cells in the direction of CSI code `dir`.
+    fn cursor(&self, n: usize, dir: char) -> io::Result<()> {
+        if n == 0 {
+            Ok(())
+        } else {
+            self.put(&format!("\x1b[{n}{dir}"))
+        }
+    }
 }
 
 impl TermLike for PlainStderr {
@@ -143,35 +152,19 @@ impl TermLike for PlainStderr {
     }
 
     fn move_cursor_up(&self, n: usize) -> io::Result<()> {
-        if n == 0 {
-            Ok(())
-        } else {
-            self.put(&format!("\x1b[{n}A"))
-        }
+        self.cursor(n, 'A')
     }
 
     fn move_cursor_down(&self, n: usize) -> io::Result<()> {
-        if n == 0 {
-            Ok(())
-        } else {
-            self.put(&format!("\x1b[{n}B"))
-        }
+        self.cursor(n, 'B')
     }
 
     fn move_cursor_right(&self, n: usize) -> io::Result<()> {
-        if n == 0 {
-            Ok(())
-        } else {
-            self.put(&format!("\x1b[{n}C"))
-        }
+        self.cursor(n, 'C')
     }
 
     fn move_cursor_left(&self, n: usize) -> io::Result<()> {
-        if n == 0 {
-            Ok(())
-        } else {
-            self.put(&format!("\x1b[{n}D"))
-        }
+        self.cursor(n, 'D')
     }
 
     fn write_line(&self, s: &str) -> io::Result<()> {

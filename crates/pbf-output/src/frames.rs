@@ -59,7 +59,7 @@ fn check_blob_header_len(len: usize) -> Result<()> {
 /// Read the frame header (length prefix and BlobHeader, not the Blob) at
 /// `offset` of `file`; `path` names the file in errors.
 pub fn read_frame_header(file: &File, path: &Path, offset: u64) -> Result<FrameHeader> {
-    let at = || format!("{}: frame at offset {offset}", path.display());
+    let at = || frame_at(path, offset);
     let read = |len: usize, pos: u64| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
         file.read_exact_at(&mut buf, pos).map_err(|e| {
@@ -91,6 +91,11 @@ pub fn read_frame_header(file: &File, path: &Path, offset: u64) -> Result<FrameH
         compression: None,
         raw_size: None,
     })
+}
+
+/// How errors name a frame: `PATH: frame at offset N`.
+pub fn frame_at(path: &Path, offset: u64) -> String {
+    format!("{}: frame at offset {offset}", path.display())
 }
 
 /// Check that a frame a plan copies is an OSMData frame of the planned length.

@@ -14,7 +14,7 @@ use pbf_format::compress::{Compression, decode_blob, encode_blob};
 use pbf_format::frame::{FrameHeader, MAX_BLOB_LEN};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::frames::{data_frame_prefix, read_frame_header};
+use crate::frames::{check_data_frame, data_frame_prefix, frame_at, read_frame_header};
 use crate::output::OutputFile;
 
 /// A frame read for re-compression: its header and Blob bytes.
@@ -55,11 +55,7 @@ pub fn recompress_range(
                 .filter(|&n| n <= MAX_BLOB_LEN);
             let datasize = datasize.ok_or_else(|| {
                 Error::invalid(
-                    format!(
-                        "{}: frame at offset {}",
-                        path.display(),
-                        frame.header.offset
-                    ),
+                    frame_at(path, frame.header.offset),
                     format!(
                         "re-compressed Blob of {} bytes exceeds the PBF limit",
                         blob.len()
@@ -77,25 +73,18 @@ pub fn recompress_range(
 /// Read the OSMData frame at `at`, which must end by `end`.
 fn read_frame(src: &File, path: &Path, at: u64, end: u64) -> Result<Frame> {
     let header = read_frame_header(src, path, at)?;
-    let place = || format!("{}: frame at offset {at}", path.display());
-    if header.blob_type != "OSMData" {
-        return Err(Error::invalid(
-            place(),
-            format!(
-                "is an {:?} frame, the plan expects OSMData",
-                header.blob_type
-            ),
-        ));
-    }
+    // The plan gives no per-frame lengths here: the frame's own is checked
+    // against the end of the range below.
+    check_data_frame(&header, header.frame_len()).map_err(|e| e.within(path.display()))?;
     if header.datasize > MAX_BLOB_LEN || header.end() > end {
         return Err(Error::invalid(
-            place(),
+            frame_at(path, at),
             "runs past the range the plan copies (plan does not match the file)",
         ));
     }
     let mut blob = vec![0u8; header.datasize as usize];
     src.read_exact_at(&mut blob, header.body_offset())
-        .map_err(|e| Error::io(place(), e))?;
+        .map_err(|e| Error::io(frame_at(path, at), e))?;
     Ok(Frame { header, blob })
 }
 
@@ -131,16 +120,7 @@ fn encode_batch(
 }
 
 fn reencode(frame: &Frame, compression: Compression, path: &Path) -> Result<Vec<u8>> {
-    let place = |e| {
-        Error::new(
-            format!(
-                "{}: frame at offset {}",
-                path.display(),
-                frame.header.offset
-            ),
-            ErrorKind::Format(e),
-        )
-    };
+    let place = |e| Error::new(frame_at(path, frame.header.offset), ErrorKind::Format(e));
     let raw = decode_blob(&frame.blob).map_err(place)?;
     encode_blob(&raw, compression).map_err(place)
 }
