@@ -117,6 +117,38 @@ pub fn kill_group(pgid: u32, signal: &str) {
         .status();
 }
 
+/// Wait until no live (non-zombie) process is left in process group
+/// `pgid`, failing the test after `limit`. A shell killed by a signal exits
+/// at once, while its pipeline's stages may still be running their signal
+/// handlers: what they leave behind is known only when they are gone.
+pub fn wait_for_group_gone(pgid: u32, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while group_alive(pgid) {
+        assert!(
+            Instant::now() < deadline,
+            "process group {pgid} still running {limit:?} after the signal"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// True when a process of group `pgid` is running (per /proc; zombies
+/// do not count).
+fn group_alive(pgid: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("stat")).ok())
+        .any(|stat| {
+            // After "pid (comm) ": state ppid pgrp ...
+            let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+            let mut f = rest.split_whitespace();
+            let state = f.next().unwrap_or("Z");
+            let pgrp = f.nth(1).and_then(|g| g.parse::<u32>().ok());
+            state != "Z" && pgrp == Some(pgid)
+        })
+}
+
 /// Send a signal to one process.
 pub fn kill_pid(pid: u32, signal: &str) {
     let _ = Command::new("kill")

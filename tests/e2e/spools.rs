@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::faults::{entries, kill_group};
+use crate::faults::{entries, kill_group, wait_for_group_gone};
 use crate::util::*;
 
 /// `pbf-index IN | pbf-overlap | pbf-merge MERGE_ARGS | pbf-copy COPY_ARGS -o OUT`
@@ -119,6 +119,7 @@ fn interrupt_mid_merge(signal: &str) {
     kill_group(child.id(), signal);
     let status = wait_at_most(&mut child, Duration::from_secs(30));
     assert!(!status.success(), "{signal}: the pipeline still succeeded");
+    wait_for_group_gone(child.id(), Duration::from_secs(30));
     assert!(
         entries(&tmp).is_empty(),
         "{signal} mid-merge left {:?} in $TMPDIR",
