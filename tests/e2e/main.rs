@@ -20,3 +20,4 @@ mod soak;
 mod sort;
 mod spools;
 mod streams;
+mod ties;

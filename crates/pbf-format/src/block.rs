@@ -23,7 +23,7 @@ use std::mem::size_of;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::key::key_version;
+use crate::key::{key_version, tie_seconds};
 use crate::{Key, Kind};
 
 mod decode;
@@ -137,6 +137,12 @@ impl Element {
     pub fn key(&self) -> Key {
         let version = self.info().map_or(0, |i| key_version(i.version));
         Key::new(self.kind(), self.id(), version)
+    }
+
+    /// What orders equal keys before input order ([`crate::key::tie_seconds`]):
+    /// the timestamp in whole seconds, 0 when there is none.
+    pub fn tie_seconds(&self) -> u32 {
+        self.info().map_or(0, |i| tie_seconds(i.timestamp_ms))
     }
 
     /// The kind of object.

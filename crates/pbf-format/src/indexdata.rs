@@ -8,8 +8,10 @@
 //! "PBSX"                 magic, 4 bytes
 //! 0x02                   format version
 //! flags                  bit 0: keys strictly increase inside the blob;
-//!                        bit 1: keys never decrease but some repeat
-//!                        (at most one of the two is set)
+//!                        bit 1: keys never decrease but some repeat;
+//!                        bit 2: keys decrease, but only between versions
+//!                        of one object (at most one of the three is set;
+//!                        readers before bit 2 existed scan such a blob)
 //! first key              kind (1 byte: 0 node, 1 way, 2 relation, 3 changeset),
 //!                        id (zigzag varint), version (varint)
 //! last key               same encoding
@@ -42,7 +44,7 @@ pub fn encode(s: &Summary) -> Vec<u8> {
     let mut out = Vec::with_capacity(48);
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
-    out.push(u8::from(s.sorted) | u8::from(s.repeats) << 1);
+    out.push(u8::from(s.sorted) | u8::from(s.repeats) << 1 | u8::from(s.versions_unsorted) << 2);
     for k in [s.first, s.last] {
         out.push(k.kind as u8);
         wire::put_varint(&mut out, wire::unzigzag(k.id));
@@ -70,7 +72,7 @@ pub fn decode(bytes: &[u8]) -> Option<Summary> {
     }
     let rest = body.strip_prefix(MAGIC)?;
     let (&[version, flags], rest) = rest.split_first_chunk::<2>()?;
-    if version != VERSION || flags > 2 {
+    if version != VERSION || !matches!(flags, 0 | 1 | 2 | 4) {
         return None;
     }
     let mut r = Reader::new(rest);
@@ -89,6 +91,7 @@ pub fn decode(bytes: &[u8]) -> Option<Summary> {
         counts,
         sorted: flags == 1,
         repeats: flags == 2,
+        versions_unsorted: flags == 4,
     })
 }
 
@@ -124,6 +127,7 @@ pub fn decode_pbfhogg(bytes: &[u8]) -> Option<Summary> {
         counts,
         sorted: true,
         repeats: false,
+        versions_unsorted: false,
     })
 }
 
@@ -138,19 +142,31 @@ mod tests {
             counts: [u64::MAX / 3, 1, 2, 0],
             sorted: true,
             repeats: false,
+            versions_unsorted: false,
         }
     }
 
     #[test]
-    fn repeats_flag_round_trips() {
-        let s = Summary {
+    fn order_flags_round_trip() {
+        let repeats = Summary {
             sorted: false,
             repeats: true,
             ..summary()
         };
-        let bytes = encode(&s);
-        assert_eq!(bytes[5], 2);
-        assert_eq!(decode(&bytes), Some(s));
+        let versions = Summary {
+            sorted: false,
+            versions_unsorted: true,
+            ..summary()
+        };
+        let unsorted = Summary {
+            sorted: false,
+            ..summary()
+        };
+        for (s, flags) in [(repeats, 2), (versions, 4), (unsorted, 0)] {
+            let bytes = encode(&s);
+            assert_eq!(bytes[5], flags);
+            assert_eq!(decode(&bytes), Some(s));
+        }
     }
 
     #[test]

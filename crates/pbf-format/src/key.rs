@@ -2,6 +2,13 @@
 //! tool uses. It is osmium's order (`object_order_type_id_version`): type
 //! (node < way < relation < changeset), then ids <= 0 before positive ids,
 //! each class by absolute value, then version.
+//!
+//! Objects with equal keys (the same version of one object, more than once)
+//! are ordered as `osmium sort` orders them: by timestamp ([`tie_seconds`]),
+//! then in input order. osmium compares timestamps only when both are set,
+//! which is not a strict weak order once a tie mixes set and unset ones; here
+//! an unset timestamp (0) sorts before every set one, which agrees with
+//! osmium on every tie whose timestamps are all set or all unset.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -94,6 +101,15 @@ impl Key {
     }
 }
 
+/// The timestamp that orders equal keys: seconds since the epoch as osmium
+/// holds them (an unsigned 32-bit count, so it is truncated like osmium's
+/// conversion), 0 when unset. Equal keys sort by this value, then in input
+/// order; osmium's comparison ignores timestamps unless both are set, and
+/// 0 before any set value is the strict rule chosen for mixed ties.
+pub fn tie_seconds(timestamp_ms: i64) -> u32 {
+    (timestamp_ms / 1000) as u32
+}
+
 /// Convert a stored PBF version (int32, -1 or absent for "none") to the key's version.
 pub fn key_version(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)
@@ -159,6 +175,14 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tie_seconds_are_osmium_seconds() {
+        assert_eq!(tie_seconds(0), 0);
+        assert_eq!(tie_seconds(999), 0);
+        assert_eq!(tie_seconds(1_600_000_000_123), 1_600_000_000);
+        assert_eq!(tie_seconds(4_294_967_296_000), 0);
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub struct Summary {
     /// the one before it (a merged file that kept repeated objects). Never
     /// true together with `sorted`.
     pub repeats: bool,
+    /// True when keys decrease somewhere, but only between versions of one
+    /// object: (kind, id) never decreases. `osmium fileinfo -e` calls such a
+    /// blob ordered. Never true together with `sorted` or `repeats`.
+    pub versions_unsorted: bool,
 }
 
 impl Summary {
@@ -46,6 +50,7 @@ pub struct Accumulator {
     prev: u128,
     counts: [u64; 4],
     decreasing: bool,
+    ids_decreasing: bool,
     repeated: bool,
 }
 
@@ -57,6 +62,7 @@ impl Default for Accumulator {
             prev: 0,
             counts: [0; 4],
             decreasing: false,
+            ids_decreasing: false,
             repeated: false,
         }
     }
@@ -70,6 +76,8 @@ impl Accumulator {
         // reaches u128::MAX (the kind takes bits 97 and 98 only).
         if self.first != u128::MAX {
             self.decreasing |= p < self.prev;
+            // The version takes the low 32 bits of a packed key.
+            self.ids_decreasing |= p >> 32 < self.prev >> 32;
             self.repeated |= p == self.prev;
         }
         self.prev = p;
@@ -89,6 +97,7 @@ impl Accumulator {
             counts: self.counts,
             sorted: !self.decreasing && !self.repeated,
             repeats: !self.decreasing && self.repeated,
+            versions_unsorted: self.decreasing && !self.ids_decreasing,
         })
     }
 }
@@ -292,6 +301,34 @@ mod tests {
         assert_eq!(summary(&[1, 2, 2, 3]), (false, true));
         assert_eq!(summary(&[1, 3, 3, 2]), (false, false));
         assert_eq!(summary(&[5]), (true, false));
+    }
+
+    #[test]
+    fn versions_out_of_order_are_told_apart_from_disorder() {
+        let summary = |keys: &[(Kind, i64, u32)]| {
+            let mut acc = Accumulator::default();
+            for &(kind, id, version) in keys {
+                acc.push(Key::new(kind, id, version));
+            }
+            let s = acc.finish().expect("keys");
+            (s.sorted, s.repeats, s.versions_unsorted)
+        };
+        let (n, w) = (Kind::Node, Kind::Way);
+        assert_eq!(
+            summary(&[(n, 1, 2), (n, 1, 1), (n, 2, 1)]),
+            (false, false, true)
+        );
+        assert_eq!(
+            summary(&[(n, 1, 2), (n, 1, 2), (n, 1, 1)]),
+            (false, false, true)
+        );
+        assert_eq!(summary(&[(n, 2, 1), (n, 1, 2)]), (false, false, false));
+        assert_eq!(summary(&[(w, 1, 1), (n, 9, 1)]), (false, false, false));
+        assert_eq!(
+            summary(&[(n, 0, 5), (n, -1, 1), (n, 1, 1)]),
+            (true, false, false)
+        );
+        assert_eq!(summary(&[(n, 1, 1), (n, -1, 1)]), (false, false, false));
     }
 
     #[test]

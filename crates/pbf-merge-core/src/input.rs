@@ -2,11 +2,11 @@
 //! each input frame validated against the plan before anything is merged,
 //! and the loading of one blob into a sorted [`Block`].
 //!
-//! Ties between equal keys keep input order, so every element carries a
-//! rank: the blob's position in (source id, offset) order in the high 32
-//! bits and the element's position in the blob in the low 32 bits. The
-//! merge orders by (key, rank), which is unique, so the result does not
-//! depend on how blobs were grouped into chains or spilled.
+//! Equal keys are ordered by timestamp, then in input order, so every
+//! element carries a rank ([`Order::rank`]): its timestamp and its blob's
+//! position in (source id, offset) order. Elements of one blob with equal
+//! ranks keep their stored order, so the result does not depend on how
+//! blobs were grouped into chains or spilled.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -67,8 +67,8 @@ pub(crate) struct InputBlob {
     pub last: Key,
     /// Element count according to the plan.
     pub elements: u64,
-    /// Rank of the blob's first element; the others follow.
-    pub rank_base: u64,
+    /// The blob's position in (source id, offset) order.
+    pub position: u32,
     /// Estimated memory of the decoded blob, in [`Element::approx_size`] terms.
     pub estimate: u64,
     /// Told the frame's length once the blob is decoded.
@@ -103,18 +103,22 @@ impl std::fmt::Debug for LoadProgress {
     }
 }
 
-/// Read and check the frame headers of a merge op's inputs. Input ranks
-/// follow (source id, offset) order.
+/// Read and check the frame headers of a merge op's inputs. Input
+/// positions follow (source id, offset) order.
 pub(crate) fn inputs(
     op: &MergeOp,
     sources: &Sources,
     on_load: &LoadProgress,
 ) -> Result<Vec<Arc<InputBlob>>> {
+    if u32::try_from(op.inputs.len()).is_err() {
+        let m = format!("{} inputs in one merge op", op.inputs.len());
+        return Err(Error::plan(Path::new("<plan>"), 0, m));
+    }
     let mut order: Vec<usize> = (0..op.inputs.len()).collect();
     order.sort_by_key(|&i| (op.inputs[i].source, op.inputs[i].offset));
-    let mut rank_of = vec![0u64; op.inputs.len()];
-    for (rank, &i) in order.iter().enumerate() {
-        rank_of[i] = (rank as u64) << 32;
+    let mut position_of = vec![0u32; op.inputs.len()];
+    for (position, &i) in (0u32..).zip(&order) {
+        position_of[i] = position;
     }
     let mut out = Vec::with_capacity(op.inputs.len());
     for (i, input) in op.inputs.iter().enumerate() {
@@ -154,7 +158,7 @@ pub(crate) fn inputs(
             first,
             last,
             elements: input.elements,
-            rank_base: rank_of[i],
+            position: position_of[i],
             estimate,
             on_load: on_load.clone(),
         }));
@@ -185,8 +189,7 @@ impl InputBlob {
         drop(body);
         let elements = block::decode_block(&raw).map_err(place)?;
         drop(raw);
-        let ranks = (0..elements.len() as u64).map(|pos| self.rank_base | pos);
-        let block = Block::new(elements, ranks);
+        let block = Block::new(elements, std::iter::repeat(self.position));
         self.check(&block)?;
         self.on_load.loaded(self.frame.frame_len());
         Ok(block)

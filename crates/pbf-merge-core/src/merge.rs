@@ -45,8 +45,9 @@ struct Head {
 /// A binary min-heap of stream heads by key. Unlike `BinaryHeap`, a new top
 /// is sifted down from a register: std's `PeekMut` writes it to the root and
 /// reads it straight back, and that read waits until the store (and every
-/// load before it) completes, once per stretch. Keys are unique (ranks are),
-/// so no tie needs breaking.
+/// load before it) completes, once per stretch. Heads of different streams
+/// never tie (a rank names the input blob, and a blob is in one stream), so
+/// no tie needs breaking.
 struct Heads {
     items: Vec<Head>,
 }
@@ -175,16 +176,17 @@ mod tests {
     use crate::writer::{Codec, Cut, Encoded};
     use std::sync::Arc;
 
-    /// (id, rank) pairs.
-    type Items = Vec<(i64, u64)>;
+    /// (id, input blob) pairs of nodes without timestamps, whose rank is
+    /// therefore the blob.
+    type Items = Vec<(i64, u32)>;
 
-    fn item(id: i64, rank: u64) -> (i64, u64) {
-        (id, rank)
+    fn item(id: i64, blob: u32) -> (i64, u32) {
+        (id, blob)
     }
 
     fn block(items: Items) -> Block {
-        let ranks: Vec<u64> = items.iter().map(|i| i.1).collect();
-        Block::new(items.iter().map(|i| node(i.0)).collect(), ranks.into_iter())
+        let blobs: Vec<u32> = items.iter().map(|i| i.1).collect();
+        Block::new(items.iter().map(|i| node(i.0)).collect(), blobs.into_iter())
     }
 
     proptest::proptest! {
@@ -298,7 +300,7 @@ mod tests {
             proptest::collection::vec(proptest::collection::vec(-50i64..50, 0..12), 0..4),
             0..20,
         )) {
-            let mut rank = 0u64;
+            let mut rank = 0u32;
             let mut want = Vec::new();
             let blocks: Vec<Vec<Items>> = streams
                 .into_iter()
@@ -314,7 +316,7 @@ mod tests {
                                 .take(b.len())
                                 .map(|id| {
                                     rank += 1;
-                                    want.push((id, rank));
+                                    want.push((id, u64::from(rank)));
                                     item(id, rank)
                                 })
                                 .collect()
@@ -331,10 +333,10 @@ mod tests {
     fn merges_long_stretches_and_keeps_ties_in_input_order() {
         // Stream A: ids 1..=10 and 30 (rank 0..); stream B: ids 11..=29 and 30 (rank 100..).
         let a = vec![
-            (1..=5).map(|i| item(i, i as u64)).collect(),
-            (6..=10).chain([30]).map(|i| item(i, i as u64)).collect(),
+            (1..=5).map(|i| item(i, i as u32)).collect(),
+            (6..=10).chain([30]).map(|i| item(i, i as u32)).collect(),
         ];
-        let b = vec![vec![], (11..=30).map(|i| item(i, 100 + i as u64)).collect()];
+        let b = vec![vec![], (11..=30).map(|i| item(i, 100 + i as u32)).collect()];
         let got = run_merge(vec![b, a], false);
         let ids: Vec<i64> = got.iter().map(|x| x.0).collect();
         let mut want: Vec<i64> = (1..=30).collect();
@@ -344,8 +346,8 @@ mod tests {
         assert_eq!(&got[29..], &[(30, 30), (30, 130)]);
         let deduped = run_merge(
             vec![
-                vec![(1..=3).map(|i| item(i, 10 + i as u64)).collect()],
-                vec![(2..=4).map(|i| item(i, i as u64)).collect()],
+                vec![(1..=3).map(|i| item(i, 10 + i as u32)).collect()],
+                vec![(2..=4).map(|i| item(i, i as u32)).collect()],
             ],
             true,
         );

@@ -5,8 +5,9 @@
 //! element moves only to be put in order (once, in a blob unsorted inside)
 //! and when it is handed to the writer.
 //!
-//! Ranks give equal keys their input order (see [`crate::input`]); the
-//! merge orders by (key, rank), which is unique.
+//! Ranks order equal keys (see [`Order::rank`]); the merge orders by
+//! (key, rank), and elements of one blob with equal (key, rank) keep their
+//! stored order.
 
 use pbf_format::block::Element;
 
@@ -15,7 +16,10 @@ use pbf_format::block::Element;
 pub(crate) struct Order {
     /// [`pbf_format::Key::packed`] of the element.
     pub key: u128,
-    /// Position in input order.
+    /// What orders equal keys, as `osmium sort` does: the timestamp
+    /// ([`Element::tie_seconds`]) in the high 32 bits, then the input
+    /// blob's position in (source id, offset) order ([`Order::blob`]).
+    /// Unique across blobs, so across the merge's streams.
     pub rank: u64,
     /// Decoded memory: [`Element::approx_size`] plus this entry.
     pub approx: u32,
@@ -24,20 +28,25 @@ pub(crate) struct Order {
 }
 
 impl Order {
-    /// The order of `element` at input position `rank`.
-    pub fn of(element: &Element, rank: u64) -> Order {
+    /// The order of `element` of the input blob at position `blob`.
+    pub fn of(element: &Element, blob: u32) -> Order {
         let approx = element.approx_size() + size_of::<Order>();
         Order {
             key: element.key().packed(),
-            rank,
+            rank: u64::from(element.tie_seconds()) << 32 | u64::from(blob),
             approx: u32::try_from(approx).unwrap_or(u32::MAX),
             encoded: u32::try_from(element.encoded_size_bound()).unwrap_or(u32::MAX),
         }
     }
 
-    /// What the merge compares: key, then input order.
+    /// What the merge compares: key, then timestamp and input blob.
     pub fn merge_key(&self) -> (u128, u64) {
         (self.key, self.rank)
+    }
+
+    /// The input blob's position in (source id, offset) order.
+    pub fn blob(&self) -> u32 {
+        self.rank as u32
     }
 }
 
@@ -50,13 +59,13 @@ pub(crate) struct Block {
 }
 
 impl Block {
-    /// A block of `elements` with the given ranks (one per element), sorted
-    /// unless already in order.
-    pub fn new(elements: Vec<Element>, ranks: impl Iterator<Item = u64>) -> Block {
+    /// A block of `elements` in stored order, each of the input blob at the
+    /// given position, sorted unless already in order.
+    pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {
         let order: Vec<Order> = elements
             .iter()
-            .zip(ranks)
-            .map(|(e, rank)| Order::of(e, rank))
+            .zip(blobs)
+            .map(|(e, blob)| Order::of(e, blob))
             .collect();
         let (order, elements) = match order.is_sorted_by_key(Order::merge_key) {
             true => (order, elements),
@@ -120,7 +129,7 @@ fn prefetch<T>(value: &T) {
     let _ = value;
 }
 
-/// Sort by (key, rank). The sort runs on 32-byte entries that carry their
+/// Sort by (key, rank), keeping stored order among equals. The sort runs on 32-byte entries that carry their
 /// keys, so its comparisons stay in cache; the elements then move into
 /// place along the cycles of the permutation, inside their own vector.
 fn sort(order: Vec<Order>, mut elements: Vec<Element>) -> (Vec<Order>, Vec<Element>) {
@@ -167,6 +176,48 @@ pub(crate) mod tests {
             lon: 0,
             tags: Vec::new(),
         })
+    }
+
+    /// Version 1 of node 5 with a timestamp and a tag telling copies apart.
+    fn stamped(timestamp_ms: i64, mark: &str) -> Element {
+        let info = pbf_format::block::Info {
+            version: 1,
+            timestamp_ms,
+            changeset: 0,
+            uid: 0,
+            user: Default::default(),
+            visible: None,
+        };
+        let tag: pbf_format::block::Tag = (mark.as_bytes().into(), b"".as_slice().into());
+        Element::Node(Node {
+            id: 5,
+            info: Some(info),
+            lat: 0,
+            lon: 0,
+            tags: vec![tag],
+        })
+    }
+
+    #[test]
+    fn equal_keys_sort_by_timestamp_then_blob_then_stored_order() {
+        let elements = vec![
+            stamped(3_000, "a"),
+            stamped(1_500, "b"),
+            stamped(0, "c"),
+            stamped(1_000, "d"),
+            stamped(3_999, "e"),
+            stamped(2_000, "f"),
+        ];
+        let mut block = Block::new(elements, [0, 0, 0, 0, 0, 1].into_iter());
+        let mut got = Vec::new();
+        while let Some((order, element)) = block.take() {
+            assert_eq!(
+                order.blob(),
+                if element.tags()[0].0[0] == b'f' { 1 } else { 0 }
+            );
+            got.push(element.tags()[0].0[0]);
+        }
+        assert_eq!(got, b"cbdfae");
     }
 
     proptest::proptest! {

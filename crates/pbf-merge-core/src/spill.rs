@@ -3,7 +3,8 @@
 //! PBF. A record is written and read back by the same process, so it can skip
 //! what PBF needs for interchange: no string table sorted by use, no dense or
 //! granularity coding, no protobuf field headers. Elements go out in order,
-//! each with its rank; strings are written once per record (deduplicated by
+//! each with its input blob's position (the rest of its rank, the
+//! timestamp, is in the element); strings are written once per record (deduplicated by
 //! content) and referenced by index after that, so decoding
 //! allocates each distinct string of a record once.
 //!
@@ -13,7 +14,7 @@
 //!
 //! ```text
 //! record   = count element*
-//! element  = flags rank(delta) id(delta) info? tags body
+//! element  = flags blob(delta) id(delta) info? tags body
 //! flags    = kind (bits 0-1) | has info (bit 2) | visible: 0 none, 1 false, 2 true (bits 3-4)
 //! info     = version timestamp_ms changeset uid user:string
 //! tags     = n (key:string value:string)*
@@ -41,16 +42,17 @@ use pbf_format::compress::{self, Compression};
 use crate::error::{Error, ErrorKind, Result};
 use crate::sorted::Block;
 
-/// Encode sorted elements and their ranks as one framed spill record.
-pub(crate) fn write_record(elements: &[Element], ranks: &[u64], c: Compression) -> Result<Vec<u8>> {
+/// Encode sorted elements and their input blobs' positions as one framed
+/// spill record.
+pub(crate) fn write_record(elements: &[Element], blobs: &[u32], c: Compression) -> Result<Vec<u8>> {
     let mut w = Writer {
         out: Vec::with_capacity(elements.len() * 48),
         strings: FxMap::with_capacity_and_hasher(elements.len(), Default::default()),
         ..Writer::default()
     };
     put(&mut w.out, elements.len() as u64);
-    for (e, &rank) in elements.iter().zip(ranks) {
-        w.element(e, rank);
+    for (e, &blob) in elements.iter().zip(blobs) {
+        w.element(e, blob);
     }
     let blob = compress::encode_blob(&w.out, c)?;
     let mut out = Vec::with_capacity(4 + blob.len());
@@ -71,16 +73,16 @@ pub(crate) fn read_record(record: &[u8]) -> Result<Block> {
     let mut r = Reader::new(&payload);
     let count = r.count(1)?;
     let mut elements = Vec::with_capacity(count);
-    let mut ranks = Vec::with_capacity(count);
+    let mut blobs = Vec::with_capacity(count);
     for _ in 0..count {
-        let (e, rank) = r.element()?;
+        let (e, blob) = r.element()?;
         elements.push(e);
-        ranks.push(rank);
+        blobs.push(blob);
     }
     if !r.is_empty() {
         return Err(corrupt("bytes after the last element"));
     }
-    Ok(Block::new(elements, ranks.into_iter()))
+    Ok(Block::new(elements, blobs.into_iter()))
 }
 
 fn corrupt(m: &str) -> Error {
@@ -142,12 +144,12 @@ type FxMap<K> = HashMap<K, u64, BuildHasherDefault<Fx>>;
 struct Writer<'a> {
     out: Vec<u8>,
     strings: FxMap<&'a [u8]>,
-    rank: u64,
+    blob: u32,
     id: i64,
 }
 
 impl<'a> Writer<'a> {
-    fn element(&mut self, e: &'a Element, rank: u64) {
+    fn element(&mut self, e: &'a Element, blob: u32) {
         let info = e.info();
         let visible = match info.and_then(|i| i.visible) {
             None => 0,
@@ -156,9 +158,9 @@ impl<'a> Writer<'a> {
         };
         let flags = e.kind().index() as u64 | u64::from(info.is_some()) << 2 | visible << 3;
         put(&mut self.out, flags);
-        put_signed(&mut self.out, rank.wrapping_sub(self.rank) as i64);
+        put_signed(&mut self.out, i64::from(blob) - i64::from(self.blob));
         put_signed(&mut self.out, e.id().wrapping_sub(self.id));
-        (self.rank, self.id) = (rank, e.id());
+        (self.blob, self.id) = (blob, e.id());
         if let Some(i) = info {
             put_signed(&mut self.out, i64::from(i.version));
             put_signed(&mut self.out, i.timestamp_ms);
@@ -228,7 +230,7 @@ struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
     strings: Vec<Str>,
-    rank: u64,
+    blob: u32,
     id: i64,
 }
 
@@ -238,7 +240,7 @@ impl<'a> Reader<'a> {
             buf,
             pos: 0,
             strings: Vec::new(),
-            rank: 0,
+            blob: 0,
             id: 0,
         }
     }
@@ -301,12 +303,15 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn element(&mut self) -> Result<(Element, u64)> {
+    fn element(&mut self) -> Result<(Element, u32)> {
         let flags = self.varint()?;
         if flags >> 5 != 0 || (flags >> 3) & 3 == 3 {
             return Err(corrupt("bad element flags"));
         }
-        self.rank = self.rank.wrapping_add(self.signed()? as u64);
+        self.blob = i64::from(self.blob)
+            .checked_add(self.signed()?)
+            .and_then(|b| u32::try_from(b).ok())
+            .ok_or_else(|| corrupt("blob position out of range"))?;
         self.id = self.id.wrapping_add(self.signed()?);
         let info = match flags & 4 {
             0 => None,
@@ -326,7 +331,7 @@ impl<'a> Reader<'a> {
             Some(Kind::Relation) => self.relation(id, info, tags)?,
             _ => Element::Changeset(Changeset { id }),
         };
-        Ok((e, self.rank))
+        Ok((e, self.blob))
     }
 
     fn info(&mut self, visible: u64) -> Result<Info> {
@@ -475,16 +480,17 @@ mod tests {
     #[test]
     fn records_round_trip_every_field() {
         let elements = sample();
-        let ranks = [3, 1, u64::MAX, 0, 40, 41];
+        let blobs = [3, 1, u32::MAX, 0, 40, 41];
         for c in [Compression::None, Compression::Lz4] {
-            let record = write_record(&elements, &ranks, c).expect("write");
+            let record = write_record(&elements, &blobs, c).expect("write");
             let mut block = read_record(&record).expect("read");
             let mut got = Vec::new();
             while let Some((order, e)) = block.take() {
-                got.push((order.rank, e));
+                assert_eq!(order.rank >> 32, u64::from(e.tie_seconds()));
+                got.push((order.blob(), e));
             }
             got.sort_by_key(|g| g.0);
-            let mut want: Vec<_> = ranks.iter().copied().zip(elements.clone()).collect();
+            let mut want: Vec<_> = blobs.iter().copied().zip(elements.clone()).collect();
             want.sort_by_key(|w| w.0);
             assert_eq!(got, want);
         }

@@ -29,7 +29,7 @@ pub(crate) trait Target {
 pub(crate) enum Codec {
     /// A PBF data frame with our indexdata, for the output.
     Frame(Compression, EncodeOptions),
-    /// A spill record ([`crate::spill`]): the elements and their ranks.
+    /// A spill record ([`crate::spill`]): the elements and their blobs.
     Spill(Compression),
 }
 
@@ -99,12 +99,12 @@ impl<T: Target> BlockWriter<T> {
         }
     }
 
-    /// Add the next element. Elements must come in strictly increasing
-    /// (key, rank).
+    /// Add the next element. Elements must come in (key, rank) order;
+    /// equal ones come from one blob, in its stored order.
     pub fn push(&mut self, order: Order, element: Element) -> Result<()> {
         let key = order.merge_key();
         if let Some(last) = self.last {
-            if key <= last {
+            if key < last {
                 return Err(Error::new(ErrorKind::Internal(format!(
                     "merge out of order: {key:?} after {last:?}"
                 ))));
@@ -169,12 +169,12 @@ impl<T: Target> BlockWriter<T> {
     }
 }
 
-/// The block being filled: its elements, their ranks (for spill records),
+/// The block being filled: its elements, their input blobs (for spill records),
 /// and what is known of its keys and sizes.
 #[derive(Default)]
 struct Pending {
     elements: Vec<Element>,
-    ranks: Vec<u64>,
+    blobs: Vec<u32>,
     first: u128,
     last: u128,
     counts: [u64; 4],
@@ -185,7 +185,7 @@ struct Pending {
 }
 
 impl Pending {
-    fn push(&mut self, order: Order, element: Element, keep_rank: bool) {
+    fn push(&mut self, order: Order, element: Element, keep_blob: bool) {
         if self.elements.is_empty() {
             (self.first, self.strict, self.encoded) = (order.key, true, BLOCK_SLACK);
         } else if order.key == self.last {
@@ -195,8 +195,8 @@ impl Pending {
         self.counts[((order.key >> 97) & 3) as usize] += 1;
         self.encoded = self.encoded.saturating_add(order.encoded as usize);
         self.approx += u64::from(order.approx);
-        if keep_rank {
-            self.ranks.push(order.rank);
+        if keep_blob {
+            self.blobs.push(order.blob());
         }
         self.elements.push(element);
     }
@@ -209,6 +209,7 @@ impl Pending {
             counts: self.counts,
             sorted: self.strict,
             repeats: !self.strict,
+            versions_unsorted: false,
         }
     }
 }
@@ -224,7 +225,7 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
             let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
             frame::encode_frame("OSMData", Some(&indexdata::encode(&summary)), &blob)
         }
-        Codec::Spill(c) => spill::write_record(&block.elements, &block.ranks, c)?,
+        Codec::Spill(c) => spill::write_record(&block.elements, &block.blobs, c)?,
     };
     Ok(Encoded {
         bytes,

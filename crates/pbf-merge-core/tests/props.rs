@@ -4,6 +4,8 @@
 //! space that overlap only transitively, unsorted and mixed-kind blobs, two
 //! files), merged as one op or as the overlap runs pbf-overlap would plan,
 //! with memory budgets from tiny (every level of the spill path) to ample.
+//! Repeated keys carry timestamps that do not follow input order (some
+//! unset, some below a second), so ties test osmium's timestamp rule.
 
 mod common;
 
@@ -29,13 +31,21 @@ fn key_at(index: usize) -> Key {
     Key::new(kind, id, (rest % VERSIONS) as u32)
 }
 
+/// A timestamp for the element with a serial number: 0 to 3 s plus some
+/// milliseconds, scattered by a multiplicative hash so that it does not
+/// follow input order (0 s with milliseconds is unset, as osmium reads it).
+fn timestamp_ms(serial: u32) -> i64 {
+    let seconds = serial.wrapping_mul(2_654_435_761) >> 30;
+    i64::from(seconds) * 1_000 + i64::from(serial % 7) * 100
+}
+
 /// An element with the given key whose content tells copies apart.
 fn element(key: Key, serial: u32) -> Element {
     let mark = Str::from(serial.to_string().as_bytes());
     let tags = vec![(Str::from(&b"serial"[..]), mark.clone())];
     let info = (key.version > 0).then(|| Info {
         version: key.version as i32,
-        timestamp_ms: 1_000 * i64::from(serial),
+        timestamp_ms: timestamp_ms(serial),
         changeset: i64::from(serial),
         uid: serial as i32 - 50,
         user: mark.clone(),

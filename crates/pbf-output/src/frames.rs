@@ -137,6 +137,7 @@ pub fn frame_summary(k: &FrameKeys) -> Result<Summary> {
         counts: k.counts.to_array(),
         sorted: true,
         repeats: false,
+        versions_unsorted: false,
     })
 }
 
@@ -176,6 +177,7 @@ mod tests {
             counts: [u64::MAX; 4],
             sorted: true,
             repeats: false,
+            versions_unsorted: false,
         };
         let prefix = data_frame_prefix(Some(&indexdata::encode(&s)), u32::MAX).expect("prefix");
         assert!(

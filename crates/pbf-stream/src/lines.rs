@@ -254,9 +254,9 @@ fn check_blob(b: &BlobRecord) -> Result<(), Error> {
             b.seq
         )));
     }
-    if b.sorted && b.repeats {
+    if u8::from(b.sorted) + u8::from(b.repeats) + u8::from(b.versions_unsorted) > 1 {
         return Err(Error::invalid(format!(
-            "blob {}: sorted and repeats cannot both be true",
+            "blob {}: at most one of sorted, repeats and versions_unsorted can be true",
             b.seq
         )));
     }

@@ -293,6 +293,12 @@ pub struct BlobRecord {
     /// together with `sorted`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub repeats: bool,
+    /// Keys decrease inside the blob, but only between versions of one
+    /// object: (kind, id) never decreases, so `osmium fileinfo -e` calls the
+    /// blob ordered. Written only when true; never true together with
+    /// `sorted` or `repeats`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub versions_unsorted: bool,
     /// Where the keys came from.
     pub from: KeysFrom,
 }
@@ -306,6 +312,7 @@ impl BlobRecord {
             counts: self.counts.to_array(),
             sorted: self.sorted,
             repeats: self.repeats,
+            versions_unsorted: self.versions_unsorted,
         }
     }
 }

@@ -293,6 +293,7 @@ fn flush<W: Write>(
             counts,
             sorted: summary.sorted,
             repeats: summary.repeats,
+            versions_unsorted: summary.versions_unsorted,
             from,
         }))?;
     }

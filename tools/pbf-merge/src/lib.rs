@@ -40,8 +40,9 @@ pub fn command() -> Command {
              merged k-way, one decoded blob per chain at a time. When the chains do not fit in \
              --memory, groups that fit are merged into sorted temporary runs beside the spool \
              (deleted when done), on as many levels as needed. Elements with the same type, id \
-             and version keep input order (source, offset, position); --dedupe keeps only the \
-             first.\n\n\
+             and version sort as osmium sort puts them: by timestamp (whole seconds; an unset \
+             timestamp first), then in input order (source, offset, position); --dedupe keeps \
+             only the first.\n\n\
              The spool is removed once the copier has read it (pbf-copy and pbf-reflink do so \
              unless --keep-spools), here on an error or a signal, and at the end when no op \
              merged anything (the plan then still lists it, but no op reads it).\n\n\
@@ -110,7 +111,7 @@ pub fn command() -> Command {
         .arg(
             Arg::new("dedupe")
                 .long("dedupe")
-                .help("Drop repeated (type, id, version), keeping the first in input order")
+                .help("Drop repeated (type, id, version), keeping the one that sorts first")
                 .action(ArgAction::SetTrue),
         )
         .arg(
@@ -415,6 +416,7 @@ mod tests {
             counts: [3, 1, 0, 0],
             sorted: true,
             repeats: false,
+            versions_unsorted: false,
         };
         let frames = [
             WrittenFrame {

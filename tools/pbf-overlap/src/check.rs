@@ -1,9 +1,12 @@
-//! `--check`: is the input already in `Sort.Type_then_ID` order? It is when
-//! it is one file whose blobs, in file order, each hold keys that never
-//! decrease, and each start at or after the last key of the blob before.
-//! Repeated keys are in order (osmium says the same of a merged file that
-//! kept an object twice), though the planner still merges such blobs.
-//! Otherwise the answer says why, in a few lines a user can act on.
+//! `--check`: is the input already in `Sort.Type_then_ID` order? It is
+//! judged as `osmium fileinfo -e` judges it, by type and id alone: the
+//! input is one file whose objects, in file order, never go back in (type,
+//! id). So each blob's (type, id) never decrease inside it, and each blob
+//! starts at or after the (type, id) the blob before it ends with. Repeated
+//! objects, and versions of one object in any order, are in order (osmium
+//! says the same of a merged file that kept an object twice), though the
+//! planner still merges such blobs. Otherwise the answer says why, in a few
+//! lines a user can act on.
 
 use std::fmt::Write;
 
@@ -27,7 +30,9 @@ pub fn reasons(segs: &[Segment], sources: usize) -> Vec<String> {
 
 /// The first blob whose keys decrease somewhere inside it.
 fn inside_reason(in_file: &[&Segment]) -> Option<String> {
-    let mut bad = in_file.iter().filter(|s| !s.sorted && !s.repeats);
+    let mut bad = in_file
+        .iter()
+        .filter(|s| !s.sorted && !s.repeats && !s.versions_unsorted);
     let first = bad.next()?;
     let mut msg = format!("{} is not sorted inside", describe(first));
     let more = bad.count();
@@ -38,12 +43,12 @@ fn inside_reason(in_file: &[&Segment]) -> Option<String> {
 }
 
 /// The first pair of neighbouring blobs of one file where the second starts
-/// before the first ends, in key terms.
+/// before the first ends, in (type, id) terms.
 fn between_reason(in_file: &[&Segment]) -> Option<String> {
     let mut bad = in_file
         .windows(2)
         .map(|w| (w[0], w[1]))
-        .filter(|(a, b)| a.source == b.source && b.first < a.last);
+        .filter(|(a, b)| a.source == b.source && object(b.first) < object(a.last));
     let (a, b) = bad.next()?;
     let mut msg = if b.last < a.first {
         format!(
@@ -59,6 +64,11 @@ fn between_reason(in_file: &[&Segment]) -> Option<String> {
         let _ = write!(msg, " (and {more} more such pair(s))");
     }
     Some(msg)
+}
+
+/// The (type, id) part of a packed key: the version takes its low 32 bits.
+fn object(packed: u128) -> u128 {
+    packed >> 32
 }
 
 /// "blob 7 at offset 123456 (way 5..900)", with the source id when not 0.
@@ -89,6 +99,7 @@ mod tests {
     use super::*;
     use crate::plan::sort;
     use crate::plan::tests::way;
+    use pbf_format::{Key, Kind};
 
     fn check(mut segs: Vec<Segment>) -> Vec<String> {
         for (i, s) in segs.iter_mut().enumerate() {
@@ -140,6 +151,22 @@ mod tests {
         (inside.sorted, inside.repeats) = (false, true);
         let segs = vec![way(1, 10, 100, 10), way(10, 10, 110, 10), inside];
         assert!(check(segs).is_empty());
+    }
+
+    #[test]
+    fn versions_of_one_object_are_in_order_in_any_order() {
+        let mut inside = way(11, 20, 130, 10);
+        (inside.sorted, inside.versions_unsorted) = (false, true);
+        let mut ends_late = way(1, 10, 100, 10);
+        ends_late.last = Key::new(Kind::Way, 10, 3).packed();
+        let segs = vec![ends_late, way(10, 10, 110, 10), inside];
+        assert!(check(segs).is_empty());
+        let mut back = way(9, 10, 120, 10);
+        back.first = Key::new(Kind::Way, 9, 7).packed();
+        assert_eq!(
+            check(vec![ends_late, back]),
+            ["blob 1 at offset 120 (way 9..10) overlaps blob 0 at offset 100 (way 1..10)"]
+        );
     }
 
     #[test]

@@ -48,7 +48,9 @@ pub fn command() -> Command {
              and keeps source and replication fields only when all inputs agree.\n\n\
              With --check nothing is written to standard output: the exit status is 0 when the \
              input (one file) is already in order, 1 when it is not (the reason goes to standard \
-             error), and 2 on an error, like cmp(1).",
+             error), and 2 on an error, like cmp(1). Order is judged as osmium fileinfo -e \
+             judges it, by type and id alone: repeated objects and versions of one object in \
+             any order count as in order (the planner still merges such blobs).",
         )
         .arg(
             Arg::new("index")

@@ -43,6 +43,9 @@ pub struct Segment {
     /// merges such a blob like an unsorted one (so `pbf-merge --dedupe` sees
     /// the repeats); only `--check` tells the two apart.
     pub repeats: bool,
+    /// Keys decrease inside the blob, but only between versions of one
+    /// object. Merged like an unsorted blob; `--check` calls it in order.
+    pub versions_unsorted: bool,
 }
 
 impl Segment {
@@ -64,6 +67,7 @@ impl Segment {
             seq: u32::try_from(b.seq).map_err(|_| too_big("sequence number", b.seq))?,
             sorted: b.sorted,
             repeats: b.repeats,
+            versions_unsorted: b.versions_unsorted,
         })
     }
 
@@ -239,6 +243,7 @@ pub(crate) mod tests {
             seq: 0,
             sorted: true,
             repeats: false,
+            versions_unsorted: false,
         }
     }
 

@@ -169,7 +169,7 @@ pub fn read_frames(spool: &Path, frames: &[WrittenFrame]) -> Vec<Element> {
 /// repeats of a key dropped when deduplicating.
 pub fn brute_force(input_order: Vec<Element>, dedupe: bool) -> Vec<Element> {
     let mut v = input_order;
-    v.sort_by_key(Element::key);
+    v.sort_by_key(|e| (e.key(), e.tie_seconds()));
     if dedupe {
         v.dedup_by_key(|e| e.key());
     }

@@ -1,0 +1,167 @@
+//! Equal keys: the same version of one object more than once. `pbf-sort`
+//! must order them as `osmium sort` does (by timestamp when set, then in
+//! input order), keep the first of them under `--dedupe`, judge order as
+//! `osmium fileinfo -e` does under `--check`, and keep history whatever the
+//! output is named (the one deliberate difference from `osmium sort`).
+
+use std::path::{Path, PathBuf};
+
+use crate::sort::pbf_sort;
+use crate::util::*;
+
+/// A PBF file made by osmium from OPL lines, in the given order.
+fn from_opl(dir: &Path, name: &str, lines: &[&str]) -> PathBuf {
+    let text = dir.join(format!("{name}.opl"));
+    std::fs::write(&text, lines.join("\n") + "\n").expect("write OPL");
+    let pbf = dir.join(format!("{name}.osm.pbf"));
+    let mut c = osmium();
+    c.arg("cat").arg(&text).arg("-o").arg(&pbf).arg("-O");
+    succeeds(c);
+    pbf
+}
+
+/// `pbf-sort` of the inputs into `out`, with extra options first.
+fn sort_into(out: &Path, options: &[&str], inputs: &[&Path]) {
+    let mut c = pbf_sort();
+    c.args(options).arg("-o").arg(out).args(inputs);
+    succeeds(c);
+}
+
+/// The value of the tag `mark` on each line of an OPL text, in order.
+fn marks(opl: &str) -> Vec<String> {
+    opl.lines()
+        .filter_map(|l| l.split_once(" Tmark=").map(|(_, rest)| rest))
+        .map(|rest| rest.split(' ').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn every_real_file_sorted_together_matches_osmium_either_way_round() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files: Vec<PathBuf> = good_files()
+        .into_iter()
+        .filter(|p| !name(p).starts_with("history-"))
+        .collect();
+    let forward: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    let reverse: Vec<&Path> = forward.iter().rev().copied().collect();
+    let mut oracle = Vec::new();
+    for (what, inputs) in [("forward", &forward), ("reverse", &reverse)] {
+        let out = dir.path().join(format!("{what}.osm.pbf"));
+        sort_into(&out, &[], inputs);
+        assert_sorted_like_osmium(&out, inputs, dir.path(), what);
+        oracle.push(osmium_sorted_opl(inputs, dir.path()));
+    }
+    // Otherwise the two runs would not test the order of ties.
+    assert_ne!(
+        oracle[0], oracle[1],
+        "the files hold no ties that input order decides"
+    );
+}
+
+#[test]
+fn ties_follow_timestamps_then_input_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = from_opl(
+        dir.path(),
+        "a",
+        &[
+            "n1 v1 dV t2020-01-02T00:00:00Z x1 y1 Tmark=a1",
+            "n2 v1 dV t2020-01-01T00:00:00Z x1 y1 Tmark=a2",
+            "w7 v3 dV t2021-05-05T00:00:00Z Tmark=a3 Nn1,n2",
+        ],
+    );
+    let b = from_opl(
+        dir.path(),
+        "b",
+        &[
+            "n1 v1 dV t2020-01-01T00:00:00Z x2 y2 Tmark=b1",
+            "n2 v1 dV t2020-01-01T00:00:00Z x2 y2 Tmark=b2",
+            "w7 v3 dV t2021-05-04T23:59:59Z Tmark=b3 Nn2,n1",
+        ],
+    );
+    let out = dir.path().join("out.osm.pbf");
+    sort_into(&out, &[], &[&a, &b]);
+    assert_sorted_like_osmium(&out, &[&a, &b], dir.path(), "a b");
+    // Earlier timestamps first; equal ones in input order.
+    assert_eq!(marks(&opl(&out)), ["b1", "a1", "a2", "b2", "b3", "a3"]);
+    sort_into(&out, &["-O", "--dedupe"], &[&a, &b]);
+    assert_eq!(
+        marks(&opl(&out)),
+        ["b1", "a2", "b3"],
+        "--dedupe keeps what sorts first"
+    );
+}
+
+#[test]
+fn an_unset_timestamp_sorts_before_a_set_one() {
+    // osmium compares timestamps only when both are set, so it may put
+    // these either way; the documented rule is unset first.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = from_opl(
+        dir.path(),
+        "a",
+        &["n1 v1 dV t2020-01-01T00:00:00Z x1 y1 Tmark=set"],
+    );
+    let b = from_opl(dir.path(), "b", &["n1 v1 dV t x1 y1 Tmark=unset"]);
+    let out = dir.path().join("out.osm.pbf");
+    sort_into(&out, &[], &[&a, &b]);
+    assert_eq!(marks(&opl(&out)), ["unset", "set"]);
+}
+
+#[test]
+fn check_judges_order_by_type_and_id_like_osmium() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let versions_down = from_opl(
+        dir.path(),
+        "down",
+        &[
+            "n1 v2 dV x1 y1 Tmark=v2",
+            "n1 v1 dV x1 y1 Tmark=v1",
+            "n2 v1 dV x1 y1",
+        ],
+    );
+    let ids_down = from_opl(dir.path(), "ids", &["n2 v1 dV x1 y1", "n1 v1 dV x1 y1"]);
+    for (file, ordered) in [(&versions_down, true), (&ids_down, false)] {
+        let info = fileinfo(file);
+        assert_eq!(
+            info["data"]["objects_ordered"],
+            serde_json::Value::Bool(ordered)
+        );
+        let mut index = bin("pbf-index");
+        index.arg("-q").arg(file);
+        let mut check = bin("pbf-overlap");
+        check.arg("--check");
+        let out = run_with_input(check, &succeeds(index));
+        let want = if ordered { 0 } else { 1 };
+        assert_eq!(
+            out.status.code(),
+            Some(want),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Ordered for --check, but the sort still puts versions in order.
+    let out = dir.path().join("out.osm.pbf");
+    sort_into(&out, &["--check"], &[&versions_down]);
+    assert_eq!(marks(&opl(&out)), ["v1", "v2"]);
+}
+
+#[test]
+fn history_is_kept_whatever_the_output_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("history-niue.osh.pbf");
+    let out = dir.path().join("out.osm.pbf");
+    sort_into(&out, &[], &[&input]);
+    let ours = opl(&out);
+    assert!(ours.contains(" dD "), "the deleted flag is kept");
+    assert_eq!(ours, osmium_sorted_opl(&[&input], dir.path()));
+    // osmium sort writes a .osm.pbf without history: deleted objects
+    // come back as visible.
+    let theirs = dir.path().join("osmium.osm.pbf");
+    let mut c = osmium();
+    c.arg("sort").arg(&input).arg("-o").arg(&theirs).arg("-O");
+    succeeds(c);
+    let theirs = opl(&theirs);
+    assert!(!theirs.contains(" dD "), "osmium sort kept deleted objects");
+    assert_eq!(theirs, ours.replace(" dD ", " dV "));
+}
