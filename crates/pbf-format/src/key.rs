@@ -94,11 +94,6 @@ impl Key {
         };
         Key::new(kind, id, packed as u32)
     }
-
-    /// The same object with another version.
-    pub fn with_version(self, version: u32) -> Key {
-        Key { version, ..self }
-    }
 }
 
 /// The timestamp that orders equal keys: seconds since the epoch as osmium

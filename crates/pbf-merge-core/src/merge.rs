@@ -251,7 +251,7 @@ mod tests {
 
     impl Target for Collect {
         fn write(&mut self, block: Encoded) -> Result<()> {
-            let mut block = crate::spill::read_record(&block.bytes)?;
+            let mut block = crate::record::read_record(&block.bytes)?;
             while let Some((order, element)) = block.take() {
                 self.0.push((element.id(), order.rank));
             }

@@ -15,8 +15,8 @@ use pbf_format::{Key, frame, indexdata};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::record;
 use crate::sorted::Order;
-use crate::spill;
 
 /// Where encoded blocks go.
 pub(crate) trait Target {
@@ -225,7 +225,7 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
             let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
             frame::encode_frame("OSMData", Some(&indexdata::encode(&summary)), &blob)
         }
-        Codec::Spill(c) => spill::write_record(&block.elements, &block.blobs, c)?,
+        Codec::Spill(c) => record::write_record(&block.elements, &block.blobs, c)?,
     };
     Ok(Encoded {
         bytes,

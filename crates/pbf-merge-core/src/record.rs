@@ -1,0 +1,530 @@
+//! The private format of spill records: sorted runs that did not fit the
+//! memory budget wait in temporary files in this compact form rather than as
+//! PBF. A record is written and read back by the same process, so it can skip
+//! what PBF needs for interchange: no string table sorted by use, no dense or
+//! granularity coding, no protobuf field headers. Elements go out in order,
+//! each with its input blob's position (the rest of its rank, the
+//! timestamp, is in the element); strings are written once per record (deduplicated by
+//! content) and referenced by index after that, so decoding
+//! allocates each distinct string of a record once.
+//!
+//! Layout of the uncompressed payload (all integers varints, signed ones
+//! zigzagged; "delta" means from the previous element's value, or from the
+//! previous item of the same list):
+//!
+//! ```text
+//! record   = count element*
+//! element  = flags blob(delta) id(delta) info? tags body
+//! flags    = kind (bits 0-1) | has info (bit 2) | visible: 0 none, 1 false, 2 true (bits 3-4)
+//! info     = version timestamp_ms changeset uid user:string
+//! tags     = n (key:string value:string)*
+//! body     = node: lat lon
+//!          | way: n ref(delta)* m (lat(delta) lon(delta))*   m is 0 or n
+//!          | relation: n (kind id(delta) role:string)*
+//!          | changeset: nothing
+//! string   = 0 len bytes   (a new string, next index)
+//!          | i + 1         (string i of this record)
+//! ```
+//!
+//! The payload is compressed as a PBF Blob (so its raw size is checked on
+//! the way back) and framed by its length. Reading validates every count
+//! against the bytes left before allocating, so a corrupt record gives
+//! [`ErrorKind::CorruptSpill`], never a huge allocation or a panic.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use pbf_format::Kind;
+use pbf_format::block::{Changeset, Element, Info, Member, Node, Relation, Str, Tag, Way};
+use pbf_format::compress::{self, Compression};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::sorted::Block;
+
+/// Encode sorted elements and their input blobs' positions as one framed
+/// spill record.
+pub(crate) fn write_record(elements: &[Element], blobs: &[u32], c: Compression) -> Result<Vec<u8>> {
+    let mut w = Writer {
+        out: Vec::with_capacity(elements.len() * 48),
+        strings: FxMap::with_capacity_and_hasher(elements.len(), Default::default()),
+        ..Writer::default()
+    };
+    put(&mut w.out, elements.len() as u64);
+    for (e, &blob) in elements.iter().zip(blobs) {
+        w.element(e, blob);
+    }
+    let blob = compress::encode_blob(&w.out, c)?;
+    let mut out = Vec::with_capacity(4 + blob.len());
+    out.extend_from_slice(&(blob.len() as u32).to_be_bytes());
+    out.extend_from_slice(&blob);
+    Ok(out)
+}
+
+/// Decode a framed spill record written by [`write_record`].
+pub(crate) fn read_record(record: &[u8]) -> Result<Block> {
+    let (head, blob) = record
+        .split_first_chunk::<4>()
+        .ok_or_else(|| corrupt("short record"))?;
+    if u32::from_be_bytes(*head) as usize != blob.len() {
+        return Err(corrupt("record length disagrees with its frame"));
+    }
+    let payload = compress::decode_blob(blob).map_err(|e| corrupt(&e.to_string()))?;
+    let mut r = Reader::new(&payload);
+    let count = r.count(1)?;
+    let mut elements = Vec::with_capacity(count);
+    let mut blobs = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (e, blob) = r.element()?;
+        elements.push(e);
+        blobs.push(blob);
+    }
+    if !r.is_empty() {
+        return Err(corrupt("bytes after the last element"));
+    }
+    Ok(Block::new(elements, blobs.into_iter()))
+}
+
+fn corrupt(m: &str) -> Error {
+    Error::new(ErrorKind::CorruptSpill(m.into()))
+}
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_signed(out: &mut Vec<u8>, v: i64) {
+    put(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// FxHash (the rustc hash): strings here come from data we already decoded,
+/// and a collision costs only a comparison.
+#[derive(Default)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.write_u64(u64::from_le_bytes([
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+            ]));
+        }
+        // The tail as one zero-padded word: the length is hashed too, so
+        // padding cannot make two strings equal.
+        let tail = chunks.remainder();
+        if !tail.is_empty() {
+            let mut word = [0u8; 8];
+            word[..tail.len()].copy_from_slice(tail);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K> = HashMap<K, u64, BuildHasherDefault<Fx>>;
+
+/// The payload being written, with the record's strings so far.
+#[derive(Default)]
+struct Writer<'a> {
+    out: Vec<u8>,
+    strings: FxMap<&'a [u8]>,
+    blob: u32,
+    id: i64,
+}
+
+impl<'a> Writer<'a> {
+    fn element(&mut self, e: &'a Element, blob: u32) {
+        let info = e.info();
+        let visible = match info.and_then(|i| i.visible) {
+            None => 0,
+            Some(false) => 1,
+            Some(true) => 2,
+        };
+        let flags = e.kind().index() as u64 | u64::from(info.is_some()) << 2 | visible << 3;
+        put(&mut self.out, flags);
+        put_signed(&mut self.out, i64::from(blob) - i64::from(self.blob));
+        put_signed(&mut self.out, e.id().wrapping_sub(self.id));
+        (self.blob, self.id) = (blob, e.id());
+        if let Some(i) = info {
+            put_signed(&mut self.out, i64::from(i.version));
+            put_signed(&mut self.out, i.timestamp_ms);
+            put_signed(&mut self.out, i.changeset);
+            put_signed(&mut self.out, i64::from(i.uid));
+            self.string(&i.user);
+        }
+        put(&mut self.out, e.tags().len() as u64);
+        for (k, v) in e.tags() {
+            self.string(k);
+            self.string(v);
+        }
+        match e {
+            Element::Node(n) => {
+                put_signed(&mut self.out, n.lat);
+                put_signed(&mut self.out, n.lon);
+            }
+            Element::Way(w) => self.way(w),
+            Element::Relation(r) => self.relation(r),
+            Element::Changeset(_) => {}
+        }
+    }
+
+    fn way(&mut self, w: &Way) {
+        put(&mut self.out, w.refs.len() as u64);
+        let mut prev = 0i64;
+        for &r in &w.refs {
+            put_signed(&mut self.out, r.wrapping_sub(prev));
+            prev = r;
+        }
+        put(&mut self.out, w.locations.len() as u64);
+        let (mut lat0, mut lon0) = (0i64, 0i64);
+        for &(lat, lon) in &w.locations {
+            put_signed(&mut self.out, lat.wrapping_sub(lat0));
+            put_signed(&mut self.out, lon.wrapping_sub(lon0));
+            (lat0, lon0) = (lat, lon);
+        }
+    }
+
+    fn relation(&mut self, r: &'a Relation) {
+        put(&mut self.out, r.members.len() as u64);
+        let mut prev = 0i64;
+        for m in &r.members {
+            put(&mut self.out, m.kind.index() as u64);
+            put_signed(&mut self.out, m.id.wrapping_sub(prev));
+            prev = m.id;
+            self.string(&m.role);
+        }
+    }
+
+    fn string(&mut self, s: &'a Str) {
+        let next = self.strings.len() as u64;
+        match self.strings.entry(s) {
+            Entry::Occupied(i) => put(&mut self.out, i.get() + 1),
+            Entry::Vacant(v) => {
+                v.insert(next);
+                put(&mut self.out, 0);
+                put(&mut self.out, s.len() as u64);
+                self.out.extend_from_slice(s);
+            }
+        }
+    }
+}
+
+/// A cursor over a payload, with the record's strings read so far.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    strings: Vec<Str>,
+    blob: u32,
+    id: i64,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader {
+            buf,
+            pos: 0,
+            strings: Vec::new(),
+            blob: 0,
+            id: 0,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    #[inline]
+    fn varint(&mut self) -> Result<u64> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let &b = self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| corrupt("truncated varint"))?;
+            self.pos += 1;
+            value |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(value);
+            }
+        }
+        Err(corrupt("varint longer than 10 bytes"))
+    }
+
+    fn signed(&mut self) -> Result<i64> {
+        let v = self.varint()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    fn i32(&mut self) -> Result<i32> {
+        i32::try_from(self.signed()?).map_err(|_| corrupt("32-bit field out of range"))
+    }
+
+    /// A count of items that take at least `min_bytes` each: checked
+    /// against the bytes left before anything is allocated for them.
+    fn count(&mut self, min_bytes: usize) -> Result<usize> {
+        let n = self.varint()?;
+        let left = self.buf.len() - self.pos.min(self.buf.len());
+        match usize::try_from(n) {
+            Ok(n) if n.saturating_mul(min_bytes) <= left => Ok(n),
+            _ => Err(corrupt("count larger than the record")),
+        }
+    }
+
+    fn string(&mut self) -> Result<Str> {
+        let i = self.varint()?;
+        if i > 0 {
+            let s = usize::try_from(i - 1)
+                .ok()
+                .and_then(|i| self.strings.get(i));
+            return s
+                .cloned()
+                .ok_or_else(|| corrupt("string index out of range"));
+        }
+        let len = self.count(1)?;
+        let s = Str::from(&self.buf[self.pos..self.pos + len]);
+        self.pos += len;
+        self.strings.push(s.clone());
+        Ok(s)
+    }
+
+    fn element(&mut self) -> Result<(Element, u32)> {
+        let flags = self.varint()?;
+        if flags >> 5 != 0 || (flags >> 3) & 3 == 3 {
+            return Err(corrupt("bad element flags"));
+        }
+        self.blob = i64::from(self.blob)
+            .checked_add(self.signed()?)
+            .and_then(|b| u32::try_from(b).ok())
+            .ok_or_else(|| corrupt("blob position out of range"))?;
+        self.id = self.id.wrapping_add(self.signed()?);
+        let info = match flags & 4 {
+            0 => None,
+            _ => Some(self.info(flags >> 3)?),
+        };
+        let tags = self.tags()?;
+        let id = self.id;
+        let e = match Kind::from_index((flags & 3) as u8) {
+            Some(Kind::Node) => Element::Node(Node {
+                id,
+                info,
+                lat: self.signed()?,
+                lon: self.signed()?,
+                tags,
+            }),
+            Some(Kind::Way) => self.way(id, info, tags)?,
+            Some(Kind::Relation) => self.relation(id, info, tags)?,
+            _ => Element::Changeset(Changeset { id }),
+        };
+        Ok((e, self.blob))
+    }
+
+    fn info(&mut self, visible: u64) -> Result<Info> {
+        Ok(Info {
+            version: self.i32()?,
+            timestamp_ms: self.signed()?,
+            changeset: self.signed()?,
+            uid: self.i32()?,
+            user: self.string()?,
+            visible: [None, Some(false), Some(true)][visible as usize],
+        })
+    }
+
+    fn tags(&mut self) -> Result<Vec<Tag>> {
+        let n = self.count(2)?;
+        let mut tags = Vec::with_capacity(n);
+        for _ in 0..n {
+            tags.push((self.string()?, self.string()?));
+        }
+        Ok(tags)
+    }
+
+    fn way(&mut self, id: i64, info: Option<Info>, tags: Vec<Tag>) -> Result<Element> {
+        let n = self.count(1)?;
+        let mut refs = Vec::with_capacity(n);
+        let mut prev = 0i64;
+        for _ in 0..n {
+            prev = prev.wrapping_add(self.signed()?);
+            refs.push(prev);
+        }
+        let m = self.count(2)?;
+        if m != 0 && m != n {
+            return Err(corrupt("way locations and refs differ in number"));
+        }
+        let mut locations = Vec::with_capacity(m);
+        let (mut lat, mut lon) = (0i64, 0i64);
+        for _ in 0..m {
+            lat = lat.wrapping_add(self.signed()?);
+            lon = lon.wrapping_add(self.signed()?);
+            locations.push((lat, lon));
+        }
+        Ok(Element::Way(Way {
+            id,
+            info,
+            tags,
+            refs,
+            locations,
+        }))
+    }
+
+    fn relation(&mut self, id: i64, info: Option<Info>, tags: Vec<Tag>) -> Result<Element> {
+        let n = self.count(3)?;
+        let mut members = Vec::with_capacity(n);
+        let mut prev = 0i64;
+        for _ in 0..n {
+            let kind = Kind::from_index(self.varint()?.min(255) as u8)
+                .filter(|k| *k != Kind::Changeset)
+                .ok_or_else(|| corrupt("bad member type"))?;
+            prev = prev.wrapping_add(self.signed()?);
+            members.push(Member {
+                kind,
+                id: prev,
+                role: self.string()?,
+            });
+        }
+        Ok(Element::Relation(Relation {
+            id,
+            info,
+            tags,
+            members,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: &str) -> Str {
+        Str::from(x.as_bytes())
+    }
+
+    fn info(version: i32, user: &str, visible: Option<bool>) -> Option<Info> {
+        Some(Info {
+            version,
+            timestamp_ms: -1_234_567,
+            changeset: i64::MAX,
+            uid: i32::MIN,
+            user: s(user),
+            visible,
+        })
+    }
+
+    fn sample() -> Vec<Element> {
+        let shared = s("highway");
+        vec![
+            Element::Node(Node {
+                id: i64::MIN,
+                info: info(-1, "", None),
+                lat: -900_000_000_000,
+                lon: i64::MAX,
+                tags: vec![(shared.clone(), s("stop")), (s("highway"), s("\u{e9}"))],
+            }),
+            Element::Node(Node {
+                id: 5,
+                info: None,
+                lat: 0,
+                lon: 0,
+                tags: Vec::new(),
+            }),
+            Element::Way(Way {
+                id: -3,
+                info: info(7, "alice", Some(false)),
+                tags: vec![(shared, s("primary"))],
+                refs: vec![10, -4, i64::MAX, i64::MIN],
+                locations: vec![(1, 2), (-3, 4), (i64::MAX, i64::MIN), (0, 0)],
+            }),
+            Element::Way(Way {
+                id: 9,
+                info: info(1, "alice", Some(true)),
+                tags: Vec::new(),
+                refs: vec![1, 2],
+                locations: Vec::new(),
+            }),
+            Element::Relation(Relation {
+                id: 2,
+                info: info(3, "bob", None),
+                tags: vec![(s("type"), s("route"))],
+                members: vec![
+                    Member {
+                        kind: Kind::Way,
+                        id: 9,
+                        role: s("outer"),
+                    },
+                    Member {
+                        kind: Kind::Relation,
+                        id: -9,
+                        role: s(""),
+                    },
+                ],
+            }),
+            Element::Changeset(Changeset { id: 77 }),
+        ]
+    }
+
+    #[test]
+    fn records_round_trip_every_field() {
+        let elements = sample();
+        let blobs = [3, 1, u32::MAX, 0, 40, 41];
+        for c in [Compression::None, Compression::Lz4] {
+            let record = write_record(&elements, &blobs, c).expect("write");
+            let mut block = read_record(&record).expect("read");
+            let mut got = Vec::new();
+            while let Some((order, e)) = block.take() {
+                assert_eq!(order.rank >> 32, u64::from(e.tie_seconds()));
+                got.push((order.blob(), e));
+            }
+            got.sort_by_key(|g| g.0);
+            let mut want: Vec<_> = blobs.iter().copied().zip(elements.clone()).collect();
+            want.sort_by_key(|w| w.0);
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn corrupt_records_are_errors() {
+        let record = write_record(&sample(), &[0, 1, 2, 3, 4, 5], Compression::None).expect("w");
+        let payload = compress::decode_blob(&record[4..]).expect("blob");
+        // Every truncation and every single-byte change either decodes or
+        // fails cleanly; none panics or allocates past the record.
+        for cut in 0..payload.len() {
+            let blob = compress::encode_blob(&payload[..cut], Compression::None).expect("b");
+            let mut framed = (blob.len() as u32).to_be_bytes().to_vec();
+            framed.extend_from_slice(&blob);
+            assert!(read_record(&framed).is_err(), "truncated at {cut}");
+        }
+        for i in 0..payload.len() {
+            for b in [0x00, 0x7f, 0xff] {
+                let mut p = payload.clone();
+                p[i] = b;
+                let blob = compress::encode_blob(&p, Compression::None).expect("b");
+                let mut framed = (blob.len() as u32).to_be_bytes().to_vec();
+                framed.extend_from_slice(&blob);
+                let _ = read_record(&framed);
+            }
+        }
+        // A huge count is refused before allocating.
+        let mut p = Vec::new();
+        put(&mut p, u64::MAX >> 1);
+        let blob = compress::encode_blob(&p, Compression::None).expect("b");
+        let mut framed = (blob.len() as u32).to_be_bytes().to_vec();
+        framed.extend_from_slice(&blob);
+        assert!(read_record(&framed).is_err());
+        assert!(read_record(&record[..record.len() - 1]).is_err());
+    }
+}
