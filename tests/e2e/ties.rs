@@ -2,9 +2,17 @@
 //! must order them as `osmium sort` does (by timestamp when set, then in
 //! input order), keep the first of them under `--dedupe`, judge order as
 //! `osmium fileinfo -e` does under `--check`, and keep history whatever the
-//! output is named (the one deliberate difference from `osmium sort`).
+//! output is named (the one deliberate difference from `osmium sort`). A
+//! property test runs the whole driver on random blobs full of such ties.
 
 use std::path::{Path, PathBuf};
+
+use pbf_format::block::{self, Element, EncodeOptions, Info, Node, Str, Way};
+use pbf_format::compress::{self, Compression};
+use pbf_format::frame::{self, PbfFile};
+use pbf_format::header::{self, Header};
+use pbf_format::{Key, Kind};
+use proptest::prelude::*;
 
 use crate::sort::pbf_sort;
 use crate::util::*;
@@ -164,4 +172,142 @@ fn history_is_kept_whatever_the_output_is_named() {
     let theirs = opl(&theirs);
     assert!(!theirs.contains(" dD "), "osmium sort kept deleted objects");
     assert_eq!(theirs, ours.replace(" dD ", " dV "));
+}
+
+/// One generated object: key position, timestamp in milliseconds.
+type Spec = (usize, i64);
+
+/// Keys of a small space, so that repeats are common: nodes and ways, ids
+/// -3 ..= 8, versions 1 and 2.
+fn key_at(i: usize) -> Key {
+    let kind = [Kind::Node, Kind::Way][i / 24];
+    let id = (i % 24 / 2) as i64 - 3;
+    Key::new(kind, id, (i % 2) as u32 + 1)
+}
+
+/// An element with a key, a timestamp (below a second is unset, as osmium
+/// reads it) and a serial number that tells copies apart.
+fn element((at, timestamp_ms): Spec, serial: usize) -> Element {
+    let key = key_at(at);
+    let info = Some(Info {
+        version: key.version as i32,
+        timestamp_ms,
+        changeset: serial as i64,
+        uid: 1,
+        user: Str::from(&b"u"[..]),
+        visible: None,
+    });
+    let tags = vec![(
+        Str::from(&b"serial"[..]),
+        Str::from(serial.to_string().as_bytes()),
+    )];
+    match key.kind {
+        Kind::Node => Element::Node(Node {
+            id: key.id,
+            info,
+            lat: 10,
+            lon: 20,
+            tags,
+        }),
+        _ => Element::Way(Way {
+            id: key.id,
+            info,
+            tags,
+            refs: vec![1, 2],
+            locations: Vec::new(),
+        }),
+    }
+}
+
+/// Write a PBF file of blobs; each blob zlib-compressed, DenseNodes or not.
+fn write_file(path: &Path, blobs: &[(Vec<Element>, bool)]) {
+    let head = header::encode_header(&Header::default());
+    let head = compress::encode_blob(&head, Compression::None).expect("header blob");
+    let mut bytes = frame::encode_frame("OSMHeader", None, &head);
+    for (elements, dense) in blobs {
+        let opts = EncodeOptions {
+            dense_nodes: *dense,
+            ..EncodeOptions::default()
+        };
+        let raw = block::encode_block(elements, &opts);
+        let blob = compress::encode_blob(&raw, Compression::Zlib(1)).expect("blob");
+        bytes.extend(frame::encode_frame("OSMData", None, &blob));
+    }
+    std::fs::write(path, bytes).expect("write input");
+}
+
+/// Every element of a PBF file, in file order.
+fn read_file(path: &Path) -> Vec<Element> {
+    let f = PbfFile::open(path).expect("open output");
+    let mut out = Vec::new();
+    for h in f.headers() {
+        let h = h.expect("frame");
+        if h.blob_type == "OSMData" {
+            let raw = compress::decode_blob(&f.read_body(&h).expect("body")).expect("blob");
+            out.extend(block::decode_block(&raw).expect("block"));
+        }
+    }
+    out
+}
+
+/// A blob: its objects, whether they are put in key order (so that sorted
+/// blobs meet at tied boundaries), DenseNodes, and the file it goes to.
+fn blob() -> impl Strategy<Value = (Vec<Spec>, bool, bool, usize)> {
+    let timestamp = prop_oneof![
+        Just(0i64),
+        Just(400),
+        Just(1_000),
+        Just(1_700),
+        Just(2_000),
+        Just(3_000)
+    ];
+    let spec = (0usize..48, timestamp);
+    (
+        prop::collection::vec(spec, 1..12),
+        any::<bool>(),
+        any::<bool>(),
+        0usize..3,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Random blobs over up to three files, through the whole driver: the
+    /// output holds the input's objects stably sorted by (key, timestamp in
+    /// whole seconds), in input order (files as given, then file order).
+    #[test]
+    fn pipeline_equals_a_stable_sort_by_key_and_timestamp(
+        blobs in prop::collection::vec(blob(), 1..10),
+        dedupe in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut serial = 0;
+        let mut files: Vec<Vec<(Vec<Element>, bool)>> = vec![Vec::new(); 3];
+        for (specs, sorted, dense, file) in blobs {
+            let mut specs = specs;
+            if sorted {
+                specs.sort_by_key(|s| (key_at(s.0), s.1 / 1000));
+            }
+            let elements = specs.into_iter().map(|s| { serial += 1; element(s, serial) }).collect();
+            files[file].push((elements, dense));
+        }
+        let mut paths = Vec::new();
+        let mut input_order = Vec::new();
+        for (i, blobs) in files.iter().enumerate().filter(|(_, b)| !b.is_empty()) {
+            let path = dir.path().join(format!("in{i}.osm.pbf"));
+            write_file(&path, blobs);
+            paths.push(path);
+            input_order.extend(blobs.iter().flat_map(|b| b.0.iter().cloned()));
+        }
+        let out = dir.path().join("out.osm.pbf");
+        let inputs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        sort_into(&out, if dedupe { &["--dedupe"] } else { &[] }, &inputs);
+        let mut want = input_order;
+        want.sort_by_key(|e| (e.key(), e.tie_seconds()));
+        if dedupe {
+            want.dedup_by_key(|e| e.key());
+        }
+        prop_assert_eq!(read_file(&out), want);
+    }
 }
