@@ -37,6 +37,13 @@ pub struct Source {
 }
 
 /// All sources of a plan, by id.
+///
+/// Not `pbf_merge_core::Sources`, on purpose: a merge op reads whole frames
+/// from several decoding threads at once, through `PbfFile`s shared behind an
+/// `Arc` (frame parsing and size checks at read time), and never removes a
+/// source. A copier reads byte ranges from one thread, opens spools on first
+/// use, and owns their removal (the used ranges, the signal registrations),
+/// none of which a merge needs.
 #[derive(Debug)]
 pub struct Sources {
     list: Vec<Source>,

@@ -1,5 +1,5 @@
 //! The OSMHeader of the sorted output, built from the headers of all inputs
-//! (DESIGN.md, "Output header"). The rules, field by field:
+//! (pbf-overlap(1) says the same in short). The rules, field by field:
 //!
 //! - **required features**: `OsmSchema-V0.6` always (it is the schema every
 //!   block we write follows); then the union of the inputs' required features
