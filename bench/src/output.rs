@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use pbf_format::compress::{Compression, encode_blob};
-use pbf_format::frame::encode_frame;
+use pbf_format::frame::{BlobType, encode_frame};
 use pbf_format::header::{Header, encode_header};
 use tempfile::NamedTempFile;
 
@@ -88,7 +88,7 @@ impl Output {
 /// The OSMHeader frame for `header`.
 pub fn header_frame(header: &Header, compression: Compression) -> Result<Vec<u8>> {
     let blob = encode_blob(&encode_header(header), compression)?;
-    Ok(encode_frame("OSMHeader", None, &blob))
+    Ok(encode_frame(&BlobType::OsmHeader, None, &blob))
 }
 
 /// Make sure `out` is not one of `inputs` (we would truncate what we read).

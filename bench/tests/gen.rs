@@ -154,7 +154,7 @@ fn tile_options_plain_nodes_small_blobs_indexdata() {
             pbf_format::compress::blob_data(&body)
                 .expect("blob")
                 .compression,
-            "raw"
+            pbf_format::compress::Codec::Raw
         );
         let scanned = scan_block(&decode_blob(&body).expect("inflate"))
             .expect("scan")

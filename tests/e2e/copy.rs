@@ -152,7 +152,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn first_frame_len(bytes: &[u8]) -> usize {
     let hl = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
     let fh = pbf_format::frame::parse_blob_header(&bytes[4..4 + hl]).expect("blob header");
-    assert_eq!(fh.0, "OSMHeader");
+    assert_eq!(fh.0, pbf_format::frame::BlobType::OsmHeader);
     4 + hl + fh.2 as usize
 }
 

@@ -1,9 +1,13 @@
 //! The OSMHeader block: bounding box, features, writing program, source and
-//! replication fields, decoded to plain values and encoded back.
+//! replication fields, decoded to plain values and encoded back, and read
+//! from the start of a file (one rule for every tool: the first blob must be
+//! the OSMHeader).
 
 use prost::Message;
 
-use crate::error::Result;
+use crate::compress::decode_blob;
+use crate::error::{Error, Result};
+use crate::frame::{BlobType, FrameHeader, PbfFile};
 use crate::proto;
 
 /// Feature every output declares: our sort order.
@@ -75,6 +79,31 @@ pub fn decode_header(data: &[u8]) -> Result<Header> {
         replication_sequence_number: h.osmosis_replication_sequence_number,
         replication_base_url: h.osmosis_replication_base_url,
     })
+}
+
+/// Read a file's OSMHeader from the first of its `frames` (a walk of `file`
+/// from offset 0): that frame and the decoded header. An empty file, or one
+/// whose first blob is not an OSMHeader, is not a PBF file.
+pub fn read_file_header(
+    file: &PbfFile,
+    frames: &mut impl Iterator<Item = Result<FrameHeader>>,
+) -> Result<(FrameHeader, Header)> {
+    let path = file.path();
+    let first = match frames.next() {
+        Some(r) => r?,
+        None => return Err(Error::malformed("empty file, not a PBF file").in_file(path)),
+    };
+    if first.blob_type != BlobType::OsmHeader {
+        let msg = format!(
+            "first blob is {:?}, expected OSMHeader",
+            first.blob_type.as_str()
+        );
+        return Err(Error::malformed(msg).at(0).in_file(path));
+    }
+    let header = decode_blob(&file.read_body(&first)?)
+        .and_then(|raw| decode_header(&raw))
+        .map_err(|e| e.at(0).in_file(path))?;
+    Ok((first, header))
 }
 
 /// Encode a HeaderBlock (uncompressed).
