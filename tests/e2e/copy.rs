@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use pbf_format::Key;
+use pbf_format::{Key, Kind};
 use pbf_stream::{
     BlobRecord, CopyOp, FrameKeys, IndexRecord, MergeInput, MergeOp, PlanEnd, PlanHeader,
     PlanRecord, SourceRecord, SourceRef, Writer,
@@ -449,7 +449,7 @@ fn stdout_streams_into_osmium() {
     );
     let v: serde_json::Value = serde_json::from_slice(&info.stdout).expect("json");
     assert_eq!(v["data"]["objects_ordered"], true);
-    let nodes: u64 = blobs.iter().map(|b| b.counts.node).sum();
+    let nodes: u64 = blobs.iter().map(|b| b.counts[Kind::Node]).sum();
     assert_eq!(v["data"]["count"]["nodes"], nodes);
 }
 

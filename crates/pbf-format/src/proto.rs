@@ -36,37 +36,8 @@ pub struct Blob {
     pub zstd_data: Option<Vec<u8>>,
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HeaderBBox {
-    #[prost(sint64, required, tag = "1")]
-    pub left: i64,
-    #[prost(sint64, required, tag = "2")]
-    pub right: i64,
-    #[prost(sint64, required, tag = "3")]
-    pub top: i64,
-    #[prost(sint64, required, tag = "4")]
-    pub bottom: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HeaderBlock {
-    #[prost(message, optional, tag = "1")]
-    pub bbox: Option<HeaderBBox>,
-    #[prost(string, repeated, tag = "4")]
-    pub required_features: Vec<String>,
-    #[prost(string, repeated, tag = "5")]
-    pub optional_features: Vec<String>,
-    #[prost(string, optional, tag = "16")]
-    pub writingprogram: Option<String>,
-    #[prost(string, optional, tag = "17")]
-    pub source: Option<String>,
-    #[prost(int64, optional, tag = "32")]
-    pub osmosis_replication_timestamp: Option<i64>,
-    #[prost(int64, optional, tag = "33")]
-    pub osmosis_replication_sequence_number: Option<i64>,
-    #[prost(string, optional, tag = "34")]
-    pub osmosis_replication_base_url: Option<String>,
-}
+// `osmformat.proto` HeaderBlock and HeaderBBox are `crate::header::Header`
+// and `crate::header::BBox`: the message is the decoded header.
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PrimitiveBlock {

@@ -16,7 +16,7 @@ use pbf_format::frame::{
 };
 use pbf_format::header::{Header, encode_header};
 use pbf_format::scan::Summary;
-use pbf_stream::{FrameKeys, HeaderRecord};
+use pbf_stream::FrameKeys;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -24,8 +24,8 @@ use crate::error::{Error, ErrorKind, Result};
 pub const MAX_WRITTEN_BLOB_HEADER: usize = 127;
 
 /// The OSMHeader frame for a plan's header record, zlib-compressed.
-pub fn header_frame(h: &HeaderRecord) -> Result<Vec<u8>> {
-    let block = encode_header(&Header::from(h.clone()));
+pub fn header_frame(h: &Header) -> Result<Vec<u8>> {
+    let block = encode_header(h);
     let blob = encode_blob(&block, Compression::default())
         .map_err(|e| Error::new("encoding the OSMHeader", ErrorKind::Format(e)))?;
     let header = encode_blob_header(&BlobType::OsmHeader, None, blob.len());
@@ -154,11 +154,11 @@ mod tests {
 
     #[test]
     fn header_frame_round_trips() {
-        let rec = HeaderRecord {
+        let rec = Header {
             required_features: vec!["OsmSchema-V0.6".into(), "DenseNodes".into()],
             optional_features: vec!["Sort.Type_then_ID".into()],
             writingprogram: Some("pbf-sort".into()),
-            ..HeaderRecord::default()
+            ..Header::default()
         };
         let frame = header_frame(&rec).expect("frame");
         let hl = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
@@ -168,7 +168,7 @@ mod tests {
             ("OSMHeader", None, frame.len() - 4 - hl)
         );
         let block = decode_blob(&frame[4 + hl..]).expect("blob");
-        assert_eq!(decode_header(&block).expect("header"), Header::from(rec));
+        assert_eq!(decode_header(&block).expect("header"), rec);
     }
 
     #[test]

@@ -274,14 +274,15 @@ fn only_padding(spool: &pbf_format::frame::PbfFile, start: u64, end: u64) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_stream::{HeaderRecord, SourceRef, mtime};
+    use pbf_format::header::Header;
+    use pbf_stream::{SourceRef, mtime};
 
     fn plan(sources: Vec<SourceRef>) -> PlanHeader {
         PlanHeader {
             schema: pbf_stream::PLAN_SCHEMA.into(),
             version: pbf_stream::SCHEMA_VERSION,
             sources,
-            header: HeaderRecord::default(),
+            header: Header::default(),
         }
     }
 

@@ -171,7 +171,7 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
         size: file.size(),
         mtime: file.mtime().0,
         mtime_nsec: file.mtime().1,
-        header: header.into(),
+        header,
     }))?;
     // The file name only: the bar must fit an 80-column line.
     let name = path

@@ -16,9 +16,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use pbf_format::header::Header;
 use pbf_stream::{
-    HeaderRecord, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord,
-    SourceRef, Writer,
+    IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord, SourceRef, Writer,
 };
 
 use plan::Segment;
@@ -134,7 +134,7 @@ fn read_input(m: &ArgMatches) -> Result<Input> {
 #[derive(Default)]
 struct Input {
     sources: Vec<SourceRef>,
-    headers: Vec<HeaderRecord>,
+    headers: Vec<Header>,
     segs: Vec<Segment>,
     paths: HashSet<PathBuf>,
 }
