@@ -324,5 +324,5 @@ fn output_equal_to_input_is_refused() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("output is also an input"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is the same file as the input"));
 }

@@ -25,8 +25,13 @@ pub const MAX_WRITTEN_BLOB_HEADER: usize = 127;
 
 /// The OSMHeader frame for a plan's header record, zlib-compressed.
 pub fn header_frame(h: &Header) -> Result<Vec<u8>> {
+    header_frame_with(h, Compression::default())
+}
+
+/// The OSMHeader frame for `h`, compressed with `compression`.
+pub fn header_frame_with(h: &Header, compression: Compression) -> Result<Vec<u8>> {
     let block = encode_header(h);
-    let blob = encode_blob(&block, Compression::default())
+    let blob = encode_blob(&block, compression)
         .map_err(|e| Error::new("encoding the OSMHeader", ErrorKind::Format(e)))?;
     let header = encode_blob_header(&BlobType::OsmHeader, None, blob.len());
     check_blob_header_len(header.len())?;
