@@ -63,6 +63,17 @@ impl fmt::Debug for Counts {
     }
 }
 
+/// "5 node, 3 way, 1 relation, 0 changeset": every kind, for messages.
+impl fmt::Display for Counts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, k) in Kind::ALL.into_iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{} {k}", self[k])?;
+        }
+        Ok(())
+    }
+}
+
 impl Serialize for Counts {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let written = Kind::ALL
