@@ -38,11 +38,6 @@ impl Default for Compression {
 }
 
 impl Compression {
-    /// The name used in the index stream ("raw", "zlib", "zstd", "lz4").
-    pub fn name(self) -> &'static str {
-        self.codec().name()
-    }
-
     /// The Blob data field this compression writes.
     pub fn codec(self) -> Codec {
         match self {
