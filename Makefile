@@ -30,7 +30,7 @@ clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 shellcheck:
-	shellcheck pbf-sort .ci/run .ci/deps tests/nix/check.sh bench/run.sh bench/reflink.sh fuzz/run.sh
+	shellcheck -x pbf-sort .ci/run .ci/deps tests/nix/check.sh bench/common.sh bench/run.sh bench/reflink.sh fuzz/run.sh
 
 # Regenerate the tools' man pages after changing a flag or a template
 # (`cargo test` fails on drift).

@@ -13,8 +13,9 @@
 # that is missing is reported as "not run".
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH=$ROOT/bench
+NAME=reflink.sh
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
     cat <<'EOF'
@@ -28,43 +29,15 @@ Environment (defaults in brackets):
   BENCH_DATA          where a cached input is looked for and the image lives [bench/data]
   BENCH_REFLINK_IMAGE size of the sparse XFS image [4 * BENCH_SIZE + 1G]
   BENCH_REFLINK_RESULTS  report file [bench/RESULTS-reflink.md]
-  PBFHOGG_SORT        pbfhogg command template, IN and OUT replaced [pbfhogg sort --force IN OUT]
+  PBFHOGG_SORT        pbfhogg command template, IN and OUT replaced
+                      [pbfhogg sort --force IN -o OUT] (pbfhogg-cli 0.4.1)
 EOF
 }
 
-BUILD=1
-while [[ $# -gt 0 ]]; do
-    case $1 in
-        --no-build) BUILD=0 ;;
-        -h | --help) usage; exit 0 ;;
-        *) echo "reflink.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
-    esac
-    shift
-done
+script_arg() { return 1; }
+parse_args "$@"
 
-SIZE=${BENCH_SIZE:-1G}
-REPEATS=${BENCH_REPEATS:-3}
-COMPRESSION=${BENCH_COMPRESSION:-zlib:6}
-SOURCE=${BENCH_SOURCE:-$ROOT/../shared/data/sorted-kualalumpur.osm.pbf}
-DATA=${BENCH_DATA:-$BENCH/data}
 RESULTS=${BENCH_REFLINK_RESULTS:-$BENCH/RESULTS-reflink.md}
-PBFHOGG_SORT=${PBFHOGG_SORT:-pbfhogg sort --force IN OUT}
-REL=$ROOT/target/release
-GEN=$REL/pbf-gen
-
-log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { echo "reflink.sh: error: $*" >&2; exit 1; }
-have() { command -v "$1" >/dev/null 2>&1; }
-
-bytes_of() {
-    local n=${1%[KMGkmg]} unit=${1: -1}
-    case $unit in
-        K | k) echo $((n << 10)) ;;
-        M | m) echo $((n << 20)) ;;
-        G | g) echo $((n << 30)) ;;
-        *) echo "$1" ;;
-    esac
-}
 
 IMAGE_SIZE=${BENCH_REFLINK_IMAGE:-$((4 * $(bytes_of "$SIZE") + (1 << 30)))}
 WORKDIR=""
@@ -165,7 +138,7 @@ main() {
     declare -A times
     local tool i t
     local tools=(pbf-reflink pbf-copy cp pbf-sort)
-    have "${PBFHOGG_SORT%% *}" && tools+=(pbfhogg)
+    have_pbfhogg && tools+=(pbfhogg)
     for ((i = 1; i <= REPEATS; i++)); do
         for tool in "${tools[@]}"; do
             rm -f "$out"
@@ -175,9 +148,7 @@ main() {
                 pbf-copy) t=$(wall "pbf-copy -q -o '$out' '$plan'") ;;
                 cp) t=$(wall "cp --reflink=never '$in' '$out' && sync '$out'") ;;
                 pbf-sort) t=$(wall "'$ROOT/pbf-sort' -q -o '$out' '$in'") ;;
-                pbfhogg)
-                    local cmd=${PBFHOGG_SORT//IN/$in}
-                    t=$(wall "${cmd//OUT/$out}") ;;
+                pbfhogg) t=$(wall "$(pbfhogg_cmd "$in" "$out")") ;;
             esac
             times[$tool]+="$t "
             log "run $i $tool: $t s"
@@ -218,7 +189,7 @@ main() {
         echo "| load average at start / end | $load_start / $(cut -d' ' -f1-3 /proc/loadavg) (shared machine, other work running) |"
         echo "| input | $size bytes, pbf-gen tile --indexdata of $(basename "$SOURCE"), $COMPRESSION; pbf-index: ${index_from:-?}; osmium: $input_verdict |"
         echo "| plan | $(grep -c '"type":"copy"' "$plan") copy op(s), $(grep -c '"type":"merge"' "$plan" || true) merge op(s) |"
-        echo "| pbfhogg | $(have "${PBFHOGG_SORT%% *}" && echo "${PBFHOGG_SORT}" || echo 'not on PATH: not run') |"
+        echo "| pbfhogg | $(have_pbfhogg && echo "${PBFHOGG_SORT}" || echo 'not on PATH: not run') |"
         echo
         echo "Wall time of each step, median of $REPEATS runs (all runs in brackets); the"
         echo "plan is made once beforehand (pbf-index from indexdata + pbf-overlap)."

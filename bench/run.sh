@@ -7,8 +7,9 @@
 # A tool that is missing is reported as "not run", never estimated.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH=$ROOT/bench
+NAME=run.sh
+# shellcheck source=bench/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 usage() {
     cat <<'EOF'
@@ -53,23 +54,18 @@ EOF
 }
 
 SCALING=${BENCH_SCALING:-0}
-BUILD=1
 REPORT_ONLY=0
-while [[ $# -gt 0 ]]; do
+script_arg() {
     case $1 in
         --scaling) SCALING=1 ;;
-        --no-build) BUILD=0 ;;
         --report-only) REPORT_ONLY=1 ;;
-        -h | --help) usage; exit 0 ;;
-        *) echo "run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+        *) return 1 ;;
     esac
-    shift
-done
+}
+parse_args "$@"
 
-SIZE=${BENCH_SIZE:-1G}
 SHAPES=${BENCH_SHAPES:-sorted permuted indexdata interleaved shuffled}
 TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg}
-REPEATS=${BENCH_REPEATS:-3}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-1}
 INDEXDATA_REPEATS=${BENCH_INDEXDATA_REPEATS:-7}
@@ -80,41 +76,20 @@ INFO_REPEATS=${BENCH_INFO_REPEATS:-1}
 INFO_COLD=${BENCH_INFO_COLD:-0}
 SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G}
 SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled}
-COMPRESSION=${BENCH_COMPRESSION:-zlib:6}
-SOURCE=${BENCH_SOURCE:-$ROOT/../shared/data/sorted-kualalumpur.osm.pbf}
 SOURCE2=${BENCH_SOURCE2:-$ROOT/../shared/data/sorted-liechtenstein.osm.pbf}
-DATA=${BENCH_DATA:-$BENCH/data}
 RESULTS=${BENCH_RESULTS:-$BENCH/RESULTS.md}
 DROP_CACHES=${BENCH_DROP_CACHES:-1}
 REGEN=${BENCH_REGEN:-0}
-PBFHOGG_SORT=${PBFHOGG_SORT:-pbfhogg sort --force IN -o OUT}
 
 OUT=$DATA/out
 WORK=$DATA/work
 ROWS=$WORK/rows.tsv
 NOTES=$WORK/notes.txt
 PENDING=$WORK/pending
-GEN=$ROOT/target/release/pbf-gen
-
-log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
-die() { echo "run.sh: error: $*" >&2; exit 1; }
-
-# Size such as 512M or 1G in bytes.
-bytes_of() {
-    local n=${1%[KMGkmg]} unit=${1: -1}
-    case $unit in
-        K | k) echo $((n << 10)) ;;
-        M | m) echo $((n << 20)) ;;
-        G | g) echo $((n << 30)) ;;
-        *) echo "$1" ;;
-    esac
-}
 
 file_size() { stat -c %s "$1"; }
 
 # --------------------------------------------------------------- tools
-
-have() { command -v "$1" >/dev/null 2>&1; }
 
 # The sort command under test: the pbf-sort driver when present, else the
 # pipeline of the stages that exist. Prints nothing when neither is usable.
@@ -428,10 +403,8 @@ expected RSS (~100 bytes per object) exceeds MemAvailable" >>"$NOTES"
                     verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "osmium sort" "$rep" "$VERDICT" ;;
                 pbfhogg)
-                    have pbfhogg || continue
-                    local cmd=${PBFHOGG_SORT//IN/$(printf %q "$in")}
-                    cmd=${cmd//OUT/$(printf %q "$out")}
-                    timed "$cmd"
+                    have_pbfhogg || continue
+                    timed "$(pbfhogg_cmd "$in" "$out")"
                     verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "pbfhogg sort" "$rep" "$VERDICT" ;;
             esac

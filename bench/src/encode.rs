@@ -7,12 +7,11 @@ use std::sync::mpsc::sync_channel;
 use anyhow::{Result, anyhow};
 use pbf_format::block::{Element, EncodeOptions, encode_block, split_points};
 use pbf_format::compress::{Compression, encode_blob};
-use pbf_format::frame::encode_frame;
+use pbf_format::frame::{BlobType, encode_frame};
 use pbf_format::indexdata;
 use pbf_format::scan::{Accumulator, Summary};
+use pbf_output::OutputFile;
 use rayon::prelude::*;
-
-use crate::output::Output;
 
 /// Tasks computed per batch: enough to keep every core busy, few enough
 /// that a batch of frames stays small in memory.
@@ -50,7 +49,7 @@ impl Codec {
     pub fn wrap(&self, block: &[u8], summary: &Summary) -> Result<Vec<u8>> {
         let blob = encode_blob(block, self.compression)?;
         let ix = self.indexdata.then(|| indexdata::encode(summary));
-        Ok(encode_frame("OSMData", ix.as_deref(), &blob))
+        Ok(encode_frame(&BlobType::OsmData, ix.as_deref(), &blob))
     }
 }
 
@@ -64,7 +63,11 @@ pub fn summarize(elements: &[Element]) -> Result<Summary> {
 
 /// Run `work` on every task on the rayon pool and append the results to
 /// `out` in task order.
-pub fn ordered<T, F>(tasks: impl IntoIterator<Item = T>, work: F, out: &mut Output) -> Result<()>
+pub fn ordered<T, F>(
+    tasks: impl IntoIterator<Item = T>,
+    work: F,
+    out: &mut OutputFile,
+) -> Result<()>
 where
     T: Send,
     F: Fn(T) -> Result<Vec<u8>> + Sync,
@@ -74,7 +77,7 @@ where
         let writer = s.spawn(move || -> Result<()> {
             for batch in rx {
                 for frames in batch {
-                    out.write(&frames)?;
+                    out.write_all(&frames)?;
                 }
             }
             Ok(())

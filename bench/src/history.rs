@@ -8,15 +8,16 @@ use std::path::Path;
 
 use anyhow::Result;
 use pbf_format::block::{Element, Info};
+use pbf_output::OutputFile;
+use pbf_output::frames::header_frame_with;
 
 use crate::encode::{Codec, ordered};
 use crate::input::Input;
-use crate::output::{Output, header_frame};
 
 const HOUR_MS: i64 = 3_600_000;
 
 /// Write the history file; returns the bytes written.
-pub fn run(input: &Path, out: &Path, versions: u32, codec: Codec) -> Result<u64> {
+pub fn run(input: &Path, output: &mut OutputFile, versions: u32, codec: Codec) -> Result<()> {
     anyhow::ensure!(versions >= 1, "-k must be at least 1");
     let inp = Input::open(input)?;
     let mut elements = inp.decode_all()?;
@@ -28,17 +29,15 @@ pub fn run(input: &Path, out: &Path, versions: u32, codec: Codec) -> Result<u64>
             .push("HistoricalInformation".into());
     }
     let per_task = (codec.opts.max_elements / versions as usize).max(1);
-    let mut output = Output::create(out)?;
-    output.write(&header_frame(&header, codec.compression)?)?;
+    output.write_all(&header_frame_with(&header, codec.compression)?)?;
     ordered(
         elements.chunks(per_task),
         |chunk| {
             let expanded: Vec<Element> = chunk.iter().flat_map(|e| expand(e, versions)).collect();
             codec.frames(&expanded)
         },
-        &mut output,
-    )?;
-    output.finish()
+        output,
+    )
 }
 
 /// The versions of one object, oldest first.

@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use pbf_format::block::{Element, decode_block};
 use pbf_format::compress::decode_blob;
-use pbf_format::frame::{FrameHeader, PbfFile};
-use pbf_format::header::{Header, decode_header};
+use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
+use pbf_format::header::{Header, read_file_header};
 use rayon::prelude::*;
 
 /// Largest input that `tile` and `history` hold decoded in memory.
@@ -30,21 +30,8 @@ impl Input {
     pub fn open(path: &Path) -> Result<Input> {
         let file = PbfFile::open(path)?;
         let mut walk = file.headers();
-        let header_frame = match walk.next() {
-            Some(fh) => fh?,
-            None => bail!("{}: empty file", path.display()),
-        };
-        if header_frame.blob_type != "OSMHeader" {
-            bail!(
-                "{}: first blob is {}, not OSMHeader",
-                path.display(),
-                header_frame.blob_type
-            );
-        }
+        let (header_frame, header) = read_file_header(&file, &mut walk)?;
         let data = walk.collect::<pbf_format::Result<Vec<_>>>()?;
-        let body =
-            decode_blob(&file.read_body(&header_frame)?).map_err(|e| e.at(0).in_file(path))?;
-        let header = decode_header(&body).map_err(|e| e.at(0).in_file(path))?;
         Ok(Input {
             file,
             header,
@@ -55,7 +42,7 @@ impl Input {
 
     /// Decode one data frame into elements.
     pub fn decode(&self, fh: &FrameHeader) -> Result<Vec<Element>> {
-        if fh.blob_type != "OSMData" {
+        if fh.blob_type != BlobType::OsmData {
             bail!(
                 "{}: offset {}: blob type {} is not OSMData",
                 self.file.path().display(),

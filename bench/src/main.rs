@@ -14,7 +14,7 @@ mod shift;
 mod shuffle;
 mod tile;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -24,7 +24,6 @@ use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 
 use crate::encode::Codec;
-use crate::output::refuse_overwriting_input;
 
 /// Default blob compression of re-encoded output (see `bench/README.md`).
 const DEFAULT_COMPRESSION: &str = "zlib:6";
@@ -230,35 +229,41 @@ fn run(m: &ArgMatches) -> Result<ExitCode> {
             .collect(),
         _ => vec![path(sub, "input")?.clone()],
     };
-    refuse_overwriting_input(out, &inputs)?;
     let input = &inputs[0];
     let seed = || sub.get_one::<u64>("seed").copied().unwrap_or(1);
     let start = Instant::now();
-    let bytes = match name {
+    let mut output = output::create(out, &inputs)?;
+    let o = &mut output;
+    match name {
         "tile" => {
             let args = tile::TileArgs {
                 copies: sub.get_one::<u64>("copies").copied().unwrap_or(1),
                 stride_of: sub.get_one::<PathBuf>("stride-of").map(PathBuf::as_path),
                 offset: sub.get_one::<i64>("offset").copied().unwrap_or(0),
             };
-            tile::run(input, out, &args, codec(sub)?)?
+            tile::run(input, o, &args, codec(sub)?)?
         }
-        "permute" => frames::permute(input, out, seed())?,
-        "concat" => frames::concat(&inputs, out)?,
+        "permute" => frames::permute(input, o, seed())?,
+        "concat" => frames::concat(&inputs, o)?,
         "shuffle" => {
             let bucket = sub
                 .get_one::<u64>("bucket-size")
                 .copied()
                 .unwrap_or(32 << 20);
-            shuffle::run(input, out, seed(), bucket, codec(sub)?)?
+            let spill_dir = match out.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            shuffle::run(input, o, spill_dir, seed(), bucket, codec(sub)?)?
         }
         "history" => {
             let k = sub.get_one::<u32>("versions").copied().unwrap_or(1);
-            history::run(input, out, k, codec(sub)?)?
+            history::run(input, o, k, codec(sub)?)?
         }
-        "copy" => frames::copy(input, out)?,
+        "copy" => frames::copy(input, o)?,
         other => anyhow::bail!("unknown subcommand {other}"),
-    };
+    }
+    let bytes = output::finish(output)?;
     let secs = start.elapsed().as_secs_f64();
     eprintln!(
         "pbf-gen {name}: wrote {} ({bytes} bytes) in {secs:.3} s",

@@ -14,37 +14,40 @@ use anyhow::{Context, Result};
 use pbf_format::block::{Element, EncodeOptions, decode_block, split_points};
 use pbf_format::compress::{Compression, decode_blob};
 use pbf_format::frame::PbfFile;
+use pbf_output::OutputFile;
+use pbf_output::frames::header_frame_with;
 use rayon::prelude::*;
 use tempfile::NamedTempFile;
 
 use crate::encode::{Codec, ordered};
 use crate::input::Input;
-use crate::output::{Output, header_frame};
 use crate::rng::Rng;
 
 /// Input frames decoded per batch in pass 1.
 const BATCH: usize = 32;
 
 /// Write the shuffled file; returns the bytes written.
-pub fn run(input: &Path, out: &Path, seed: u64, bucket_size: u64, codec: Codec) -> Result<u64> {
+pub fn run(
+    input: &Path,
+    output: &mut OutputFile,
+    spill_dir: &Path,
+    seed: u64,
+    bucket_size: u64,
+    codec: Codec,
+) -> Result<()> {
     let inp = Input::open(input)?;
     let buckets = inp.file.size().div_ceil(bucket_size.max(1)).max(1) as usize;
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let spills = deal(&inp, seed, buckets, dir)?;
+    let spills = deal(&inp, seed, buckets, spill_dir)?;
     let mut header = inp.header.clone();
     header.optional_features.retain(|f| !f.starts_with("Sort."));
-    let mut output = Output::create(out)?;
-    output.write(&header_frame(&header, codec.compression)?)?;
+    output.write_all(&header_frame_with(&header, codec.compression)?)?;
     for (b, spill) in spills.into_iter().enumerate() {
         let mut elements = load(&spill)?;
         Rng::new(seed, (1 << 40) + b as u64).shuffle(&mut elements);
         let ranges = split_points(&elements, &codec.opts);
-        ordered(ranges, |r| codec.frame(&elements[r]), &mut output)?;
+        ordered(ranges, |r| codec.frame(&elements[r]), output)?;
     }
-    output.finish()
+    Ok(())
 }
 
 /// Pass 1: deal every element to a random bucket file.

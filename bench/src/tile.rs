@@ -16,11 +16,12 @@ use anyhow::{Result, anyhow, bail};
 use pbf_format::block::{Element, encode_block, split_points};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, Kind};
+use pbf_output::OutputFile;
+use pbf_output::frames::header_frame_with;
 use rayon::prelude::*;
 
 use crate::encode::{Codec, ordered, summarize};
 use crate::input::Input;
-use crate::output::{Output, header_frame};
 use crate::shift::{PerKind, shift_block, shift_id};
 
 /// What `tile` needs besides the codec.
@@ -35,7 +36,7 @@ pub struct TileArgs<'a> {
 }
 
 /// Write the tiled file; returns the bytes written.
-pub fn run(input: &Path, out: &Path, args: &TileArgs<'_>, codec: Codec) -> Result<u64> {
+pub fn run(input: &Path, output: &mut OutputFile, args: &TileArgs<'_>, codec: Codec) -> Result<()> {
     let inp = Input::open(input)?;
     let mut elements = inp.decode_all()?;
     elements.sort_by_key(Element::key);
@@ -73,8 +74,7 @@ pub fn run(input: &Path, out: &Path, args: &TileArgs<'_>, codec: Codec) -> Resul
             tasks.extend(group.iter().map(|c| (shift, c)));
         }
     }
-    let mut output = Output::create(out)?;
-    output.write(&header_frame(&inp.header, codec.compression)?)?;
+    output.write_all(&header_frame_with(&inp.header, codec.compression)?)?;
     ordered(
         tasks,
         |(shift, (block, summary))| {
@@ -87,9 +87,8 @@ pub fn run(input: &Path, out: &Path, args: &TileArgs<'_>, codec: Codec) -> Resul
             };
             codec.wrap(&shifted, &summary)
         },
-        &mut output,
-    )?;
-    output.finish()
+        output,
+    )
 }
 
 /// The group of a chunk (chunks never span groups).

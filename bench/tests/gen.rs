@@ -154,7 +154,7 @@ fn tile_options_plain_nodes_small_blobs_indexdata() {
             pbf_format::compress::blob_data(&body)
                 .expect("blob")
                 .compression,
-            "raw"
+            pbf_format::compress::Codec::Raw
         );
         let scanned = scan_block(&decode_blob(&body).expect("inflate"))
             .expect("scan")
@@ -324,5 +324,5 @@ fn output_equal_to_input_is_refused() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("output is also an input"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is the same file as the input"));
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use pbf_format::Key;
+use pbf_format::{Key, Kind};
 use pbf_stream::{
     BlobRecord, CopyOp, FrameKeys, IndexRecord, MergeInput, MergeOp, PlanEnd, PlanHeader,
     PlanRecord, SourceRecord, SourceRef, Writer,
@@ -152,7 +152,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn first_frame_len(bytes: &[u8]) -> usize {
     let hl = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
     let fh = pbf_format::frame::parse_blob_header(&bytes[4..4 + hl]).expect("blob header");
-    assert_eq!(fh.0, "OSMHeader");
+    assert_eq!(fh.0, pbf_format::frame::BlobType::OsmHeader);
     4 + hl + fh.2 as usize
 }
 
@@ -449,7 +449,7 @@ fn stdout_streams_into_osmium() {
     );
     let v: serde_json::Value = serde_json::from_slice(&info.stdout).expect("json");
     assert_eq!(v["data"]["objects_ordered"], true);
-    let nodes: u64 = blobs.iter().map(|b| b.counts.node).sum();
+    let nodes: u64 = blobs.iter().map(|b| b.counts[Kind::Node]).sum();
     assert_eq!(v["data"]["count"]["nodes"], nodes);
 }
 

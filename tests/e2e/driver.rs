@@ -14,6 +14,15 @@ use crate::faults::{Mount, entries};
 use crate::sort::pbf_sort;
 use crate::util::*;
 
+#[test]
+fn version_is_the_workspace_version() {
+    let o = sort_ok(&["--version"], "--version");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("pbf-sort {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use pbf_format::compress::{Compression, blob_data, encode_blob};
+use pbf_format::compress::{Codec, Compression, blob_data, encode_blob};
 use pbf_format::frame::{FrameHeader, PbfFile};
 use pbf_format::wire::{WireType, put_bytes, put_key, put_varint, unzigzag};
 
@@ -181,7 +181,7 @@ fn lying_lengths(name: &str, out: &mut Vec<Case>) {
     let b = blob_data(body).expect("blob");
     let raw = pbf_format::compress::decode_blob(body).expect("decode");
     let n = raw.len() as u64;
-    let field = if b.compression == "zlib" { 3 } else { 6 };
+    let field = if b.compression == Codec::Zlib { 3 } else { 6 };
     for lie in [
         Some(n - 1),
         Some(n + 1),

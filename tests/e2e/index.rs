@@ -1,6 +1,7 @@
 //! `pbf-index` over every real file: counts agree with osmium, keys and sorted
 //! flags agree with a full decode, broken files fail cleanly.
 
+use pbf_format::Kind;
 use pbf_format::block::decode_block;
 use pbf_format::compress::decode_blob;
 use pbf_format::frame::PbfFile;
@@ -27,7 +28,11 @@ fn counts_agree_with_osmium() {
         let want = [&count["nodes"], &count["ways"], &count["relations"]]
             .map(|v| v.as_u64().expect("count"));
         assert_eq!(
-            [end.counts.node, end.counts.way, end.counts.relation],
+            [
+                end.counts[Kind::Node],
+                end.counts[Kind::Way],
+                end.counts[Kind::Relation]
+            ],
             want,
             "{}",
             name(&path)
@@ -111,7 +116,7 @@ fn broken_files_fail_with_one_line_and_no_end() {
 #[test]
 fn changeset_range_file_is_indexed() {
     let recs = index(&data("bad-changeset-range.osm.pbf"));
-    assert!(matches!(recs.last(), Some(IndexRecord::End(e)) if e.counts.node == 6));
+    assert!(matches!(recs.last(), Some(IndexRecord::End(e)) if e.counts[Kind::Node] == 6));
 }
 
 #[test]

@@ -167,6 +167,41 @@ fn blob_permuted_file_is_all_copies_but_not_in_order() {
 }
 
 #[test]
+fn check_objects_of_compares_counts_per_kind() {
+    let dir = tempfile::tempdir().expect("dir");
+    let write = |name: &str, file: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, index(&data(file))).expect("write");
+        p.to_str().expect("utf-8").to_owned()
+    };
+    let same = write("same.jsonl", "sorted-andorra.osm.pbf");
+    let other = write("other.jsonl", "sorted-kualalumpur.osm.pbf");
+    let idx = index(&data("sorted-andorra.osm.pbf"));
+    let out = overlap(&["--check", "--objects-of", &same], &idx);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("the input holds the objects of "), "{said}");
+    let quiet = overlap(&["--check", "-q", "--objects-of", &same], &idx);
+    assert!(
+        quiet.status.success() && quiet.stderr.is_empty(),
+        "{quiet:?}"
+    );
+    let out = overlap(&["--check", "--objects-of", &other], &idx);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("objects differ: the input holds ") && err.contains(" node, "),
+        "{err}"
+    );
+    assert!(!err.contains("not in order"), "{err}");
+    // Only with --check.
+    assert_eq!(
+        overlap(&["--objects-of", &same], &idx).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
 fn unsorted_files_need_merges_and_say_why() {
     for f in ["unsorted-vex.osm.pbf", "unsorted-josm-negative-ids.osm.pbf"] {
         let idx = index(&data(f));

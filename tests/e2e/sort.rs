@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pbf_format::frame::PbfFile;
+use pbf_format::frame::{BlobType, PbfFile};
 
 use crate::util::*;
 
@@ -50,7 +50,7 @@ fn data_frames(path: &Path) -> Vec<Vec<u8>> {
     let f = PbfFile::open(path).expect("open");
     f.headers()
         .map(|h| h.expect("frame"))
-        .filter(|h| h.blob_type == "OSMData")
+        .filter(|h| h.blob_type == BlobType::OsmData)
         .map(|h| {
             f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
                 .expect("read")
@@ -142,7 +142,7 @@ fn keep_plan_dry_run_and_check() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
         String::from_utf8_lossy(&o.stderr)
-            .contains("is sorted and holds all 69644 2725 74 objects")
+            .contains("is sorted and holds all 69644 node, 2725 way, 74 relation, 0 changeset")
     );
     for f in ["index.jsonl", "plan.jsonl", "merged.jsonl"] {
         let text = std::fs::read_to_string(plans.join(f)).expect(f);

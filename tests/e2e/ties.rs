@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use pbf_format::block::{self, Element, EncodeOptions, Info, Node, Str, Way};
 use pbf_format::compress::{self, Compression};
-use pbf_format::frame::{self, PbfFile};
+use pbf_format::frame::{self, BlobType, PbfFile};
 use pbf_format::header::{self, Header};
 use pbf_format::{Key, Kind};
 use proptest::prelude::*;
@@ -223,7 +223,7 @@ fn element((at, timestamp_ms): Spec, serial: usize) -> Element {
 fn write_file(path: &Path, blobs: &[(Vec<Element>, bool)]) {
     let head = header::encode_header(&Header::default());
     let head = compress::encode_blob(&head, Compression::None).expect("header blob");
-    let mut bytes = frame::encode_frame("OSMHeader", None, &head);
+    let mut bytes = frame::encode_frame(&BlobType::OsmHeader, None, &head);
     for (elements, dense) in blobs {
         let opts = EncodeOptions {
             dense_nodes: *dense,
@@ -231,7 +231,7 @@ fn write_file(path: &Path, blobs: &[(Vec<Element>, bool)]) {
         };
         let raw = block::encode_block(elements, &opts);
         let blob = compress::encode_blob(&raw, Compression::Zlib(1)).expect("blob");
-        bytes.extend(frame::encode_frame("OSMData", None, &blob));
+        bytes.extend(frame::encode_frame(&BlobType::OsmData, None, &blob));
     }
     std::fs::write(path, bytes).expect("write input");
 }
@@ -242,7 +242,7 @@ fn read_file(path: &Path) -> Vec<Element> {
     let mut out = Vec::new();
     for h in f.headers() {
         let h = h.expect("frame");
-        if h.blob_type == "OSMData" {
+        if h.blob_type == BlobType::OsmData {
             let raw = compress::decode_blob(&f.read_body(&h).expect("body")).expect("blob");
             out.extend(block::decode_block(&raw).expect("block"));
         }

@@ -165,16 +165,6 @@ impl Element {
         }
     }
 
-    /// Replace the object id.
-    pub fn set_id(&mut self, id: i64) {
-        match self {
-            Element::Node(n) => n.id = id,
-            Element::Way(w) => w.id = id,
-            Element::Relation(r) => r.id = id,
-            Element::Changeset(c) => c.id = id,
-        }
-    }
-
     /// The metadata, if any (changesets have none).
     pub fn info(&self) -> Option<&Info> {
         match self {
@@ -681,9 +671,8 @@ mod tests {
 
     #[test]
     fn element_accessors() {
-        let mut e = node(5, Some(info(3, None)));
-        assert_eq!(e.key(), Key::new(Kind::Node, 5, 3));
-        e.set_id(-9);
+        let e = node(-9, Some(info(3, None)));
+        assert_eq!(e.key(), Key::new(Kind::Node, -9, 3));
         assert_eq!((e.kind(), e.id()), (Kind::Node, -9));
         assert_eq!(node(1, None).key().version, 0);
         assert_eq!(node(1, Some(info(-1, None))).key().version, 0);

@@ -38,14 +38,80 @@ impl Default for Compression {
 }
 
 impl Compression {
-    /// The name used in the index stream ("raw", "zlib", "zstd", "lz4").
+    /// The Blob data field this compression writes.
+    pub fn codec(self) -> Codec {
+        match self {
+            Compression::None => Codec::Raw,
+            Compression::Zlib(_) => Codec::Zlib,
+            Compression::Zstd(_) => Codec::Zstd,
+            Compression::Lz4 => Codec::Lz4,
+        }
+    }
+}
+
+/// The data field of a Blob, as read: how its bytes are stored. A blob does
+/// not record the level it was compressed at, so reading yields a `Codec`
+/// and writing takes a [`Compression`] (a codec and a level); the names are
+/// this enum's in both directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// `raw` (field 1).
+    Raw,
+    /// `zlib_data` (field 3).
+    Zlib,
+    /// `lzma_data` (field 4), read as unsupported.
+    Lzma,
+    /// `OBSOLETE_bzip2_data` (field 5), read as unsupported.
+    Bzip2,
+    /// `lz4_data` (field 6).
+    Lz4,
+    /// `zstd_data` (field 7).
+    Zstd,
+}
+
+impl Codec {
+    /// The codec of Blob field number `field`, if it is a data field.
+    pub fn from_field(field: u32) -> Option<Codec> {
+        Some(match field {
+            1 => Codec::Raw,
+            3 => Codec::Zlib,
+            4 => Codec::Lzma,
+            5 => Codec::Bzip2,
+            6 => Codec::Lz4,
+            7 => Codec::Zstd,
+            _ => return None,
+        })
+    }
+
+    /// The Blob field number of the data.
+    pub fn field(self) -> u32 {
+        match self {
+            Codec::Raw => 1,
+            Codec::Zlib => 3,
+            Codec::Lzma => 4,
+            Codec::Bzip2 => 5,
+            Codec::Lz4 => 6,
+            Codec::Zstd => 7,
+        }
+    }
+
+    /// The name used in the index stream and in messages ("raw", "zlib",
+    /// "lzma", "bzip2", "lz4", "zstd").
     pub fn name(self) -> &'static str {
         match self {
-            Compression::None => "raw",
-            Compression::Zlib(_) => "zlib",
-            Compression::Zstd(_) => "zstd",
-            Compression::Lz4 => "lz4",
+            Codec::Raw => "raw",
+            Codec::Zlib => "zlib",
+            Codec::Lzma => "lzma",
+            Codec::Bzip2 => "bzip2",
+            Codec::Lz4 => "lz4",
+            Codec::Zstd => "zstd",
         }
+    }
+}
+
+impl fmt::Display for Codec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -93,8 +159,8 @@ impl FromStr for Compression {
 /// What a Blob holds, read without decompressing.
 #[derive(Clone, Copy, Debug)]
 pub struct BlobData<'a> {
-    /// Field name of the data: "raw", "zlib", "lzma", "bzip2", "lz4" or "zstd".
-    pub compression: &'static str,
+    /// The data field: how the bytes are stored.
+    pub compression: Codec,
     /// Declared uncompressed size, when given.
     pub raw_size: Option<u64>,
     /// The stored (possibly compressed) bytes.
@@ -105,32 +171,26 @@ pub struct BlobData<'a> {
 pub fn blob_data(blob: &[u8]) -> Result<BlobData<'_>> {
     let mut r = Reader::new(blob);
     let mut raw_size = None;
-    let mut found: Option<(&'static str, &[u8])> = None;
+    let mut found: Option<(Codec, &[u8])> = None;
     while let Some((n, v)) = r.field()? {
-        let name = match n {
-            1 => "raw",
-            3 => "zlib",
-            4 => "lzma",
-            5 => "bzip2",
-            6 => "lz4",
-            7 => "zstd",
-            2 => {
-                let v = wire::expect_varint(v, "Blob raw_size")?;
-                // int32 on the wire: negative values arrive as huge varints.
-                raw_size = Some(v);
-                continue;
-            }
-            _ => continue,
+        if n == 2 {
+            let v = wire::expect_varint(v, "Blob raw_size")?;
+            // int32 on the wire: negative values arrive as huge varints.
+            raw_size = Some(v);
+            continue;
+        }
+        let Some(codec) = Codec::from_field(n) else {
+            continue;
         };
         let Value::Bytes(b) = v else {
             return Err(Error::malformed(format!(
-                "Blob {name} field is not length-delimited"
+                "Blob {codec} field is not length-delimited"
             )));
         };
         if found.is_some() {
             return Err(Error::malformed("Blob holds more than one data field"));
         }
-        found = Some((name, b));
+        found = Some((codec, b));
     }
     let (compression, data) = found.ok_or_else(|| Error::malformed("Blob holds no data field"))?;
     Ok(BlobData {
@@ -157,26 +217,26 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
         None => MAX_RAW_SIZE,
     };
     let out = match b.compression {
-        "raw" => {
+        Codec::Raw => {
             if b.data.len() > MAX_RAW_SIZE {
                 return Err(too_large("raw Blob", b.data.len() as u64));
             }
             b.data.to_vec()
         }
-        "zlib" => match b.raw_size {
+        Codec::Zlib => match b.raw_size {
             Some(_) => inflate_exact(b.data, limit)?,
             None => inflate(b.data, limit)?,
         },
-        "zstd" => zstd::bulk::decompress(b.data, limit)
+        Codec::Zstd => zstd::bulk::decompress(b.data, limit)
             .map_err(|e| Error::malformed(format!("corrupt zstd data: {e}")))?,
-        "lz4" => {
+        Codec::Lz4 => {
             let Some(n) = b.raw_size else {
                 return Err(Error::malformed("lz4 Blob without raw_size"));
             };
             lz4_flex::block::decompress(b.data, n as usize)
                 .map_err(|e| Error::malformed(format!("corrupt lz4 data: {e}")))?
         }
-        other => {
+        other @ (Codec::Lzma | Codec::Bzip2) => {
             return Err(Error::new(ErrorKind::Unsupported(format!(
                 "{other}-compressed blob"
             ))));
@@ -233,18 +293,18 @@ fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>> {
 
 /// Compress block bytes into a Blob message.
 pub fn encode_blob(data: &[u8], c: Compression) -> Result<Vec<u8>> {
-    let (field, stored) = match c {
-        Compression::None => (1, data.to_vec()),
-        Compression::Zlib(level) => (3, deflate(data, level)?),
-        Compression::Zstd(level) => (7, zstd::bulk::compress(data, level)?),
-        Compression::Lz4 => (6, lz4_flex::block::compress(data)),
+    let stored = match c {
+        Compression::None => data.to_vec(),
+        Compression::Zlib(level) => deflate(data, level)?,
+        Compression::Zstd(level) => zstd::bulk::compress(data, level)?,
+        Compression::Lz4 => lz4_flex::block::compress(data),
     };
     let mut out = Vec::with_capacity(stored.len() + 16);
     if c != Compression::None {
         wire::put_key(&mut out, 2, wire::WireType::Varint);
         wire::put_varint(&mut out, data.len() as u64);
     }
-    wire::put_bytes(&mut out, field, &stored);
+    wire::put_bytes(&mut out, c.codec().field(), &stored);
     Ok(out)
 }
 
@@ -284,7 +344,7 @@ mod tests {
         for c in ["none", "zlib", "zlib:1", "zstd", "zstd:19", "lz4"] {
             let c: Compression = c.parse().expect("parse");
             let blob = encode_blob(&data, c).expect("encode");
-            assert_eq!(blob_data(&blob).expect("parse").compression, c.name());
+            assert_eq!(blob_data(&blob).expect("parse").compression, c.codec());
             assert_eq!(decode_blob(&blob).expect("decode"), data, "{c}");
         }
     }

@@ -6,10 +6,12 @@
 //! bodies. Every length the input controls is checked against a limit and the
 //! file size before anything is allocated.
 
+use std::fmt;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::compress::Codec;
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::{self, Reader, Value};
 
@@ -20,6 +22,44 @@ pub const MAX_BLOB_LEN: u32 = 32 * 1024 * 1024;
 /// Bytes read speculatively with the length prefix so most headers need one `pread`.
 const HEADER_PROBE: usize = 256;
 
+/// A BlobHeader `type`: the two the format defines, or any other, which
+/// readers skip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlobType {
+    /// `OSMHeader`: the file's first blob, a HeaderBlock.
+    OsmHeader,
+    /// `OSMData`: a PrimitiveBlock.
+    OsmData,
+    /// Any other type, as written.
+    Other(String),
+}
+
+impl BlobType {
+    /// The type named `name` on the wire.
+    pub fn from_name(name: &str) -> BlobType {
+        match name {
+            "OSMHeader" => BlobType::OsmHeader,
+            "OSMData" => BlobType::OsmData,
+            other => BlobType::Other(other.to_owned()),
+        }
+    }
+
+    /// The name on the wire.
+    pub fn as_str(&self) -> &str {
+        match self {
+            BlobType::OsmHeader => "OSMHeader",
+            BlobType::OsmData => "OSMData",
+            BlobType::Other(name) => name,
+        }
+    }
+}
+
+impl fmt::Display for BlobType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The header of one frame; everything but the blob body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
@@ -27,15 +67,15 @@ pub struct FrameHeader {
     pub offset: u64,
     /// Length of the BlobHeader message.
     pub header_len: u32,
-    /// BlobHeader `type`: "OSMHeader", "OSMData" or something unknown.
-    pub blob_type: String,
+    /// BlobHeader `type`.
+    pub blob_type: BlobType,
     /// BlobHeader `indexdata`, when present.
     pub indexdata: Option<Vec<u8>>,
     /// Length of the Blob message.
     pub datasize: u32,
-    /// Blob data field ("raw", "zlib", "lz4", "zstd", ...) when the start of
-    /// the Blob was read with the header; `None` when not known yet.
-    pub compression: Option<&'static str>,
+    /// Blob data field when the start of the Blob was read with the header;
+    /// `None` when not known yet.
+    pub compression: Option<Codec>,
     /// Blob `raw_size`, when it precedes the data field and was read with the header.
     pub raw_size: Option<u64>,
 }
@@ -58,7 +98,7 @@ impl FrameHeader {
 }
 
 /// Decode a BlobHeader message: (type, indexdata, datasize).
-pub fn parse_blob_header(bytes: &[u8]) -> Result<(String, Option<Vec<u8>>, u32)> {
+pub fn parse_blob_header(bytes: &[u8]) -> Result<(BlobType, Option<Vec<u8>>, u32)> {
     let mut r = Reader::new(bytes);
     let (mut kind, mut index, mut size) = (None, None, None);
     while let Some((n, v)) = r.field()? {
@@ -66,7 +106,7 @@ pub fn parse_blob_header(bytes: &[u8]) -> Result<(String, Option<Vec<u8>>, u32)>
             (1, Value::Bytes(b)) => {
                 let s = std::str::from_utf8(b)
                     .map_err(|_| Error::malformed("BlobHeader type is not UTF-8"))?;
-                kind = Some(s.to_owned());
+                kind = Some(BlobType::from_name(s));
             }
             (2, Value::Bytes(b)) => index = Some(b.to_vec()),
             (3, Value::Varint(x)) => size = Some(x),
@@ -88,32 +128,27 @@ pub fn parse_blob_header(bytes: &[u8]) -> Result<(String, Option<Vec<u8>>, u32)>
 }
 
 /// Read the Blob fields that precede its data field, from a prefix of the Blob:
-/// the data field's name and `raw_size` if seen. Stops at the data field, so
+/// the data field's codec and `raw_size` if seen. Stops at the data field, so
 /// the data itself need not be in the prefix.
-pub fn peek_blob(prefix: &[u8]) -> (Option<&'static str>, Option<u64>) {
+pub fn peek_blob(prefix: &[u8]) -> (Option<Codec>, Option<u64>) {
     let mut r = Reader::new(prefix);
     let mut raw_size = None;
     while let Ok(tag) = r.varint() {
-        let name = match (tag >> 3, tag & 7) {
-            (2, 0) => {
-                raw_size = r.varint().ok();
-                continue;
-            }
-            (1, 2) => "raw",
-            (3, 2) => "zlib",
-            (4, 2) => "lzma",
-            (5, 2) => "bzip2",
-            (6, 2) => "lz4",
-            (7, 2) => "zstd",
-            _ => break,
+        if (tag >> 3, tag & 7) == (2, 0) {
+            raw_size = r.varint().ok();
+            continue;
+        }
+        let codec = u32::try_from(tag >> 3).ok().and_then(Codec::from_field);
+        return match codec {
+            Some(c) if tag & 7 == 2 => (Some(c), raw_size),
+            _ => (None, raw_size),
         };
-        return (Some(name), raw_size);
     }
     (None, raw_size)
 }
 
 /// Build a whole frame from its parts.
-pub fn encode_frame(blob_type: &str, indexdata: Option<&[u8]>, blob: &[u8]) -> Vec<u8> {
+pub fn encode_frame(blob_type: &BlobType, indexdata: Option<&[u8]>, blob: &[u8]) -> Vec<u8> {
     let header = encode_blob_header(blob_type, indexdata, blob.len());
     let mut out = Vec::with_capacity(4 + header.len() + blob.len());
     out.extend_from_slice(&(header.len() as u32).to_be_bytes());
@@ -123,9 +158,13 @@ pub fn encode_frame(blob_type: &str, indexdata: Option<&[u8]>, blob: &[u8]) -> V
 }
 
 /// Encode a BlobHeader message.
-pub fn encode_blob_header(blob_type: &str, indexdata: Option<&[u8]>, datasize: usize) -> Vec<u8> {
+pub fn encode_blob_header(
+    blob_type: &BlobType,
+    indexdata: Option<&[u8]>,
+    datasize: usize,
+) -> Vec<u8> {
     let mut h = Vec::with_capacity(32);
-    wire::put_bytes(&mut h, 1, blob_type.as_bytes());
+    wire::put_bytes(&mut h, 1, blob_type.as_str().as_bytes());
     if let Some(ix) = indexdata {
         wire::put_bytes(&mut h, 2, ix);
     }
@@ -347,10 +386,10 @@ mod tests {
 
     #[test]
     fn walks_frames_and_reports_truncation() {
-        let mut bytes = encode_frame("OSMHeader", None, b"abc");
-        bytes.extend(encode_frame("OSMData", Some(b"ix"), b"defgh"));
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"abc");
+        bytes.extend(encode_frame(&BlobType::OsmData, Some(b"ix"), b"defgh"));
         let good_len = bytes.len();
-        bytes.extend(encode_frame("OSMData", None, b"0123456789"));
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"0123456789"));
         bytes.truncate(bytes.len() - 3);
         let (path, pf) = temp_with(&bytes);
         let got: Vec<_> = pf.headers().collect();

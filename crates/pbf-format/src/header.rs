@@ -1,45 +1,106 @@
 //! The OSMHeader block: bounding box, features, writing program, source and
-//! replication fields, decoded to plain values and encoded back.
+//! replication fields, decoded to plain values and encoded back, and read
+//! from the start of a file (one rule for every tool: the first blob must be
+//! the OSMHeader).
 
 use prost::Message;
 
-use crate::error::Result;
-use crate::proto;
+use crate::compress::decode_blob;
+use crate::error::{Error, Result};
+use crate::frame::{BlobType, FrameHeader, PbfFile};
 
 /// Feature every output declares: our sort order.
 pub const SORT_FEATURE: &str = "Sort.Type_then_ID";
 
-/// A bounding box in nanodegrees.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A bounding box in nanodegrees: the `HeaderBBox` message itself (prost
+/// attributes) and, with the `serde` feature, the stream record (each a
+/// string beyond 2^53 in magnitude, which only a damaged header holds).
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BBox {
     /// West edge.
+    #[prost(sint64, required, tag = "1")]
+    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub left: i64,
     /// East edge.
+    #[prost(sint64, required, tag = "2")]
+    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub right: i64,
     /// North edge.
+    #[prost(sint64, required, tag = "3")]
+    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub top: i64,
     /// South edge.
+    #[prost(sint64, required, tag = "4")]
+    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub bottom: i64,
 }
 
-/// The decoded OSMHeader.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The OSMHeader: the `HeaderBlock` message itself (prost attributes, so
+/// decoding and encoding copy no field) and, with the `serde` feature, the
+/// header record of both streams (serde attributes; the field names are the
+/// wire format). A new field is added here and nowhere else.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Header {
     /// Bounding box, if any.
+    #[prost(message, optional, tag = "1")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub bbox: Option<BBox>,
     /// Features a reader must support.
+    #[prost(string, repeated, tag = "4")]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub required_features: Vec<String>,
     /// Features a reader may use.
+    #[prost(string, repeated, tag = "5")]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub optional_features: Vec<String>,
     /// The program that wrote the file.
+    #[prost(string, optional, tag = "16")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub writingprogram: Option<String>,
     /// Data source.
+    #[prost(string, optional, tag = "17")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub source: Option<String>,
-    /// Replication timestamp, seconds since the epoch.
+    /// Replication timestamp, seconds since the epoch
+    /// (`osmosis_replication_timestamp`).
+    #[prost(int64, optional, tag = "32")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            default,
+            with = "crate::ijson::opt_int",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub replication_timestamp: Option<i64>,
-    /// Replication sequence number.
+    /// Replication sequence number (`osmosis_replication_sequence_number`).
+    #[prost(int64, optional, tag = "33")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            default,
+            with = "crate::ijson::opt_int",
+            skip_serializing_if = "Option::is_none"
+        )
+    )]
     pub replication_sequence_number: Option<i64>,
-    /// Replication base URL.
+    /// Replication base URL (`osmosis_replication_base_url`).
+    #[prost(string, optional, tag = "34")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub replication_base_url: Option<String>,
 }
 
@@ -59,42 +120,37 @@ impl Header {
 
 /// Decode an uncompressed HeaderBlock.
 pub fn decode_header(data: &[u8]) -> Result<Header> {
-    let h = proto::HeaderBlock::decode(data)?;
-    Ok(Header {
-        bbox: h.bbox.map(|b| BBox {
-            left: b.left,
-            right: b.right,
-            top: b.top,
-            bottom: b.bottom,
-        }),
-        required_features: h.required_features,
-        optional_features: h.optional_features,
-        writingprogram: h.writingprogram,
-        source: h.source,
-        replication_timestamp: h.osmosis_replication_timestamp,
-        replication_sequence_number: h.osmosis_replication_sequence_number,
-        replication_base_url: h.osmosis_replication_base_url,
-    })
+    Ok(Header::decode(data)?)
+}
+
+/// Read a file's OSMHeader from the first of its `frames` (a walk of `file`
+/// from offset 0): that frame and the decoded header. An empty file, or one
+/// whose first blob is not an OSMHeader, is not a PBF file.
+pub fn read_file_header(
+    file: &PbfFile,
+    frames: &mut impl Iterator<Item = Result<FrameHeader>>,
+) -> Result<(FrameHeader, Header)> {
+    let path = file.path();
+    let first = match frames.next() {
+        Some(r) => r?,
+        None => return Err(Error::malformed("empty file, not a PBF file").in_file(path)),
+    };
+    if first.blob_type != BlobType::OsmHeader {
+        let msg = format!(
+            "first blob is {:?}, expected OSMHeader",
+            first.blob_type.as_str()
+        );
+        return Err(Error::malformed(msg).at(0).in_file(path));
+    }
+    let header = decode_blob(&file.read_body(&first)?)
+        .and_then(|raw| decode_header(&raw))
+        .map_err(|e| e.at(0).in_file(path))?;
+    Ok((first, header))
 }
 
 /// Encode a HeaderBlock (uncompressed).
 pub fn encode_header(h: &Header) -> Vec<u8> {
-    proto::HeaderBlock {
-        bbox: h.bbox.map(|b| proto::HeaderBBox {
-            left: b.left,
-            right: b.right,
-            top: b.top,
-            bottom: b.bottom,
-        }),
-        required_features: h.required_features.clone(),
-        optional_features: h.optional_features.clone(),
-        writingprogram: h.writingprogram.clone(),
-        source: h.source.clone(),
-        osmosis_replication_timestamp: h.replication_timestamp,
-        osmosis_replication_sequence_number: h.replication_sequence_number,
-        osmosis_replication_base_url: h.replication_base_url.clone(),
-    }
-    .encode_to_vec()
+    h.encode_to_vec()
 }
 
 #[cfg(test)]

@@ -174,7 +174,11 @@ mod tests {
         let s = summary();
         let bytes = encode(&s);
         assert!(bytes.len() <= 64, "{} bytes", bytes.len());
-        let h = crate::frame::encode_blob_header("OSMData", Some(&bytes), 32 * 1024 * 1024);
+        let h = crate::frame::encode_blob_header(
+            &crate::frame::BlobType::OsmData,
+            Some(&bytes),
+            32 * 1024 * 1024,
+        );
         assert!(h.len() < 128);
         assert_eq!(decode(&bytes), Some(s));
     }

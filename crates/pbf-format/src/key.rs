@@ -15,6 +15,11 @@ use std::fmt;
 
 /// The kind of an OSM object, in sort order.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum Kind {
     /// A node.
     Node = 0,

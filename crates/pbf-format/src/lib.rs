@@ -1,4 +1,7 @@
 //! The OpenStreetMap PBF format, and nothing else: no command line, no JSON.
+//! With the `serde` feature, the header and the object kind derive serde in
+//! the shape the pbf-stream records use ([`ijson`] keeps every number exact
+//! in a double), so the stream holds these types rather than copies.
 //!
 //! Layers, from the file upwards:
 //! - [`frame`]: the framing (4-byte length, BlobHeader, Blob), read with `pread`,
@@ -18,6 +21,8 @@ pub mod compress;
 pub mod error;
 pub mod frame;
 pub mod header;
+#[cfg(feature = "serde")]
+pub mod ijson;
 pub mod indexdata;
 pub mod key;
 pub mod padding;

@@ -126,7 +126,7 @@ pub fn frame(len: u64) -> Option<Vec<u8>> {
     wire::put_key(&mut blob, 2, wire::WireType::Varint);
     wire::put_varint(&mut blob, block.len() as u64);
     wire::put_bytes(&mut blob, 3, &zlib);
-    let out = crate::frame::encode_frame("OSMData", None, &blob);
+    let out = crate::frame::encode_frame(&crate::frame::BlobType::OsmData, None, &blob);
     debug_assert_eq!(out.len() as u64, len, "{s:?}");
     Some(out)
 }
@@ -264,7 +264,7 @@ mod tests {
             let (kind, ix, size) = parse_blob_header(&bytes[4..4 + hl]).expect("header");
             assert_eq!((kind.as_str(), ix), ("OSMData", None));
             let (body, rest) = bytes[4 + hl..].split_at(size as usize);
-            assert_eq!(blob_data(body).expect("blob").compression, "zlib");
+            assert_eq!(blob_data(body).expect("blob").compression.name(), "zlib");
             let block = decode_blob(body).expect("zlib");
             assert!(scan_block(&block).expect("scan").is_none(), "holds objects");
             assert!(is_padding_block(&block));

@@ -1,72 +1,15 @@
-//! The protobuf messages of `fileformat.proto` and `osmformat.proto`, written by
-//! hand as prost derives so the build needs no protoc and no codegen step.
+//! The protobuf messages of `osmformat.proto` that are decoded whole, written
+//! by hand as prost derives so the build needs no protoc and no codegen step.
 //!
 //! These types are the lossless wire representation; the rest of the crate
 //! converts them to owned elements ([`crate::block`]) or scans them without
 //! decoding ([`crate::scan`]).
 #![allow(missing_docs)]
 
-/// `fileformat.proto` BlobHeader.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct BlobHeader {
-    #[prost(string, required, tag = "1")]
-    pub r#type: String,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    pub indexdata: Option<Vec<u8>>,
-    #[prost(int32, required, tag = "3")]
-    pub datasize: i32,
-}
-
-/// `fileformat.proto` Blob; exactly one data field is normally set.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Blob {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    pub raw: Option<Vec<u8>>,
-    #[prost(int32, optional, tag = "2")]
-    pub raw_size: Option<i32>,
-    #[prost(bytes = "vec", optional, tag = "3")]
-    pub zlib_data: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "4")]
-    pub lzma_data: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "5")]
-    pub obsolete_bzip2_data: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "6")]
-    pub lz4_data: Option<Vec<u8>>,
-    #[prost(bytes = "vec", optional, tag = "7")]
-    pub zstd_data: Option<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HeaderBBox {
-    #[prost(sint64, required, tag = "1")]
-    pub left: i64,
-    #[prost(sint64, required, tag = "2")]
-    pub right: i64,
-    #[prost(sint64, required, tag = "3")]
-    pub top: i64,
-    #[prost(sint64, required, tag = "4")]
-    pub bottom: i64,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct HeaderBlock {
-    #[prost(message, optional, tag = "1")]
-    pub bbox: Option<HeaderBBox>,
-    #[prost(string, repeated, tag = "4")]
-    pub required_features: Vec<String>,
-    #[prost(string, repeated, tag = "5")]
-    pub optional_features: Vec<String>,
-    #[prost(string, optional, tag = "16")]
-    pub writingprogram: Option<String>,
-    #[prost(string, optional, tag = "17")]
-    pub source: Option<String>,
-    #[prost(int64, optional, tag = "32")]
-    pub osmosis_replication_timestamp: Option<i64>,
-    #[prost(int64, optional, tag = "33")]
-    pub osmosis_replication_sequence_number: Option<i64>,
-    #[prost(string, optional, tag = "34")]
-    pub osmosis_replication_base_url: Option<String>,
-}
+// `fileformat.proto` BlobHeader and Blob are read and written by hand
+// (`crate::frame`, `crate::compress`): a frame is never decoded whole.
+// `osmformat.proto` HeaderBlock and HeaderBBox are `crate::header::Header`
+// and `crate::header::BBox`: the message is the decoded header.
 
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PrimitiveBlock {

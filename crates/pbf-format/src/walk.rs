@@ -31,7 +31,7 @@ use std::str::FromStr;
 use io_uring::{IoUring, opcode, types};
 
 use crate::error::{Error, Result};
-use crate::frame::{FrameHeader, HeaderWalk, MAX_HEADER_LEN, PbfFile, parse_blob_header};
+use crate::frame::{BlobType, FrameHeader, HeaderWalk, MAX_HEADER_LEN, PbfFile, parse_blob_header};
 
 /// Smallest region the walk cuts a file into when it picks the size itself.
 const MIN_REGION: u64 = 1 << 20;
@@ -299,7 +299,7 @@ fn plausible_frame(file: &PbfFile, at: u64, bytes: &[u8]) -> bool {
         return false;
     };
     let end = at + 4 + u64::from(hl) + u64::from(datasize);
-    (kind == "OSMData" || kind == "OSMHeader") && end <= file.size()
+    matches!(kind, BlobType::OsmData | BlobType::OsmHeader) && end <= file.size()
 }
 
 /// The io_uring walk: regions in flight, and the stitched frames not yet handed out.
@@ -650,7 +650,7 @@ mod tests {
     fn decoy_file() -> Vec<u8> {
         use crate::block::{Element, EncodeOptions, Node, encode_block};
         use crate::compress::{Compression, encode_blob};
-        let fake = encode_frame("OSMData", None, b"fake body");
+        let fake = encode_frame(&BlobType::OsmData, None, b"fake body");
         let nodes: Vec<Element> = (0..200)
             .map(|i| {
                 let mut value = format!("{i}").into_bytes();
@@ -670,9 +670,9 @@ mod tests {
             .collect();
         let block = encode_block(&nodes, &EncodeOptions::default());
         let blob = encode_blob(&block, Compression::None).expect("raw blob");
-        let mut bytes = encode_frame("OSMHeader", None, b"header");
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header");
         for _ in 0..40 {
-            bytes.extend(encode_frame("OSMData", None, &blob));
+            bytes.extend(encode_frame(&BlobType::OsmData, None, &blob));
         }
         bytes
     }
@@ -708,9 +708,9 @@ mod tests {
 
     #[test]
     fn tiny_and_empty_files() {
-        let one = encode_frame("OSMHeader", None, b"h");
+        let one = encode_frame(&BlobType::OsmHeader, None, b"h");
         let mut two = one.clone();
-        two.extend(encode_frame("OSMData", Some(b"ix"), b"d"));
+        two.extend(encode_frame(&BlobType::OsmData, Some(b"ix"), b"d"));
         let mut cut = two.clone();
         cut.truncate(two.len() - 1);
         for (name, bytes) in [("one", one), ("two", two), ("cut", cut), ("zero", vec![])] {
@@ -723,16 +723,21 @@ mod tests {
     /// A random file: frames of random types and sizes, some bodies full of
     /// fake frames, the tail possibly cut anywhere.
     fn random_file(frames: &[(u8, usize, bool)], cut: usize) -> Vec<u8> {
-        let fake = encode_frame("OSMData", Some(b"ix"), b"fake");
+        let fake = encode_frame(&BlobType::OsmData, Some(b"ix"), b"fake");
         let mut bytes = Vec::new();
         for &(kind, len, decoy) in frames {
-            let kind = ["OSMHeader", "OSMData", "Other"][usize::from(kind % 3)];
+            let kind = [
+                BlobType::OsmHeader,
+                BlobType::OsmData,
+                BlobType::from_name("Other"),
+            ][usize::from(kind % 3)]
+            .clone();
             let body: Vec<u8> = if decoy {
                 fake.iter().copied().cycle().take(len).collect()
             } else {
                 (0..len).map(|i| (i * 7 % 251) as u8).collect()
             };
-            bytes.extend(encode_frame(kind, None, &body));
+            bytes.extend(encode_frame(&kind, None, &body));
         }
         bytes.truncate(bytes.len().saturating_sub(cut));
         bytes
@@ -775,7 +780,7 @@ mod tests {
 
     #[test]
     fn pread_walk_reports_no_fallback() {
-        let path = temp_file("pread", &encode_frame("OSMHeader", None, b"h"));
+        let path = temp_file("pread", &encode_frame(&BlobType::OsmHeader, None, b"h"));
         let file = PbfFile::open(&path).expect("open");
         let walk = Walk::new(&file, Io::Pread);
         assert_eq!((walk.io(), walk.fallback().is_none()), (Io::Pread, true));

@@ -12,7 +12,7 @@ use pbf_format::block::{
     encode_block, split_points,
 };
 use pbf_format::compress::{self, Compression};
-use pbf_format::frame::{self, PbfFile};
+use pbf_format::frame::{self, BlobType, PbfFile};
 use pbf_format::{Kind, Result};
 use proptest::prelude::*;
 
@@ -231,7 +231,7 @@ fn reencode(input: &Path, output: &Path) -> Result<usize> {
     let (mut out, mut elements, mut blocks) = (Vec::new(), 0, 0);
     for header in file.headers() {
         let header = header?;
-        if header.blob_type != "OSMData" {
+        if header.blob_type != BlobType::OsmData {
             out.extend(file.read_exact_at(header.offset, frame_len(&header), "frame")?);
             continue;
         }
@@ -242,7 +242,7 @@ fn reencode(input: &Path, output: &Path) -> Result<usize> {
             ..EncodeOptions::default()
         };
         let blob = compress::encode_blob(&encode_block(&decoded, &opts), Compression::default())?;
-        out.extend(frame::encode_frame("OSMData", None, &blob));
+        out.extend(frame::encode_frame(&BlobType::OsmData, None, &blob));
         elements += decoded.len();
         blocks += 1;
     }

@@ -85,8 +85,6 @@ impl Tool {
 /// Why a page could not be rendered.
 #[derive(Debug)]
 pub enum Error {
-    /// No tool of that name is listed in [`TOOLS`].
-    UnknownTool(String),
     /// A template lacks a marker line or has it twice.
     Marker {
         /// The tool.
@@ -101,7 +99,6 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::UnknownTool(name) => write!(f, "no man page template for tool {name:?}"),
             Error::Marker { tool, marker } => {
                 write!(f, "template of {tool} must hold the line {marker:?} once")
             }
@@ -111,20 +108,6 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-/// The tool named `name` (with or without the `.1` suffix).
-pub fn tool(name: &str) -> Result<&'static Tool, Error> {
-    let name = name.strip_suffix(".1").unwrap_or(name);
-    TOOLS
-        .iter()
-        .find(|t| t.name == name)
-        .ok_or_else(|| Error::UnknownTool(name.to_owned()))
-}
-
-/// The complete roff source of the page of tool `name`.
-pub fn render(name: &str) -> Result<String, Error> {
-    render_tool(tool(name)?)
-}
 
 /// The complete roff source of one tool's page.
 pub fn render_tool(t: &Tool) -> Result<String, Error> {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use pbf_format::block::{self, Element};
 use pbf_format::compress::decode_blob;
-use pbf_format::frame::{FrameHeader, PbfFile};
+use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::{Key, compress};
 use pbf_stream::{MergeOp, SourceRef, check_source};
 
@@ -138,10 +138,10 @@ pub(crate) fn inputs(
                 frame.frame_len()
             )));
         }
-        if frame.blob_type != "OSMData" {
+        if frame.blob_type != BlobType::OsmData {
             return Err(place(format!(
                 "frame type is {:?}, not OSMData",
-                frame.blob_type
+                frame.blob_type.as_str()
             )));
         }
         if input.elements > u64::from(u32::MAX) {
@@ -172,7 +172,7 @@ pub(crate) fn inputs(
 /// uncompressed size, a compression ratio of 4 is assumed.
 fn estimate(frame: &FrameHeader, elements: u64) -> u64 {
     let raw = frame.raw_size.unwrap_or(match frame.compression {
-        Some("raw") => u64::from(frame.datasize),
+        Some(compress::Codec::Raw) => u64::from(frame.datasize),
         _ => 4 * u64::from(frame.datasize),
     });
     let raw = raw.min(compress::MAX_RAW_SIZE as u64);

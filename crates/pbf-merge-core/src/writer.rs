@@ -223,7 +223,11 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
     let bytes = match codec {
         Codec::Frame(c, opts) => {
             let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
-            frame::encode_frame("OSMData", Some(&indexdata::encode(&summary)), &blob)
+            frame::encode_frame(
+                &frame::BlobType::OsmData,
+                Some(&indexdata::encode(&summary)),
+                &blob,
+            )
         }
         Codec::Spill(c) => record::write_record(&block.elements, &block.blobs, c)?,
     };

@@ -12,11 +12,11 @@ use std::path::Path;
 use pbf_format::Key;
 use pbf_format::compress::{Compression, encode_blob};
 use pbf_format::frame::{
-    FrameHeader, MAX_HEADER_LEN, encode_blob_header, encode_frame, parse_blob_header,
+    BlobType, FrameHeader, MAX_HEADER_LEN, encode_blob_header, encode_frame, parse_blob_header,
 };
 use pbf_format::header::{Header, encode_header};
 use pbf_format::scan::Summary;
-use pbf_stream::{FrameKeys, HeaderRecord};
+use pbf_stream::FrameKeys;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -24,19 +24,24 @@ use crate::error::{Error, ErrorKind, Result};
 pub const MAX_WRITTEN_BLOB_HEADER: usize = 127;
 
 /// The OSMHeader frame for a plan's header record, zlib-compressed.
-pub fn header_frame(h: &HeaderRecord) -> Result<Vec<u8>> {
-    let block = encode_header(&Header::from(h.clone()));
-    let blob = encode_blob(&block, Compression::default())
+pub fn header_frame(h: &Header) -> Result<Vec<u8>> {
+    header_frame_with(h, Compression::default())
+}
+
+/// The OSMHeader frame for `h`, compressed with `compression`.
+pub fn header_frame_with(h: &Header, compression: Compression) -> Result<Vec<u8>> {
+    let block = encode_header(h);
+    let blob = encode_blob(&block, compression)
         .map_err(|e| Error::new("encoding the OSMHeader", ErrorKind::Format(e)))?;
-    let header = encode_blob_header("OSMHeader", None, blob.len());
+    let header = encode_blob_header(&BlobType::OsmHeader, None, blob.len());
     check_blob_header_len(header.len())?;
-    Ok(encode_frame("OSMHeader", None, &blob))
+    Ok(encode_frame(&BlobType::OsmHeader, None, &blob))
 }
 
 /// The 4-byte length and BlobHeader of an OSMData frame whose Blob has
 /// `datasize` bytes, with `indexdata` when given.
 pub fn data_frame_prefix(indexdata: Option<&[u8]>, datasize: u32) -> Result<Vec<u8>> {
-    let header = encode_blob_header("OSMData", indexdata, datasize as usize);
+    let header = encode_blob_header(&BlobType::OsmData, indexdata, datasize as usize);
     check_blob_header_len(header.len())?;
     let mut out = Vec::with_capacity(4 + header.len());
     out.extend_from_slice(&(header.len() as u32).to_be_bytes());
@@ -101,10 +106,13 @@ pub fn frame_at(path: &Path, offset: u64) -> String {
 /// Check that a frame a plan copies is an OSMData frame of the planned length.
 pub fn check_data_frame(fh: &FrameHeader, planned_len: u64) -> Result<()> {
     let at = format!("frame at offset {}", fh.offset);
-    if fh.blob_type != "OSMData" {
+    if fh.blob_type != BlobType::OsmData {
         return Err(Error::invalid(
             at,
-            format!("is an {:?} frame, the plan expects OSMData", fh.blob_type),
+            format!(
+                "is an {:?} frame, the plan expects OSMData",
+                fh.blob_type.as_str()
+            ),
         ));
     }
     if fh.frame_len() != planned_len {
@@ -152,11 +160,11 @@ mod tests {
 
     #[test]
     fn header_frame_round_trips() {
-        let rec = HeaderRecord {
+        let rec = Header {
             required_features: vec!["OsmSchema-V0.6".into(), "DenseNodes".into()],
             optional_features: vec!["Sort.Type_then_ID".into()],
             writingprogram: Some("pbf-sort".into()),
-            ..HeaderRecord::default()
+            ..Header::default()
         };
         let frame = header_frame(&rec).expect("frame");
         let hl = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
@@ -166,7 +174,7 @@ mod tests {
             ("OSMHeader", None, frame.len() - 4 - hl)
         );
         let block = decode_blob(&frame[4 + hl..]).expect("blob");
-        assert_eq!(decode_header(&block).expect("header"), Header::from(rec));
+        assert_eq!(decode_header(&block).expect("header"), rec);
     }
 
     #[test]
@@ -192,7 +200,7 @@ mod tests {
     fn reads_and_checks_a_frame_header() {
         let mut f = tempfile::tempfile().expect("temp");
         f.write_all(b"junk").expect("junk");
-        f.write_all(&encode_frame("OSMData", Some(b"ix"), b"body"))
+        f.write_all(&encode_frame(&BlobType::OsmData, Some(b"ix"), b"body"))
             .expect("frame");
         let fh = read_frame_header(&f, Path::new("t.pbf"), 4).expect("header");
         assert_eq!((fh.blob_type.as_str(), fh.datasize), ("OSMData", 4));

@@ -1,5 +1,7 @@
 //! Writing a pbf-sort output safely and copying byte ranges into it: what
-//! `pbf-copy` needs now and `pbf-reflink` (and `pbf-merge`'s spools) later.
+//! `pbf-copy`, `pbf-reflink` and `pbf-merge` (its spools) share. It holds no
+//! command-line code: the copiers' shared options and plan loop live in
+//! `pbf-copier-cli`.
 //!
 //! - [`OutputFile`]: the output is written to a temporary file beside OUT with
 //!   an exclusive, unpredictable name (`.OUT.pbf-sort.XXXXXX.tmp`), fsynced,
@@ -24,8 +26,6 @@
 //!   destination offsets congruent modulo the block size (`pbf-reflink`).
 //! - [`Sources`]: a plan's source files, identity-checked before anything is
 //!   written, with spool files (still growing) checked range by range.
-//! - [`tool`]: the options, plan loop and finish that `pbf-copy` and
-//!   `pbf-reflink` share.
 //!
 //! ```no_run
 //! use std::fs::File;
@@ -57,7 +57,6 @@ mod output;
 pub mod recompress;
 pub mod reflink;
 mod sources;
-pub mod tool;
 
 pub use copy::{CHUNK, CopyStats, copy_range};
 pub use error::{Error, ErrorKind, Result};

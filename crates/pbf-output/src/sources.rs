@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use pbf_format::frame::BlobType;
 use pbf_stream::{PlanHeader, check_source};
 
 use crate::cleanup::{Registration, remove_on_signal};
@@ -37,6 +38,13 @@ pub struct Source {
 }
 
 /// All sources of a plan, by id.
+///
+/// Not `pbf_merge_core::Sources`, on purpose: a merge op reads whole frames
+/// from several decoding threads at once, through `PbfFile`s shared behind an
+/// `Arc` (frame parsing and size checks at read time), and never removes a
+/// source. A copier reads byte ranges from one thread, opens spools on first
+/// use, and owns their removal (the used ranges, the signal registrations),
+/// none of which a merge needs.
 #[derive(Debug)]
 pub struct Sources {
     list: Vec<Source>,
@@ -207,7 +215,7 @@ fn starts_with_data_frame(path: &Path) -> bool {
     regular
         && pbf_format::frame::PbfFile::open(path)
             .and_then(|f| f.frame_header_at(0))
-            .is_ok_and(|h| h.blob_type == "OSMData")
+            .is_ok_and(|h| h.blob_type == BlobType::OsmData)
 }
 
 fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Result<(), String> {
@@ -220,10 +228,10 @@ fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Resul
     let first = spool
         .frame_header_at(0)
         .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
-    if first.blob_type != "OSMData" {
+    if first.blob_type != BlobType::OsmData {
         return Err(format!(
             "it starts with a {} frame, a spool holds OSMData frames only",
-            first.blob_type
+            first.blob_type.as_str()
         ));
     }
     let mut ranges = used.to_vec();
@@ -255,7 +263,7 @@ fn only_padding(spool: &pbf_format::frame::PbfFile, start: u64, end: u64) -> boo
             .read_body(&fh)
             .and_then(|body| pbf_format::compress::decode_blob(&body));
         let padding = raw.is_ok_and(|r| pbf_format::padding::is_padding_block(&r));
-        if fh.blob_type != "OSMData" || fh.end() > end || !padding {
+        if fh.blob_type != BlobType::OsmData || fh.end() > end || !padding {
             return false;
         }
         at = fh.end();
@@ -266,14 +274,15 @@ fn only_padding(spool: &pbf_format::frame::PbfFile, start: u64, end: u64) -> boo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_stream::{HeaderRecord, SourceRef, mtime};
+    use pbf_format::header::Header;
+    use pbf_stream::{SourceRef, mtime};
 
     fn plan(sources: Vec<SourceRef>) -> PlanHeader {
         PlanHeader {
             schema: pbf_stream::PLAN_SCHEMA.into(),
             version: pbf_stream::SCHEMA_VERSION,
             sources,
-            header: HeaderRecord::default(),
+            header: Header::default(),
         }
     }
 
@@ -316,7 +325,11 @@ mod tests {
     fn an_aligned_spool_is_removed_when_every_data_frame_was_copied() {
         let dir = tempfile::tempdir().expect("dir");
         let spool = dir.path().join("spool.pbf");
-        let data = pbf_format::frame::encode_frame("OSMData", None, b"not decoded");
+        let data = pbf_format::frame::encode_frame(
+            &pbf_format::frame::BlobType::OsmData,
+            None,
+            b"not decoded",
+        );
         let pad = pbf_format::padding::padding(4096 - data.len() as u64).expect("padding");
         let bytes = [data.as_slice(), &pad, &data].concat();
         let n = data.len() as u64;
@@ -351,7 +364,11 @@ mod tests {
     fn a_failure_removes_spools_but_never_a_file_that_is_not_one() {
         let dir = tempfile::tempdir().expect("dir");
         let spool = dir.path().join("spool.pbf");
-        let data = pbf_format::frame::encode_frame("OSMData", None, b"not decoded");
+        let data = pbf_format::frame::encode_frame(
+            &pbf_format::frame::BlobType::OsmData,
+            None,
+            b"not decoded",
+        );
         std::fs::write(&spool, &data).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
         let mut s = Sources::open(&p).expect("open").remove_spools();

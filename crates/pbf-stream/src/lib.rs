@@ -18,13 +18,15 @@
 //! jq or any other JSON tool a user puts between two stages.
 #![deny(missing_docs)]
 
+mod counts;
 mod error;
-pub mod ijson;
 mod lines;
 mod records;
 mod source;
 
+pub use counts::Counts;
 pub use error::{Error, ErrorKind};
 pub use lines::{IndexReader, LineReader, MAX_LINE, PlanReader, Writer};
+pub use pbf_format::ijson;
 pub use records::*;
 pub use source::{check_source, mtime};

@@ -7,6 +7,7 @@ use std::io::{BufRead, Write};
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::Counts;
 use crate::error::{Error, ErrorKind};
 use crate::records::*;
 

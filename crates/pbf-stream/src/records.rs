@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
-use pbf_format::header::{BBox, Header};
+use pbf_format::header::Header;
 use pbf_format::scan::Summary;
 use pbf_format::{Key, Kind};
 use serde::{Deserialize, Serialize};
 
+use crate::Counts;
 use crate::ijson;
 
 /// Schema name of the index stream.
@@ -19,47 +20,11 @@ pub const PLAN_SCHEMA: &str = "pbf-sort/plan";
 /// became `mtime` and `mtime_nsec`, and ids beyond 2^53 are strings.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// An object kind as written in the streams.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KindName {
-    /// node
-    Node,
-    /// way
-    Way,
-    /// relation
-    Relation,
-    /// changeset
-    Changeset,
-}
-
-impl From<Kind> for KindName {
-    fn from(k: Kind) -> KindName {
-        match k {
-            Kind::Node => KindName::Node,
-            Kind::Way => KindName::Way,
-            Kind::Relation => KindName::Relation,
-            Kind::Changeset => KindName::Changeset,
-        }
-    }
-}
-
-impl From<KindName> for Kind {
-    fn from(k: KindName) -> Kind {
-        match k {
-            KindName::Node => Kind::Node,
-            KindName::Way => Kind::Way,
-            KindName::Relation => Kind::Relation,
-            KindName::Changeset => Kind::Changeset,
-        }
-    }
-}
-
 /// A sort key: `{"kind":"node","id":1,"version":2}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyRecord {
-    /// Object kind.
-    pub kind: KindName,
+    /// Object kind (`pbf_format::Kind`'s serde: lower case).
+    pub kind: Kind,
     /// Object id (a string beyond 2^53 in magnitude).
     #[serde(with = "ijson::int")]
     pub id: i64,
@@ -70,7 +35,7 @@ pub struct KeyRecord {
 impl From<Key> for KeyRecord {
     fn from(k: Key) -> KeyRecord {
         KeyRecord {
-            kind: k.kind.into(),
+            kind: k.kind,
             id: k.id,
             version: k.version,
         }
@@ -79,149 +44,12 @@ impl From<Key> for KeyRecord {
 
 impl From<KeyRecord> for Key {
     fn from(k: KeyRecord) -> Key {
-        Key::new(k.kind.into(), k.id, k.version)
+        Key::new(k.kind, k.id, k.version)
     }
-}
-
-/// Objects per kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counts {
-    /// Nodes.
-    pub node: u64,
-    /// Ways.
-    pub way: u64,
-    /// Relations.
-    pub relation: u64,
-    /// Changesets (omitted when zero).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub changeset: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-impl Counts {
-    /// From an array indexed by [`Kind::index`].
-    pub fn from_array(a: [u64; 4]) -> Counts {
-        Counts {
-            node: a[0],
-            way: a[1],
-            relation: a[2],
-            changeset: a[3],
-        }
-    }
-
-    /// As an array indexed by [`Kind::index`].
-    pub fn to_array(self) -> [u64; 4] {
-        [self.node, self.way, self.relation, self.changeset]
-    }
-
-    /// Sum of all kinds.
-    pub fn total(self) -> u64 {
-        self.to_array().iter().sum()
-    }
-
-    /// Add another count, kind by kind.
-    pub fn add(&mut self, o: Counts) {
-        let (a, b) = (self.to_array(), o.to_array());
-        *self = Counts::from_array([a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3]]);
-    }
-}
-
-/// A bounding box in nanodegrees (each a string beyond 2^53 in magnitude,
-/// which only a damaged header holds).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BBoxRecord {
-    /// West.
-    #[serde(with = "ijson::int")]
-    pub left: i64,
-    /// East.
-    #[serde(with = "ijson::int")]
-    pub right: i64,
-    /// North.
-    #[serde(with = "ijson::int")]
-    pub top: i64,
-    /// South.
-    #[serde(with = "ijson::int")]
-    pub bottom: i64,
-}
-
-/// The decoded OSMHeader of a file, or the header planned for the output.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeaderRecord {
-    /// Bounding box.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bbox: Option<BBoxRecord>,
-    /// Required features.
-    #[serde(default)]
-    pub required_features: Vec<String>,
-    /// Optional features.
-    #[serde(default)]
-    pub optional_features: Vec<String>,
-    /// Writing program.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub writingprogram: Option<String>,
-    /// Source.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// Replication timestamp (seconds since the epoch).
-    #[serde(
-        default,
-        with = "ijson::opt_int",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub replication_timestamp: Option<i64>,
-    /// Replication sequence number.
-    #[serde(
-        default,
-        with = "ijson::opt_int",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub replication_sequence_number: Option<i64>,
-    /// Replication base URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replication_base_url: Option<String>,
-}
-
-impl From<Header> for HeaderRecord {
-    fn from(h: Header) -> HeaderRecord {
-        HeaderRecord {
-            bbox: h.bbox.map(|b| BBoxRecord {
-                left: b.left,
-                right: b.right,
-                top: b.top,
-                bottom: b.bottom,
-            }),
-            required_features: h.required_features,
-            optional_features: h.optional_features,
-            writingprogram: h.writingprogram,
-            source: h.source,
-            replication_timestamp: h.replication_timestamp,
-            replication_sequence_number: h.replication_sequence_number,
-            replication_base_url: h.replication_base_url,
-        }
-    }
-}
-
-impl From<HeaderRecord> for Header {
-    fn from(h: HeaderRecord) -> Header {
-        Header {
-            bbox: h.bbox.map(|b| BBox {
-                left: b.left,
-                right: b.right,
-                top: b.top,
-                bottom: b.bottom,
-            }),
-            required_features: h.required_features,
-            optional_features: h.optional_features,
-            writingprogram: h.writingprogram,
-            source: h.source,
-            replication_timestamp: h.replication_timestamp,
-            replication_sequence_number: h.replication_sequence_number,
-            replication_base_url: h.replication_base_url,
-        }
-    }
 }
 
 /// Where a blob's keys came from.
@@ -263,7 +91,7 @@ pub struct SourceRecord {
     /// Modification time when indexed: nanoseconds past `mtime`.
     pub mtime_nsec: u32,
     /// The file's OSMHeader.
-    pub header: HeaderRecord,
+    pub header: Header,
 }
 
 /// The `blob` record: one OSMData frame and the keys it holds.
@@ -387,7 +215,7 @@ pub struct PlanHeader {
     /// The files ops read from.
     pub sources: Vec<SourceRef>,
     /// The OSMHeader to write to the output.
-    pub header: HeaderRecord,
+    pub header: Header,
 }
 
 /// The keys of one frame inside a copy op, for writing indexdata.

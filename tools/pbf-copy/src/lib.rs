@@ -5,17 +5,18 @@
 //! after the plan's `end` record was read and validated. All of the file
 //! safety (temporary file, fsync, rename, signals, `-o -`) lives in the
 //! `pbf-output` crate, shared with `pbf-reflink`, and so do the options and
-//! the plan loop (`pbf_output::tool`): this file holds what copying adds.
+//! the plan loop (`pbf_copier_cli`): this file holds what copying adds.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command, value_parser};
+use pbf_copier_cli as copier;
+use pbf_copier_cli::{Help, Job, Options};
 use pbf_format::compress::Compression;
 use pbf_format::indexdata;
 use pbf_output::recompress::recompress_range;
-use pbf_output::tool::{self, Help, Job, Options};
 use pbf_output::{CopyStats, OutputFile, Sources, frames};
 use pbf_stream::CopyOp;
 
@@ -59,7 +60,7 @@ pub fn command() -> Command {
                 .requires("recompress")
                 .value_parser(value_parser!(usize)),
         );
-    tool::write_args(tool::output_args(cmd, &HELP), &HELP)
+    copier::write_args(copier::output_args(cmd, &HELP), &HELP)
 }
 
 /// The help texts of the options shared with pbf-reflink.
@@ -83,13 +84,13 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let mut job = Job::open(m)?;
     job.out
         .write_all(&frames::header_frame(&job.plan.header().header)?)?;
-    let bar = tool::progress(&job.sources, "copying", opts.bars);
+    let bar = copier::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
-    let ops = tool::for_each_copy(&mut job.plan, plan_name, bar, |op, line| {
+    let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |op, line| {
         copy_op(op, sources, out, opts, recompress)
             .with_context(|| format!("{plan_name}: line {line}"))
     })?;
-    let (stats, written) = tool::finish(NAME, job.out, &mut job.sources)?;
+    let (stats, written) = copier::finish(NAME, job.out, &mut job.sources)?;
     if opts.verbose {
         report(ops, written, stats, started);
     }
@@ -107,7 +108,7 @@ fn copy_op(
 ) -> Result<()> {
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
     if opts.add_indexdata && op.frames.is_empty() {
-        return Err(tool::frames_missing(op, path));
+        return Err(copier::frames_missing(op, path));
     }
     if let Some((compression, threads)) = recompress {
         let indexdata = |i: usize| -> pbf_output::Result<Option<Vec<u8>>> {

@@ -11,9 +11,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
-use pbf_format::compress::{blob_data, decode_blob};
-use pbf_format::frame::{FrameHeader, PbfFile};
-use pbf_format::header::decode_header;
+use pbf_format::compress::{Codec, blob_data, decode_blob};
+use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
+use pbf_format::header::read_file_header;
 use pbf_format::scan::{Summary, scan_block};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
@@ -162,20 +162,7 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
             pbf_cli::warn("pbf-index", msg);
         }
     }
-    let first = match walk.next() {
-        Some(r) => r?,
-        None => bail!("{}: empty file, not a PBF file", abs.display()),
-    };
-    if first.blob_type != "OSMHeader" {
-        bail!(
-            "{}: blob at offset 0: first blob is {:?}, expected OSMHeader",
-            abs.display(),
-            first.blob_type
-        );
-    }
-    let header = decode_blob(&file.read_body(&first)?)
-        .and_then(|raw| decode_header(&raw))
-        .map_err(|e| e.at(0).in_file(&abs))?;
+    let (_, header) = read_file_header(&file, &mut walk)?;
     let trust_pbfhogg = header.claims_sorted();
     out.write(&IndexRecord::Source(SourceRecord {
         schema: pbf_stream::INDEX_SCHEMA.into(),
@@ -184,7 +171,7 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
         size: file.size(),
         mtime: file.mtime().0,
         mtime_nsec: file.mtime().1,
-        header: header.into(),
+        header,
     }))?;
     // The file name only: the bar must fit an 80-column line.
     let name = path
@@ -197,7 +184,7 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
     let mut batch = Vec::with_capacity(BATCH);
     for fh in walk {
         let fh = fh?;
-        if fh.blob_type != "OSMData" {
+        if fh.blob_type != BlobType::OsmData {
             tally.end.skipped_blobs += 1;
             continue;
         }
@@ -320,7 +307,7 @@ fn describe(
 ) -> pbf_format::Result<Described> {
     if !opts.decode {
         if let Some(s) = trusted_indexdata(fh, trust_pbfhogg) {
-            let compression = fh.compression.unwrap_or("unknown");
+            let compression = fh.compression.map_or("unknown", Codec::name);
             return Ok(Described::Keys(
                 s,
                 KeysFrom::Indexdata,
@@ -332,7 +319,7 @@ fn describe(
     let place = |e: pbf_format::Error| e.at(fh.offset).in_file(file.path());
     let body = file.read_body(fh)?;
     let data = blob_data(&body).map_err(place)?;
-    let (compression, raw_size) = (data.compression, data.raw_size);
+    let (compression, raw_size) = (data.compression.name(), data.raw_size);
     let raw = decode_blob(&body).map_err(place)?;
     Ok(match scan_block(&raw).map_err(place)? {
         Some(s) => Described::Keys(s, KeysFrom::Decoded, compression, raw_size),

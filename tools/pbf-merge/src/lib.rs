@@ -436,6 +436,6 @@ mod tests {
             (7, 100, 30, 2, 8)
         );
         assert_eq!(c.frames[1].length, 20);
-        assert_eq!(c.frames[0].counts.node, 3);
+        assert_eq!(c.frames[0].counts[pbf_format::Kind::Node], 3);
     }
 }

@@ -79,7 +79,7 @@ fn describe(s: &Segment) -> String {
     } else {
         format!(" of source {}", s.source)
     };
-    let kind = |k: pbf_stream::KindName| pbf_format::Kind::from(k).name();
+    let kind = |k: pbf_format::Kind| k.name();
     let range = if first.kind == last.kind {
         format!("{} {}..{}", kind(first.kind), first.id, last.id)
     } else {

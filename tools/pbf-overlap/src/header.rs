@@ -1,5 +1,5 @@
 //! The OSMHeader of the sorted output, built from the headers of all inputs
-//! (DESIGN.md, "Output header"). The rules, field by field:
+//! (pbf-overlap(1) says the same in short). The rules, field by field:
 //!
 //! - **required features**: `OsmSchema-V0.6` always (it is the schema every
 //!   block we write follows); then the union of the inputs' required features
@@ -17,8 +17,7 @@
 //!   when every input has the same three values, else dropped.
 //! - **writingprogram**: given by the caller (`pbf-sort <version>` or `--generator`).
 
-use pbf_format::header::SORT_FEATURE;
-use pbf_stream::{BBoxRecord, HeaderRecord};
+use pbf_format::header::{BBox, Header, SORT_FEATURE};
 
 /// The schema feature every output declares.
 const SCHEMA_FEATURE: &str = "OsmSchema-V0.6";
@@ -29,7 +28,7 @@ const DENSE_NODES: &str = "DenseNodes";
 
 /// The output header for `inputs` (in source order). `merges` says whether
 /// the plan has merge ops; `writingprogram` goes into the header as is.
-pub fn output_header(inputs: &[HeaderRecord], merges: bool, writingprogram: &str) -> HeaderRecord {
+pub fn output_header(inputs: &[Header], merges: bool, writingprogram: &str) -> Header {
     let replication = agreed(inputs, |h| {
         (
             h.replication_timestamp,
@@ -38,7 +37,7 @@ pub fn output_header(inputs: &[HeaderRecord], merges: bool, writingprogram: &str
         )
     })
     .unwrap_or_default();
-    HeaderRecord {
+    Header {
         bbox: bbox_union(inputs),
         required_features: required_features(inputs, merges),
         optional_features: optional_features(inputs),
@@ -54,7 +53,7 @@ fn is_sort_feature(f: &str) -> bool {
     f.starts_with("Sort.")
 }
 
-fn required_features(inputs: &[HeaderRecord], merges: bool) -> Vec<String> {
+fn required_features(inputs: &[Header], merges: bool) -> Vec<String> {
     let mut out = vec![SCHEMA_FEATURE.to_owned()];
     let all_have_low = !inputs.is_empty()
         && inputs
@@ -72,7 +71,7 @@ fn required_features(inputs: &[HeaderRecord], merges: bool) -> Vec<String> {
     out
 }
 
-fn optional_features(inputs: &[HeaderRecord]) -> Vec<String> {
+fn optional_features(inputs: &[Header]) -> Vec<String> {
     let mut out = Vec::new();
     for f in inputs.iter().flat_map(|h| &h.optional_features) {
         if !is_sort_feature(f) {
@@ -90,18 +89,18 @@ fn push_new(v: &mut Vec<String>, f: &str) {
 }
 
 /// The value of `field` when every input has the same one.
-fn agreed<T: PartialEq>(inputs: &[HeaderRecord], field: impl Fn(&HeaderRecord) -> T) -> Option<T> {
+fn agreed<T: PartialEq>(inputs: &[Header], field: impl Fn(&Header) -> T) -> Option<T> {
     let (head, rest) = inputs.split_first()?;
     let v = field(head);
     rest.iter().all(|h| field(h) == v).then_some(v)
 }
 
-fn bbox_union(inputs: &[HeaderRecord]) -> Option<BBoxRecord> {
+fn bbox_union(inputs: &[Header]) -> Option<BBox> {
     let mut boxes = inputs.iter().map(|h| h.bbox);
     let mut acc = boxes.next()??;
     for b in boxes {
         let b = b?;
-        acc = BBoxRecord {
+        acc = BBox {
             left: acc.left.min(b.left),
             right: acc.right.max(b.right),
             top: acc.top.max(b.top),
@@ -115,16 +114,16 @@ fn bbox_union(inputs: &[HeaderRecord]) -> Option<BBoxRecord> {
 mod tests {
     use super::*;
 
-    fn header(required: &[&str], optional: &[&str]) -> HeaderRecord {
-        HeaderRecord {
+    fn header(required: &[&str], optional: &[&str]) -> Header {
+        Header {
             required_features: required.iter().map(|s| s.to_string()).collect(),
             optional_features: optional.iter().map(|s| s.to_string()).collect(),
-            ..HeaderRecord::default()
+            ..Header::default()
         }
     }
 
-    fn bbox(left: i64, right: i64, top: i64, bottom: i64) -> Option<BBoxRecord> {
-        Some(BBoxRecord {
+    fn bbox(left: i64, right: i64, top: i64, bottom: i64) -> Option<BBox> {
+        Some(BBox {
             left,
             right,
             top,

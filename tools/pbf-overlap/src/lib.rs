@@ -16,9 +16,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use pbf_format::header::Header;
 use pbf_stream::{
-    HeaderRecord, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord,
-    SourceRef, Writer,
+    Counts, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord, SourceRef,
+    Writer,
 };
 
 use plan::Segment;
@@ -50,7 +51,10 @@ pub fn command() -> Command {
              input (one file) is already in order, 1 when it is not (the reason goes to standard \
              error), and 2 on an error, like cmp(1). Order is judged as osmium fileinfo -e \
              judges it, by type and id alone: repeated objects and versions of one object in \
-             any order count as in order (the planner still merges such blobs).",
+             any order count as in order (the planner still merges such blobs). With \
+             --objects-of INDEX it also answers 1 when the input does not hold as many objects \
+             of each kind as INDEX (pbf-sort --check compares its output with its inputs this \
+             way).",
         )
         .arg(
             Arg::new("index")
@@ -66,6 +70,17 @@ pub fn command() -> Command {
                 .long("check")
                 .help("Write no plan; exit 0 when the input is already in order, 1 when not, 2 on error")
                 .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("objects-of")
+                .long("objects-of")
+                .value_name("INDEX")
+                .requires("check")
+                .help(
+                    "With --check, also exit 1 unless the input holds as many nodes, ways, \
+                     relations and changesets as the index stream INDEX (its end records); when \
+                     it does, say so in one line on standard error (unless -q)",
+                ),
         )
         .arg(
             Arg::new("no-frame-keys")
@@ -97,8 +112,8 @@ pub fn command() -> Command {
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("check") {
         // Like cmp(1): 1 means "not in order", so an error must exit 2.
-        return Ok(match read_input(m) {
-            Ok(input) => check_order(&input, m.get_flag("quiet")),
+        return Ok(match read_check_input(m) {
+            Ok((input, objects_of)) => check(&input, objects_of, m.get_flag("quiet")),
             Err(err) => {
                 pbf_cli::warn(NAME, format!("error: {}", pbf_cli::one_line(&err)));
                 ExitCode::from(2)
@@ -112,6 +127,19 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     };
     write_plan(&input, &program, !m.get_flag("no-frame-keys"))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// For `--check`: the input, and the name and object counts of the
+/// `--objects-of` index when given.
+fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)> {
+    let input = read_input(m)?;
+    let Some(arg) = m.get_one::<String>("objects-of") else {
+        return Ok((input, None));
+    };
+    let name = pbf_cli::input_name(arg).to_owned();
+    let mut other = Input::default();
+    other.read(&name, pbf_cli::input(arg)?)?;
+    Ok((input, Some((name, other.counts))))
 }
 
 /// Read and sort every index stream named on the command line.
@@ -136,9 +164,11 @@ fn read_input(m: &ArgMatches) -> Result<Input> {
 #[derive(Default)]
 struct Input {
     sources: Vec<SourceRef>,
-    headers: Vec<HeaderRecord>,
+    headers: Vec<Header>,
     segs: Vec<Segment>,
     paths: HashSet<PathBuf>,
+    /// Objects per kind, from the end records.
+    counts: Counts,
 }
 
 impl Input {
@@ -160,7 +190,7 @@ impl Input {
                     end_of_last = seg.end();
                     self.segs.push(seg);
                 }
-                IndexRecord::End(_) => {}
+                IndexRecord::End(e) => self.counts.add(e.counts),
             }
         }
         Ok(())
@@ -233,14 +263,33 @@ fn write_plan(input: &Input, program: &str, frame_keys: bool) -> Result<()> {
     Ok(())
 }
 
-fn check_order(input: &Input, quiet: bool) -> ExitCode {
-    let why = check::reasons(&input.segs, input.sources.len());
+/// `--check`: exit 0 when the input is in order (and holds the objects of
+/// `objects_of`, when given), else 1 with the reasons on standard error.
+fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> ExitCode {
+    let mut why: Vec<String> = check::reasons(&input.segs, input.sources.len())
+        .into_iter()
+        .map(|line| format!("not in order: {line}"))
+        .collect();
+    let mut same = None;
+    if let Some((name, want)) = objects_of {
+        if want == input.counts {
+            same = Some(format!("the input holds the objects of {name}: {want}"));
+        } else {
+            why.push(format!(
+                "objects differ: the input holds {}, {name} holds {want}",
+                input.counts
+            ));
+        }
+    }
     if why.is_empty() {
+        if let Some(line) = same.filter(|_| !quiet) {
+            pbf_cli::warn(NAME, line);
+        }
         return ExitCode::SUCCESS;
     }
     if !quiet {
-        for line in &why {
-            pbf_cli::warn(NAME, format!("not in order: {line}"));
+        for line in why {
+            pbf_cli::warn(NAME, line);
         }
     }
     ExitCode::from(pbf_cli::EXIT_NO)

@@ -360,7 +360,7 @@ pub(crate) mod tests {
         assert_eq!(first.elements, 4);
         assert_eq!(first.frames.len(), 2);
         assert_eq!(first.frames[1].first, unpack(b.first));
-        assert_eq!(first.frames[1].counts.way, 2);
+        assert_eq!(first.frames[1].counts[pbf_format::Kind::Way], 2);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! exactly what `pbf-copy` writes, after a one-line notice; with
 //! `--require-reflink` it exits 1 instead. The mechanics live in
 //! `pbf_output::reflink`, the options and plan loop it shares with
-//! `pbf-copy` in `pbf_output::tool`.
+//! `pbf-copy` in `pbf_copier_cli`.
 
 use std::fs::File;
 use std::path::Path;
@@ -21,8 +21,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use pbf_copier_cli as copier;
+use pbf_copier_cli::{Help, Job};
 use pbf_output::reflink::{CloneStats, Cloner};
-use pbf_output::tool::{self, Help, Job};
 use pbf_output::{CopyStats, OutputFile, Sources, frames};
 use pbf_stream::CopyOp;
 
@@ -49,7 +50,7 @@ pub fn command() -> Command {
              temporary file beside OUT, fsynced and renamed onto OUT only after the plan's end \
              record; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed.",
         );
-    let cmd = tool::output_args(cmd, &HELP).arg(
+    let cmd = copier::output_args(cmd, &HELP).arg(
         Arg::new("require-reflink")
             .long("require-reflink")
             .help(
@@ -58,7 +59,7 @@ pub fn command() -> Command {
             )
             .action(ArgAction::SetTrue),
     );
-    tool::write_args(cmd, &HELP)
+    copier::write_args(cmd, &HELP)
 }
 
 /// The help texts of the options shared with pbf-copy.
@@ -74,7 +75,7 @@ const HELP: Help = Help {
 /// Options of one run: the shared ones and `--require-reflink`.
 #[derive(Clone, Copy, Debug)]
 struct Options {
-    common: tool::Options,
+    common: copier::Options,
     require: bool,
 }
 
@@ -88,8 +89,11 @@ struct Pending {
     first_line: u64,
 }
 
-/// Where the bytes go: the output, and the cloner when it can clone.
-struct Writer {
+/// Where the bytes go: the output, and the cloner when it can clone. It
+/// places PBF bytes (padding, clones, copies) in the output file, which
+/// `pbf_stream::Writer` (JSON Lines records) has nothing to do with; hence a
+/// name of its own.
+struct Placer {
     out: OutputFile,
     cloner: Option<Cloner>,
     opts: Options,
@@ -99,10 +103,10 @@ struct Writer {
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
     let opts = Options {
-        common: tool::Options::from_matches(m),
+        common: copier::Options::from_matches(m),
         require: m.get_flag("require-reflink"),
     };
-    if opts.require && tool::output_path(m)? == Path::new("-") {
+    if opts.require && copier::output_path(m)? == Path::new("-") {
         bail!("-o -: standard output cannot receive clones (--require-reflink)");
     }
     let Job {
@@ -112,12 +116,12 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         out,
     } = Job::open(m)?;
     let cloner = probe(&out, &sources, opts)?;
-    let mut w = Writer { out, cloner, opts };
+    let mut w = Placer { out, cloner, opts };
     w.out
         .write_all(&frames::header_frame(&plan.header().header)?)?;
-    let bar = tool::progress(&sources, "writing", opts.common.bars);
+    let bar = copier::progress(&sources, "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
-    let ops = tool::for_each_copy(&mut plan, &plan_name, bar, |op, line| {
+    let ops = copier::for_each_copy(&mut plan, &plan_name, bar, |op, line| {
         if opts.common.add_indexdata {
             w.frames(op, &mut sources)
                 .with_context(|| format!("{plan_name}: line {line}"))
@@ -132,9 +136,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
-    let Writer { out, cloner, .. } = w;
+    let Placer { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
-    let (stats, written) = tool::finish(NAME, out, &mut sources)?;
+    let (stats, written) = copier::finish(NAME, out, &mut sources)?;
     if opts.common.verbose {
         report(
             ops,
@@ -213,7 +217,7 @@ fn join(pending: &mut Option<Pending>, op: &CopyOp, line: u64) -> Option<Pending
     })
 }
 
-impl Writer {
+impl Placer {
     /// Write one range of a source.
     fn range(&mut self, p: Pending, sources: &mut Sources) -> Result<()> {
         let (file, path) = sources.range(p.source, p.offset, p.length)?;
@@ -254,7 +258,7 @@ impl Writer {
     fn frames(&mut self, op: &CopyOp, sources: &mut Sources) -> Result<()> {
         let (file, path) = sources.range(op.source, op.offset, op.length)?;
         if op.frames.is_empty() {
-            return Err(tool::frames_missing(op, path));
+            return Err(copier::frames_missing(op, path));
         }
         let mut offset = op.offset;
         for keys in &op.frames {

@@ -29,7 +29,7 @@ pub struct Blob {
 /// source record and each blob's (offset, length).
 pub fn write_pbf(path: &Path, id: u32, blobs: &[Blob]) -> (SourceRef, Vec<(u64, u64)>) {
     let mut bytes = frame::encode_frame(
-        "OSMHeader",
+        &frame::BlobType::OsmHeader,
         None,
         &compress::encode_blob(
             &header::encode_header(&Header::default()),
@@ -45,7 +45,7 @@ pub fn write_pbf(path: &Path, id: u32, blobs: &[Blob]) -> (SourceRef, Vec<(u64, 
         };
         let raw = block::encode_block(&b.elements, &opts);
         let blob = compress::encode_blob(&raw, Compression::Zlib(1)).expect("blob");
-        let f = frame::encode_frame("OSMData", None, &blob);
+        let f = frame::encode_frame(&frame::BlobType::OsmData, None, &blob);
         ranges.push((bytes.len() as u64, f.len() as u64));
         bytes.extend(f);
     }

@@ -1,4 +1,5 @@
-//! The command-line half that `pbf-copy` and `pbf-reflink` share. Both
+//! The command-line half that `pbf-copy` and `pbf-reflink` share, kept out
+//! of `pbf-output` so the I/O library depends on no command-line code. Both
 //! execute a copy-only plan with the same options and guarantees and differ
 //! only in how a range reaches the output, so this module holds the rest: the
 //! common options (each tool keeps its own help texts), opening the plan, its
@@ -8,6 +9,7 @@
 //! keeps them).
 //! It answers in `anyhow` errors with the plan's name and line, as the tools
 //! print them.
+#![deny(missing_docs)]
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_stream::{CopyOp, PlanReader, PlanRecord};
 
-use crate::{CopyStats, OutputFile, OutputOptions, Sources};
+use pbf_output::{CopyStats, OutputFile, OutputOptions, Sources};
 
 /// The help texts that differ between the tools.
 #[derive(Clone, Copy, Debug)]

@@ -1,0 +1,157 @@
+//! Objects per kind, as the streams write them: `{"node":N,"way":N,
+//! "relation":N}` plus `"changeset":N` when there are any. The counts are the
+//! `[u64; 4]` indexed by [`Kind::index`] that the scanner and the merge
+//! engine produce, and the object's keys are [`Kind::name`], so the shape
+//! follows `Kind` and nothing names a kind twice.
+
+use std::fmt;
+use std::ops::Index;
+
+use pbf_format::Kind;
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Objects per kind, indexed by [`Kind`].
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts([u64; 4]);
+
+impl Counts {
+    /// From an array indexed by [`Kind::index`].
+    pub fn from_array(a: [u64; 4]) -> Counts {
+        Counts(a)
+    }
+
+    /// As an array indexed by [`Kind::index`].
+    pub fn to_array(self) -> [u64; 4] {
+        self.0
+    }
+
+    /// Sum of all kinds.
+    pub fn total(self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Add another count, kind by kind.
+    pub fn add(&mut self, o: Counts) {
+        for (a, b) in self.0.iter_mut().zip(o.0) {
+            *a += b;
+        }
+    }
+}
+
+/// Changesets are rare in PBF: the streams leave a zero count out.
+fn written_when_zero(k: Kind) -> bool {
+    k != Kind::Changeset
+}
+
+impl Index<Kind> for Counts {
+    type Output = u64;
+
+    fn index(&self, k: Kind) -> &u64 {
+        &self.0[k.index()]
+    }
+}
+
+impl fmt::Debug for Counts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Counts");
+        for k in Kind::ALL {
+            s.field(k.name(), &self[k]);
+        }
+        s.finish()
+    }
+}
+
+/// "5 node, 3 way, 1 relation, 0 changeset": every kind, for messages.
+impl fmt::Display for Counts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, k) in Kind::ALL.into_iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{} {k}", self[k])?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for Counts {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let written = Kind::ALL
+            .into_iter()
+            .filter(|&k| self[k] != 0 || written_when_zero(k));
+        let mut map = s.serialize_map(None)?;
+        for k in written {
+            map.serialize_entry(k.name(), &self[k])?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Counts {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
+        d.deserialize_map(CountsVisitor)
+    }
+}
+
+struct CountsVisitor;
+
+impl<'de> Visitor<'de> for CountsVisitor {
+    type Value = Counts;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("struct Counts")
+    }
+
+    /// Every kind once; unknown keys are ignored, like unknown fields
+    /// everywhere in the streams.
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Counts, A::Error> {
+        let mut seen: [Option<u64>; 4] = [None; 4];
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let Some(k) = Kind::ALL.into_iter().find(|k| k.name() == key) else {
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
+            };
+            if seen[k.index()].is_some() {
+                return Err(de::Error::duplicate_field(k.name()));
+            }
+            seen[k.index()] = Some(map.next_value()?);
+        }
+        let mut counts = [0; 4];
+        for k in Kind::ALL {
+            counts[k.index()] = match seen[k.index()] {
+                Some(n) => n,
+                None if written_when_zero(k) => return Err(de::Error::missing_field(k.name())),
+                None => 0,
+            };
+        }
+        Ok(Counts(counts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_changesets_are_left_out_and_read_back() {
+        let c = Counts::from_array([1, 2, 3, 0]);
+        let json = serde_json::to_string(&c).expect("json");
+        assert_eq!(json, r#"{"node":1,"way":2,"relation":3}"#);
+        assert_eq!(serde_json::from_str::<Counts>(&json).expect("read"), c);
+        let c = Counts::from_array([0, 0, 0, 4]);
+        let json = serde_json::to_string(&c).expect("json");
+        assert_eq!(json, r#"{"node":0,"way":0,"relation":0,"changeset":4}"#);
+        assert_eq!(serde_json::from_str::<Counts>(&json).expect("read"), c);
+    }
+
+    #[test]
+    fn unknown_keys_are_ignored_and_missing_kinds_refused() {
+        let c: Counts =
+            serde_json::from_str(r#"{"way":2,"area":9,"node":1,"relation":0}"#).expect("read");
+        assert_eq!(c.to_array(), [1, 2, 0, 0]);
+        let e = serde_json::from_str::<Counts>(r#"{"node":1,"way":2}"#).expect_err("missing");
+        assert!(e.to_string().contains("missing field `relation`"), "{e}");
+        let e = serde_json::from_str::<Counts>(r#"{"node":1,"node":2}"#).expect_err("twice");
+        assert!(e.to_string().contains("duplicate field `node`"), "{e}");
+    }
+}
