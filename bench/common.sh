@@ -18,8 +18,10 @@ REPEATS=${BENCH_REPEATS:-3}
 COMPRESSION=${BENCH_COMPRESSION:-zlib:6}
 SOURCE=${BENCH_SOURCE:-$ROOT/../shared/data/sorted-kualalumpur.osm.pbf}
 DATA=${BENCH_DATA:-$BENCH/data}
-# pbfhogg-cli 0.4.1 (`cargo install pbfhogg-cli --version 0.4.1`).
+# pbfhogg-cli 0.4.1 (`cargo install pbfhogg-cli --version 0.4.1`), and
+# 0.5.0 beside it under the name pbfhogg-0.5 (bench/README.md).
 PBFHOGG_SORT=${PBFHOGG_SORT:-pbfhogg sort --force IN -o OUT}
+PBFHOGG05_SORT=${PBFHOGG05_SORT:-pbfhogg-0.5 sort --force IN -o OUT}
 
 log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { echo "$NAME: error: $*" >&2; exit 1; }
@@ -36,14 +38,19 @@ bytes_of() {
     esac
 }
 
-# The PBFHOGG_SORT command for IN and OUT, both quoted for bash -c.
-pbfhogg_cmd() { # IN OUT
-    local cmd=${PBFHOGG_SORT//IN/$(printf %q "$1")}
+# The PBFHOGG_SORT command (or the one of TEMPLATE) for IN and OUT, both
+# quoted for bash -c.
+pbfhogg_cmd() { # IN OUT [TEMPLATE]
+    local cmd=${3:-$PBFHOGG_SORT}
+    cmd=${cmd//IN/$(printf %q "$1")}
     echo "${cmd//OUT/$(printf %q "$2")}"
 }
 
-# Whether the pbfhogg of PBFHOGG_SORT is on PATH.
-have_pbfhogg() { have "${PBFHOGG_SORT%% *}"; }
+# Whether the program of PBFHOGG_SORT (or of TEMPLATE) is on PATH.
+have_pbfhogg() { # [TEMPLATE]
+    local cmd=${1:-$PBFHOGG_SORT}
+    have "${cmd%% *}"
+}
 
 # The options: sets BUILD (0 with --no-build); anything else goes to the
 # script's script_arg, which returns 1 for an unknown argument.

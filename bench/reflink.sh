@@ -138,7 +138,7 @@ main() {
     declare -A times
     local tool i t
     local tools=(pbf-reflink pbf-copy cp pbf-sort)
-    have_pbfhogg && tools+=(pbfhogg)
+    have_pbfhogg "$PBFHOGG_SORT" && tools+=(pbfhogg)
     for ((i = 1; i <= REPEATS; i++)); do
         for tool in "${tools[@]}"; do
             rm -f "$out"
@@ -189,7 +189,7 @@ main() {
         echo "| load average at start / end | $load_start / $(cut -d' ' -f1-3 /proc/loadavg) (shared machine, other work running) |"
         echo "| input | $size bytes, pbf-gen tile --indexdata of $(basename "$SOURCE"), $COMPRESSION; pbf-index: ${index_from:-?}; osmium: $input_verdict |"
         echo "| plan | $(grep -c '"type":"copy"' "$plan") copy op(s), $(grep -c '"type":"merge"' "$plan" || true) merge op(s) |"
-        echo "| pbfhogg | $(have_pbfhogg && echo "${PBFHOGG_SORT}" || echo 'not on PATH: not run') |"
+        echo "| pbfhogg | $(have_pbfhogg "$PBFHOGG_SORT" && echo "${PBFHOGG_SORT}" || echo 'not on PATH: not run') |"
         echo
         echo "Wall time of each step, median of $REPEATS runs (all runs in brackets); the"
         echo "plan is made once beforehand (pbf-index from indexdata + pbf-overlap)."

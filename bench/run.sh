@@ -22,7 +22,7 @@ Usage: bench/run.sh [--scaling] [--no-build] [--report-only] [--help]
 Environment (defaults in brackets):
   BENCH_SIZE            size of the main inputs [1G]
   BENCH_SHAPES          shapes to run [sorted permuted indexdata interleaved shuffled]
-  BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg]
+  BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5]
   BENCH_REPEATS         runs per tool and input; the median is reported [3]
   BENCH_INDEXDATA_REPEATS runs per tool on the indexdata shape, whose runs take
                         about a second and whose ratio to the disk floor is
@@ -50,6 +50,8 @@ Environment (defaults in brackets):
   PBFHOGG_SORT          pbfhogg command template, IN and OUT replaced
                         [pbfhogg sort --force IN -o OUT] (pbfhogg-cli 0.4.1:
                         `cargo install pbfhogg-cli --version 0.4.1`)
+  PBFHOGG05_SORT        the same for pbfhogg-cli 0.5.0, installed beside it
+                        [pbfhogg-0.5 sort --force IN -o OUT]
 EOF
 }
 
@@ -65,7 +67,7 @@ script_arg() {
 parse_args "$@"
 
 SHAPES=${BENCH_SHAPES:-sorted permuted indexdata interleaved shuffled}
-TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg}
+TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-1}
 INDEXDATA_REPEATS=${BENCH_INDEXDATA_REPEATS:-7}
@@ -373,8 +375,8 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
         # Odd runs in one order, even runs in the reverse one, so no tool
         # always follows the same predecessor (whose deleted output the
         # filesystem may still be freeing).
-        order=(floor pbf-sort osmium-sort pbfhogg)
-        ((rep % 2)) || order=(pbfhogg osmium-sort pbf-sort floor)
+        order=(floor pbf-sort osmium-sort pbfhogg pbfhogg-0.5)
+        ((rep % 2)) || order=(pbfhogg-0.5 pbfhogg osmium-sort pbf-sort floor)
         for t in "${order[@]}"; do
             wants "$t" || continue
             out=$OUT/$t.osm.pbf
@@ -403,10 +405,15 @@ expected RSS (~100 bytes per object) exceeds MemAvailable" >>"$NOTES"
                     verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "osmium sort" "$rep" "$VERDICT" ;;
                 pbfhogg)
-                    have_pbfhogg || continue
+                    have_pbfhogg "$PBFHOGG_SORT" || continue
                     timed "$(pbfhogg_cmd "$in" "$out")"
                     verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "pbfhogg sort" "$rep" "$VERDICT" ;;
+                pbfhogg-0.5)
+                    have_pbfhogg "$PBFHOGG05_SORT" || continue
+                    timed "$(pbfhogg_cmd "$in" "$out" "$PBFHOGG05_SORT")"
+                    verify_sorted "$in" "$out"
+                    row "$table" "$in" "$size" "pbfhogg 0.5 sort" "$rep" "$VERDICT" ;;
             esac
             log "$table $t run $rep: $(tail -n 1 "$ROWS" | cut -f6-8)"
         done
@@ -461,7 +468,8 @@ machine() {
     echo "| load average at end (1, 5, 15 min) | $(cut -d' ' -f1-3 /proc/loadavg) |"
     echo "| osmium | $(osmium --version | head -n 1) |"
     echo "| pbf-sort toolkit | git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'), sort stage: ${SORT_KIND:-missing} |"
-    echo "| pbfhogg | $(have pbfhogg && pbfhogg --version 2>&1 | head -n 1 || echo 'not on PATH') |"
+    echo "| pbfhogg | $(have_pbfhogg "$PBFHOGG_SORT" && ${PBFHOGG_SORT%% *} --version 2>&1 | head -n 1 || echo 'not on PATH') |"
+    echo "| pbfhogg 0.5 | $(have_pbfhogg "$PBFHOGG05_SORT" && ${PBFHOGG05_SORT%% *} --version 2>&1 | head -n 1 || echo 'not on PATH') |"
     echo "| inputs | pbf-gen from $(basename "$SOURCE") (and $(basename "$SOURCE2") for interleaved), compression $COMPRESSION |"
 }
 
@@ -482,7 +490,7 @@ for _, inp, size, tool, run, wall, rss, status, verdict in rows:
 def median(tool):
     ok = [w for w, _, s, v in by_tool.get(tool, []) if s == "0" and v == "verified"]
     return statistics.median(ok) if ok else None
-peers = [ref] + [p for p in ["pbfhogg sort"] if ref == "osmium sort" and median(p) is not None]
+peers = [ref] + [p for p in ["pbfhogg sort", "pbfhogg 0.5 sort"] if ref == "osmium sort" and median(p) is not None]
 # What each ratio column divides by, and its decimals, computed once.
 bases = [(median(p), 3) for p in peers] + [(median("copy_file_range+fsync"), 2)]
 def ratios(w, paren):
@@ -645,7 +653,9 @@ main() {
     if [[ -n $SORT_KIND && $SORT_KIND == pipeline* ]] && ! have pbf-merge; then
         echo "pipeline without pbf-merge: inputs with overlapping blobs fail (reported as failed)" >>"$NOTES"
     fi
-    wants pbfhogg && ! have pbfhogg && echo "all shapes: pbfhogg sort not run: pbfhogg missing" >>"$NOTES"
+    wants pbfhogg && ! have_pbfhogg "$PBFHOGG_SORT" && echo "all shapes: pbfhogg sort not run: ${PBFHOGG_SORT%% *} missing" >>"$NOTES"
+    wants pbfhogg-0.5 && ! have_pbfhogg "$PBFHOGG05_SORT" &&
+        echo "all shapes: pbfhogg 0.5 sort not run: ${PBFHOGG05_SORT%% *} missing" >>"$NOTES"
     local shape in size
     for shape in $SHAPES; do
         in=$(input_for "$shape" "$SIZE")
