@@ -38,8 +38,11 @@ Environment (defaults in brackets):
   BENCH_INFO_COLD       1: also time `osmium fileinfo -e` with a cold cache (the
                         ratios use the warm run either way) [0]
   BENCH_SCALING         1 to add the scaling run (same as --scaling) [0]
-  BENCH_SCALING_SIZES   sizes of the scaling run [256M 512M 1G 2G]
-  BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled]
+  BENCH_SCALING_SIZES   sizes of the scaling run [256M 512M 1G 2G 4G]
+  BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled interleaved]
+  BENCH_OSMIUM_MEMORY_KB memory osmium sort may use, in KiB: a run that would
+                        need more is reported as not run, with the figures
+                        [MemAvailable]
   BENCH_COMPRESSION     compression of generated inputs [zlib:6]
   BENCH_SOURCE          extract to tile [../shared/data/sorted-kualalumpur.osm.pbf]
   BENCH_SOURCE2         neighbour for the interleaved shape [.../sorted-liechtenstein.osm.pbf]
@@ -76,8 +79,8 @@ INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata}
 INDEX_REPEATS=${BENCH_INDEX_REPEATS:-2}
 INFO_REPEATS=${BENCH_INFO_REPEATS:-1}
 INFO_COLD=${BENCH_INFO_COLD:-0}
-SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G}
-SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled}
+SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G 4G}
+SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled interleaved}
 SOURCE2=${BENCH_SOURCE2:-$ROOT/../shared/data/sorted-liechtenstein.osm.pbf}
 RESULTS=${BENCH_RESULTS:-$BENCH/RESULTS.md}
 DROP_CACHES=${BENCH_DROP_CACHES:-1}
@@ -132,6 +135,10 @@ timed() {
     T_RSS=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tf")
     T_STATUS=$(awk -F': ' '/Exit status/ {print $2}' "$tf")
     : "${T_WALL:=0}" "${T_RSS:=0}" "${T_STATUS:=1}"
+    # Killed (the OOM killer, say): time says so on a line of its own.
+    if grep -q 'terminated by signal' "$tf"; then
+        T_STATUS="signal $(awk '/terminated by signal/ {print $NF; exit}' "$tf")"
+    fi
     if [[ $T_STATUS != 0 ]]; then
         log "failed ($T_STATUS): $1: $(tail -n 1 "$WORK/cmd.err")"
     fi
@@ -352,10 +359,13 @@ wants() { [[ " ${2:-$TOOLS} " == *" $1 "* ]]; }
 
 # Does osmium sort fit in memory? It holds every object: about 100 bytes
 # per object here (8.7 GB for 89 million objects, measured), plus a margin.
+# When it does not, OSMIUM_UNFIT says so with the figures.
 osmium_fits() { # IN
     local need avail
     need=$(expected_counts "$1" | awk '{print int(($1 + $2 + $3) * 100 / 1024)}')
-    avail=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
+    avail=${BENCH_OSMIUM_MEMORY_KB:-$(awk '/MemAvailable/ {print $2}' /proc/meminfo)}
+    OSMIUM_UNFIT=$(awk -v n="$need" -v a="$avail" 'BEGIN {
+        printf "not run: needs about %.1f GiB (100 bytes per object), %.1f GiB available less 2", n / 1048576, a / 1048576 }')
     [[ $need -lt $((avail - (2 << 20))) ]]
 }
 
@@ -397,8 +407,9 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
                 osmium-sort)
                     if [[ $osmium != yes ]] || ((rep > OSMIUM_REPEATS)); then continue; fi
                     if ! osmium_fits "$in"; then
-                        ((rep == 1)) && echo "$table: osmium sort not run on $(basename "$in"): \
-expected RSS (~100 bytes per object) exceeds MemAvailable" >>"$NOTES"
+                        # A row, so the table says why the cell is empty.
+                        T_WALL=0 T_RSS=0 T_STATUS=skipped
+                        row "$table" "$in" "$size" "osmium sort" "$rep" "$OSMIUM_UNFIT"
                         continue
                     fi
                     timed "$(printf 'osmium sort -O -o %q %q' "$out" "$in")"
@@ -504,10 +515,11 @@ for tool in tools:
     good = [r for r in runs if r[2] == "0" and r[3] == "verified"]
     m = median(tool)
     if m is None:
-        why = "; ".join(sorted({v if s == "0" else f"exit {s}: {v}" for _, _, s, v in runs}))
+        why = "; ".join(sorted({v if s in ("0", "skipped") else f"exit {s}: {v}" for _, _, s, v in runs}))
         done = [(w, r) for w, r, s, _ in runs if s == "0"]
         if not done:
-            print(f"| {tool} | 0/{len(runs)} | failed: {why} |" + " |" * (len(peers) + 2))
+            skipped = all(s == "skipped" for _, _, s, _ in runs)
+            print(f"| {tool} | 0/{len(runs)} | {'' if skipped else 'failed: '}{why} |" + " |" * (len(peers) + 2))
             continue
         # The tool finished but its output was not accepted: its time is
         # shown in parentheses, for what it is worth, with the reason.
@@ -526,19 +538,26 @@ render_scaling() { # SHAPE
 import statistics, sys
 path, table = sys.argv[1:3]
 rows = [l.rstrip("\n").split("\t") for l in open(path) if l.startswith(table + "\t")]
-sizes, tools, cell = [], [], {}
+sizes, tools, cell, why = [], [], {}, {}
 for _, inp, size, tool, run, wall, rss, status, verdict in rows:
     if size not in sizes: sizes.append(size)
     if tool not in tools: tools.append(tool)
     if status == "0" and verdict == "verified":
         cell.setdefault((size, tool), []).append((float(wall), int(rss)))
+    else:
+        # Why a run gave no figure: the harness's reason, or the exit status.
+        reason = verdict if status in ("0", "skipped") else f"failed, exit {status}: {verdict}"
+        why.setdefault((size, tool), set()).add(reason)
 print("| size | " + " | ".join(f"{t} s / RSS MB" for t in tools) + " |")
 print("|---|" + "---|" * len(tools))
 for s in sizes:
     out = []
     for t in tools:
         v = cell.get((s, t))
-        out.append(f"{statistics.median(w for w, _ in v):.2f} / {max(r for _, r in v) / 1024:.0f}" if v else "not run or failed")
+        if v:
+            out.append(f"{statistics.median(w for w, _ in v):.2f} / {max(r for _, r in v) / 1024:.0f}")
+        else:
+            out.append("; ".join(sorted(why.get((s, t), {"not run"}))))
     print(f"| {s} | " + " | ".join(out) + " |")
 EOF
 }
