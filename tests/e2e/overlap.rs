@@ -9,13 +9,15 @@ use pbf_stream::{IndexRecord, KeyRecord, PlanReader, PlanRecord};
 
 use crate::util::*;
 
-fn index(path: &Path) -> Vec<u8> {
+/// The index stream of one file (`pbf-index -q`).
+pub fn index(path: &Path) -> Vec<u8> {
     let mut c = bin("pbf-index");
     c.arg("-q").arg(path);
     succeeds(c)
 }
 
-fn overlap(args: &[&str], input: &[u8]) -> std::process::Output {
+/// `pbf-overlap ARGS` with `input` on standard input.
+pub fn overlap(args: &[&str], input: &[u8]) -> std::process::Output {
     let mut c = bin("pbf-overlap");
     c.args(args);
     run_with_input(c, input)

@@ -14,6 +14,7 @@ use pbf_format::header::{self, Header};
 use pbf_format::{Key, Kind};
 use proptest::prelude::*;
 
+use crate::overlap::{index, overlap};
 use crate::sort::pbf_sort;
 use crate::util::*;
 
@@ -135,11 +136,7 @@ fn check_judges_order_by_type_and_id_like_osmium() {
             info["data"]["objects_ordered"],
             serde_json::Value::Bool(ordered)
         );
-        let mut index = bin("pbf-index");
-        index.arg("-q").arg(file);
-        let mut check = bin("pbf-overlap");
-        check.arg("--check");
-        let out = run_with_input(check, &succeeds(index));
+        let out = overlap(&["--check"], &index(file));
         let want = if ordered { 0 } else { 1 };
         assert_eq!(
             out.status.code(),

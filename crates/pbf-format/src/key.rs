@@ -110,6 +110,12 @@ pub fn tie_seconds(timestamp_ms: i64) -> u32 {
     (timestamp_ms / 1000) as u32
 }
 
+/// The object of a packed key ([`Key::packed`]): its kind and id without
+/// the version, in sort order. `osmium fileinfo -e` judges order on this.
+pub fn packed_object(packed: u128) -> u128 {
+    packed >> 32
+}
+
 /// Convert a stored PBF version (int32, -1 or absent for "none") to the key's version.
 pub fn key_version(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)

@@ -9,7 +9,7 @@
 //! `int64`.
 
 use crate::error::{Error, Result};
-use crate::key::{Key, Kind, key_version};
+use crate::key::{Key, Kind, key_version, packed_object};
 use crate::wire::{self, Reader, Value};
 
 /// What a block holds, in key terms.
@@ -76,8 +76,7 @@ impl Accumulator {
         // reaches u128::MAX (the kind takes bits 97 and 98 only).
         if self.first != u128::MAX {
             self.decreasing |= p < self.prev;
-            // The version takes the low 32 bits of a packed key.
-            self.ids_decreasing |= p >> 32 < self.prev >> 32;
+            self.ids_decreasing |= packed_object(p) < packed_object(self.prev);
             self.repeated |= p == self.prev;
         }
         self.prev = p;

@@ -10,6 +10,8 @@
 
 use std::fmt::Write;
 
+use pbf_format::key::packed_object;
+
 use crate::plan::{Segment, unpack};
 
 /// The reasons the segments of `sources` files are not in order; empty
@@ -48,7 +50,7 @@ fn between_reason(in_file: &[&Segment]) -> Option<String> {
     let mut bad = in_file
         .windows(2)
         .map(|w| (w[0], w[1]))
-        .filter(|(a, b)| a.source == b.source && object(b.first) < object(a.last));
+        .filter(|(a, b)| a.source == b.source && packed_object(b.first) < packed_object(a.last));
     let (a, b) = bad.next()?;
     let mut msg = if b.last < a.first {
         format!(
@@ -64,11 +66,6 @@ fn between_reason(in_file: &[&Segment]) -> Option<String> {
         let _ = write!(msg, " (and {more} more such pair(s))");
     }
     Some(msg)
-}
-
-/// The (type, id) part of a packed key: the version takes its low 32 bits.
-fn object(packed: u128) -> u128 {
-    packed >> 32
 }
 
 /// "blob 7 at offset 123456 (way 5..900)", with the source id when not 0.
