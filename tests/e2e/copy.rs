@@ -14,27 +14,10 @@ use std::time::{Duration, Instant};
 
 use pbf_format::{Key, Kind};
 use pbf_stream::{
-    BlobRecord, CopyOp, FrameKeys, IndexRecord, MergeInput, MergeOp, PlanEnd, PlanHeader,
-    PlanRecord, SourceRecord, SourceRef, Writer,
+    BlobRecord, CopyOp, FrameKeys, IndexRecord, MergeInput, MergeOp, PlanRecord, SourceRecord,
 };
 
 use crate::util::*;
-
-/// A file's index: its source record and blob records.
-fn index(path: &Path) -> (SourceRecord, Vec<BlobRecord>) {
-    let mut c = bin("pbf-index");
-    c.arg("-q").arg(path);
-    let mut source = None;
-    let mut blobs = Vec::new();
-    for rec in records::<IndexRecord>(&succeeds(c)) {
-        match rec {
-            IndexRecord::Source(s) => source = Some(s),
-            IndexRecord::Blob(b) => blobs.push(b),
-            IndexRecord::End(_) => {}
-        }
-    }
-    (source.expect("source record"), blobs)
-}
 
 fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
     let frames = with_frames
@@ -54,45 +37,6 @@ fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
         elements: b.counts.total(),
         frames,
     }
-}
-
-/// The plan header for one source, with the sorted flag in its header.
-fn plan_header(src: &SourceRecord) -> PlanHeader {
-    let mut header = src.header.clone();
-    header.optional_features.retain(|f| !f.starts_with("Sort."));
-    header.optional_features.push("Sort.Type_then_ID".into());
-    PlanHeader {
-        schema: pbf_stream::PLAN_SCHEMA.into(),
-        version: pbf_stream::SCHEMA_VERSION,
-        sources: vec![SourceRef {
-            id: 0,
-            path: src.path.clone(),
-            size: src.size,
-            mtime: src.mtime,
-            mtime_nsec: src.mtime_nsec,
-            spool: false,
-        }],
-        header,
-    }
-}
-
-/// A plan as JSON Lines: header, the ops, and (when `end`) the end record.
-fn plan_bytes(header: &PlanHeader, ops: &[PlanRecord], end: bool) -> Vec<u8> {
-    let mut w = Writer::new(Vec::new());
-    w.write(&PlanRecord::Plan(header.clone())).expect("plan");
-    let mut tally = PlanEnd::default();
-    for op in ops {
-        match op {
-            PlanRecord::Copy(c) => tally.add_copy(c),
-            PlanRecord::Merge(m) => tally.add_merge(m),
-            _ => panic!("not an op"),
-        }
-        w.write(op).expect("op");
-    }
-    if end {
-        w.write(&PlanRecord::End(tally)).expect("end");
-    }
-    w.finish().expect("finish")
 }
 
 /// A plan copying `blobs` of `src` in the given order.

@@ -4,6 +4,7 @@
 
 mod util;
 
+mod ahead;
 mod cookbook;
 mod copy;
 mod diskfull;

@@ -40,7 +40,7 @@ pub fn main(
             ExitCode::FAILURE
         }
         Err(err) => {
-            eprintln!("{name}: error: {}", one_line(&err));
+            warn(name, format!("error: {}", one_line(&err)));
             ExitCode::FAILURE
         }
     }
@@ -130,8 +130,11 @@ pub fn stdout() -> BufWriter<io::Stdout> {
 
 /// Print a diagnostic line on stderr, prefixed with the tool name.
 pub fn warn(name: &str, msg: impl std::fmt::Display) {
-    let mut e = io::stderr().lock();
-    let _ = writeln!(e, "{name}: {msg}");
+    // One write: stages of one pipeline share stderr, and a line written in
+    // pieces can be cut by another stage's line (a pipe keeps each write of
+    // up to 4096 bytes whole).
+    let line = format!("{name}: {msg}\n");
+    let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// Parse a size such as `512M`, `1G`, `1GiB`, `64k` or plain bytes.

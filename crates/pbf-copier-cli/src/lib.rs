@@ -178,12 +178,26 @@ impl Job {
 }
 
 /// The writer's progress bar over the sources' bytes (see
-/// [`pbf_cli::progress`]). Hidden when the plan has a spool source: a
-/// `pbf-merge` upstream then draws its own bar, which counts the copy ops it
-/// passes on too, and two bars on one terminal line would take turns.
-pub fn progress(sources: &Sources, message: &str, bars: pbf_cli::Bars) -> pbf_cli::ProgressBar {
+/// [`pbf_cli::progress`]), drawn from the first op on: a plan record can come
+/// long before its ops (`pbf-overlap --sources`), while pbf-index draws its
+/// own bar. Hidden when the plan has a spool source: a `pbf-merge` upstream
+/// then draws its own bar, which counts the copy ops it passes on too, and two
+/// bars on one terminal line would take turns.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    total: u64,
+    message: &'static str,
+    bars: pbf_cli::Bars,
+}
+
+/// The progress bar of a copier reading `sources`, labelled `message`.
+pub fn progress(sources: &Sources, message: &'static str, bars: pbf_cli::Bars) -> Progress {
     let merge_draws = sources.spools().next().is_some();
-    pbf_cli::progress(sources.known_bytes(), message, bars.unless(merge_draws))
+    Progress {
+        total: sources.known_bytes(),
+        message,
+        bars: bars.unless(merge_draws),
+    }
 }
 
 /// Call `each` with every copy op of the plan and its line, under a progress
@@ -192,17 +206,21 @@ pub fn progress(sources: &Sources, message: &str, bars: pbf_cli::Bars) -> pbf_cl
 pub fn for_each_copy(
     plan: &mut PlanReader<Box<dyn BufRead>>,
     plan_name: &str,
-    progress: pbf_cli::ProgressBar,
+    progress: Progress,
     mut each: impl FnMut(&CopyOp, u64) -> Result<()>,
 ) -> Result<u64> {
     let mut ops = 0u64;
+    let mut bar = None;
     while let Some(rec) = plan.next_op().context(plan_name.to_owned())? {
         let line = plan.line();
+        let bar = bar.get_or_insert_with(|| {
+            pbf_cli::progress(progress.total, progress.message, progress.bars)
+        });
         match rec {
             PlanRecord::Copy(op) => {
                 each(&op, line)?;
                 ops += 1;
-                progress.inc(op.length);
+                bar.inc(op.length);
             }
             PlanRecord::Merge(_) => return Err(merges_left(plan, plan_name, line)),
             PlanRecord::Plan(_) | PlanRecord::End(_) => {
@@ -210,7 +228,9 @@ pub fn for_each_copy(
             }
         }
     }
-    progress.finish_and_clear();
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
     Ok(ops)
 }
 

@@ -19,6 +19,9 @@
 //! - [`copy_range`]: `copy_file_range(2)` in 1 GiB calls, falling back to
 //!   `pread`/`pwrite` (or `write` for a pipe) when the kernel refuses, with
 //!   [`CopyStats`] telling how many bytes went which way.
+//! - [`CopyAhead`]: a range copied into the output on a thread before the
+//!   plan asks for it, kept only as far as the plan does want it
+//!   ([`OutputFile::land_ahead`]).
 //! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
 //!   plan's header record, and data-frame BlobHeaders carrying indexdata,
 //!   always under 128 bytes (older libosmium rejects longer ones).
@@ -49,6 +52,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod ahead;
 pub mod cleanup;
 mod copy;
 mod error;
@@ -58,6 +62,7 @@ pub mod recompress;
 pub mod reflink;
 mod sources;
 
+pub use ahead::{CopyAhead, Landed};
 pub use copy::{CHUNK, CopyStats, copy_range};
 pub use error::{Error, ErrorKind, Result};
 pub use output::{OutputFile, OutputOptions, STREAM_POISON, TEMP_MARKER};

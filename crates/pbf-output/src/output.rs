@@ -155,7 +155,7 @@ impl OutputFile {
     }
 
     /// Write sequentially to an open pipe, terminal or file.
-    fn stream(file: File, name: String) -> OutputFile {
+    pub(crate) fn stream(file: File, name: String) -> OutputFile {
         OutputFile {
             target: Target::Stream(StreamOut {
                 file,
@@ -211,6 +211,16 @@ impl OutputFile {
         self.started();
         self.pos += len;
         self.stats.kernel_bytes += len;
+    }
+
+    /// Record `len` bytes written at [`OutputFile::position`] by a copy on
+    /// another handle of the file, copied as `stats` says.
+    pub(crate) fn add_copied(&mut self, len: u64, stats: CopyStats) {
+        self.started();
+        self.pos += len;
+        self.stats.kernel_bytes += stats.kernel_bytes;
+        self.stats.fallback_bytes += stats.fallback_bytes;
+        self.stats.fallbacks += stats.fallbacks;
     }
 
     /// Note that bytes went out: a stream failing from now on is poisoned.

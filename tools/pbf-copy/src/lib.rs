@@ -5,7 +5,10 @@
 //! after the plan's `end` record was read and validated. All of the file
 //! safety (temporary file, fsync, rename, signals, `-o -`) lives in the
 //! `pbf-output` crate, shared with `pbf-reflink`, and so do the options and
-//! the plan loop (`pbf_copier_cli`): this file holds what copying adds.
+//! the plan loop (`pbf_copier_cli`): this file holds what copying adds,
+//! and `guess.rs` the copy ahead of the plan.
+
+mod guess;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -17,8 +20,10 @@ use pbf_copier_cli::{Help, Job, Options};
 use pbf_format::compress::Compression;
 use pbf_format::indexdata;
 use pbf_output::recompress::recompress_range;
-use pbf_output::{CopyStats, OutputFile, Sources, frames};
+use pbf_output::{CopyStats, Landed, OutputFile, Sources, frames};
 use pbf_stream::CopyOp;
+
+use guess::Guess;
 
 const NAME: &str = "pbf-copy";
 
@@ -39,7 +44,27 @@ pub fn command() -> Command {
              holds merge ops is refused: run pbf-merge first.\n\n\
              With --recompress every copied Blob is inflated and compressed again (in parallel; \
              the block inside is never decoded), for example to turn a zlib file into zstd or \
-             raw; the copy then goes through memory instead of the kernel.",
+             raw; the copy then goes through memory instead of the kernel.\n\n\
+             Copy ahead: when the plan has one input file (beside spools), its data frames are \
+             copied behind the header on a second thread as soon as the plan record is read, on \
+             the guess that the input is sorted and the ops will copy them whole and in order. \
+             pbf-overlap --sources writes the plan record before it plans, so this copy runs \
+             while the input is still being indexed. Each op that follows the guess is checked \
+             against it; the first op that does not, or the end of the plan, stops the thread: \
+             the output keeps only the copied prefix the ops asked for and is cut back to it, \
+             so a wrong guess costs a wasted copy and never a wrong byte. Not with -o -, \
+             --recompress or --add-indexdata, which do not write the input's bytes as they \
+             are.",
+        )
+        .arg(
+            Arg::new("no-copy-ahead")
+                .long("no-copy-ahead")
+                .help(
+                    "Wait for the ops instead of copying ahead on the guess that the plan's only \
+                     input is sorted (a wrong guess costs a wasted copy: on a slow disk with \
+                     unsorted input, this saves it)",
+                )
+                .action(clap::ArgAction::SetTrue),
         )
         .arg(
             Arg::new("recompress")
@@ -84,15 +109,36 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let mut job = Job::open(m)?;
     job.out
         .write_all(&frames::header_frame(&job.plan.header().header)?)?;
+    let ahead = !m.get_flag("no-copy-ahead")
+        && recompress.is_none()
+        && !opts.add_indexdata
+        && !job.out.is_stream();
+    let mut guess = match ahead {
+        true => Guess::start(&job.sources, &job.out)?,
+        false => None,
+    };
+    let mut landed = None;
     let bar = copier::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |op, line| {
+        if let Some(g) = guess.as_mut() {
+            if g.extends(op, line) {
+                return Ok(());
+            }
+            landed = guess
+                .take()
+                .map(|g| g.land(plan_name, sources, out))
+                .transpose()?;
+        }
         copy_op(op, sources, out, opts, recompress)
             .with_context(|| format!("{plan_name}: line {line}"))
     })?;
+    if let Some(g) = guess.take() {
+        landed = Some(g.land(plan_name, sources, out)?);
+    }
     let (stats, written) = copier::finish(NAME, job.out, &mut job.sources)?;
     if opts.verbose {
-        report(ops, written, stats, started);
+        report(ops, written, stats, landed.as_ref(), started);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -139,13 +185,25 @@ fn copy_op(
     Ok(())
 }
 
-fn report(ops: u64, written: u64, stats: CopyStats, started: Instant) {
+fn report(ops: u64, written: u64, stats: CopyStats, landed: Option<&Landed>, started: Instant) {
     let secs = started.elapsed().as_secs_f64();
+    let ahead = match landed {
+        Some(l) => format!(
+            "; copied ahead: {} bytes kept, {} bytes dropped{}",
+            l.kept,
+            l.dropped,
+            match &l.stopped_by {
+                Some(e) => format!(" (the copy stopped early: {e})"),
+                None => String::new(),
+            }
+        ),
+        None => String::new(),
+    };
     pbf_cli::warn(
         NAME,
         format!(
             "{ops} copy ops, {written} bytes written: {} copied in the kernel, {} by read/write \
-             ({} fallbacks), {} from memory; {secs:.3} s ({:.1} MB/s)",
+             ({} fallbacks), {} from memory{ahead}; {secs:.3} s ({:.1} MB/s)",
             stats.kernel_bytes,
             stats.fallback_bytes,
             stats.fallbacks,

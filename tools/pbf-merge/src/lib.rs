@@ -157,28 +157,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if verbose {
         pbf_cli::warn(NAME, format!("spool {}", spool.path().display()));
     }
-    let spill_dir = match spool.path().parent() {
-        Some(d) => d.to_path_buf(),
-        None => std::env::temp_dir(),
-    };
-    let progress = Progress::new(&reader.header().sources, pbf_cli::Bars::from_matches(m));
-    let opts = Options {
-        on_load: progress.on_load(),
-        memory: *m.get_one::<u64>("memory").context("--memory")?,
-        compression: *m
-            .get_one::<Compression>("compression")
-            .context("--compression")?,
-        dedupe: m.get_flag("dedupe"),
-        align: m.get_one::<u64>("align").copied().unwrap_or(0),
-        spill_dir,
-        ..Options::default()
-    };
-    let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
-    let merger = Merger::new(opts, sources, Arc::new(pool));
     let started = Instant::now();
-    let result = rewrite(name, &mut reader, &merger, &mut spool, &progress);
-    progress.bar.finish_and_clear();
+    let result = execute(m, name, &mut reader, sources, &mut spool);
     drop(on_signal);
     match result {
         Ok(total) => {
@@ -193,6 +173,48 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             Err(e)
         }
     }
+}
+
+/// Pass the plan record on at once (with the spool added to its sources),
+/// then, once the ops start, merge and rewrite them.
+fn execute<R: io::BufRead>(
+    m: &ArgMatches,
+    name: &str,
+    reader: &mut PlanReader<R>,
+    sources: Sources,
+    spool: &mut Spool,
+) -> Result<Totals> {
+    let (out, spool_id) = forward_plan_record(reader, spool)?;
+    let first = next_op(reader, name)?;
+    // The bar starts with the ops: a plan record written early comes while
+    // pbf-index still draws its own bar.
+    let progress = Progress::new(&reader.header().sources, pbf_cli::Bars::from_matches(m));
+    let spill_dir = match spool.path().parent() {
+        Some(d) => d.to_path_buf(),
+        None => std::env::temp_dir(),
+    };
+    let opts = Options {
+        on_load: progress.on_load(),
+        memory: *m.get_one::<u64>("memory").context("--memory")?,
+        compression: *m
+            .get_one::<Compression>("compression")
+            .context("--compression")?,
+        dedupe: m.get_flag("dedupe"),
+        align: m.get_one::<u64>("align").copied().unwrap_or(0),
+        spill_dir,
+        ..Options::default()
+    };
+    let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
+    let merger = Merger::new(opts, sources, Arc::new(pool));
+    let ops = Ops {
+        name,
+        first,
+        spool_id,
+    };
+    let result = rewrite(ops, reader, out, &merger, spool, &progress);
+    progress.bar.finish_and_clear();
+    result
 }
 
 /// `--align`: a power of two of at most 1 MiB.
@@ -313,14 +335,16 @@ fn plural(n: u64, noun: &str) -> String {
     }
 }
 
-/// Copy the plan to standard output, executing merge ops on the way.
-fn rewrite<R: io::BufRead>(
-    name: &str,
-    reader: &mut PlanReader<R>,
-    merger: &Merger,
-    spool: &mut Spool,
-    progress: &Progress,
-) -> Result<Totals> {
+/// The plan stream this stage writes.
+type PlanOut = Writer<io::BufWriter<io::Stdout>>;
+
+/// Write the plan record with the spool added to its sources, and flush it:
+/// a plan record written before its ops (pbf-overlap --sources) lets the
+/// copier start copying ahead. Returns the writer and the spool's id.
+fn forward_plan_record<R: io::BufRead>(
+    reader: &PlanReader<R>,
+    spool: &Spool,
+) -> Result<(PlanOut, u32)> {
     let mut header: PlanHeader = reader.header().clone();
     let spool_id = header.sources.iter().map(|s| s.id + 1).max().unwrap_or(0);
     header.sources.push(SourceRef {
@@ -333,12 +357,38 @@ fn rewrite<R: io::BufRead>(
     });
     let mut out = Writer::new(pbf_cli::stdout());
     out.write(&PlanRecord::Plan(header))?;
+    out.flush()?;
+    Ok((out, spool_id))
+}
+
+fn next_op<R: io::BufRead>(reader: &mut PlanReader<R>, name: &str) -> Result<Option<PlanRecord>> {
+    reader
+        .next_op()
+        .with_context(|| format!("plan {}", pbf_cli::input_name(name)))
+}
+
+/// Where [`rewrite`] starts: the plan's name, its first op (already read)
+/// and the spool's source id.
+struct Ops<'a> {
+    name: &'a str,
+    first: Option<PlanRecord>,
+    spool_id: u32,
+}
+
+/// Copy the ops to `out`, executing merge ops on the way.
+fn rewrite<R: io::BufRead>(
+    ops: Ops<'_>,
+    reader: &mut PlanReader<R>,
+    mut out: PlanOut,
+    merger: &Merger,
+    spool: &mut Spool,
+    progress: &Progress,
+) -> Result<Totals> {
+    let spool_id = ops.spool_id;
     let mut end = PlanEnd::default();
     let mut totals = Totals::default();
+    let mut op = ops.first;
     loop {
-        let op = reader
-            .next_op()
-            .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
         match op {
             Some(PlanRecord::Copy(c)) => {
                 end.add_copy(&c);
@@ -361,6 +411,7 @@ fn rewrite<R: io::BufRead>(
             }
             Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
         }
+        op = next_op(reader, ops.name)?;
     }
     // Nothing merged: no op names the spool, so an empty file is not left
     // behind (the plan still lists it; consumers open a spool on first use).

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{
     Counts, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord, SourceRef,
@@ -94,6 +94,20 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("sources")
+                .long("sources")
+                .value_name("N")
+                .conflicts_with("check")
+                .value_parser(value_parser!(u32).range(1..))
+                .help(
+                    "The index streams hold N sources. The plan record is then written as soon \
+                     as the N-th source record is read, before the blobs are planned, unless the \
+                     output header depends on the ops (DenseNodes is added for merges and no \
+                     input requires it); pbf-copy starts copying ahead then. Any other number of \
+                     sources is an error (pbf-sort passes its number of inputs)",
+                ),
+        )
+        .arg(
             Arg::new("generator")
                 .long("generator")
                 .value_name("NAME")
@@ -120,30 +134,34 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             }
         });
     }
-    let input = read_input(m)?;
     let program = match m.get_one::<String>("generator") {
         Some(g) => g.clone(),
         None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
     };
-    write_plan(&input, &program, !m.get_flag("no-frame-keys"))?;
+    let mut plan = PlanOut::new(program, m.get_one::<u32>("sources").copied());
+    let input = read_input(m, &mut |input| plan.source_read(input))?;
+    plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// For `--check`: the input, and the name and object counts of the
 /// `--objects-of` index when given.
 fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)> {
-    let input = read_input(m)?;
+    let input = read_input(m, &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
         return Ok((input, None));
     };
     let name = pbf_cli::input_name(arg).to_owned();
     let mut other = Input::default();
-    other.read(&name, pbf_cli::input(arg)?)?;
+    other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
     Ok((input, Some((name, other.counts))))
 }
 
+/// Called after each source record with everything read so far.
+type OnSource<'a> = dyn FnMut(&Input) -> Result<()> + 'a;
+
 /// Read and sort every index stream named on the command line.
-fn read_input(m: &ArgMatches) -> Result<Input> {
+fn read_input(m: &ArgMatches, on_source: &mut OnSource<'_>) -> Result<Input> {
     let names: Vec<String> = match m.get_many::<String>("index") {
         Some(v) => v.cloned().collect(),
         None => vec!["-".to_owned()],
@@ -151,7 +169,7 @@ fn read_input(m: &ArgMatches) -> Result<Input> {
     let started = Instant::now();
     let mut input = Input::default();
     for name in &names {
-        input.read(pbf_cli::input_name(name), pbf_cli::input(name)?)?;
+        input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_source)?;
     }
     plan::sort(&mut input.segs);
     if m.get_flag("verbose") {
@@ -173,7 +191,12 @@ struct Input {
 
 impl Input {
     /// Read one index stream (one or more sections) named `name`.
-    fn read(&mut self, name: &str, reader: Box<dyn BufRead>) -> Result<()> {
+    fn read(
+        &mut self,
+        name: &str,
+        reader: Box<dyn BufRead>,
+        on_source: &mut OnSource<'_>,
+    ) -> Result<()> {
         let mut rd = IndexReader::new(reader);
         let mut end_of_last = 0;
         while let Some(rec) = rd.next_record().with_context(|| name.to_owned())? {
@@ -182,6 +205,7 @@ impl Input {
                 IndexRecord::Source(s) => {
                     self.add_source(s).map_err(at)?;
                     end_of_last = 0;
+                    on_source(self).with_context(|| format!("{name}: line {}", rd.line()))?;
                 }
                 IndexRecord::Blob(b) => {
                     let source = self.sources.len() as u32 - 1;
@@ -240,27 +264,82 @@ impl Input {
     }
 }
 
-fn write_plan(input: &Input, program: &str, frame_keys: bool) -> Result<()> {
-    let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
-    let mut out = Writer::new(pbf_cli::stdout());
-    out.write(&PlanRecord::Plan(PlanHeader {
+/// The plan stream being written: its record goes out as soon as it is
+/// known (`--sources`), the ops once every blob is read.
+struct PlanOut {
+    out: Writer<Box<dyn std::io::Write>>,
+    program: String,
+    /// `--sources`.
+    sources: Option<u32>,
+    /// The plan record went out before the blobs were read.
+    early: bool,
+}
+
+impl PlanOut {
+    fn new(program: String, sources: Option<u32>) -> PlanOut {
+        PlanOut {
+            out: Writer::new(Box::new(pbf_cli::stdout())),
+            program,
+            sources,
+            early: false,
+        }
+    }
+
+    /// After a source record: with `--sources N`, write the plan record once
+    /// N sources are in, when no op can change the output header.
+    fn source_read(&mut self, input: &Input) -> Result<()> {
+        let Some(want) = self.sources else {
+            return Ok(());
+        };
+        let have = input.sources.len();
+        if have > want as usize {
+            bail!("--sources {want}, but the index streams hold more sources");
+        }
+        let header = header::output_header(&input.headers, false, &self.program);
+        let fixed = header == header::output_header(&input.headers, true, &self.program);
+        if have == want as usize && fixed {
+            self.out.write(&plan_record(input, header))?;
+            self.out.flush()?;
+            self.early = true;
+        }
+        Ok(())
+    }
+
+    /// Write the plan record (unless it went out early), the ops and the end.
+    fn finish(mut self, input: &Input, frame_keys: bool) -> Result<()> {
+        if let Some(want) = self.sources.filter(|&n| n as usize != input.sources.len()) {
+            bail!(
+                "--sources {want}, but the index streams hold {} source(s)",
+                input.sources.len()
+            );
+        }
+        if !self.early {
+            let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
+            let header = header::output_header(&input.headers, merges, &self.program);
+            self.out.write(&plan_record(input, header))?;
+        }
+        let mut end = PlanEnd::default();
+        for op in plan::ops(&input.segs, frame_keys) {
+            match &op {
+                PlanRecord::Copy(c) => end.add_copy(c),
+                PlanRecord::Merge(m) => end.add_merge(m),
+                other => bail!("internal error: planner produced {other:?}"),
+            }
+            self.out.write(&op)?;
+        }
+        self.out.write(&PlanRecord::End(end))?;
+        self.out.finish()?;
+        Ok(())
+    }
+}
+
+fn plan_record(input: &Input, header: Header) -> PlanRecord {
+    PlanRecord::Plan(PlanHeader {
         schema: pbf_stream::PLAN_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
         sources: input.sources.clone(),
-        header: header::output_header(&input.headers, merges, program),
-    }))?;
-    let mut end = PlanEnd::default();
-    for op in plan::ops(&input.segs, frame_keys) {
-        match &op {
-            PlanRecord::Copy(c) => end.add_copy(c),
-            PlanRecord::Merge(m) => end.add_merge(m),
-            other => bail!("internal error: planner produced {other:?}"),
-        }
-        out.write(&op)?;
-    }
-    out.write(&PlanRecord::End(end))?;
-    out.finish()?;
-    Ok(())
+        header,
+    })
 }
 
 /// `--check`: exit 0 when the input is in order (and holds the objects of

@@ -1,0 +1,301 @@
+//! Copying ahead: `pbf-overlap --sources` writes the plan record before it
+//! has read the blobs, `pbf-merge` passes it on at once, and `pbf-copy`
+//! starts copying a single input's data frames on the guess that the ops
+//! will ask for them whole and in order. These tests hold the ops back so
+//! the copy really runs ahead, then send plans that confirm the guess, break
+//! it late, break it at once or stop early: the output must be byte for byte
+//! the one `--no-copy-ahead` writes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use pbf_stream::{BlobRecord, CopyOp, PlanRecord, SourceRecord};
+
+use crate::util::*;
+
+/// How long the ops are held back: long enough for the copy ahead of a
+/// test file to finish.
+const PAUSE: Duration = Duration::from_millis(400);
+
+fn index_bytes(path: &Path) -> Vec<u8> {
+    let mut c = bin("pbf-index");
+    c.arg("-q").arg(path);
+    succeeds(c)
+}
+
+/// A plan copying `blobs` of `src`, one op per blob, in the given order.
+fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
+    let ops: Vec<PlanRecord> = blobs
+        .iter()
+        .map(|b| {
+            PlanRecord::Copy(CopyOp {
+                source: 0,
+                offset: b.offset,
+                length: b.length,
+                blobs: 1,
+                elements: b.counts.total(),
+                frames: Vec::new(),
+            })
+        })
+        .collect();
+    plan_bytes(&plan_header(src), &ops, true)
+}
+
+/// `tool args` with every stream piped.
+fn spawn(tool: &str, args: &[&str]) -> Child {
+    let mut c = bin(tool);
+    c.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c.spawn().expect("spawn")
+}
+
+/// Write the first line of `input`, wait `PAUSE`, write the rest, and wait
+/// for the output.
+fn feed_slowly(mut child: Child, input: &[u8]) -> Output {
+    let split = input.iter().position(|&b| b == b'\n').expect("a line") + 1;
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(&input[..split]).expect("first line");
+    stdin.flush().expect("flush");
+    std::thread::sleep(PAUSE);
+    stdin.write_all(&input[split..]).expect("the rest");
+    drop(stdin);
+    child.wait_with_output().expect("wait")
+}
+
+/// `pbf-copy -v` with the ops held back; returns the output file's bytes
+/// and the "copied ahead" line.
+fn copy_slowly(plan: &[u8], dir: &Path, name: &str, args: &[&str]) -> (Vec<u8>, String) {
+    let out = dir.join(name);
+    let mut all = vec!["-v", "-o", out.to_str().expect("utf-8")];
+    all.extend_from_slice(args);
+    let o = feed_slowly(spawn("pbf-copy", &all), plan);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "pbf-copy {all:?}: {err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("copied ahead"))
+        .unwrap_or("")
+        .to_owned();
+    (std::fs::read(&out).expect("output"), line)
+}
+
+/// The plan run with and without copying ahead: the same bytes. Returns the
+/// "copied ahead" line.
+fn same_as_without(plan: &[u8], dir: &Path) -> String {
+    let (ahead, line) = copy_slowly(plan, dir, "ahead.osm.pbf", &[]);
+    let (waited, none) = copy_slowly(plan, dir, "waited.osm.pbf", &["--no-copy-ahead"]);
+    assert!(
+        none.is_empty(),
+        "--no-copy-ahead still copied ahead: {none}"
+    );
+    assert!(ahead == waited, "copying ahead changed the output ({line})");
+    line
+}
+
+fn kept_and_dropped(line: &str) -> (u64, u64) {
+    let num = |after: &str| -> u64 {
+        let at = line
+            .find(after)
+            .unwrap_or_else(|| panic!("{after:?} in {line:?}"));
+        let tail = line[..at].trim_end();
+        let digits = tail.rsplit(' ').next().expect("a number");
+        digits
+            .parse()
+            .unwrap_or_else(|_| panic!("number before {after:?} in {line:?}"))
+    };
+    (num("bytes kept"), num("bytes dropped"))
+}
+
+fn data_bytes(blobs: &[&BlobRecord]) -> u64 {
+    blobs.iter().map(|b| b.length).sum()
+}
+
+#[test]
+fn a_confirmed_guess_keeps_every_byte() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
+    let all: Vec<&BlobRecord> = blobs.iter().collect();
+    let line = same_as_without(&plan(&src, &all), dir.path());
+    assert_eq!(kept_and_dropped(&line), (data_bytes(&all), 0), "{line}");
+}
+
+#[test]
+fn a_disorder_found_after_the_copy_started_keeps_only_the_confirmed_prefix() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
+    let half = blobs.len() / 2;
+    let mut order: Vec<&BlobRecord> = blobs[..half].iter().collect();
+    order.extend(blobs[half..].iter().rev());
+    let line = same_as_without(&plan(&src, &order), dir.path());
+    let (kept, dropped) = kept_and_dropped(&line);
+    assert_eq!(kept, data_bytes(&order[..half]), "{line}");
+    assert!(dropped > 0, "the copy had not run ahead: {line}");
+}
+
+#[test]
+fn a_guess_wrong_from_the_first_op_keeps_nothing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
+    let reversed: Vec<&BlobRecord> = blobs.iter().rev().collect();
+    let line = same_as_without(&plan(&src, &reversed), dir.path());
+    let (kept, dropped) = kept_and_dropped(&line);
+    assert_eq!(kept, 0, "{line}");
+    assert!(dropped > 0, "{line}");
+}
+
+#[test]
+fn a_plan_that_stops_early_cuts_the_copy_back() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
+    let third: Vec<&BlobRecord> = blobs[..blobs.len() / 3].iter().collect();
+    let line = same_as_without(&plan(&src, &third), dir.path());
+    assert_eq!(kept_and_dropped(&line).0, data_bytes(&third), "{line}");
+}
+
+/// The first line `child` writes, if it comes within `limit`.
+fn first_line_within(stdout: ChildStdout, limit: Duration) -> Option<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let mut r = BufReader::new(stdout);
+        if r.read_line(&mut line).is_ok() && !line.is_empty() {
+            let _ = tx.send(line);
+        }
+        // Keep draining, so the writer never blocks on a full pipe.
+        let _ = std::io::copy(&mut r, &mut std::io::sink());
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+/// Run `tool args` on `index`, giving it the first line, then (after the
+/// check) the rest; returns what the first line brought out, and the output.
+fn first_line_then_rest(tool: &str, args: &[&str], input: &[u8]) -> (Option<String>, Output) {
+    let mut child = spawn(tool, args);
+    let mut stdin = child.stdin.take().expect("stdin");
+    let split = input.iter().position(|&b| b == b'\n').expect("a line") + 1;
+    stdin.write_all(&input[..split]).expect("first line");
+    stdin.flush().expect("flush");
+    let stdout = child.stdout.take().expect("stdout");
+    let early = first_line_within(stdout, Duration::from_secs(2));
+    stdin.write_all(&input[split..]).expect("the rest");
+    drop(stdin);
+    (early, child.wait_with_output().expect("wait"))
+}
+
+fn plan_of(index: &[u8], args: &[&str]) -> Vec<u8> {
+    let mut c = bin("pbf-overlap");
+    c.args(args);
+    let o = run_with_input(c, index);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
+#[test]
+fn sources_writes_the_plan_record_before_the_blobs() {
+    let index = index_bytes(&data("sorted-andorra.osm.pbf"));
+    let (early, o) = first_line_then_rest("pbf-overlap", &["--sources", "1"], &index);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let early = early.expect("the plan record before the blobs were sent");
+    let plan = plan_of(&index, &[]);
+    let first = plan.split(|&b| b == b'\n').next().expect("a line");
+    assert_eq!(
+        early.trim_end().as_bytes(),
+        first,
+        "the same plan record as without --sources"
+    );
+    assert_eq!(plan_of(&index, &["--sources", "1"]), plan, "the same plan");
+}
+
+#[test]
+fn sources_waits_when_a_merge_could_change_the_header() {
+    // No DenseNodes among the input's required features: a merge would add
+    // it, so the header is known only once the ops are.
+    let index = index_bytes(&data("sorted-raw-nodense-mixed.osm.pbf"));
+    let (early, o) = first_line_then_rest("pbf-overlap", &["--sources=1"], &index);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(early, None, "a plan record before the blobs");
+    assert_eq!(plan_of(&index, &["--sources=1"]), plan_of(&index, &[]));
+}
+
+#[test]
+fn sources_must_match_the_index() {
+    let a = index_bytes(&data("sorted-andorra.osm.pbf"));
+    let both = [
+        a.clone(),
+        index_bytes(&data("sorted-liechtenstein.osm.pbf")),
+    ]
+    .concat();
+    for (input, n, message) in [
+        (
+            &a,
+            "2",
+            "--sources 2, but the index streams hold 1 source(s)",
+        ),
+        (
+            &both,
+            "1",
+            "--sources 1, but the index streams hold more sources",
+        ),
+    ] {
+        let mut c = bin("pbf-overlap");
+        c.args(["--sources", n]);
+        let o = run_with_input(c, input);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(message), "{message:?} in {err}");
+    }
+    for args in [
+        &["--sources", "0"][..],
+        &["--sources", "x"],
+        &["--check", "--sources", "1"],
+    ] {
+        let mut c = bin("pbf-overlap");
+        c.args(args);
+        let o = run_with_input(c, &a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn merge_passes_the_plan_record_on_at_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let spool = dir.path().join("spool.pbf");
+    let index = index_bytes(&data("sorted-andorra.osm.pbf"));
+    let plan = plan_of(&index, &[]);
+    let args = ["--spool", spool.to_str().expect("utf-8")];
+    let (early, o) = first_line_then_rest("pbf-merge", &args, &plan);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let early = early.expect("the plan record before the ops were sent");
+    let rec: PlanRecord = serde_json::from_str(&early).expect("a record");
+    let PlanRecord::Plan(h) = rec else {
+        panic!("not a plan record: {early}")
+    };
+    assert!(h.sources.last().is_some_and(|s| s.spool), "{early}");
+}
+
+#[test]
+fn the_driver_copies_a_sorted_input_ahead() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let out = dir.path().join("out.osm.pbf");
+    let mut c = crate::sort::pbf_sort();
+    c.args(["-v", "--copier", "copy", "-o"])
+        .arg(&out)
+        .arg(&input);
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let (_, blobs) = index(&input);
+    let all: Vec<&BlobRecord> = blobs.iter().collect();
+    let line = err
+        .lines()
+        .find(|l| l.contains("copied ahead"))
+        .expect(&err);
+    assert_eq!(kept_and_dropped(line), (data_bytes(&all), 0), "{line}");
+    assert_eq!(opl(&out), opl(&input));
+}
