@@ -338,6 +338,24 @@ fn verbose_prints_a_summary_of_every_stage() {
         "{copy}"
     );
     assert!(timed(line("pbf-sort: sorted 1 input(s)")), "{err}");
+    // Every stage tells the time it spent on the streams themselves.
+    for l in [index, overlap, merge, copy] {
+        let streams = l
+            .split("; streams: ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{l}"));
+        let parts: Vec<&str> = streams.split(", ").collect();
+        assert!(
+            parts.len() == 2
+                && parts[0].ends_with(" s parsing")
+                && parts[1].ends_with(" s serialising")
+                && parts.iter().all(|p| p
+                    .split(' ')
+                    .next()
+                    .is_some_and(|n| n.parse::<f64>().is_ok())),
+            "{l}"
+        );
+    }
 }
 
 #[test]

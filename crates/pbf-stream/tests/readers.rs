@@ -218,3 +218,29 @@ fn records_round_trip_through_the_writer() {
         "{\"type\":\"end\",\"ops\":1,\"copy_bytes\":2,\"merge_inputs\":3,\"elements\":4}\n"
     );
 }
+
+/// A blob record as our writer orders it (the fast path) and with its keys
+/// in another order (the general path) reads the same; a broken blob line
+/// fails either way.
+#[test]
+fn blob_records_read_the_same_in_any_key_order() {
+    let fast = blob_line(0, 10);
+    assert!(fast.starts_with(r#"{"type":"blob","#));
+    let moved = fast.replacen(r#""type":"blob","#, "", 1).replacen(
+        r#""from":"decoded","#,
+        r#""from":"decoded","type":"blob","#,
+        1,
+    );
+    assert!(!moved.starts_with(r#"{"type":"blob","#), "{moved}");
+    let read =
+        |blob: &str| read_index(&[source_line(), blob.to_owned(), end_line(1, 3)].join("\n"));
+    assert_eq!(read(&fast).expect("fast"), read(&moved).expect("general"));
+    for broken in [
+        fast.replace(r#""seq":0,"#, ""),
+        fast.replace(r#""length":100"#, r#""length":-1"#),
+        fast.replace(r#""kind":"node""#, r#""kind":"nodes""#),
+    ] {
+        let err = read(&broken).expect_err(&broken);
+        assert!(err.contains("line 2"), "{err}");
+    }
+}

@@ -11,7 +11,7 @@
 mod guess;
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command, value_parser};
@@ -21,7 +21,7 @@ use pbf_format::compress::Compression;
 use pbf_format::indexdata;
 use pbf_output::recompress::recompress_range;
 use pbf_output::{CopyStats, Landed, OutputFile, Sources, frames};
-use pbf_stream::CopyOp;
+use pbf_stream::{CopyOp, StreamTime};
 
 use guess::Guess;
 
@@ -95,7 +95,8 @@ const HELP: Help = Help {
              (use set -o pipefail)",
     add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \
                     still copied in the kernel), so the next pbf-index reads headers only",
-    verbose: "Print a summary on stderr: ops, bytes copied in the kernel and by read/write, time",
+    verbose: "Print a summary on stderr: ops, bytes copied in the kernel and by read/write, \
+              bytes copied ahead and kept or dropped, time, and the time spent parsing the plan",
     quiet: "No progress bar and no warnings",
 };
 
@@ -136,9 +137,10 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if let Some(g) = guess.take() {
         landed = Some(g.land(plan_name, sources, out)?);
     }
+    let parsing = job.plan.parse_time();
     let (stats, written) = copier::finish(NAME, job.out, &mut job.sources)?;
     if opts.verbose {
-        report(ops, written, stats, landed.as_ref(), started);
+        report(ops, written, stats, landed.as_ref(), (started, parsing));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -185,8 +187,18 @@ fn copy_op(
     Ok(())
 }
 
-fn report(ops: u64, written: u64, stats: CopyStats, landed: Option<&Landed>, started: Instant) {
+fn report(
+    ops: u64,
+    written: u64,
+    stats: CopyStats,
+    landed: Option<&Landed>,
+    (started, parsing): (Instant, Duration),
+) {
     let secs = started.elapsed().as_secs_f64();
+    let streams = StreamTime {
+        parsing,
+        writing: Duration::ZERO,
+    };
     let ahead = match landed {
         Some(l) => format!(
             "; copied ahead: {} bytes kept, {} bytes dropped{}",
@@ -203,7 +215,7 @@ fn report(ops: u64, written: u64, stats: CopyStats, landed: Option<&Landed>, sta
         NAME,
         format!(
             "{ops} copy ops, {written} bytes written: {} copied in the kernel, {} by read/write \
-             ({} fallbacks), {} from memory{ahead}; {secs:.3} s ({:.1} MB/s)",
+             ({} fallbacks), {} from memory{ahead}; {secs:.3} s ({:.1} MB/s); {streams}",
             stats.kernel_bytes,
             stats.fallback_bytes,
             stats.fallbacks,

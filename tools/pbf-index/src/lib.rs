@@ -8,6 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
@@ -17,7 +18,9 @@ use pbf_format::header::read_file_header;
 use pbf_format::scan::{Summary, scan_block};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
-use pbf_stream::{BlobRecord, Counts, IndexEnd, IndexRecord, KeysFrom, SourceRecord, Writer};
+use pbf_stream::{
+    BlobRecord, Counts, IndexEnd, IndexRecord, KeysFrom, SourceRecord, StreamTime, Writer,
+};
 use rayon::prelude::*;
 
 /// Frames handed to the worker pool at a time (only headers are held).
@@ -30,7 +33,8 @@ const DEFAULT_IO: Io = Io::Uring;
 /// The command-line interface.
 pub fn command() -> Command {
     let help = pbf_cli::VerbosityHelp {
-        verbose: "Print a summary per file on stderr (blobs from indexdata or decoded, objects, time)",
+        verbose: "Print a summary per file on stderr (blobs from indexdata or decoded, objects, \
+                  time, and the time spent serialising the index stream)",
         quiet: "No progress bar and no warnings on stderr",
     };
     let cmd = Command::new("pbf-index")
@@ -132,6 +136,7 @@ const SAVE_FIRST: &str = "save it to a regular file first (pbf-sort - does that 
 
 fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
     let started = std::time::Instant::now();
+    let serialised = out.serialise_time();
     if path == Path::new("-") {
         bail!(
             "-: standard input cannot be indexed: later stages re-read the file by offset; {SAVE_FIRST}"
@@ -198,19 +203,24 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
     flush(&file, &mut batch, opts, trust_pbfhogg, &mut tally, out)?;
     bar.finish_and_clear();
     report(path, &tally.end, opts.quiet);
+    let end = tally.end.clone();
+    out.write(&IndexRecord::End(end))?;
     if opts.verbose {
-        summarize(path, &tally, started.elapsed());
+        let streams = StreamTime {
+            parsing: Duration::ZERO,
+            writing: out.serialise_time() - serialised,
+        };
+        summarize(path, &tally, started.elapsed(), streams);
     }
-    out.write(&IndexRecord::End(tally.end))?;
     Ok(())
 }
 
-fn summarize(path: &Path, tally: &Tally, elapsed: std::time::Duration) {
+fn summarize(path: &Path, tally: &Tally, elapsed: Duration, streams: StreamTime) {
     let end = &tally.end;
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} blobs ({} from indexdata, {} decoded), {} objects, {:.3}s",
+            "{}: {} blobs ({} from indexdata, {} decoded), {} objects, {:.3}s; {streams}",
             path.display(),
             end.blobs,
             tally.from_indexdata,

@@ -19,7 +19,7 @@ use pbf_format::compress::Compression;
 use pbf_merge_core::{LoadProgress, MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
 use pbf_stream::{
     CopyOp, Counts, FrameKeys, MergeOp, PlanEnd, PlanHeader, PlanReader, PlanRecord, SourceRef,
-    Writer,
+    StreamTime, Writer,
 };
 
 const NAME: &str = "pbf-merge";
@@ -125,7 +125,8 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         );
     let help = pbf_cli::VerbosityHelp {
-        verbose: "Print the spool path and a summary of the merges on standard error",
+        verbose: "Print the spool path and a summary of the merges on standard error (with the time \
+                  spent parsing and serialising the plan stream)",
         quiet: "No progress bar; nothing on standard error but errors",
     };
     pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, help))
@@ -234,6 +235,7 @@ struct Totals {
     stats: MergeStats,
     max_chains: u64,
     max_levels: u64,
+    streams: StreamTime,
 }
 
 impl Totals {
@@ -260,7 +262,7 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     format!(
         "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains \
          and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
-         alignment padding) in {} ({:.1}s)",
+         alignment padding) in {} ({:.1}s); {}",
         t.merges,
         s.inputs,
         s.elements_in,
@@ -274,7 +276,8 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         s.bytes,
         s.padding,
         spool.path().display(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        t.streams
     )
 }
 
@@ -420,6 +423,10 @@ fn rewrite<R: io::BufRead>(
             .with_context(|| format!("{}: removing the unused spool", spool.path().display()))?;
     }
     out.write(&PlanRecord::End(end))?;
+    totals.streams = StreamTime {
+        parsing: reader.parse_time(),
+        writing: out.serialise_time(),
+    };
     out.finish()?;
     Ok(totals)
 }

@@ -12,14 +12,14 @@ use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{
     Counts, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord, SourceRef,
-    Writer,
+    StreamTime, Writer,
 };
 
 use plan::Segment;
@@ -116,7 +116,8 @@ pub fn command() -> Command {
         ;
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print one summary line on standard error: blobs passed through in copy ops and \
-                  their bytes, blobs and elements to merge in merge ops, time",
+                  their bytes, blobs and elements to merge in merge ops, time, and the time \
+                  spent parsing the index streams and serialising the plan",
         quiet: "With --check, do not explain why the input is not in order",
     };
     pbf_cli::verbosity_args(cmd, help)
@@ -127,7 +128,16 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("check") {
         // Like cmp(1): 1 means "not in order", so an error must exit 2.
         return Ok(match read_check_input(m) {
-            Ok((input, objects_of)) => check(&input, objects_of, m.get_flag("quiet")),
+            Ok((input, objects_of)) => {
+                if m.get_flag("verbose") {
+                    let streams = StreamTime {
+                        parsing: input.parsing,
+                        writing: Duration::ZERO,
+                    };
+                    pbf_cli::warn(NAME, summary(&input, streams));
+                }
+                check(&input, objects_of, m.get_flag("quiet"))
+            }
             Err(err) => {
                 pbf_cli::warn(NAME, format!("error: {}", pbf_cli::one_line(&err)));
                 ExitCode::from(2)
@@ -140,7 +150,14 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     };
     let mut plan = PlanOut::new(program, m.get_one::<u32>("sources").copied());
     let input = read_input(m, &mut |input| plan.source_read(input))?;
-    plan.finish(&input, !m.get_flag("no-frame-keys"))?;
+    let writing = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
+    if m.get_flag("verbose") {
+        let streams = StreamTime {
+            parsing: input.parsing,
+            writing,
+        };
+        pbf_cli::warn(NAME, summary(&input, streams));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -172,9 +189,7 @@ fn read_input(m: &ArgMatches, on_source: &mut OnSource<'_>) -> Result<Input> {
         input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_source)?;
     }
     plan::sort(&mut input.segs);
-    if m.get_flag("verbose") {
-        pbf_cli::warn(NAME, summary(&input.segs, started));
-    }
+    input.started = Some(started);
     Ok(input)
 }
 
@@ -187,6 +202,10 @@ struct Input {
     paths: HashSet<PathBuf>,
     /// Objects per kind, from the end records.
     counts: Counts,
+    /// Time spent parsing the index streams.
+    parsing: Duration,
+    /// When reading began, for `-v`.
+    started: Option<Instant>,
 }
 
 impl Input {
@@ -217,6 +236,7 @@ impl Input {
                 IndexRecord::End(e) => self.counts.add(e.counts),
             }
         }
+        self.parsing += rd.parse_time();
         Ok(())
     }
 
@@ -305,8 +325,9 @@ impl PlanOut {
         Ok(())
     }
 
-    /// Write the plan record (unless it went out early), the ops and the end.
-    fn finish(mut self, input: &Input, frame_keys: bool) -> Result<()> {
+    /// Write the plan record (unless it went out early), the ops and the end;
+    /// returns the time spent serialising them.
+    fn finish(mut self, input: &Input, frame_keys: bool) -> Result<Duration> {
         if let Some(want) = self.sources.filter(|&n| n as usize != input.sources.len()) {
             bail!(
                 "--sources {want}, but the index streams hold {} source(s)",
@@ -328,8 +349,9 @@ impl PlanOut {
             self.out.write(&op)?;
         }
         self.out.write(&PlanRecord::End(end))?;
+        let writing = self.out.serialise_time();
         self.out.finish()?;
-        Ok(())
+        Ok(writing)
     }
 }
 
@@ -375,7 +397,8 @@ fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> Ex
 }
 
 /// The `-v` line; the time includes waiting for the index streams.
-fn summary(segs: &[Segment], started: Instant) -> String {
+fn summary(input: &Input, streams: StreamTime) -> String {
+    let segs = &input.segs;
     let (mut copy_ops, mut copy_blobs, mut copy_bytes) = (0u64, 0u64, 0u64);
     let (mut merge_ops, mut merge_blobs, mut merge_elements) = (0u64, 0u64, 0u64);
     for op in plan::ops(segs, false) {
@@ -395,8 +418,9 @@ fn summary(segs: &[Segment], started: Instant) -> String {
     }
     format!(
         "{} blobs: {copy_blobs} passed through in {copy_ops} copy op(s) of {copy_bytes} bytes, \
-         {merge_blobs} to merge in {merge_ops} merge op(s) of {merge_elements} elements; {:.3}s",
+         {merge_blobs} to merge in {merge_ops} merge op(s) of {merge_elements} elements; {:.3}s; \
+         {streams}",
         segs.len(),
-        started.elapsed().as_secs_f64()
+        input.started.map_or(0.0, |t| t.elapsed().as_secs_f64())
     )
 }

@@ -68,7 +68,8 @@ const HELP: Help = Help {
              pbf-copy; refused with --require-reflink)",
     add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
                     Blob (not the frame) is then aligned and cloned on its own",
-    verbose: "Print a summary on stderr: bytes cloned, bytes copied, padding added, time",
+    verbose: "Print a summary on stderr: bytes cloned, bytes copied, padding added, time, and \
+              the time spent parsing the plan",
     quiet: "No progress bar, no notices and no warnings",
 };
 
@@ -146,7 +147,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             stats,
             clone_stats,
             cloner.map(|c| c.block()),
-            started,
+            (started, plan.parse_time()),
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -282,9 +283,13 @@ fn report(
     stats: CopyStats,
     clone: Option<CloneStats>,
     block: Option<u64>,
-    started: Instant,
+    (started, parsing): (Instant, std::time::Duration),
 ) {
     let secs = started.elapsed().as_secs_f64();
+    let streams = pbf_stream::StreamTime {
+        parsing,
+        writing: std::time::Duration::ZERO,
+    };
     let c = clone.unwrap_or_default();
     let how = match block {
         Some(b) => format!("{b}-byte blocks"),
@@ -297,7 +302,7 @@ fn report(
         format!(
             "{ops} copy ops, {written} bytes written ({how}): {} cloned in {} clones, {} copied \
              ({} in the kernel, {} by read/write), {} bytes of padding in {} frames, {} from \
-             memory in all; {:.1} % of range bytes cloned; {secs:.3} s",
+             memory in all; {:.1} % of range bytes cloned; {secs:.3} s; {streams}",
             c.cloned,
             c.clones,
             copied,
