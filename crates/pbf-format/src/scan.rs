@@ -4,6 +4,10 @@
 //! trusted indexdata, so it must be fast and must agree exactly with the full
 //! decoder in [`crate::block`].
 //!
+//! The scan runs the fast path in [`fast`] and, where that declines (malformed
+//! input, unusual shapes), the checked scan here, which is the reference: it
+//! gives every result and every error.
+//!
 //! Note the id encodings: `Node.id` and DenseNodes ids are zigzag `sint64`
 //! (dense ids delta-coded), while Way, Relation and ChangeSet ids are plain
 //! `int64`.
@@ -11,6 +15,8 @@
 use crate::error::{Error, Result};
 use crate::key::{Key, Kind, key_version, packed_object};
 use crate::wire::{self, Reader, Value};
+
+mod fast;
 
 /// What a block holds, in key terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,10 +49,19 @@ impl Summary {
 /// Accumulates keys in stored order into a [`Summary`]. Keys are kept
 /// packed ([`Key::packed`]): this runs once per object of every scanned
 /// blob, and a packed comparison is a single 128-bit compare.
+///
+/// A key above the one before it, the common case, only becomes `prev`: the
+/// smallest key is the first one or one below its predecessor, and the
+/// largest is the last one or one above its successor, so `first` and `last`
+/// change only where keys do not increase.
 #[derive(Clone, Debug)]
 pub struct Accumulator {
+    /// Smallest key so far, but for `prev`.
     first: u128,
+    /// Largest key so far, but for `prev`.
     last: u128,
+    /// The last key pushed; u128::MAX before the first, which no packed key
+    /// reaches (the kind takes bits 97 and 98 only).
     prev: u128,
     counts: [u64; 4],
     decreasing: bool,
@@ -59,7 +74,7 @@ impl Default for Accumulator {
         Accumulator {
             first: u128::MAX,
             last: 0,
-            prev: 0,
+            prev: u128::MAX,
             counts: [0; 4],
             decreasing: false,
             ids_decreasing: false,
@@ -72,17 +87,26 @@ impl Accumulator {
     /// Add the next key in stored order.
     pub fn push(&mut self, k: Key) {
         let p = k.packed();
-        // `first` keeps its start value until the first key: no packed key
-        // reaches u128::MAX (the kind takes bits 97 and 98 only).
-        if self.first != u128::MAX {
-            self.decreasing |= p < self.prev;
-            self.ids_decreasing |= packed_object(p) < packed_object(self.prev);
-            self.repeated |= p == self.prev;
+        if p <= self.prev {
+            self.not_above(p);
         }
         self.prev = p;
-        self.first = self.first.min(p);
-        self.last = self.last.max(p);
         self.counts[k.kind.index()] += 1;
+    }
+
+    /// A key that is not above the one before it, or the first key.
+    fn not_above(&mut self, p: u128) {
+        let prev = self.prev;
+        if prev == u128::MAX {
+            self.first = p;
+        } else if p == prev {
+            self.repeated = true;
+        } else {
+            self.decreasing = true;
+            self.ids_decreasing |= packed_object(p) < packed_object(prev);
+            self.first = self.first.min(p);
+            self.last = self.last.max(prev);
+        }
     }
 
     /// The summary, or `None` when no key was pushed.
@@ -92,7 +116,7 @@ impl Accumulator {
         }
         Some(Summary {
             first: Key::from_packed(self.first),
-            last: Key::from_packed(self.last),
+            last: Key::from_packed(self.last.max(self.prev)),
             counts: self.counts,
             sorted: !self.decreasing && !self.repeated,
             repeats: !self.decreasing && self.repeated,
@@ -103,6 +127,14 @@ impl Accumulator {
 
 /// Scan a decompressed PrimitiveBlock. `None` when it holds no objects.
 pub fn scan_block(data: &[u8]) -> Result<Option<Summary>> {
+    match fast::block(data) {
+        Some(summary) => Ok(summary),
+        None => scan_block_checked(data),
+    }
+}
+
+/// The reference scan: slower, but gives every error.
+pub(crate) fn scan_block_checked(data: &[u8]) -> Result<Option<Summary>> {
     let mut acc = Accumulator::default();
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
@@ -328,6 +360,45 @@ mod tests {
             (true, false, false)
         );
         assert_eq!(summary(&[(n, 1, 1), (n, -1, 1)]), (false, false, false));
+    }
+
+    /// The accumulator as it was before it touched `first` and `last` only
+    /// where keys do not increase: min, max and the three flags per key.
+    fn reference_summary(keys: &[Key]) -> Option<Summary> {
+        let packed: Vec<u128> = keys.iter().map(Key::packed).collect();
+        let pairs = || packed.windows(2).map(|w| (w[0], w[1]));
+        let decreasing = pairs().any(|(a, b)| b < a);
+        let repeated = pairs().any(|(a, b)| b == a);
+        let ids_decreasing = pairs().any(|(a, b)| packed_object(b) < packed_object(a));
+        let mut counts = [0u64; 4];
+        for k in keys {
+            counts[k.kind.index()] += 1;
+        }
+        Some(Summary {
+            first: Key::from_packed(*packed.iter().min()?),
+            last: Key::from_packed(*packed.iter().max()?),
+            counts,
+            sorted: !decreasing && !repeated,
+            repeats: !decreasing && repeated,
+            versions_unsorted: decreasing && !ids_decreasing,
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn accumulator_agrees_with_the_reference(
+            keys in proptest::collection::vec((0u8..4, -3i64..4, 0u32..3), 0..12),
+        ) {
+            let keys: Vec<Key> = keys
+                .into_iter()
+                .map(|(k, id, v)| Key::new(Kind::from_index(k).expect("kind"), id, v))
+                .collect();
+            let mut acc = Accumulator::default();
+            for &k in &keys {
+                acc.push(k);
+            }
+            proptest::prop_assert_eq!(acc.finish(), reference_summary(&keys));
+        }
     }
 
     #[test]

@@ -1,6 +1,11 @@
 //! A minimal protobuf wire reader for the hot paths that must not decode whole
 //! messages: the BlobHeader walk and the key scan. Every read is bounds-checked
 //! and returns an error on malformed input; nothing here can panic.
+//!
+//! The `try_` reads are the same reads returning `Option`, for the key scan's
+//! fast path: a `Result` carries the large [`Error`] and is returned through
+//! memory, an `Option` in registers. They fail exactly where the checked
+//! reads fail, so a caller can re-read with those to learn why.
 
 use crate::error::{Error, Result};
 
@@ -8,13 +13,19 @@ use crate::error::{Error, Result};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum WireType {
     /// Varint (0).
-    Varint,
+    Varint = 0,
     /// Fixed 64-bit (1).
-    Fixed64,
+    Fixed64 = 1,
     /// Length-delimited (2).
-    Len,
+    Len = 2,
     /// Fixed 32-bit (5).
-    Fixed32,
+    Fixed32 = 5,
+}
+
+/// A field key as it sits on the wire, as [`Reader::try_tag`] returns it:
+/// the field number shifted left by three, or-ed with the wire type.
+pub const fn tag(number: u32, wire: WireType) -> u64 {
+    ((number as u64) << 3) | wire as u64
 }
 
 /// A field value as it sits on the wire.
@@ -41,6 +52,11 @@ impl<'a> Reader<'a> {
         Reader { buf, pos: 0 }
     }
 
+    /// The bytes not yet read.
+    fn rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or_default()
+    }
+
     /// True when all bytes are consumed.
     pub fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
@@ -49,43 +65,71 @@ impl<'a> Reader<'a> {
     /// Read one varint.
     #[inline]
     pub fn varint(&mut self) -> Result<u64> {
+        self.try_varint().ok_or_else(|| varint_error(self.rest()))
+    }
+
+    /// One varint, or `None` where [`Reader::varint`] fails.
+    #[inline(always)]
+    pub fn try_varint(&mut self) -> Option<u64> {
         // Most varints in a block (deltas, string indexes) are one byte.
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
                 self.pos += 1;
-                return Ok(u64::from(b));
+                return Some(u64::from(b));
             }
         }
-        self.varint_long()
+        let (value, len) = varint_long(self.rest());
+        if len == 0 {
+            return None;
+        }
+        self.pos += len;
+        Some(value)
     }
 
-    fn varint_long(&mut self) -> Result<u64> {
-        let mut value: u64 = 0;
-        for shift in (0..70).step_by(7) {
-            let Some(&b) = self.buf.get(self.pos) else {
-                return Err(Error::malformed("truncated varint"));
-            };
-            self.pos += 1;
-            if shift == 63 && b > 1 {
-                return Err(Error::malformed("varint overflows 64 bits"));
-            }
-            value |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
+    /// The next field's key, undecoded (see [`tag`]): compare it with the
+    /// keys you want, then read the value with [`Reader::try_varint`] or
+    /// [`Reader::try_bytes`], or pass the key to [`Reader::try_skip`], which
+    /// checks the field number and wire type as [`Reader::field`] does.
+    /// `None` where the key does not decode.
+    #[inline]
+    pub fn try_tag(&mut self) -> Option<u64> {
+        self.try_varint()
+    }
+
+    /// A length-delimited value, or `None` where [`Reader::field`] fails on it.
+    #[inline]
+    pub fn try_bytes(&mut self) -> Option<&'a [u8]> {
+        let len = usize::try_from(self.try_varint()?).ok()?;
+        self.try_take(len)
+    }
+
+    /// Skip the value of a field with the given key (see [`tag`]), or `None`
+    /// where [`Reader::field`] fails on that key or value.
+    #[inline(always)]
+    pub fn try_skip(&mut self, tag: u64) -> Option<()> {
+        // Field numbers run from 1 to u32::MAX.
+        if !(8..1 << 35).contains(&tag) {
+            return None;
         }
-        Err(Error::malformed("varint longer than 10 bytes"))
+        match tag & 7 {
+            0 => self.try_varint().map(drop),
+            1 => self.try_take(8).map(drop),
+            2 => self.try_bytes().map(drop),
+            5 => self.try_take(4).map(drop),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn try_take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.rest().get(..n)?;
+        self.pos += n;
+        Some(s)
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| Error::malformed("field runs past the end of its message"))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
+        self.try_take(n)
+            .ok_or_else(|| Error::malformed("field runs past the end of its message"))
     }
 
     /// Read the next field: its number and value. `None` at the end.
@@ -112,6 +156,41 @@ impl<'a> Reader<'a> {
         };
         Ok(Some((number, value)))
     }
+}
+
+/// Why the varint at the start of `b` does not decode. A varint ends at the
+/// first byte below 0x80 and takes at most ten bytes, the tenth holding only
+/// bit 63: with ten bytes at hand it fails only when the tenth is above 1,
+/// with fewer only when no byte ends it.
+#[cold]
+fn varint_error(b: &[u8]) -> Error {
+    if b.len() >= 10 {
+        Error::malformed("varint overflows 64 bits")
+    } else {
+        Error::malformed("truncated varint")
+    }
+}
+
+/// Decode the varint at the start of `b`: its value and length, or length 0
+/// where it does not decode (truncated, or a tenth byte above 1). Returns a
+/// pair rather than an `Option` so that it comes back in two registers.
+#[inline(never)]
+fn varint_long(b: &[u8]) -> (u64, usize) {
+    let mut value: u64 = 0;
+    for (i, &byte) in b.iter().enumerate().take(10) {
+        if i == 9 {
+            // The tenth byte holds bit 63 only.
+            return match byte {
+                0 | 1 => (value | (u64::from(byte) << 63), 10),
+                _ => (0, 0),
+            };
+        }
+        value |= u64::from(byte & 0x7f) << (7 * i);
+        if byte < 0x80 {
+            return (value, i + 1);
+        }
+    }
+    (0, 0)
 }
 
 fn le_u64(b: &[u8]) -> u64 {
@@ -160,13 +239,7 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Append a field key (number and wire type) to `out`.
 pub fn put_key(out: &mut Vec<u8>, number: u32, wire: WireType) {
-    let w = match wire {
-        WireType::Varint => 0,
-        WireType::Fixed64 => 1,
-        WireType::Len => 2,
-        WireType::Fixed32 => 5,
-    };
-    put_varint(out, (u64::from(number) << 3) | w);
+    put_varint(out, tag(number, wire));
 }
 
 /// Append a length-delimited field to `out`.
@@ -192,6 +265,134 @@ mod tests {
             put_varint(&mut b, v);
             assert_eq!(Reader::new(&b).varint().ok(), Some(v));
         }
+    }
+
+    /// The varint decoder as it was (a `Result` per read, a bounds check per
+    /// byte): the value and length, or the error message.
+    fn reference_varint(b: &[u8]) -> std::result::Result<(u64, usize), String> {
+        let mut value: u64 = 0;
+        for (i, shift) in (0..70).step_by(7).enumerate() {
+            let Some(&byte) = b.get(i) else {
+                return Err("truncated varint".into());
+            };
+            if shift == 63 && byte > 1 {
+                return Err("varint overflows 64 bits".into());
+            }
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok((value, i + 1));
+            }
+        }
+        Err("varint longer than 10 bytes".into())
+    }
+
+    /// `varint`, `try_varint` and `try_skip` of a varint field on `b`, checked
+    /// against each other and against the reference decoder.
+    fn assert_varint_agrees(b: &[u8]) {
+        let expected = reference_varint(b);
+        let mut r = Reader::new(b);
+        let got = r
+            .varint()
+            .map(|v| (v, b.len() - r.rest().len()))
+            .map_err(|e| e.to_string());
+        assert_eq!(got, expected, "varint of {b:02x?}");
+        let mut r = Reader::new(b);
+        let tried = r.try_varint().map(|v| (v, b.len() - r.rest().len()));
+        assert_eq!(tried, expected.clone().ok(), "try_varint of {b:02x?}");
+        let mut r = Reader::new(b);
+        let skipped = r
+            .try_skip(tag(1, WireType::Varint))
+            .map(|()| b.len() - r.rest().len());
+        assert_eq!(
+            skipped,
+            expected.ok().map(|(_, len)| len),
+            "skip of {b:02x?}"
+        );
+    }
+
+    #[test]
+    fn varint_edge_cases_agree_with_the_reference() {
+        // Every length up to 11 bytes, overlong encodings (0x80 runs, a zero
+        // last byte), a tenth byte of 0, 1 and 2, with 0 to 10 bytes after
+        // it, and each cut before its last byte (truncated).
+        for filler in [0x80u8, 0xff] {
+            for len in 0..=11 {
+                for last in [0x00u8, 0x01, 0x02, 0x7f] {
+                    for tail in 0..=10 {
+                        let mut b = vec![filler; len];
+                        b.push(last);
+                        b.extend(std::iter::repeat_n(0xffu8, tail));
+                        assert_varint_agrees(&b);
+                        assert_varint_agrees(&b[..len]);
+                    }
+                }
+            }
+        }
+        let mut b = Vec::new();
+        put_varint(&mut b, u64::MAX);
+        assert_eq!(reference_varint(&b), Ok((u64::MAX, 10)));
+        assert_varint_agrees(&b);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn varint_agrees_with_the_reference(
+            b in proptest::collection::vec(
+                proptest::prop_oneof![4 => 0x80u8..=0xff, 1 => 0u8..=2, 1 => proptest::num::u8::ANY],
+                0..16,
+            ),
+        ) {
+            assert_varint_agrees(&b);
+        }
+
+        /// Reading a message with `try_tag` and `try_skip` stops where
+        /// `field` fails and passes the same fields where it does not.
+        #[test]
+        fn try_reads_fail_where_field_fails(
+            b in proptest::collection::vec(
+                proptest::prop_oneof![
+                    2 => proptest::num::u8::ANY,
+                    1 => 0u8..=16,
+                    1 => proptest::sample::select(vec![0x08u8, 0x0a, 0x09, 0x0d, 0x80, 0xff]),
+                ],
+                0..40,
+            ),
+        ) {
+            let mut checked = Vec::new();
+            let mut r = Reader::new(&b);
+            let checked_ok = loop {
+                match r.field() {
+                    Ok(Some((n, _))) => checked.push((u64::from(n), r.rest().len())),
+                    Ok(None) => break true,
+                    Err(_) => break false,
+                }
+            };
+            let mut tried = Vec::new();
+            let mut r = Reader::new(&b);
+            let tried_ok = loop {
+                if r.is_empty() {
+                    break true;
+                }
+                let Some(t) = r.try_tag() else { break false };
+                if r.try_skip(t).is_none() {
+                    break false;
+                }
+                tried.push((t >> 3, r.rest().len()));
+            };
+            proptest::prop_assert_eq!((checked_ok, checked), (tried_ok, tried));
+        }
+    }
+
+    #[test]
+    fn tags_are_keys_on_the_wire() {
+        let mut b = Vec::new();
+        put_key(&mut b, 5, WireType::Fixed32);
+        assert_eq!(Reader::new(&b).try_tag(), Some(tag(5, WireType::Fixed32)));
+        assert_eq!(tag(2, WireType::Len), 0x12);
+        // Field number 0, and one above u32::MAX, are errors.
+        assert_eq!(Reader::new(&[0x05, 0, 0, 0, 0]).try_skip(5), None);
+        assert_eq!(Reader::new(&[0]).try_skip(1 << 35), None);
+        assert_eq!(Reader::new(&[0]).try_skip((1 << 35) - 8), Some(()));
     }
 
     #[test]
