@@ -254,7 +254,35 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Decompress a Blob message and give its block bytes to `f`. A zlib blob
+/// that states its `raw_size` (nearly every one) is inflated into a buffer
+/// of the calling thread, kept from one call to the next, so the bytes are
+/// not allocated and zeroed again for every blob (7 % of `pbf-index`'s
+/// instructions on a sorted file); any other blob goes through
+/// [`decode_blob`].
+pub fn with_decoded<T>(blob: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+    let b = blob_data(blob)?;
+    let size = match (b.compression, b.raw_size) {
+        (Codec::Zlib, Some(n)) if n <= MAX_RAW_SIZE as u64 => n as usize,
+        _ => return decode_blob(blob).map(|out| f(&out)),
+    };
+    SCRATCH.with_borrow_mut(|buf| {
+        // The buffer's length only grows, so only new bytes are zeroed.
+        if buf.len() < size {
+            buf.resize(size, 0);
+        }
+        let n = inflate_into(b.data, &mut buf[..size])?;
+        if n != size {
+            return Err(Error::malformed(format!(
+                "zlib data inflates to {n} bytes but raw_size says {size}"
+            )));
+        }
+        Ok(f(&buf[..size]))
+    })
+}
+
 thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     static INFLATER: std::cell::RefCell<libdeflater::Decompressor> =
         std::cell::RefCell::new(libdeflater::Decompressor::new());
     static DEFLATERS: std::cell::RefCell<Vec<(i32, libdeflater::Compressor)>> =
@@ -265,17 +293,21 @@ thread_local! {
 /// caught by the caller's `raw_size` check).
 fn inflate_exact(data: &[u8], size: usize) -> Result<Vec<u8>> {
     let mut out = vec![0u8; size];
-    let n = INFLATER.with_borrow_mut(|d| d.zlib_decompress(data, &mut out));
-    match n {
-        Ok(n) => out.truncate(n),
-        Err(libdeflater::DecompressionError::InsufficientSpace) => {
-            return Err(Error::malformed(format!(
-                "zlib data inflates past {size} bytes"
-            )));
-        }
-        Err(e) => return Err(Error::malformed(format!("corrupt zlib data: {e}"))),
-    }
+    let n = inflate_into(data, &mut out)?;
+    out.truncate(n);
     Ok(out)
+}
+
+/// Inflate zlib data into `out`, which it must fit; returns the length.
+fn inflate_into(data: &[u8], out: &mut [u8]) -> Result<usize> {
+    match INFLATER.with_borrow_mut(|d| d.zlib_decompress(data, out)) {
+        Ok(n) => Ok(n),
+        Err(libdeflater::DecompressionError::InsufficientSpace) => Err(Error::malformed(format!(
+            "zlib data inflates past {} bytes",
+            out.len()
+        ))),
+        Err(e) => Err(Error::malformed(format!("corrupt zlib data: {e}"))),
+    }
 }
 
 fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>> {
@@ -354,6 +386,39 @@ mod tests {
         assert!("zlib:10".parse::<Compression>().is_err());
         assert!("gzip".parse::<Compression>().is_err());
         assert_eq!("zlib".parse::<Compression>(), Ok(Compression::Zlib(6)));
+    }
+
+    #[test]
+    fn with_decoded_gives_what_decode_blob_gives() {
+        // Large, small, then large again: the kept buffer is longer than
+        // the second block and must not leak into it.
+        let sizes = [50_000u32, 3_000, 20_000];
+        for c in ["none", "zlib", "zstd", "lz4"] {
+            let c: Compression = c.parse().expect("parse");
+            for (k, n) in sizes.iter().enumerate() {
+                let data: Vec<u8> = (0..*n).map(|i| (i as usize * 31 + k) as u8).collect();
+                let blob = encode_blob(&data, c).expect("encode");
+                let got = with_decoded(&blob, |b| b.to_vec()).expect("decode");
+                assert_eq!(got, data, "{c}, {n} bytes");
+            }
+        }
+    }
+
+    #[test]
+    fn with_decoded_refuses_a_lying_raw_size() {
+        let data = vec![7u8; 5000];
+        let mut blob = encode_blob(&data, Compression::Zlib(6)).expect("encode");
+        assert_eq!(&blob[..3], &[0x10, 0x88, 0x27]);
+        blob[1] = 0x87; // 4999: too small
+        let err = with_decoded(&blob, |_| ()).expect_err("too small");
+        assert!(err.to_string().contains("inflates past 4999"), "{err}");
+        blob[1] = 0x89; // 5001: too large
+        let err = with_decoded(&blob, |_| ()).expect_err("too large");
+        assert!(
+            err.to_string()
+                .contains("inflates to 5000 bytes but raw_size says 5001"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
-use pbf_format::compress::{Codec, blob_data, decode_blob};
+use pbf_format::compress::{Codec, blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::read_file_header;
 use pbf_format::scan::{Summary, scan_block};
@@ -330,12 +330,14 @@ fn describe(
     let body = file.read_body(fh)?;
     let data = blob_data(&body).map_err(place)?;
     let (compression, raw_size) = (data.compression.name(), data.raw_size);
-    let raw = decode_blob(&body).map_err(place)?;
-    Ok(match scan_block(&raw).map_err(place)? {
-        Some(s) => Described::Keys(s, KeysFrom::Decoded, compression, raw_size),
-        None if padding::is_padding_block(&raw) => Described::Padding,
-        None => Described::Empty,
-    })
+    let scanned = with_decoded(&body, |raw| {
+        Ok(match scan_block(raw)? {
+            Some(s) => Described::Keys(s, KeysFrom::Decoded, compression, raw_size),
+            None if padding::is_padding_block(raw) => Described::Padding,
+            None => Described::Empty,
+        })
+    });
+    scanned.and_then(|described| described).map_err(place)
 }
 
 fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {
