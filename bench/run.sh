@@ -21,7 +21,8 @@ Usage: bench/run.sh [--scaling] [--no-build] [--report-only] [--help]
 
 Environment (defaults in brackets):
   BENCH_SIZE            size of the main inputs [1G]
-  BENCH_SHAPES          shapes to run [sorted permuted indexdata interleaved shuffled]
+  BENCH_SHAPES          shapes to run [sorted permuted indexdata manyblobs interleaved
+                        shuffled]
   BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5]
   BENCH_REPEATS         runs per tool and input; the median is reported [3]
   BENCH_INDEXDATA_REPEATS runs per tool on the indexdata shape, whose runs take
@@ -40,6 +41,8 @@ Environment (defaults in brackets):
   BENCH_SCALING         1 to add the scaling run (same as --scaling) [0]
   BENCH_SCALING_SIZES   sizes of the scaling run [256M 512M 1G 2G 4G]
   BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled interleaved]
+  BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -v run, each
+                        stage's time parsing and serialising JSON Lines [manyblobs]
   BENCH_OSMIUM_MEMORY_KB memory osmium sort may use, in KiB: a run that would
                         need more is reported as not run, with the figures
                         [MemAvailable]
@@ -69,7 +72,7 @@ script_arg() {
 }
 parse_args "$@"
 
-SHAPES=${BENCH_SHAPES:-sorted permuted indexdata interleaved shuffled}
+SHAPES=${BENCH_SHAPES:-sorted permuted indexdata manyblobs interleaved shuffled}
 TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-1}
@@ -81,6 +84,7 @@ INFO_REPEATS=${BENCH_INFO_REPEATS:-1}
 INFO_COLD=${BENCH_INFO_COLD:-0}
 SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G 4G}
 SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled interleaved}
+STREAM_SHAPES=${BENCH_STREAM_SHAPES:-manyblobs}
 SOURCE2=${BENCH_SOURCE2:-$ROOT/../shared/data/sorted-liechtenstein.osm.pbf}
 RESULTS=${BENCH_RESULTS:-$BENCH/RESULTS.md}
 DROP_CACHES=${BENCH_DROP_CACHES:-1}
@@ -306,10 +310,10 @@ row() { # TABLE IN SIZE TOOL RUN VERDICT
 
 # ---------------------------------------------------------- generation
 
-# Copies of SRC needed for about BYTES of output.
-copies_for() { # SRC BYTES
+# Copies of SRC needed for about BYTES of output (tiled with ARGS).
+copies_for() { # SRC BYTES [ARGS...]
     local probe=$WORK/probe.osm.pbf one
-    "$GEN" -j 0 tile -n 1 --compression "$COMPRESSION" "$1" -o "$probe" 2>/dev/null
+    "$GEN" -j 0 tile -n 1 --compression "$COMPRESSION" "${@:3}" "$1" -o "$probe" 2>/dev/null
     one=$(file_size "$probe")
     rm -f "$probe"
     echo $((($2 + one - 1) / one))
@@ -327,6 +331,13 @@ input_for() { # SHAPE SIZE
         sorted)
             "$GEN" tile -n "$(copies_for "$SOURCE" "$target")" --compression "$COMPRESSION" \
                 "$SOURCE" -o "$f" ;;
+        manyblobs)
+            # A planet's blob count (about 1.3 million) at 1G: 64 elements
+            # per blob, 1.4 times SIZE, so the streams weigh what they do on
+            # a planet.
+            local big=$((target * 14 / 10))
+            "$GEN" tile -n "$(copies_for "$SOURCE" "$big" --blob-elements 64)" \
+                --blob-elements 64 --compression "$COMPRESSION" "$SOURCE" -o "$f" ;;
         indexdata)
             # The sorted input as `pbf-sort --add-indexdata` leaves it: same
             # blobs, our indexdata in every BlobHeader (the case a user
@@ -353,6 +364,43 @@ input_for() { # SHAPE SIZE
 }
 
 # ------------------------------------------------------------- runs
+
+# One untimed `pbf-sort -v` on IN: each stage's own time and the time it
+# spent parsing and serialising the streams, as STAGE, SECONDS, PARSING,
+# SERIALISING rows in $WORK/streams-SHAPE.tsv.
+run_streams() { # SHAPE IN
+    local out=$WORK/streams.osm.pbf tsv=$WORK/streams-$1.tsv
+    rm -f "$tsv"
+    if [[ $SORT_KIND != pbf-sort* ]]; then
+        echo "streams-$1: not run: needs the pbf-sort driver" >>"$NOTES"
+        return 0
+    fi
+    local cmd
+    cmd=$(sort_cmd "$2" "$out")
+    if ! bash -c "${cmd/ -q / -v }" 2>"$WORK/streams.log"; then
+        echo "streams-$1: pbf-sort -v failed (see $WORK/streams.log)" >>"$NOTES"
+        rm -f "$out"
+        return 0
+    fi
+    rm -f "$out"
+    local line stage head tail secs ser
+    while IFS= read -r line; do
+        [[ $line == pbf-*"; streams: "* ]] || continue
+        stage=${line%%:*}
+        head=${line%%; streams: *}
+        tail=${line##*; streams: }
+        secs=$(grep -oE '[0-9]+\.[0-9]+ ?s\b' <<<"$head" | tail -n 1 | tr -d ' s')
+        ser=${tail##*, }
+        printf '%s\t%s\t%s\t%s\n' "$stage" "$secs" "${tail%% s parsing*}" "${ser%% s serialising}"
+    done <"$WORK/streams.log" >"$tsv"
+    [[ -s $tsv ]] || echo "streams-$1: no stage reported its streams (see $WORK/streams.log)" >>"$NOTES"
+}
+
+render_streams() { # TSV
+    echo "| stage | stage's time s (includes waiting) | parsing s | serialising s |"
+    echo "|---|---|---|---|"
+    awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$1"
+}
 
 # Is word $1 in list $2 (default: the tools to run)?
 wants() { [[ " ${2:-$TOOLS} " == *" $1 "* ]]; }
@@ -601,6 +649,12 @@ report() {
                 echo
                 render_table "index-$shape" "osmium fileinfo -e (warm)"
             fi
+            if [[ -s $WORK/streams-$shape.tsv ]]; then
+                echo
+                echo "### Streams (one \`pbf-sort -v\` run, after the timed ones)"
+                echo
+                render_streams "$WORK/streams-$shape.tsv"
+            fi
         done
         if [[ $SCALING == 1 ]]; then
             for shape in $SCALING_SHAPES; do
@@ -644,6 +698,7 @@ describe() {
         indexdata) echo "sorted, with pbf-sort indexdata in every BlobHeader" ;;
         interleaved) echo "two sorted tiled files with interleaving ids, concatenated" ;;
         shuffled) echo "every element in random order, re-encoded" ;;
+        manyblobs) echo "sorted, 64 elements per blob, 1.4 times the size: a planet's blob count" ;;
     esac
 }
 
@@ -683,6 +738,9 @@ main() {
         run_sorts "sort-$shape" "$in" "$SIZE" "$(wants "$shape" "$OSMIUM_SHAPES" && echo yes || echo no)"
         if wants "$shape" "$INDEX_SHAPES"; then
             run_index "index-$shape" "$in" "$SIZE"
+        fi
+        if wants "$shape" "$STREAM_SHAPES"; then
+            run_streams "$shape" "$in"
         fi
         report
     done
