@@ -6,9 +6,9 @@
 //! it late, break it at once or stop early: the output must be byte for byte
 //! the one `--no-copy-ahead` writes.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -157,34 +157,45 @@ fn a_plan_that_stops_early_cuts_the_copy_back() {
     assert_eq!(kept_and_dropped(&line).0, data_bytes(&third), "{line}");
 }
 
-/// The first line `child` writes, if it comes within `limit`.
-fn first_line_within(stdout: ChildStdout, limit: Duration) -> Option<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let mut r = BufReader::new(stdout);
-        if r.read_line(&mut line).is_ok() && !line.is_empty() {
-            let _ = tx.send(line);
-        }
-        // Keep draining, so the writer never blocks on a full pipe.
-        let _ = std::io::copy(&mut r, &mut std::io::sink());
-    });
-    rx.recv_timeout(limit).ok()
-}
-
-/// Run `tool args` on `index`, giving it the first line, then (after the
-/// check) the rest; returns what the first line brought out, and the output.
-fn first_line_then_rest(tool: &str, args: &[&str], input: &[u8]) -> (Option<String>, Output) {
+/// Run `tool args` on `input`, giving it the first `lines` lines, then
+/// (after the check) the rest; returns what those lines brought out within
+/// a second, the exit status and stderr, and the whole stdout.
+fn lines_then_rest(
+    tool: &str,
+    args: &[&str],
+    input: &[u8],
+    lines: usize,
+) -> (Option<String>, Output) {
     let mut child = spawn(tool, args);
     let mut stdin = child.stdin.take().expect("stdin");
-    let split = input.iter().position(|&b| b == b'\n').expect("a line") + 1;
-    stdin.write_all(&input[..split]).expect("first line");
-    stdin.flush().expect("flush");
+    let split = input
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .nth(lines - 1)
+        .map(|(i, _)| i + 1)
+        .expect("enough lines");
+    let (tx, rx) = mpsc::channel();
     let stdout = child.stdout.take().expect("stdout");
-    let early = first_line_within(stdout, Duration::from_secs(2));
+    let reader = std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut all = Vec::new();
+        let _ = r.read_until(b'\n', &mut all);
+        let _ = tx.send(String::from_utf8_lossy(&all).into_owned());
+        let _ = r.read_to_end(&mut all);
+        all
+    });
+    stdin.write_all(&input[..split]).expect("first lines");
+    stdin.flush().expect("flush");
+    let early = rx
+        .recv_timeout(Duration::from_secs(1))
+        .ok()
+        .filter(|l| !l.is_empty());
     stdin.write_all(&input[split..]).expect("the rest");
     drop(stdin);
-    (early, child.wait_with_output().expect("wait"))
+    let mut o = child.wait_with_output().expect("wait");
+    o.stdout = reader.join().expect("reader");
+    (early, o)
 }
 
 fn plan_of(index: &[u8], args: &[&str]) -> Vec<u8> {
@@ -195,31 +206,67 @@ fn plan_of(index: &[u8], args: &[&str]) -> Vec<u8> {
     o.stdout
 }
 
-#[test]
-fn sources_writes_the_plan_record_before_the_blobs() {
-    let index = index_bytes(&data("sorted-andorra.osm.pbf"));
-    let (early, o) = first_line_then_rest("pbf-overlap", &["--sources", "1"], &index);
+/// What `pbf-overlap --sources 1` writes once it has read the source
+/// record and `blobs` blob records of `index` (the rest is held back); its
+/// whole plan must be the one written without `--sources`.
+fn early_record(index: &[u8], blobs: usize) -> Option<String> {
+    let (early, o) = lines_then_rest("pbf-overlap", &["--sources", "1"], index, 1 + blobs);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let early = early.expect("the plan record before the blobs were sent");
+    assert_eq!(
+        o.stdout,
+        plan_of(index, &[]),
+        "the same plan as without --sources"
+    );
+    early
+}
+
+#[test]
+fn sources_writes_the_plan_record_once_the_first_blobs_are_in_order() {
+    let index = index_bytes(&data("sorted-kualalumpur.osm.pbf"));
+    assert_eq!(
+        early_record(&index, 15),
+        None,
+        "a plan record before 16 blobs"
+    );
+    let early = early_record(&index, 16).expect("the plan record after 16 blobs in order");
     let plan = plan_of(&index, &[]);
     let first = plan.split(|&b| b == b'\n').next().expect("a line");
+    assert_eq!(early.trim_end().as_bytes(), first, "the same plan record");
+}
+
+#[test]
+fn sources_waits_when_the_first_blobs_are_out_of_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let permuted = dir.path().join("permuted.osm.pbf");
+    permute(&data("sorted-kualalumpur.osm.pbf"), &permuted, 7);
+    let index = index_bytes(&permuted);
+    let lines = index.iter().filter(|&&b| b == b'\n').count();
     assert_eq!(
-        early.trim_end().as_bytes(),
-        first,
-        "the same plan record as without --sources"
+        early_record(&index, lines - 2),
+        None,
+        "a plan record for a permuted file"
     );
-    assert_eq!(plan_of(&index, &["--sources", "1"]), plan, "the same plan");
+    let unsorted = index_bytes(&data("unsorted-vex.osm.pbf"));
+    assert_eq!(
+        early_record(&unsorted, 16),
+        None,
+        "a plan record for unsorted blobs"
+    );
 }
 
 #[test]
 fn sources_waits_when_a_merge_could_change_the_header() {
-    // No DenseNodes among the input's required features: a merge would add
-    // it, so the header is known only once the ops are.
-    let index = index_bytes(&data("sorted-raw-nodense-mixed.osm.pbf"));
-    let (early, o) = first_line_then_rest("pbf-overlap", &["--sources=1"], &index);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(early, None, "a plan record before the blobs");
-    assert_eq!(plan_of(&index, &["--sources=1"]), plan_of(&index, &[]));
+    // Without DenseNodes among the input's required features, a merge would
+    // add it, so the header is known only once the ops are.
+    let index = String::from_utf8(index_bytes(&data("sorted-kualalumpur.osm.pbf"))).expect("utf-8");
+    let dense = r#""required_features":["OsmSchema-V0.6","DenseNodes"]"#;
+    assert!(index.contains(dense));
+    let plain = index.replacen(dense, r#""required_features":["OsmSchema-V0.6"]"#, 1);
+    assert_eq!(
+        early_record(plain.as_bytes(), 30),
+        None,
+        "a plan record before the ops"
+    );
 }
 
 #[test]
@@ -268,7 +315,7 @@ fn merge_passes_the_plan_record_on_at_once() {
     let index = index_bytes(&data("sorted-andorra.osm.pbf"));
     let plan = plan_of(&index, &[]);
     let args = ["--spool", spool.to_str().expect("utf-8")];
-    let (early, o) = first_line_then_rest("pbf-merge", &args, &plan);
+    let (early, o) = lines_then_rest("pbf-merge", &args, &plan, 1);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let early = early.expect("the plan record before the ops were sent");
     let rec: PlanRecord = serde_json::from_str(&early).expect("a record");

@@ -7,6 +7,7 @@
 //! so a wrong guess costs the wasted copy and never a wrong byte.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,7 +19,7 @@ use crate::output::OutputFile;
 
 /// Bytes copied between two looks at the stop flag: small enough that a
 /// wrong guess is dropped within a few tens of milliseconds.
-const STEP: u64 = 64 << 20;
+const STEP: u64 = 16 << 20;
 
 /// A range of one source being copied into the output on its own thread, at
 /// the output's position when it started. Dropping it stops the thread (the
@@ -132,10 +133,32 @@ fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, stop: &Ato
             c.error = Some(e);
             break;
         }
+        start_writeback(dst, at + c.done, step);
         c.done += step;
         c.steps.push(stats);
     }
     c
+}
+
+/// Ask the kernel to start writing a copied step to disk now, without
+/// waiting. The copy ahead runs while the index is built; left to itself
+/// the kernel would keep the dirty pages (up to a tenth of memory) until the
+/// commit's fsync, which would then write the whole file after the index
+/// instead of beside it. A hint only: its result changes nothing, and the
+/// commit's fsync reports any real write error.
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: the descriptor stays open for the call, which reads no memory.
+    let _ = unsafe {
+        nix::libc::sync_file_range(
+            file.as_raw_fd(),
+            offset,
+            len,
+            nix::libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
 }
 
 impl OutputFile {

@@ -48,8 +48,9 @@ pub fn command() -> Command {
              Copy ahead: when the plan has one input file (beside spools), its data frames are \
              copied behind the header on a second thread as soon as the plan record is read, on \
              the guess that the input is sorted and the ops will copy them whole and in order. \
-             pbf-overlap --sources writes the plan record before it plans, so this copy runs \
-             while the input is still being indexed. Each op that follows the guess is checked \
+             pbf-overlap --sources writes the plan record before it plans (once the first \
+             blobs are read in order), so this copy runs while the input is still being \
+             indexed; each step is handed to the disk as it is copied. Each op that follows the guess is checked \
              against it; the first op that does not, or the end of the plan, stops the thread: \
              the output keeps only the copied prefix the ops asked for and is cut back to it, \
              so a wrong guess costs a wasted copy and never a wrong byte. Not with -o -, \

@@ -101,10 +101,11 @@ pub fn command() -> Command {
                 .value_parser(value_parser!(u32).range(1..))
                 .help(
                     "The index streams hold N sources. The plan record is then written as soon \
-                     as the N-th source record is read, before the blobs are planned, unless the \
-                     output header depends on the ops (DenseNodes is added for merges and no \
-                     input requires it); pbf-copy starts copying ahead then. Any other number of \
-                     sources is an error (pbf-sort passes its number of inputs)",
+                     as the N-th source's first 16 blobs are read sorted and in file order, \
+                     before the blobs are planned, unless the output header depends on the ops \
+                     (DenseNodes is added for merges and no input requires it); with one source, \
+                     pbf-copy starts copying ahead then. Any other number of sources is an error \
+                     (pbf-sort passes its number of inputs)",
                 ),
         )
         .arg(
@@ -149,7 +150,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
     };
     let mut plan = PlanOut::new(program, m.get_one::<u32>("sources").copied());
-    let input = read_input(m, &mut |input| plan.source_read(input))?;
+    let input = read_input(m, &mut |input| plan.record_read(input))?;
     let writing = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if m.get_flag("verbose") {
         let streams = StreamTime {
@@ -174,11 +175,11 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)>
     Ok((input, Some((name, other.counts))))
 }
 
-/// Called after each source record with everything read so far.
-type OnSource<'a> = dyn FnMut(&Input) -> Result<()> + 'a;
+/// Called after each source and blob record with everything read so far.
+type OnRecord<'a> = dyn FnMut(&Input) -> Result<()> + 'a;
 
 /// Read and sort every index stream named on the command line.
-fn read_input(m: &ArgMatches, on_source: &mut OnSource<'_>) -> Result<Input> {
+fn read_input(m: &ArgMatches, on_record: &mut OnRecord<'_>) -> Result<Input> {
     let names: Vec<String> = match m.get_many::<String>("index") {
         Some(v) => v.cloned().collect(),
         None => vec!["-".to_owned()],
@@ -186,7 +187,7 @@ fn read_input(m: &ArgMatches, on_source: &mut OnSource<'_>) -> Result<Input> {
     let started = Instant::now();
     let mut input = Input::default();
     for name in &names {
-        input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_source)?;
+        input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_record)?;
     }
     plan::sort(&mut input.segs);
     input.started = Some(started);
@@ -214,7 +215,7 @@ impl Input {
         &mut self,
         name: &str,
         reader: Box<dyn BufRead>,
-        on_source: &mut OnSource<'_>,
+        on_record: &mut OnRecord<'_>,
     ) -> Result<()> {
         let mut rd = IndexReader::new(reader);
         let mut end_of_last = 0;
@@ -224,7 +225,7 @@ impl Input {
                 IndexRecord::Source(s) => {
                     self.add_source(s).map_err(at)?;
                     end_of_last = 0;
-                    on_source(self).with_context(|| format!("{name}: line {}", rd.line()))?;
+                    on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
                 }
                 IndexRecord::Blob(b) => {
                     let source = self.sources.len() as u32 - 1;
@@ -232,6 +233,7 @@ impl Input {
                     self.check_range(&seg, end_of_last).map_err(at)?;
                     end_of_last = seg.end();
                     self.segs.push(seg);
+                    on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
                 }
                 IndexRecord::End(e) => self.counts.add(e.counts),
             }
@@ -284,6 +286,13 @@ impl Input {
     }
 }
 
+/// Blobs of the last source that must be read sorted and in file order
+/// before `--sources` writes the plan record early: a copier copies ahead on
+/// the guess that the input is sorted, and an input whose first blobs are
+/// out of order (blob-permuted, or unsorted inside its blobs) would waste
+/// that copy. Sixteen blobs are a moment of indexing.
+const IN_ORDER_FIRST: u32 = 16;
+
 /// The plan stream being written: its record goes out as soon as it is
 /// known (`--sources`), the ops once every blob is read.
 struct PlanOut {
@@ -291,6 +300,9 @@ struct PlanOut {
     program: String,
     /// `--sources`.
     sources: Option<u32>,
+    /// Blobs of the last source read so far in order, and the last one's
+    /// largest key; `None` once one was out of order.
+    in_order: Option<(u32, u128)>,
     /// The plan record went out before the blobs were read.
     early: bool,
 }
@@ -301,13 +313,15 @@ impl PlanOut {
             out: Writer::new(Box::new(pbf_cli::stdout())),
             program,
             sources,
+            in_order: Some((0, 0)),
             early: false,
         }
     }
 
-    /// After a source record: with `--sources N`, write the plan record once
-    /// N sources are in, when no op can change the output header.
-    fn source_read(&mut self, input: &Input) -> Result<()> {
+    /// After a source or blob record: with `--sources N`, write the plan
+    /// record once N sources are in and the first blobs of the last one are
+    /// in order, when no op can change the output header.
+    fn record_read(&mut self, input: &Input) -> Result<()> {
         let Some(want) = self.sources else {
             return Ok(());
         };
@@ -315,13 +329,26 @@ impl PlanOut {
         if have > want as usize {
             bail!("--sources {want}, but the index streams hold more sources");
         }
-        let header = header::output_header(&input.headers, false, &self.program);
-        let fixed = header == header::output_header(&input.headers, true, &self.program);
-        if have == want as usize && fixed {
-            self.out.write(&plan_record(input, header))?;
-            self.out.flush()?;
-            self.early = true;
+        if self.early || have < want as usize {
+            return Ok(());
         }
+        let Some(seg) = input.segs.last().filter(|s| s.source as usize + 1 == have) else {
+            return Ok(());
+        };
+        self.in_order = self.in_order.and_then(|(n, last)| {
+            let next = seg.sorted && (n == 0 || seg.first > last);
+            next.then_some((n + 1, seg.last))
+        });
+        if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
+            return Ok(());
+        }
+        let header = header::output_header(&input.headers, false, &self.program);
+        if header != header::output_header(&input.headers, true, &self.program) {
+            return Ok(());
+        }
+        self.out.write(&plan_record(input, header))?;
+        self.out.flush()?;
+        self.early = true;
         Ok(())
     }
 
