@@ -82,16 +82,6 @@ impl CopyAhead {
         self.offset
     }
 
-    /// The range's length.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// True for an empty range.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Stop (unless `wait`) and wait for the thread.
     fn join(&mut self, wait: bool) -> Copied {
         if !wait {

@@ -301,7 +301,8 @@ struct PlanOut {
     /// `--sources`.
     sources: Option<u32>,
     /// Blobs of the last source read so far in order, and the last one's
-    /// largest key; `None` once one was out of order.
+    /// largest key; `None` once one was out of order, or the header proved
+    /// to depend on the ops.
     in_order: Option<(u32, u128)>,
     /// The plan record went out before the blobs were read.
     early: bool,
@@ -329,7 +330,7 @@ impl PlanOut {
         if have > want as usize {
             bail!("--sources {want}, but the index streams hold more sources");
         }
-        if self.early || have < want as usize {
+        if self.early || self.in_order.is_none() || have < want as usize {
             return Ok(());
         }
         let Some(seg) = input.segs.last().filter(|s| s.source as usize + 1 == have) else {
@@ -342,8 +343,11 @@ impl PlanOut {
         if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
             return Ok(());
         }
+        // Every header is in: whatever the answer, it is final, so the
+        // watch ends here either way.
         let header = header::output_header(&input.headers, false, &self.program);
         if header != header::output_header(&input.headers, true, &self.program) {
+            self.in_order = None;
             return Ok(());
         }
         self.out.write(&plan_record(input, header))?;
