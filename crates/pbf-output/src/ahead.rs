@@ -3,11 +3,14 @@
 //! guesses the plan (one source's data frames, whole and in order) can start
 //! the copy on a thread as soon as it knows the output header, and keep only
 //! what the plan turns out to want: [`OutputFile::land_ahead`] stops the
-//! thread, keeps the copied prefix the plan asks for and truncates the rest,
-//! so a wrong guess costs the wasted copy and never a wrong byte.
+//! thread and keeps the copied prefix the plan asks for. The bytes after it
+//! are overwritten by what the plan does copy there, and whatever is left of
+//! them is cut off by the commit, so a wrong guess costs the wasted copy and
+//! never a wrong byte. They are not truncated at once: freeing a gigabyte of
+//! a file whose pages are still being written took most of a second on the
+//! copier's thread, and the next commit waited again for the freed blocks.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,11 +18,12 @@ use std::thread::JoinHandle;
 
 use crate::copy::{CopyStats, copy_range};
 use crate::error::{Error, Result};
-use crate::output::OutputFile;
+use crate::output::{OutputFile, WRITEBACK_STEP, start_writeback};
 
 /// Bytes copied between two looks at the stop flag: small enough that a
-/// wrong guess is dropped within a few tens of milliseconds.
-const STEP: u64 = 16 << 20;
+/// wrong guess is dropped within a few tens of milliseconds. Each step is
+/// handed to the disk as it is copied.
+const STEP: u64 = WRITEBACK_STEP;
 
 /// A range of one source being copied into the output on its own thread, at
 /// the output's position when it started. Dropping it stops the thread (the
@@ -123,32 +127,14 @@ fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, stop: &Ato
             c.error = Some(e);
             break;
         }
+        // Left to itself the kernel would keep the copied pages dirty until
+        // the commit's fsync, which would then write the whole file after
+        // the index instead of beside it.
         start_writeback(dst, at + c.done, step);
         c.done += step;
         c.steps.push(stats);
     }
     c
-}
-
-/// Ask the kernel to start writing a copied step to disk now, without
-/// waiting. The copy ahead runs while the index is built; left to itself
-/// the kernel would keep the dirty pages (up to a tenth of memory) until the
-/// commit's fsync, which would then write the whole file after the index
-/// instead of beside it. A hint only: its result changes nothing, and the
-/// commit's fsync reports any real write error.
-fn start_writeback(file: &File, offset: u64, len: u64) {
-    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
-        return;
-    };
-    // SAFETY: the descriptor stays open for the call, which reads no memory.
-    let _ = unsafe {
-        nix::libc::sync_file_range(
-            file.as_raw_fd(),
-            offset,
-            len,
-            nix::libc::SYNC_FILE_RANGE_WRITE,
-        )
-    };
 }
 
 impl OutputFile {
@@ -194,8 +180,9 @@ impl OutputFile {
 
     /// End a copy ahead, of which the plan wants the first `want` bytes (at
     /// most its length). Waits for the thread when `want` is the whole range,
-    /// else stops it. Keeps the copied prefix the plan wants, cuts the output
-    /// back to its end, and moves the position past it. The caller copies the
+    /// else stops it. Keeps the copied prefix the plan wants and moves the
+    /// position past it; what was copied after it stays until the plan's own
+    /// bytes overwrite it or [`OutputFile::commit`] cuts it off. The caller copies the
     /// rest of `want`, `want - kept` bytes, itself: an error that stopped the
     /// thread is not reported here, because that copy meets it again and
     /// reports it with its own context ([`Landed::stopped_by`] tells it).
@@ -213,10 +200,6 @@ impl OutputFile {
         let want = want.min(ahead.len);
         let mut copied = ahead.join(want == ahead.len);
         let kept = copied.done.min(want);
-        let end = self.position() + kept;
-        self.file()
-            .set_len(end)
-            .map_err(|e| Error::io(format!("{}: truncate to {end}", self.name()), e))?;
         self.add_copied(kept, copied.stats_of(kept));
         Ok(Landed {
             kept,
@@ -280,6 +263,19 @@ mod tests {
             b"TAIL",
         ]
         .concat();
+        assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn dropped_bytes_are_overwritten_by_what_the_plan_writes_there() {
+        let (dir, f, src, mut out) = setup(100_000, b"H");
+        let ahead = out.copy_ahead(&f, &src, 0, 100_000).expect("start");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let landed = out.land_ahead(ahead, 10).expect("land");
+        assert_eq!(landed.kept, 10);
+        let other = vec![b'z'; 150_000];
+        out.write_all(&other).expect("write over the dropped bytes");
+        let want = [b"H".as_slice(), &fs::read(&src).expect("src")[..10], &other].concat();
         assert_eq!(committed(&dir, out), want);
     }
 

@@ -6,7 +6,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -51,8 +51,13 @@ pub struct OutputFile {
     target: Target,
     name: String,
     pos: u64,
+    /// Bytes before this offset were handed to the disk ([`start_writeback`]).
+    handed: u64,
     stats: CopyStats,
 }
+
+/// Bytes written between two writeback hints.
+pub(crate) const WRITEBACK_STEP: u64 = 16 << 20;
 
 #[derive(Debug)]
 enum Target {
@@ -132,6 +137,7 @@ impl OutputFile {
             },
             name,
             pos: 0,
+            handed: 0,
             stats: CopyStats::default(),
         })
     }
@@ -164,6 +170,7 @@ impl OutputFile {
             }),
             name,
             pos: 0,
+            handed: 0,
             stats: CopyStats::default(),
         }
     }
@@ -240,7 +247,23 @@ impl OutputFile {
         res.map_err(|e| Error::io(format!("{}: write at offset {}", self.name, self.pos), e))?;
         self.pos += bytes.len() as u64;
         self.stats.written_bytes += bytes.len() as u64;
+        self.hand_to_disk();
         Ok(())
+    }
+
+    /// Once a step's worth of bytes is written since the last hint, ask the
+    /// kernel to start writing them to disk. A merge feeds the output a few
+    /// megabytes at a time over minutes; left to itself the kernel keeps
+    /// those pages dirty (up to a tenth of memory, or 30 seconds) and the
+    /// commit's fsync then writes them while everything waits. Handed over as
+    /// they come, they go out while the merge still runs.
+    fn hand_to_disk(&mut self) {
+        if let Target::Temp { temp, .. } = &self.target {
+            if self.pos - self.handed >= WRITEBACK_STEP {
+                start_writeback(temp.as_file(), self.handed, self.pos - self.handed);
+                self.handed = self.pos;
+            }
+        }
     }
 
     /// Append `len` bytes of `src` from `offset`, in the kernel when it can.
@@ -261,6 +284,7 @@ impl OutputFile {
             ))
         })?;
         self.pos += len;
+        self.hand_to_disk();
         Ok(())
     }
 
@@ -284,7 +308,8 @@ impl OutputFile {
         self.copy_from(src, src_name, fh.body_offset(), u64::from(fh.datasize))
     }
 
-    /// Finish: fsync, rename onto OUT (refusing, without `overwrite`, an OUT
+    /// Finish: cut off anything past the position (a copy ahead the plan did
+    /// not want in full), fsync, rename onto OUT (refusing, without `overwrite`, an OUT
     /// that appeared meanwhile), fsync the directory. For standard output
     /// this only marks the stream complete; a stream dropped without a commit
     /// after its first byte ends with [`STREAM_POISON`].
@@ -302,6 +327,7 @@ impl OutputFile {
             }
         };
         let name = self.name;
+        cut_at(temp.as_file(), self.pos, &name)?;
         temp.as_file()
             .sync_all()
             .map_err(|e| Error::io(format!("{name}: fsync"), e))?;
@@ -322,6 +348,38 @@ impl OutputFile {
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(format!("{}: fsync directory", dir.display()), e))
     }
+}
+
+/// Cut `file` back to `len` bytes when it is longer: a copy ahead that the
+/// plan did not want in full leaves bytes past the last position.
+fn cut_at(file: &File, len: u64, name: &str) -> Result<()> {
+    let size = file
+        .metadata()
+        .map_err(|e| Error::io(format!("{name}: stat"), e))?
+        .len();
+    if size > len {
+        file.set_len(len)
+            .map_err(|e| Error::io(format!("{name}: truncate to {len}"), e))?;
+    }
+    Ok(())
+}
+
+/// Ask the kernel to start writing a range of `file` to disk now, without
+/// waiting for it. A hint only: its result changes nothing, and the commit's
+/// fsync reports any real write error.
+pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: the descriptor stays open for the call, which reads no memory.
+    let _ = unsafe {
+        nix::libc::sync_file_range(
+            file.as_raw_fd(),
+            offset,
+            len,
+            nix::libc::SYNC_FILE_RANGE_WRITE,
+        )
+    };
 }
 
 /// Create `.NAME.pbf-sort.XXXXXX.tmp` in `dir`, registered for removal on a
