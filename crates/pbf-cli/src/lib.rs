@@ -110,7 +110,7 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
 }
 
 /// Open an input: a path, or standard input for `-`.
-pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead>> {
+pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     if path == "-" {
         return Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin())));
     }

@@ -142,7 +142,7 @@ pub fn output_path(m: &ArgMatches) -> Result<&PathBuf> {
 /// output (a temporary file until [`finish`]).
 pub struct Job {
     /// The plan, past its header record.
-    pub plan: PlanReader<Box<dyn BufRead>>,
+    pub plan: PlanReader<Box<dyn BufRead + Send>>,
     /// The plan's name for messages.
     pub plan_name: String,
     /// The plan's sources, checked against their recorded size and mtime.
@@ -204,7 +204,7 @@ pub fn progress(sources: &Sources, message: &'static str, bars: pbf_cli::Bars) -
 /// bar over the sources' bytes; returns the number of ops. A merge op left
 /// in the plan, or a record out of place, is an error.
 pub fn for_each_copy(
-    plan: &mut PlanReader<Box<dyn BufRead>>,
+    plan: &mut PlanReader<Box<dyn BufRead + Send>>,
     plan_name: &str,
     progress: Progress,
     mut each: impl FnMut(&CopyOp, u64) -> Result<()>,

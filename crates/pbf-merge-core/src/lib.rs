@@ -134,6 +134,34 @@ pub struct MergeStats {
     pub padding: u64,
 }
 
+/// A merge op whose inputs are checked and partitioned
+/// ([`Merger::prepare`]), ready for [`Merger::merge_prepared`].
+pub struct Prepared {
+    stats: MergeStats,
+    start: Start,
+}
+
+/// How a prepared op starts.
+enum Start {
+    /// The chains fit the budget; their first blocks are loading.
+    Loading(Vec<Stream>),
+    /// The chains must be spilled into fewer runs first.
+    MustSpill(Vec<Run>),
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let start = match &self.start {
+            Start::Loading(s) => format!("loading {} streams", s.len()),
+            Start::MustSpill(r) => format!("{} runs to spill", r.len()),
+        };
+        f.debug_struct("Prepared")
+            .field("stats", &self.stats)
+            .field("start", &start)
+            .finish()
+    }
+}
+
 /// Bytes of frames reported to the caller at a time (a run's last frames
 /// are reported when it ends, whatever their size).
 const REPORT_BYTES: u64 = 8 << 20;
@@ -167,6 +195,14 @@ impl Merger {
         spool: &mut Spool,
         report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
     ) -> Result<MergeStats> {
+        self.merge_prepared(self.prepare(op)?, spool, report, &mut || {})
+    }
+
+    /// Read and check a merge op's input frame headers and partition its
+    /// blobs into chains. When the chains fit the memory budget, their first
+    /// blocks start loading on the pool now; an op that must spill first
+    /// does nothing more until [`Merger::merge_prepared`].
+    pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
         let blobs = input::inputs(op, &self.sources, &self.opts.on_load)?;
         let mut stats = MergeStats {
             inputs: blobs.len() as u64,
@@ -179,8 +215,36 @@ impl Merger {
             .map(|chain| Run::chain(chain.iter().map(|&i| Arc::clone(&blobs[i])).collect()))
             .collect();
         stats.chains = runs.len() as u64;
-        let runs = self.fit(runs, &mut stats)?;
-        stats.final_memory = runs.iter().map(|r| r.memory).sum();
+        let memory: u64 = runs.iter().map(|r| r.memory).sum();
+        let start = if runs.len() <= 1 || memory <= self.opts.memory {
+            stats.final_memory = memory;
+            Start::Loading(self.streams(runs))
+        } else {
+            Start::MustSpill(runs)
+        };
+        Ok(Prepared { stats, start })
+    }
+
+    /// Execute a prepared merge op, as [`Merger::merge`] does. `before_tail`
+    /// is called once every element is merged, while the last blocks are
+    /// still being encoded: preparing the next op there lets its first
+    /// blocks decode meanwhile, so the pool does not idle between ops.
+    pub fn merge_prepared(
+        &self,
+        prepared: Prepared,
+        spool: &mut Spool,
+        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+        before_tail: &mut dyn FnMut(),
+    ) -> Result<MergeStats> {
+        let mut stats = prepared.stats;
+        let streams = match prepared.start {
+            Start::Loading(streams) => streams,
+            Start::MustSpill(runs) => {
+                let runs = self.fit(runs, &mut stats)?;
+                stats.final_memory = runs.iter().map(|r| r.memory).sum();
+                self.streams(runs)
+            }
+        };
         if self.opts.align > 1 {
             stats.padding = spool.align(self.opts.align)?;
         }
@@ -200,7 +264,8 @@ impl Merger {
         };
         let codec = Codec::Frame(self.opts.compression, encode);
         let mut w = BlockWriter::new(target, codec, cut, self.opts.dedupe, self.pool.clone());
-        merge::merge(self.streams(runs), &mut w)?;
+        merge::merge(streams, &mut w)?;
+        before_tail();
         let (written, dropped) = (w.written, w.dropped);
         let mut target = w.finish()?;
         target.flush()?;

@@ -275,3 +275,41 @@ fn a_changed_source_and_an_existing_spool_are_refused() {
     let e = Spool::create(&existing).expect_err("exists").to_string();
     assert!(e.contains("existing") && e.contains("exists"), "{e}");
 }
+
+#[test]
+fn a_next_op_prepared_early_fails_only_when_it_is_merged() {
+    let dir = tempdir();
+    let (src, good) = one_blob_setup(dir.path());
+    // A length the frame does not have: found when the headers are read.
+    let mut bad = good.clone();
+    bad.inputs[0].length -= 1;
+    let pool = std::sync::Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("pool"),
+    );
+    let merger = pbf_merge_core::Merger::new(
+        Options::default(),
+        pbf_merge_core::Sources::open(std::slice::from_ref(&src)).expect("sources"),
+        pool,
+    );
+    let mut spool = Spool::create(&dir.path().join("spool")).expect("spool");
+    let mut frames = Vec::new();
+    let mut next = None;
+    let first = merger.prepare(&good).expect("prepare the first op");
+    let stats = merger
+        .merge_prepared(
+            first,
+            &mut spool,
+            &mut |f| {
+                frames.extend_from_slice(f);
+                Ok(())
+            },
+            &mut || next = Some(merger.prepare(&bad)),
+        )
+        .expect("the first op is merged whatever the next one holds");
+    assert_eq!((stats.elements_out, frames.len()), (2, 1));
+    let e = next.expect("prepared during the tail").expect_err("bad op");
+    assert!(e.to_string().contains("frame is"), "{e}");
+}

@@ -16,7 +16,12 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::Compression;
-use pbf_merge_core::{LoadProgress, MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
+use pbf_merge_core::{
+    LoadProgress, MergeStats, Merger, Options, Prepared, Sources, Spool, WrittenFrame,
+};
+mod ops;
+
+use ops::OpQueue;
 use pbf_stream::{
     CopyOp, Counts, FrameKeys, MergeOp, PlanEnd, PlanHeader, PlanReader, PlanRecord, SourceRef,
     StreamTime, Writer,
@@ -139,7 +144,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     }
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = m.get_flag("verbose");
-    let mut reader = PlanReader::new(pbf_cli::input(name)?)
+    let reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
     let sources = Sources::open(&reader.header().sources)?;
     let mut spool = match m.get_one::<PathBuf>("spool") {
@@ -159,7 +164,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         pbf_cli::warn(NAME, format!("spool {}", spool.path().display()));
     }
     let started = Instant::now();
-    let result = execute(m, name, &mut reader, sources, &mut spool);
+    let result = execute(m, name, reader, sources, &mut spool);
     drop(on_signal);
     match result {
         Ok(total) => {
@@ -178,15 +183,15 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 
 /// Pass the plan record on at once (with the spool added to its sources),
 /// then, once the ops start, merge and rewrite them.
-fn execute<R: io::BufRead>(
+fn execute<R: io::BufRead + Send + 'static>(
     m: &ArgMatches,
     name: &str,
-    reader: &mut PlanReader<R>,
+    mut reader: PlanReader<R>,
     sources: Sources,
     spool: &mut Spool,
 ) -> Result<Totals> {
-    let (out, spool_id) = forward_plan_record(reader, spool)?;
-    let first = next_op(reader, name)?;
+    let (out, spool_id) = forward_plan_record(&reader, spool)?;
+    let first = next_op(&mut reader, name)?;
     // The bar starts with the ops: a plan record written early comes while
     // pbf-index still draws its own bar.
     let progress = Progress::new(&reader.header().sources, pbf_cli::Bars::from_matches(m));
@@ -208,12 +213,9 @@ fn execute<R: io::BufRead>(
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let merger = Merger::new(opts, sources, Arc::new(pool));
-    let ops = Ops {
-        name,
-        first,
-        spool_id,
-    };
-    let result = rewrite(ops, reader, out, &merger, spool, &progress);
+    let ops = Ops { first, spool_id };
+    let queue = OpQueue::start(reader, pbf_cli::input_name(name));
+    let result = rewrite(ops, queue, out, &merger, spool, &progress);
     progress.bar.finish_and_clear();
     result
 }
@@ -370,18 +372,19 @@ fn next_op<R: io::BufRead>(reader: &mut PlanReader<R>, name: &str) -> Result<Opt
         .with_context(|| format!("plan {}", pbf_cli::input_name(name)))
 }
 
-/// Where [`rewrite`] starts: the plan's name, its first op (already read)
-/// and the spool's source id.
-struct Ops<'a> {
-    name: &'a str,
+/// Where [`rewrite`] starts: the plan's first op (already read) and the
+/// spool's source id.
+struct Ops {
     first: Option<PlanRecord>,
     spool_id: u32,
 }
 
-/// Copy the ops to `out`, executing merge ops on the way.
-fn rewrite<R: io::BufRead>(
-    ops: Ops<'_>,
-    reader: &mut PlanReader<R>,
+/// Copy the ops to `out`, executing merge ops on the way. While a merge op
+/// ends, the next one (if already read) is prepared, so its first blocks
+/// decode while the last blocks of this one are encoded.
+fn rewrite(
+    ops: Ops,
+    mut queue: OpQueue,
     mut out: PlanOut,
     merger: &Merger,
     spool: &mut Spool,
@@ -390,6 +393,7 @@ fn rewrite<R: io::BufRead>(
     let spool_id = ops.spool_id;
     let mut end = PlanEnd::default();
     let mut totals = Totals::default();
+    let mut next: Option<pbf_merge_core::Result<Prepared>> = None;
     let mut op = ops.first;
     loop {
         match op {
@@ -402,19 +406,26 @@ fn rewrite<R: io::BufRead>(
                 out.flush()?;
                 let base = progress.bar.position();
                 progress.merging(&op, &totals);
-                let stats = merger.merge(&op, spool, &mut |frames| {
+                let prepared = match next.take() {
+                    Some(prepared) => prepared?,
+                    None => merger.prepare(&op)?,
+                };
+                let mut report = |frames: &[WrittenFrame]| {
                     let copy = copy_op(spool_id, frames);
                     end.add_copy(&copy);
                     out.write(&PlanRecord::Copy(copy))
                         .and_then(|()| out.flush())
                         .map_err(io_error)
-                })?;
+                };
+                let mut prepare_next = || next = queue.peek_merge().map(|op| merger.prepare(op));
+                let stats =
+                    merger.merge_prepared(prepared, spool, &mut report, &mut prepare_next)?;
                 totals.add(&stats);
                 progress.merged(base, &op, &totals);
             }
             Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
         }
-        op = next_op(reader, ops.name)?;
+        op = queue.next()?;
     }
     // Nothing merged: no op names the spool, so an empty file is not left
     // behind (the plan still lists it; consumers open a spool on first use).
@@ -424,7 +435,7 @@ fn rewrite<R: io::BufRead>(
     }
     out.write(&PlanRecord::End(end))?;
     totals.streams = StreamTime {
-        parsing: reader.parse_time(),
+        parsing: queue.parse_time(),
         writing: out.serialise_time(),
     };
     out.finish()?;

@@ -107,8 +107,9 @@ pub fn merge_op(mut inputs: Vec<MergeInput>) -> MergeOp {
     }
 }
 
-/// Run the engine over ops; returns every element written, in reported
-/// order, the per-op stats, and the reported frames.
+/// Run the engine over ops as pbf-merge does, each next op prepared while
+/// the one before ends; returns every element written, in reported order,
+/// the per-op stats, and the reported frames.
 pub fn run(
     dir: &Path,
     sources: &[SourceRef],
@@ -126,11 +127,18 @@ pub fn run(
     let merger = Merger::new(opts, Sources::open(sources)?, pool);
     let mut frames = Vec::new();
     let mut stats = Vec::new();
-    for op in ops {
-        stats.push(merger.merge(op, &mut spool, &mut |f| {
+    let mut next = None;
+    for (i, op) in ops.iter().enumerate() {
+        let prepared = match next.take() {
+            Some(prepared) => prepared?,
+            None => merger.prepare(op)?,
+        };
+        let mut report = |f: &[WrittenFrame]| {
             frames.extend_from_slice(f);
             Ok(())
-        })?);
+        };
+        let mut prepare_next = || next = ops.get(i + 1).map(|op| merger.prepare(op));
+        stats.push(merger.merge_prepared(prepared, &mut spool, &mut report, &mut prepare_next)?);
     }
     Ok((read_frames(&spool_path, &frames), stats, frames))
 }

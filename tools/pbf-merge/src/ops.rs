@@ -1,0 +1,93 @@
+//! The plan's ops, read on a thread of their own. While one merge op ends
+//! (its last blocks still being encoded), pbf-merge looks at the ops already
+//! read for the next merge op and starts decoding its first blocks. Reading
+//! on the main thread could not look ahead without blocking on the pipe.
+
+use std::collections::VecDeque;
+use std::io::BufRead;
+use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow};
+use pbf_stream::{MergeOp, PlanReader, PlanRecord};
+
+/// Records read but not yet taken: enough to see past the copy ops between
+/// two merge ops, few enough to bound memory.
+const LOOK_AHEAD: usize = 64;
+
+/// What the reading thread sends: the reader's answer for one record.
+type Item = std::result::Result<Option<PlanRecord>, pbf_stream::Error>;
+
+/// Ops read ahead by a thread, taken in order.
+pub(crate) struct OpQueue {
+    rx: Receiver<Item>,
+    read: VecDeque<Item>,
+    thread: Option<JoinHandle<Duration>>,
+    name: String,
+}
+
+impl OpQueue {
+    /// Read the rest of the plan (after its first op) on a new thread.
+    /// `name` names the plan in errors.
+    pub fn start<R: BufRead + Send + 'static>(mut reader: PlanReader<R>, name: &str) -> OpQueue {
+        let (tx, rx) = sync_channel(LOOK_AHEAD);
+        let thread = std::thread::spawn(move || {
+            loop {
+                let item = reader.next_op();
+                let more = matches!(item, Ok(Some(PlanRecord::Copy(_) | PlanRecord::Merge(_))));
+                // A closed channel: the merge failed and nobody reads on.
+                if tx.send(item).is_err() || !more {
+                    break;
+                }
+            }
+            reader.parse_time()
+        });
+        OpQueue {
+            rx,
+            read: VecDeque::new(),
+            thread: Some(thread),
+            name: name.to_string(),
+        }
+    }
+
+    /// The next op; `None` after the end record.
+    pub fn next(&mut self) -> Result<Option<PlanRecord>> {
+        let item = match self.read.pop_front() {
+            Some(item) => item,
+            None => self
+                .rx
+                .recv()
+                .map_err(|_| anyhow!("the thread reading the plan stopped"))?,
+        };
+        item.with_context(|| format!("plan {}", self.name))
+    }
+
+    /// The next merge op among the records read so far, without waiting
+    /// for more; `None` when none is read yet (or an error or the end comes
+    /// first).
+    pub fn peek_merge(&mut self) -> Option<&MergeOp> {
+        while self.read.len() < LOOK_AHEAD {
+            match self.rx.try_recv() {
+                Ok(item) => self.read.push_back(item),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        self.read
+            .iter()
+            .map_while(|item| item.as_ref().ok()?.as_ref())
+            .find_map(|record| match record {
+                PlanRecord::Merge(op) => Some(op),
+                _ => None,
+            })
+    }
+
+    /// Time the thread spent parsing; waits for it (it ends with the end
+    /// record, which [`OpQueue::next`] has returned by then).
+    pub fn parse_time(mut self) -> Duration {
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
