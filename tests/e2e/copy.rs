@@ -673,3 +673,76 @@ fn other_filesystem_falls_back_and_disk_full_leaves_nothing() {
     assert_eq!(entries(fs_small.path()), ["out.pbf"]);
     assert_eq!(fs::read(&out).expect("out"), before);
 }
+
+/// The compression label of every data frame of `path`, in file order.
+fn compressions(path: &Path) -> Vec<String> {
+    let (_, blobs) = index(path);
+    blobs.into_iter().map(|b| b.compression).collect()
+}
+
+#[test]
+fn spools_compressed_copies_merged_frames_as_they_are() {
+    let dir = tempfile::tempdir().expect("dir");
+    // 11 blobs copied, 2 merged.
+    let input = data("unsorted-josm-negative-ids.osm.pbf");
+    let spool = dir.path().join("spool.pbf");
+    let mut c = bin("pbf-index");
+    c.arg("-q").arg(&input);
+    let idx = succeeds(c);
+    let plan = run_with_input(bin("pbf-overlap"), &idx);
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let mut merge = bin("pbf-merge");
+    merge
+        .args(["-q", "--compression", "zlib:1", "--spool"])
+        .arg(&spool);
+    let merged = run_with_input(merge, &plan.stdout);
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let ops: Vec<PlanRecord> = records(&merged.stdout);
+    let spool_id = match &ops[0] {
+        PlanRecord::Plan(h) => h.sources.iter().find(|s| s.spool).expect("a spool").id,
+        other => panic!("plan record first, got {other:?}"),
+    };
+    let from_spool: u64 = ops
+        .iter()
+        .filter_map(|r| match r {
+            PlanRecord::Copy(c) if c.source == spool_id => Some(c.blobs),
+            _ => None,
+        })
+        .sum();
+    assert!(
+        from_spool > 0,
+        "the file merges, so frames come from the spool"
+    );
+
+    let all = dir.path().join("all-lz4.pbf");
+    copy_ok(
+        &merged.stdout,
+        &all,
+        &["-q", "--keep-spools", "--recompress", "lz4"],
+    );
+    assert!(compressions(&all).iter().all(|c| c == "lz4"));
+
+    let kept = dir.path().join("spools-kept.pbf");
+    let args = ["-q", "--recompress", "lz4", "--spools-compressed"];
+    copy_ok(&merged.stdout, &kept, &args);
+    let labels = compressions(&kept);
+    let zlib = labels.iter().filter(|c| *c == "zlib").count() as u64;
+    let lz4 = labels.iter().filter(|c| *c == "lz4").count() as u64;
+    assert_eq!(zlib, from_spool, "spool frames keep pbf-merge's zlib");
+    assert_eq!(zlib + lz4, labels.len() as u64, "input frames become lz4");
+    assert!(lz4 > 0);
+    assert_eq!(opl(&kept), opl(&all));
+    assert!(!spool.exists(), "removed after the second copy");
+
+    // Only with --recompress.
+    let o = pbf_copy(&merged.stdout, &["-o", "x.pbf", "--spools-compressed"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -647,3 +647,27 @@ fn recompress_changes_the_compression_of_copied_blobs_only_in_the_blob() {
     c.args(["-j", "2", "-o"]).arg(d.join("x.pbf"));
     assert_eq!(run(c).status.code(), Some(2));
 }
+
+#[test]
+fn recompress_leaves_the_merged_blobs_to_our_own_merge_stage() {
+    let input = data("unsorted-vex.osm.pbf");
+    let input = input.to_str().expect("utf-8");
+    let dry_run = |extra: &[&str]| {
+        let mut c = pbf_sort();
+        c.args(["--dry-run", "--recompress", "--compression", "lz4"])
+            .args(extra)
+            .args([input, "-o", "out.osm.pbf"]);
+        String::from_utf8(succeeds(c)).expect("utf-8")
+    };
+    let ours = dry_run(&[]);
+    assert!(ours.contains("--spools-compressed"), "{ours}");
+    // A replaced merge stage may compress otherwise: everything is
+    // compressed again.
+    let replaced = dry_run(&["--merge-cmd", "pbf-merge --memory 64M"]);
+    assert!(!replaced.contains("--spools-compressed"), "{replaced}");
+    let other_copier = dry_run(&["--copy-cmd", "cat-copy"]);
+    assert!(
+        !other_copier.contains("--spools-compressed"),
+        "{other_copier}"
+    );
+}

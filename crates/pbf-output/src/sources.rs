@@ -124,6 +124,12 @@ impl Sources {
             .map(|s| s.path.as_path())
     }
 
+    /// True when source `id` is a spool (false for an unknown id, which
+    /// [`Sources::range`] refuses).
+    pub fn is_spool(&self, id: u32) -> bool {
+        self.list.iter().any(|s| s.id == id && s.spool)
+    }
+
     /// The open non-spool sources with their ids (spools are not open yet).
     pub fn files(&self) -> impl Iterator<Item = (u32, &File, &Path)> {
         self.list

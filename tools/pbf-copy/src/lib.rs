@@ -78,6 +78,17 @@ pub fn command() -> Command {
                 .value_parser(|s: &str| s.parse::<Compression>()),
         )
         .arg(
+            Arg::new("spools-compressed")
+                .long("spools-compressed")
+                .help(
+                    "With --recompress, copy the frames of spool sources as they are: pbf-merge \
+                     already wrote them in that compression (pbf-sort passes this when it gives \
+                     both stages the same --compression)",
+                )
+                .requires("recompress")
+                .action(clap::ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("jobs")
                 .short('j')
                 .long("jobs")
@@ -105,9 +116,11 @@ const HELP: Help = Help {
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
     let opts = Options::from_matches(m);
-    let recompress = m
-        .get_one::<Compression>("recompress")
-        .map(|&c| (c, pbf_cli::jobs(m.get_one::<usize>("jobs").copied())));
+    let recompress = m.get_one::<Compression>("recompress").map(|&c| Recompress {
+        compression: c,
+        threads: pbf_cli::jobs(m.get_one::<usize>("jobs").copied()),
+        spools_as_they_are: m.get_flag("spools-compressed"),
+    });
     let mut job = Job::open(m)?;
     job.out
         .write_all(&frames::header_frame(&job.plan.header().header)?)?;
@@ -146,6 +159,15 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--recompress`: the compression, its threads, and whether spool frames
+/// (`--spools-compressed`) are copied as they are.
+#[derive(Clone, Copy)]
+struct Recompress {
+    compression: Compression,
+    threads: usize,
+    spools_as_they_are: bool,
+}
+
 /// Append one copy op: the whole range at once, frame by frame with new
 /// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`.
 fn copy_op(
@@ -153,13 +175,19 @@ fn copy_op(
     sources: &mut Sources,
     out: &mut OutputFile,
     opts: Options,
-    recompress: Option<(Compression, usize)>,
+    recompress: Option<Recompress>,
 ) -> Result<()> {
+    let recompress = recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
     if opts.add_indexdata && op.frames.is_empty() {
         return Err(copier::frames_missing(op, path));
     }
-    if let Some((compression, threads)) = recompress {
+    if let Some(Recompress {
+        compression,
+        threads,
+        ..
+    }) = recompress
+    {
         let indexdata = |i: usize| -> pbf_output::Result<Option<Vec<u8>>> {
             match op.frames.get(i).filter(|_| opts.add_indexdata) {
                 Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?))),
