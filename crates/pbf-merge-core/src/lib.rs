@@ -215,9 +215,8 @@ impl Merger {
             .map(|chain| Run::chain(chain.iter().map(|&i| Arc::clone(&blobs[i])).collect()))
             .collect();
         stats.chains = runs.len() as u64;
-        let memory: u64 = runs.iter().map(|r| r.memory).sum();
-        let start = if runs.len() <= 1 || memory <= self.opts.memory {
-            stats.final_memory = memory;
+        let start = if self.fits(&runs) {
+            stats.final_memory = Run::memory_of(&runs);
             Start::Loading(self.streams(runs))
         } else {
             Start::MustSpill(runs)
@@ -241,7 +240,7 @@ impl Merger {
             Start::Loading(streams) => streams,
             Start::MustSpill(runs) => {
                 let runs = self.fit(runs, &mut stats)?;
-                stats.final_memory = runs.iter().map(|r| r.memory).sum();
+                stats.final_memory = Run::memory_of(&runs);
                 self.streams(runs)
             }
         };

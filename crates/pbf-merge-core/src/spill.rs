@@ -18,14 +18,20 @@ use crate::writer::{BlockWriter, Codec, Cut, Encoded, Target};
 use crate::{MergeStats, Merger, merge};
 
 impl Merger {
+    /// True when `runs` can be merged as they are: one run, or all of them
+    /// within the memory budget.
+    pub(crate) fn fits(&self, runs: &[Run]) -> bool {
+        runs.len() <= 1 || Run::memory_of(runs) <= self.opts.memory
+    }
+
     /// Spill groups of runs until the runs left fit the memory budget.
     pub(crate) fn fit(&self, mut runs: Vec<Run>, stats: &mut MergeStats) -> Result<Vec<Run>> {
         let budget = self.opts.memory;
         loop {
-            let mut remaining: u64 = runs.iter().map(|r| r.memory).sum();
-            if runs.len() <= 1 || remaining <= budget {
+            if self.fits(&runs) {
                 return Ok(runs);
             }
+            let mut remaining = Run::memory_of(&runs);
             stats.spill_levels += 1;
             let mut file = SpillFile::create(&self.opts.spill_dir)?;
             let mut rest: std::collections::VecDeque<Run> = runs.into();
@@ -96,6 +102,11 @@ enum RunSource {
 }
 
 impl Run {
+    /// The memory `runs` need together while merged.
+    pub(crate) fn memory_of(runs: &[Run]) -> u64 {
+        runs.iter().map(|r| r.memory).sum()
+    }
+
     pub(crate) fn chain(blobs: Vec<Arc<InputBlob>>) -> Run {
         let largest = blobs.iter().map(|b| b.estimate).max().unwrap_or(0);
         Run {

@@ -283,17 +283,7 @@ fn a_next_op_prepared_early_fails_only_when_it_is_merged() {
     // A length the frame does not have: found when the headers are read.
     let mut bad = good.clone();
     bad.inputs[0].length -= 1;
-    let pool = std::sync::Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .expect("pool"),
-    );
-    let merger = pbf_merge_core::Merger::new(
-        Options::default(),
-        pbf_merge_core::Sources::open(std::slice::from_ref(&src)).expect("sources"),
-        pool,
-    );
+    let merger = merger(std::slice::from_ref(&src), Options::default()).expect("merger");
     let mut spool = Spool::create(&dir.path().join("spool")).expect("spool");
     let mut frames = Vec::new();
     let mut next = None;

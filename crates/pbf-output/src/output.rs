@@ -221,10 +221,12 @@ impl OutputFile {
     }
 
     /// Record `len` bytes written at [`OutputFile::position`] by a copy on
-    /// another handle of the file, copied as `stats` says.
+    /// another handle of the file, copied as `stats` says. That copy (the
+    /// copy ahead) handed each of its steps to the disk itself.
     pub(crate) fn add_copied(&mut self, len: u64, stats: CopyStats) {
         self.started();
         self.pos += len;
+        self.handed = self.pos;
         self.stats.kernel_bytes += stats.kernel_bytes;
         self.stats.fallback_bytes += stats.fallback_bytes;
         self.stats.fallbacks += stats.fallbacks;

@@ -186,15 +186,17 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 fn execute<R: io::BufRead + Send + 'static>(
     m: &ArgMatches,
     name: &str,
-    mut reader: PlanReader<R>,
+    reader: PlanReader<R>,
     sources: Sources,
     spool: &mut Spool,
 ) -> Result<Totals> {
     let (out, spool_id) = forward_plan_record(&reader, spool)?;
-    let first = next_op(&mut reader, name)?;
+    let plan_sources = reader.header().sources.clone();
+    let mut queue = OpQueue::start(reader, pbf_cli::input_name(name));
+    let first = queue.next()?;
     // The bar starts with the ops: a plan record written early comes while
     // pbf-index still draws its own bar.
-    let progress = Progress::new(&reader.header().sources, pbf_cli::Bars::from_matches(m));
+    let progress = Progress::new(&plan_sources, pbf_cli::Bars::from_matches(m));
     let spill_dir = match spool.path().parent() {
         Some(d) => d.to_path_buf(),
         None => std::env::temp_dir(),
@@ -214,7 +216,6 @@ fn execute<R: io::BufRead + Send + 'static>(
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let merger = Merger::new(opts, sources, Arc::new(pool));
     let ops = Ops { first, spool_id };
-    let queue = OpQueue::start(reader, pbf_cli::input_name(name));
     let result = rewrite(ops, queue, out, &merger, spool, &progress);
     progress.bar.finish_and_clear();
     result
@@ -364,12 +365,6 @@ fn forward_plan_record<R: io::BufRead>(
     out.write(&PlanRecord::Plan(header))?;
     out.flush()?;
     Ok((out, spool_id))
-}
-
-fn next_op<R: io::BufRead>(reader: &mut PlanReader<R>, name: &str) -> Result<Option<PlanRecord>> {
-    reader
-        .next_op()
-        .with_context(|| format!("plan {}", pbf_cli::input_name(name)))
 }
 
 /// Where [`rewrite`] starts: the plan's first op (already read) and the

@@ -28,8 +28,8 @@ pub(crate) struct OpQueue {
 }
 
 impl OpQueue {
-    /// Read the rest of the plan (after its first op) on a new thread.
-    /// `name` names the plan in errors.
+    /// Read the plan's ops (the plan record is read already) on a new
+    /// thread. `name` names the plan in errors.
     pub fn start<R: BufRead + Send + 'static>(mut reader: PlanReader<R>, name: &str) -> OpQueue {
         let (tx, rx) = sync_channel(LOOK_AHEAD);
         let thread = std::thread::spawn(move || {

@@ -107,6 +107,15 @@ pub fn merge_op(mut inputs: Vec<MergeInput>) -> MergeOp {
     }
 }
 
+/// A merger over `sources` with a pool of two threads.
+pub fn merger(sources: &[SourceRef], opts: Options) -> pbf_merge_core::Result<Merger> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    Ok(Merger::new(opts, Sources::open(sources)?, Arc::new(pool)))
+}
+
 /// Run the engine over ops as pbf-merge does, each next op prepared while
 /// the one before ends; returns every element written, in reported order,
 /// the per-op stats, and the reported frames.
@@ -116,15 +125,9 @@ pub fn run(
     ops: &[MergeOp],
     opts: Options,
 ) -> pbf_merge_core::Result<(Vec<Element>, Vec<MergeStats>, Vec<WrittenFrame>)> {
-    let pool = Arc::new(
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .expect("pool"),
-    );
     let spool_path = dir.join("spool");
     let mut spool = Spool::create(&spool_path)?;
-    let merger = Merger::new(opts, Sources::open(sources)?, pool);
+    let merger = merger(sources, opts)?;
     let mut frames = Vec::new();
     let mut stats = Vec::new();
     let mut next = None;
