@@ -58,7 +58,7 @@ impl OpQueue {
             None => self
                 .rx
                 .recv()
-                .map_err(|_| anyhow!("the thread reading the plan stopped"))?,
+                .map_err(|_| anyhow!("plan {}: the thread reading it stopped", self.name))?,
         };
         item.with_context(|| format!("plan {}", self.name))
     }
