@@ -26,11 +26,13 @@ use std::sync::Arc;
 use crate::key::{key_version, tie_seconds};
 use crate::{Key, Kind};
 
+mod columns;
 mod decode;
 mod encode;
 
-pub use decode::decode_block;
-pub use encode::encode_block;
+pub use columns::{Columns, InfoView, Obj, Object};
+pub use decode::{decode_block, decode_columns};
+pub use encode::{encode_block, encode_objects};
 
 /// A string of a block's string table: raw bytes, since PBF does not promise
 /// UTF-8. Shared, so cloning is a reference-count increment.
@@ -212,20 +214,53 @@ impl Element {
     /// An upper bound of this element's share of an encoded block, counting
     /// every string at every use and every varint at its widest.
     pub fn encoded_size_bound(&self) -> usize {
-        let common = ELEMENT_SLACK + tags_bound(self.tags()) + self.info().map_or(0, info_bound);
-        match self {
-            Element::Node(_) => common + 3 * VARINT_MAX,
-            Element::Way(w) => common + VARINT_MAX * (1 + w.refs.len() + 2 * w.locations.len()),
-            Element::Relation(r) => {
-                let members: usize = r
-                    .members
-                    .iter()
-                    .map(|m| 3 * VARINT_MAX + str_bound(&m.role))
+        Obj::Element(self).encoded_size_bound()
+    }
+}
+
+impl Obj<'_> {
+    /// [`Element::encoded_size_bound`], the same for both kinds of view.
+    pub fn encoded_size_bound(self) -> usize {
+        let tags = self.tags().map(|(k, v)| str_bound(k) + str_bound(v)).sum::<usize>() + 1;
+        let info = self.info().map_or(0, |i| 6 * (VARINT_MAX + 1) + str_bound(i.user));
+        let common = ELEMENT_SLACK + tags + info;
+        match self.kind() {
+            Kind::Node => common + 3 * VARINT_MAX,
+            Kind::Way => {
+                common + VARINT_MAX * (1 + self.refs().len() + 2 * self.locations().len())
+            }
+            Kind::Relation => {
+                let members: usize = self
+                    .members()
+                    .map(|(_, _, role)| 3 * VARINT_MAX + str_bound(role))
                     .sum();
                 common + VARINT_MAX + members
             }
-            Element::Changeset(_) => common + VARINT_MAX,
+            Kind::Changeset => common + VARINT_MAX,
         }
+    }
+
+    /// Memory for budgets: [`Element::approx_size`] of an owned element; for
+    /// an object of [`Columns`], what it would take as an owned element
+    /// (its own share of the columns is smaller), so budgets do not depend
+    /// on which kind the merge holds.
+    pub fn approx_size(self) -> usize {
+        if let Obj::Element(e) = self {
+            return e.approx_size();
+        }
+        let string = |s: &[u8]| s.len() + 2 * size_of::<usize>();
+        let tags: usize = self.tags().map(|(k, v)| string(k) + string(v)).sum();
+        let members: usize = self
+            .members()
+            .map(|(_, _, role)| size_of::<Member>() + string(role))
+            .sum();
+        size_of::<Element>()
+            + self.tag_count() * size_of::<Tag>()
+            + tags
+            + self.info().map_or(0, |i| string(i.user))
+            + self.refs().len() * size_of::<i64>()
+            + self.locations().len() * size_of::<(i64, i64)>()
+            + members
     }
 }
 
@@ -257,16 +292,6 @@ fn str_bound(s: &[u8]) -> usize {
     s.len() + 1 + 2 * VARINT_MAX
 }
 
-fn tags_bound(tags: &[Tag]) -> usize {
-    tags.iter()
-        .map(|(k, v)| str_bound(k) + str_bound(v))
-        .sum::<usize>()
-        + 1
-}
-
-fn info_bound(info: &Info) -> usize {
-    6 * (VARINT_MAX + 1) + str_bound(&info.user)
-}
 
 /// How to cut and write blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

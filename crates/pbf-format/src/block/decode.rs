@@ -1,8 +1,8 @@
-//! Decoding a PrimitiveBlock into owned [`Element`]s, by hand on the
-//! [`wire`] reader: no intermediate protobuf structs, and packed arrays go
-//! into scratch buffers reused for the whole block, so the only allocations
-//! are the elements' own (tag, ref and member vectors) and one per string of
-//! the table.
+//! Decoding a PrimitiveBlock into [`Columns`] (and from them owned
+//! [`Element`]s), by hand on the [`wire`] reader: no intermediate protobuf
+//! structs, packed arrays go into scratch buffers reused for the whole
+//! block, and tags, refs and members into the block's shared arrays, so a
+//! block costs a handful of allocations however many elements it holds.
 //!
 //! It reads exactly what the prost messages of [`crate::proto`] would:
 //! unknown fields are skipped, a repeated field may be packed or not and may
@@ -14,7 +14,8 @@
 //! Within a group, elements come out in field order: nodes, dense nodes,
 //! ways, relations, changesets.
 
-use super::{Changeset, Element, Info, Member, Node, Relation, Str, Tag, Way};
+use super::Element;
+use super::columns::{Columns, InfoColumn, MemberColumn, NO_USER, Object, Span};
 use crate::wire::{self, Reader, Value};
 use crate::{Error, Kind, Result};
 
@@ -22,19 +23,46 @@ use crate::{Error, Kind, Result};
 /// groups in order; within a group nodes, dense nodes, ways, relations and
 /// changesets, in that field order.
 pub fn decode_block(data: &[u8]) -> Result<Vec<Element>> {
-    let block = BlockFields::parse(data)?;
-    let ctx = Context::new(&block)?;
-    let groups = block
-        .groups
-        .iter()
-        .map(|g| GroupFields::parse(g))
-        .collect::<Result<Vec<_>>>()?;
-    let mut out = Vec::with_capacity(groups.iter().map(GroupFields::count).sum());
-    let mut scratch = Scratch::default();
-    for group in &groups {
-        group.decode(&ctx, &mut scratch, &mut out)?;
+    Ok(decode_columns(data.to_vec())?.to_elements())
+}
+
+/// Decode a decompressed PrimitiveBlock into columns that keep `data`,
+/// objects in the order of [`decode_block`].
+pub fn decode_columns(data: Vec<u8>) -> Result<Columns> {
+    let mut out = Columns::default();
+    {
+        let block = BlockFields::parse(&data)?;
+        let ctx = Context::new(&block, &data)?;
+        let groups = block
+            .groups
+            .iter()
+            .map(|g| GroupFields::parse(g))
+            .collect::<Result<Vec<_>>>()?;
+        out.objects
+            .reserve(groups.iter().map(GroupFields::count).sum());
+        let mut scratch = Scratch::default();
+        for group in &groups {
+            group.decode(&ctx, &mut scratch, &mut out)?;
+        }
+        out.strings = ctx.strings;
     }
+    out.data = data;
     Ok(out)
+}
+
+/// Append to a shared array and return the span of what `f` appended.
+fn span<T>(v: &mut Vec<T>, f: impl FnOnce(&mut Vec<T>) -> Result<()>) -> Result<Span> {
+    let start = v.len();
+    f(v)?;
+    Ok(Span {
+        start: to_u32(start)?,
+        end: to_u32(v.len())?,
+    })
+}
+
+/// An array length or offset of one block, which is at most 32 MiB.
+fn to_u32(n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::malformed(format!("{n} entries in one block")))
 }
 
 /// Call `f` with every value of a repeated varint field, packed or not.
@@ -118,8 +146,8 @@ fn string_table<'a>(data: &'a [u8], out: &mut Vec<&'a [u8]>) -> Result<()> {
 
 /// What a block's elements need from the block: strings and scales.
 struct Context {
-    strings: Vec<Str>,
-    empty: Str,
+    /// The string table as (start, end) in the block's bytes.
+    strings: Vec<(u32, u32)>,
     granularity: i64,
     lat_offset: i64,
     lon_offset: i64,
@@ -127,7 +155,7 @@ struct Context {
 }
 
 impl Context {
-    fn new(block: &BlockFields<'_>) -> Result<Context> {
+    fn new(block: &BlockFields<'_>, data: &[u8]) -> Result<Context> {
         let granularity = block.granularity.unwrap_or(100);
         let date_granularity = block.date_granularity.unwrap_or(1000);
         if granularity <= 0 || date_granularity <= 0 {
@@ -135,15 +163,22 @@ impl Context {
                 "block granularity {granularity} / date_granularity {date_granularity} not positive"
             )));
         }
-        let empty = Str::from(&b""[..]);
-        let mut strings: Vec<Str> = block.strings.iter().map(|&s| Str::from(s)).collect();
+        let base = data.as_ptr() as usize;
+        let mut strings: Vec<(u32, u32)> = block
+            .strings
+            .iter()
+            .map(|s| {
+                // Every string is a slice of `data`, which is under 4 GiB.
+                let start = (s.as_ptr() as usize - base) as u32;
+                (start, start + s.len() as u32)
+            })
+            .collect();
         if strings.is_empty() {
             // Index 0 is the conventional empty string; accept it without a table.
-            strings.push(empty.clone());
+            strings.push((0, 0));
         }
         Ok(Context {
             strings,
-            empty,
             granularity: i64::from(granularity),
             lat_offset: block.lat_offset.unwrap_or(0),
             lon_offset: block.lon_offset.unwrap_or(0),
@@ -151,20 +186,18 @@ impl Context {
         })
     }
 
-    fn string(&self, index: u32) -> Result<Str> {
-        usize::try_from(index)
-            .ok()
-            .and_then(|i| self.strings.get(i))
-            .cloned()
-            .ok_or_else(|| {
-                Error::malformed(format!(
-                    "string index {index} out of range (table has {} entries)",
-                    self.strings.len()
-                ))
-            })
+    /// A checked string index.
+    fn string(&self, index: u32) -> Result<u32> {
+        if (index as usize) < self.strings.len() {
+            return Ok(index);
+        }
+        Err(Error::malformed(format!(
+            "string index {index} out of range (table has {} entries)",
+            self.strings.len()
+        )))
     }
 
-    fn string_i32(&self, index: i32) -> Result<Str> {
+    fn string_i32(&self, index: i32) -> Result<u32> {
         let index = u32::try_from(index)
             .map_err(|_| Error::malformed(format!("negative string index {index}")))?;
         self.string(index)
@@ -184,7 +217,7 @@ impl Context {
         raw.wrapping_mul(self.date_granularity)
     }
 
-    fn tags(&self, keys: &[u32], vals: &[u32]) -> Result<Vec<Tag>> {
+    fn tags(&self, keys: &[u32], vals: &[u32], out: &mut Vec<(u32, u32)>) -> Result<Span> {
         if keys.len() != vals.len() {
             return Err(Error::malformed(format!(
                 "{} tag keys but {} values",
@@ -192,10 +225,12 @@ impl Context {
                 vals.len()
             )));
         }
-        keys.iter()
-            .zip(vals)
-            .map(|(&k, &v)| Ok((self.string(k)?, self.string(v)?)))
-            .collect()
+        span(out, |out| {
+            for (&k, &v) in keys.iter().zip(vals) {
+                out.push((self.string(k)?, self.string(v)?));
+            }
+            Ok(())
+        })
     }
 }
 
@@ -208,6 +243,7 @@ struct Scratch {
     lon: Vec<i64>,
     roles: Vec<i32>,
     memids: Vec<i64>,
+    refs: Vec<i64>,
     types: Vec<i32>,
     dense: DenseColumns,
 }
@@ -264,9 +300,10 @@ impl<'a> GroupFields<'a> {
             + self.changesets.len()
     }
 
-    fn decode(&self, ctx: &Context, s: &mut Scratch, out: &mut Vec<Element>) -> Result<()> {
+    fn decode(&self, ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<()> {
         for node in &self.nodes {
-            out.push(Element::Node(decode_node(node, ctx, s)?));
+            let o = decode_node(node, ctx, s, out)?;
+            out.objects.push(o);
         }
         // Each DenseNodes field on its own, as libosmium and the key scan read
         // them (prost would merge them into one delta sequence).
@@ -275,13 +312,15 @@ impl<'a> GroupFields<'a> {
             s.dense.decode(ctx, out)?;
         }
         for way in &self.ways {
-            out.push(Element::Way(decode_way(way, ctx, s)?));
+            let o = decode_way(way, ctx, s, out)?;
+            out.objects.push(o);
         }
         for relation in &self.relations {
-            out.push(Element::Relation(decode_relation(relation, ctx, s)?));
+            let o = decode_relation(relation, ctx, s, out)?;
+            out.objects.push(o);
         }
         for changeset in &self.changesets {
-            out.push(Element::Changeset(decode_changeset(changeset)?));
+            out.objects.push(decode_changeset(changeset)?);
         }
         Ok(())
     }
@@ -328,12 +367,12 @@ impl InfoFields {
         Ok(())
     }
 
-    fn decode(&self, ctx: &Context) -> Result<Info> {
+    fn decode(&self, ctx: &Context) -> Result<InfoColumn> {
         let user = match self.user_sid {
             Some(sid) => ctx.string(sid)?,
-            None => ctx.empty.clone(),
+            None => NO_USER,
         };
-        Ok(Info {
+        Ok(InfoColumn {
             version: self.version.unwrap_or(-1),
             timestamp_ms: ctx.timestamp(self.timestamp.unwrap_or(0)),
             changeset: self.changeset.unwrap_or(0),
@@ -350,7 +389,7 @@ fn merge_info(info: &mut Option<InfoFields>, v: Value<'_>) -> Result<()> {
         .merge(wire::expect_bytes(v, "Info")?)
 }
 
-fn decode_info(info: &Option<InfoFields>, ctx: &Context) -> Result<Option<Info>> {
+fn decode_info(info: &Option<InfoFields>, ctx: &Context) -> Result<Option<InfoColumn>> {
     info.as_ref().map(|i| i.decode(ctx)).transpose()
 }
 
@@ -362,7 +401,21 @@ fn tag_field(n: u32, v: Value<'_>, s: &mut Scratch) -> Result<()> {
     }
 }
 
-fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Node> {
+/// An object with no tags, refs or members yet.
+fn object(kind: Kind, id: i64, info: Option<InfoColumn>) -> Object {
+    Object {
+        kind,
+        id,
+        lat: 0,
+        lon: 0,
+        info,
+        tags: Span::default(),
+        items: Span::default(),
+        locations: Span::default(),
+    }
+}
+
+fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<Object> {
     s.clear_tags();
     let (mut id, mut lat, mut lon, mut info) = (0, 0, 0, None);
     let mut r = Reader::new(data);
@@ -376,20 +429,18 @@ fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Node> {
             _ => {}
         }
     }
-    Ok(Node {
-        id,
-        info: decode_info(&info, ctx)?,
-        lat: ctx.lat(lat),
-        lon: ctx.lon(lon),
-        tags: ctx.tags(&s.keys, &s.vals)?,
-    })
+    let mut o = object(Kind::Node, id, decode_info(&info, ctx)?);
+    (o.lat, o.lon) = (ctx.lat(lat), ctx.lon(lon));
+    o.tags = ctx.tags(&s.keys, &s.vals, &mut out.tags)?;
+    Ok(o)
 }
 
-fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Way> {
+fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<Object> {
     s.clear_tags();
     s.lat.clear();
     s.lon.clear();
-    let (mut id, mut info, mut refs) = (0, None, Vec::new());
+    s.refs.clear();
+    let (mut id, mut info) = (0, None);
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
@@ -397,6 +448,7 @@ fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Way> {
             2 | 3 => tag_field(n, v, s)?,
             4 => merge_info(&mut info, v)?,
             8 => {
+                let refs = &mut s.refs;
                 refs.reserve(packed_len(&v));
                 let mut acc = refs.last().copied().unwrap_or(0i64);
                 each_varint(v, "Way.refs", |x| {
@@ -409,14 +461,17 @@ fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Way> {
             _ => {}
         }
     }
-    let locations = way_locations(id, refs.len(), &s.lat, &s.lon, ctx)?;
-    Ok(Way {
-        id,
-        info: decode_info(&info, ctx)?,
-        tags: ctx.tags(&s.keys, &s.vals)?,
-        refs,
-        locations,
-    })
+    let locations = span(&mut out.locations, |locations| {
+        way_locations(id, s.refs.len(), &s.lat, &s.lon, ctx, locations)
+    })?;
+    let mut o = object(Kind::Way, id, decode_info(&info, ctx)?);
+    o.tags = ctx.tags(&s.keys, &s.vals, &mut out.tags)?;
+    o.items = span(&mut out.refs, |refs| {
+        refs.extend_from_slice(&s.refs);
+        Ok(())
+    })?;
+    o.locations = locations;
+    Ok(o)
 }
 
 fn way_locations(
@@ -425,7 +480,8 @@ fn way_locations(
     lats: &[i64],
     lons: &[i64],
     ctx: &Context,
-) -> Result<Vec<(i64, i64)>> {
+    out: &mut Vec<(i64, i64)>,
+) -> Result<()> {
     if lats.len() != lons.len() || (!lats.is_empty() && lats.len() != refs) {
         return Err(Error::malformed(format!(
             "way {id}: {refs} refs but {} lats and {} lons",
@@ -439,10 +495,16 @@ fn way_locations(
         lon = lon.wrapping_add(d_lon);
         (ctx.lat(lat), ctx.lon(lon))
     });
-    Ok(locations.collect())
+    out.extend(locations);
+    Ok(())
 }
 
-fn decode_relation(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Relation> {
+fn decode_relation(
+    data: &[u8],
+    ctx: &Context,
+    s: &mut Scratch,
+    out: &mut Columns,
+) -> Result<Object> {
     s.clear_tags();
     s.roles.clear();
     s.types.clear();
@@ -466,15 +528,13 @@ fn decode_relation(data: &[u8], ctx: &Context, s: &mut Scratch) -> Result<Relati
             _ => {}
         }
     }
-    Ok(Relation {
-        id,
-        info: decode_info(&info, ctx)?,
-        tags: ctx.tags(&s.keys, &s.vals)?,
-        members: members(id, s, ctx)?,
-    })
+    let mut o = object(Kind::Relation, id, decode_info(&info, ctx)?);
+    o.tags = ctx.tags(&s.keys, &s.vals, &mut out.tags)?;
+    o.items = span(&mut out.members, |out| members(id, s, ctx, out))?;
+    Ok(o)
 }
 
-fn members(id: i64, s: &Scratch, ctx: &Context) -> Result<Vec<Member>> {
+fn members(id: i64, s: &Scratch, ctx: &Context, out: &mut Vec<MemberColumn>) -> Result<()> {
     let n = s.memids.len();
     if s.roles.len() != n || s.types.len() != n {
         return Err(Error::malformed(format!(
@@ -483,16 +543,14 @@ fn members(id: i64, s: &Scratch, ctx: &Context) -> Result<Vec<Member>> {
             s.types.len()
         )));
     }
-    let members = s.memids.iter().zip(&s.roles).zip(&s.types);
-    members
-        .map(|((&id, &role), &kind)| {
-            Ok(Member {
-                kind: member_kind(kind)?,
-                id,
-                role: ctx.string_i32(role)?,
-            })
-        })
-        .collect()
+    for ((&id, &role), &kind) in s.memids.iter().zip(&s.roles).zip(&s.types) {
+        out.push(MemberColumn {
+            kind: member_kind(kind)?,
+            id,
+            role: ctx.string_i32(role)?,
+        });
+    }
+    Ok(())
 }
 
 fn member_kind(stored: i32) -> Result<Kind> {
@@ -506,7 +564,7 @@ fn member_kind(stored: i32) -> Result<Kind> {
     }
 }
 
-fn decode_changeset(data: &[u8]) -> Result<Changeset> {
+fn decode_changeset(data: &[u8]) -> Result<Object> {
     let mut id = 0;
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
@@ -514,7 +572,7 @@ fn decode_changeset(data: &[u8]) -> Result<Changeset> {
             id = wire::expect_varint(v, "ChangeSet.id")? as i64;
         }
     }
-    Ok(Changeset { id })
+    Ok(object(Kind::Changeset, id, None))
 }
 
 /// The arrays of one DenseNodes message, delta coded as stored.
@@ -611,7 +669,7 @@ impl DenseColumns {
         Ok(())
     }
 
-    fn decode(&self, ctx: &Context, out: &mut Vec<Element>) -> Result<()> {
+    fn decode(&self, ctx: &Context, out: &mut Columns) -> Result<()> {
         self.check()?;
         let mut infos = DenseInfoDecoder::default();
         let mut keys_vals = KeysVals {
@@ -628,14 +686,10 @@ impl DenseColumns {
                 true => Some(infos.next(self, i, ctx)?),
                 false => None,
             };
-            let tags = keys_vals.next_tags(ctx)?;
-            out.push(Element::Node(Node {
-                id,
-                info,
-                lat: ctx.lat(lat),
-                lon: ctx.lon(lon),
-                tags,
-            }));
+            let mut o = object(Kind::Node, id, info);
+            (o.lat, o.lon) = (ctx.lat(lat), ctx.lon(lon));
+            o.tags = span(&mut out.tags, |tags| keys_vals.next_tags(ctx, tags))?;
+            out.objects.push(o);
         }
         keys_vals.finish()
     }
@@ -649,8 +703,7 @@ struct KeysVals<'a> {
 }
 
 impl KeysVals<'_> {
-    fn next_tags(&mut self, ctx: &Context) -> Result<Vec<Tag>> {
-        let mut tags = Vec::new();
+    fn next_tags(&mut self, ctx: &Context, tags: &mut Vec<(u32, u32)>) -> Result<()> {
         while let Some(&key) = self.rest.next() {
             if key == 0 {
                 break;
@@ -661,7 +714,7 @@ impl KeysVals<'_> {
                 .ok_or_else(|| Error::malformed("dense keys_vals: key without value"))?;
             tags.push((ctx.string_i32(key)?, ctx.string_i32(*value)?));
         }
-        Ok(tags)
+        Ok(())
     }
 
     fn finish(self) -> Result<()> {
@@ -685,16 +738,16 @@ struct DenseInfoDecoder {
 }
 
 impl DenseInfoDecoder {
-    fn next(&mut self, c: &DenseColumns, i: usize, ctx: &Context) -> Result<Info> {
+    fn next(&mut self, c: &DenseColumns, i: usize, ctx: &Context) -> Result<InfoColumn> {
         self.timestamp = self.timestamp.wrapping_add(at(&c.timestamp, i));
         self.changeset = self.changeset.wrapping_add(at(&c.changeset, i));
         self.uid = self.uid.wrapping_add(at(&c.uid, i));
         self.user_sid = self.user_sid.wrapping_add(at(&c.user_sid, i));
         let user = match c.user_sid.is_empty() {
-            true => ctx.empty.clone(),
+            true => NO_USER,
             false => ctx.string_i32(self.user_sid)?,
         };
-        Ok(Info {
+        Ok(InfoColumn {
             version: c.version.get(i).copied().unwrap_or(-1),
             timestamp_ms: ctx.timestamp(self.timestamp),
             changeset: self.changeset,

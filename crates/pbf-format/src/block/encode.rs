@@ -1,4 +1,5 @@
-//! Encoding [`Element`]s into a PrimitiveBlock, written straight to bytes:
+//! Encoding elements ([`Obj`] views of owned [`Element`]s or of
+//! [`super::Columns`]) into a PrimitiveBlock, written straight to bytes:
 //! each message is built in a reused scratch buffer and appended to its
 //! parent behind its length, so no protobuf structs, no per-element vectors
 //! and no separate length pass are needed. The output is what the prost
@@ -7,7 +8,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::{Element, EncodeOptions, Info, Node, Relation, Tag, Way};
+use super::{Element, EncodeOptions, InfoView, Obj};
 use crate::Kind;
 
 /// Encode elements, in the given order, into one PrimitiveBlock (not
@@ -20,6 +21,13 @@ use crate::Kind;
 /// A member of kind [`Kind::Changeset`] is written as type 3, which no
 /// reader (including [`super::decode_block`]) accepts.
 pub fn encode_block(elements: &[Element], opts: &EncodeOptions) -> Vec<u8> {
+    let objects: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
+    encode_objects(&objects, opts)
+}
+
+/// [`encode_block`] of views: the same bytes for the same objects, whether
+/// they are owned elements or objects of decoded columns.
+pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
     let scale = Scale::choose(elements);
     let mut e = Encoder {
         strings: StringTable::default(),
@@ -44,14 +52,14 @@ pub fn encode_block(elements: &[Element], opts: &EncodeOptions) -> Vec<u8> {
 }
 
 /// Elements with equal classes may share a group.
-fn group_class(element: &Element, dense: bool) -> (Kind, u8) {
-    match element {
-        Element::Node(node) if dense => match &node.info {
+fn group_class(element: &Obj<'_>, dense: bool) -> (Kind, u8) {
+    match element.kind() {
+        Kind::Node if dense => match element.info() {
             None => (Kind::Node, 0),
             Some(info) if info.visible.is_none() => (Kind::Node, 1),
             Some(_) => (Kind::Node, 2),
         },
-        other => (other.kind(), 0),
+        kind => (kind, 0),
     }
 }
 
@@ -120,17 +128,20 @@ struct Scale {
 }
 
 impl Scale {
-    fn choose(elements: &[Element]) -> Scale {
+    fn choose(elements: &[Obj<'_>]) -> Scale {
         let (mut coarse, mut whole_seconds) = (true, true);
         for element in elements {
             if let Some(info) = element.info() {
                 whole_seconds &= info.timestamp_ms % 1000 == 0;
             }
-            match element {
-                Element::Node(n) => coarse &= n.lat % 100 == 0 && n.lon % 100 == 0,
-                Element::Way(w) => {
-                    coarse &= w
-                        .locations
+            match element.kind() {
+                Kind::Node => {
+                    let (lat, lon) = element.position();
+                    coarse &= lat % 100 == 0 && lon % 100 == 0
+                }
+                Kind::Way => {
+                    coarse &= element
+                        .locations()
                         .iter()
                         .all(|&(a, b)| a % 100 == 0 && b % 100 == 0)
                 }
@@ -273,13 +284,13 @@ struct Encoder<'a> {
 
 impl<'a> Encoder<'a> {
     /// Append one PrimitiveGroup (block field 2) holding `run`.
-    fn group(&mut self, run: &'a [Element], dense: bool, out: &mut Vec<u8>) {
+    fn group(&mut self, run: &[Obj<'a>], dense: bool, out: &mut Vec<u8>) {
         let mut group = std::mem::take(&mut self.s.group);
         group.clear();
-        if dense && matches!(run.first(), Some(Element::Node(_))) {
+        if dense && run.first().is_some_and(|o| o.kind() == Kind::Node) {
             self.dense(run, &mut group);
         } else {
-            for element in run {
+            for &element in run {
                 self.element(element, &mut group);
             }
         }
@@ -288,24 +299,24 @@ impl<'a> Encoder<'a> {
     }
 
     /// Append one element message to a group.
-    fn element(&mut self, element: &'a Element, group: &mut Vec<u8>) {
+    fn element(&mut self, element: Obj<'a>, group: &mut Vec<u8>) {
         let mut msg = std::mem::take(&mut self.s.msg);
         msg.clear();
-        let number = match element {
-            Element::Node(n) => {
-                self.node(n, &mut msg);
+        let number = match element.kind() {
+            Kind::Node => {
+                self.node(element, &mut msg);
                 1
             }
-            Element::Way(w) => {
-                self.way(w, &mut msg);
+            Kind::Way => {
+                self.way(element, &mut msg);
                 3
             }
-            Element::Relation(r) => {
-                self.relation(r, &mut msg);
+            Kind::Relation => {
+                self.relation(element, &mut msg);
                 4
             }
-            Element::Changeset(c) => {
-                varint_field(&mut msg, 1, int(c.id));
+            Kind::Changeset => {
+                varint_field(&mut msg, 1, int(element.id()));
                 5
             }
         };
@@ -314,11 +325,11 @@ impl<'a> Encoder<'a> {
     }
 
     /// Fields 2 and 3 (keys and vals) of a node, way or relation.
-    fn tags(&mut self, tags: &'a [Tag], msg: &mut Vec<u8>) {
+    fn tags(&mut self, element: Obj<'a>, msg: &mut Vec<u8>) {
         let (keys, vals) = (&mut self.s.keys, &mut self.s.vals);
         keys.clear();
         vals.clear();
-        for (k, v) in tags {
+        for (k, v) in element.tags() {
             varint(keys, u64::from(self.strings.index(k)));
             varint(vals, u64::from(self.strings.index(v)));
         }
@@ -327,7 +338,7 @@ impl<'a> Encoder<'a> {
     }
 
     /// Field 4, the Info message.
-    fn info(&mut self, info: &'a Info, msg: &mut Vec<u8>) {
+    fn info(&mut self, info: InfoView<'a>, msg: &mut Vec<u8>) {
         let out = &mut self.s.info;
         out.clear();
         if info.version != -1 {
@@ -336,75 +347,76 @@ impl<'a> Encoder<'a> {
         varint_field(out, 2, int(self.scale.timestamp(info.timestamp_ms)));
         varint_field(out, 3, int(info.changeset));
         varint_field(out, 4, int(i64::from(info.uid)));
-        varint_field(out, 5, u64::from(self.strings.index(&info.user)));
+        varint_field(out, 5, u64::from(self.strings.index(info.user)));
         if let Some(visible) = info.visible {
             varint_field(out, 6, u64::from(visible));
         }
         bytes_field(msg, 4, out);
     }
 
-    fn node(&mut self, node: &'a Node, msg: &mut Vec<u8>) {
-        varint_field(msg, 1, zigzag(node.id));
-        self.tags(&node.tags, msg);
-        if let Some(info) = &node.info {
+    /// Fields 2 to 4 (tags and metadata) of a node, way or relation.
+    fn common(&mut self, element: Obj<'a>, msg: &mut Vec<u8>) {
+        self.tags(element, msg);
+        if let Some(info) = element.info() {
             self.info(info, msg);
         }
-        varint_field(msg, 8, zigzag(self.scale.coord(node.lat)));
-        varint_field(msg, 9, zigzag(self.scale.coord(node.lon)));
     }
 
-    fn way(&mut self, way: &'a Way, msg: &mut Vec<u8>) {
-        varint_field(msg, 1, int(way.id));
-        self.tags(&way.tags, msg);
-        if let Some(info) = &way.info {
-            self.info(info, msg);
-        }
+    fn node(&mut self, node: Obj<'a>, msg: &mut Vec<u8>) {
+        varint_field(msg, 1, zigzag(node.id()));
+        self.common(node, msg);
+        let (lat, lon) = node.position();
+        varint_field(msg, 8, zigzag(self.scale.coord(lat)));
+        varint_field(msg, 9, zigzag(self.scale.coord(lon)));
+    }
+
+    fn way(&mut self, way: Obj<'a>, msg: &mut Vec<u8>) {
+        varint_field(msg, 1, int(way.id()));
+        self.common(way, msg);
         let scale = self.scale;
         let s = &mut self.s;
+        let locations = way.locations();
         s.a.clear();
-        delta_zigzag(&mut s.a, way.refs.iter().copied());
+        delta_zigzag(&mut s.a, way.refs().iter().copied());
         packed_field(msg, 8, &s.a);
         s.a.clear();
-        delta_zigzag(&mut s.a, way.locations.iter().map(|l| scale.coord(l.0)));
+        delta_zigzag(&mut s.a, locations.iter().map(|l| scale.coord(l.0)));
         packed_field(msg, 9, &s.a);
         s.a.clear();
-        delta_zigzag(&mut s.a, way.locations.iter().map(|l| scale.coord(l.1)));
+        delta_zigzag(&mut s.a, locations.iter().map(|l| scale.coord(l.1)));
         packed_field(msg, 10, &s.a);
     }
 
-    fn relation(&mut self, relation: &'a Relation, msg: &mut Vec<u8>) {
-        varint_field(msg, 1, int(relation.id));
-        self.tags(&relation.tags, msg);
-        if let Some(info) = &relation.info {
-            self.info(info, msg);
-        }
-        let members = &relation.members;
-        let (roles, types) = (&mut self.s.a, &mut self.s.b);
+    fn relation(&mut self, relation: Obj<'a>, msg: &mut Vec<u8>) {
+        varint_field(msg, 1, int(relation.id()));
+        self.common(relation, msg);
+        let (roles, types, ids) = (&mut self.s.a, &mut self.s.b, &mut self.s.c);
         roles.clear();
         types.clear();
-        for m in members {
-            varint(roles, int(i64::from(self.strings.index_i32(&m.role))));
-            varint(types, m.kind as u64);
+        ids.clear();
+        let mut prev = 0i64;
+        for (kind, id, role) in relation.members() {
+            varint(roles, int(i64::from(self.strings.index_i32(role))));
+            varint(types, kind as u64);
+            varint(ids, zigzag(id.wrapping_sub(prev)));
+            prev = id;
         }
         packed_field(msg, 8, roles);
-        let ids = &mut self.s.c;
-        ids.clear();
-        delta_zigzag(ids, members.iter().map(|m| m.id));
         packed_field(msg, 9, ids);
-        packed_field(msg, 10, &self.s.b);
+        packed_field(msg, 10, types);
     }
 
     /// A DenseNodes message (group field 2) for a run of nodes that all have
     /// metadata or all lack it, and likewise for `visible` (see
     /// [`group_class`]).
-    fn dense(&mut self, run: &'a [Element], group: &mut Vec<u8>) {
+    fn dense(&mut self, run: &[Obj<'a>], group: &mut Vec<u8>) {
         let mut msg = std::mem::take(&mut self.s.msg);
         let mut cols = DenseWriter::new(&mut self.s);
-        let has_tags = run.iter().any(|e| !e.tags().is_empty());
-        let has_info = run.first().and_then(Element::info).is_some();
-        for element in run {
-            if let Element::Node(node) = element {
-                cols.node(node, self.scale, has_tags, &mut self.strings);
+        let has_tags = run.iter().any(|e| e.tag_count() != 0);
+        let has_info = run.first().and_then(|e| e.info()).is_some();
+        for &element in run {
+            if element.kind() == Kind::Node {
+                cols.node(element, self.scale, has_tags, &mut self.strings);
             }
         }
         msg.clear();
@@ -455,27 +467,29 @@ impl<'s> DenseWriter<'s> {
         w
     }
 
-    fn node<'a>(&mut self, node: &'a Node, scale: Scale, tags: bool, st: &mut StringTable<'a>) {
+    fn node<'a>(&mut self, node: Obj<'a>, scale: Scale, tags: bool, st: &mut StringTable<'a>) {
         let p = &mut self.prev;
-        let (lat, lon) = (scale.coord(node.lat), scale.coord(node.lon));
-        varint(self.id, zigzag(node.id.wrapping_sub(p.id)));
+        let id = node.id();
+        let (lat, lon) = node.position();
+        let (lat, lon) = (scale.coord(lat), scale.coord(lon));
+        varint(self.id, zigzag(id.wrapping_sub(p.id)));
         varint(self.lat, zigzag(lat.wrapping_sub(p.lat)));
         varint(self.lon, zigzag(lon.wrapping_sub(p.lon)));
-        (p.id, p.lat, p.lon) = (node.id, lat, lon);
+        (p.id, p.lat, p.lon) = (id, lat, lon);
         if tags {
-            for (k, v) in &node.tags {
+            for (k, v) in node.tags() {
                 varint(self.keys_vals, int(i64::from(st.index_i32(k))));
                 varint(self.keys_vals, int(i64::from(st.index_i32(v))));
             }
             varint(self.keys_vals, 0);
         }
-        if let Some(info) = &node.info {
-            let user_sid = st.index_i32(&info.user);
+        if let Some(info) = node.info() {
+            let user_sid = st.index_i32(info.user);
             self.info(info, scale, user_sid);
         }
     }
 
-    fn info(&mut self, info: &Info, scale: Scale, user_sid: i32) {
+    fn info(&mut self, info: InfoView<'_>, scale: Scale, user_sid: i32) {
         let p = &mut self.prev;
         let [version, timestamp, changeset, uid, user, visible] = &mut *self.info;
         let ts = scale.timestamp(info.timestamp_ms);
