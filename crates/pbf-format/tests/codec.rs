@@ -223,7 +223,12 @@ fn same_views(block: &[u8], opts: &EncodeOptions) {
     assert_eq!(columns.len(), elements.len());
     let views: Vec<Obj<'_>> = (0..columns.len()).map(|i| columns.get(i)).collect();
     assert!(encode_objects(&views, opts) == encode_block(&elements, opts));
-    for (view, element) in views.iter().zip(&elements) {
+    for (i, (view, element)) in views.iter().zip(&elements).enumerate() {
+        let parts = columns.merge_parts(i);
+        assert_eq!(parts.key, element.key());
+        assert_eq!(parts.tie_seconds, element.tie_seconds());
+        assert_eq!(parts.encoded, element.encoded_size_bound());
+        assert_eq!(parts.approx, view.approx_size());
         assert_eq!(view.key(), element.key());
         assert_eq!(view.tie_seconds(), element.tie_seconds());
         assert_eq!(view.encoded_size_bound(), element.encoded_size_bound());

@@ -187,9 +187,8 @@ impl InputBlob {
         let place = |e: pbf_format::Error| e.at(self.frame.offset).in_file(self.file.path());
         let raw = decode_blob(&body).map_err(place)?;
         drop(body);
-        let elements = block::decode_block(&raw).map_err(place)?;
-        drop(raw);
-        let block = Block::new(elements, std::iter::repeat(self.position));
+        let columns = block::decode_columns(raw).map_err(place)?;
+        let block = Block::from_columns(columns, self.position);
         self.check(&block)?;
         self.on_load.loaded(self.frame.frame_len());
         Ok(block)

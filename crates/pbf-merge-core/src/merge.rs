@@ -174,6 +174,7 @@ mod tests {
     use super::*;
     use crate::sorted::tests::node;
     use crate::writer::{Codec, Cut, Encoded};
+    use pbf_format::block::Obj;
     use std::sync::Arc;
 
     /// (id, input blob) pairs of nodes without timestamps, whose rank is
@@ -230,7 +231,7 @@ mod tests {
 
     #[test]
     fn gallop_finds_the_stretch() {
-        let items: Vec<Order> = (1..=100).map(|id| Order::of(&node(id), 0)).collect();
+        let items: Vec<Order> = (1..=100).map(|id| Order::of(Obj::Element(&node(id)), 0)).collect();
         let key = |id: i64| node(id).key().packed();
         assert_eq!(gallop(&items, None), 100);
         assert_eq!(gallop(&items, Some((key(1), 0))), 0);
@@ -253,7 +254,7 @@ mod tests {
         fn write(&mut self, block: Encoded) -> Result<()> {
             let mut block = crate::record::read_record(&block.bytes)?;
             while let Some((order, element)) = block.take() {
-                self.0.push((element.id(), order.rank));
+                self.0.push((element.into_element().id(), order.rank));
             }
             Ok(())
         }

@@ -36,7 +36,7 @@ use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use pbf_format::Kind;
-use pbf_format::block::{Changeset, Element, Info, Member, Node, Relation, Str, Tag, Way};
+use pbf_format::block::{Changeset, Element, Info, Member, Node, Obj, Relation, Str, Tag, Way};
 use pbf_format::compress::{self, Compression};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -44,14 +44,14 @@ use crate::sorted::Block;
 
 /// Encode sorted elements and their input blobs' positions as one framed
 /// spill record.
-pub(crate) fn write_record(elements: &[Element], blobs: &[u32], c: Compression) -> Result<Vec<u8>> {
+pub(crate) fn write_record(elements: &[Obj<'_>], blobs: &[u32], c: Compression) -> Result<Vec<u8>> {
     let mut w = Writer {
         out: Vec::with_capacity(elements.len() * 48),
         strings: FxMap::with_capacity_and_hasher(elements.len(), Default::default()),
         ..Writer::default()
     };
     put(&mut w.out, elements.len() as u64);
-    for (e, &blob) in elements.iter().zip(blobs) {
+    for (&e, &blob) in elements.iter().zip(blobs) {
         w.element(e, blob);
     }
     let blob = compress::encode_blob(&w.out, c)?;
@@ -149,7 +149,7 @@ struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    fn element(&mut self, e: &'a Element, blob: u32) {
+    fn element(&mut self, e: Obj<'a>, blob: u32) {
         let info = e.info();
         let visible = match info.and_then(|i| i.visible) {
             None => 0,
@@ -166,52 +166,54 @@ impl<'a> Writer<'a> {
             put_signed(&mut self.out, i.timestamp_ms);
             put_signed(&mut self.out, i.changeset);
             put_signed(&mut self.out, i64::from(i.uid));
-            self.string(&i.user);
+            self.string(i.user);
         }
-        put(&mut self.out, e.tags().len() as u64);
+        put(&mut self.out, e.tag_count() as u64);
         for (k, v) in e.tags() {
             self.string(k);
             self.string(v);
         }
-        match e {
-            Element::Node(n) => {
-                put_signed(&mut self.out, n.lat);
-                put_signed(&mut self.out, n.lon);
+        match e.kind() {
+            Kind::Node => {
+                let (lat, lon) = e.position();
+                put_signed(&mut self.out, lat);
+                put_signed(&mut self.out, lon);
             }
-            Element::Way(w) => self.way(w),
-            Element::Relation(r) => self.relation(r),
-            Element::Changeset(_) => {}
+            Kind::Way => self.way(e),
+            Kind::Relation => self.relation(e),
+            Kind::Changeset => {}
         }
     }
 
-    fn way(&mut self, w: &Way) {
-        put(&mut self.out, w.refs.len() as u64);
+    fn way(&mut self, w: Obj<'a>) {
+        let (refs, locations) = (w.refs(), w.locations());
+        put(&mut self.out, refs.len() as u64);
         let mut prev = 0i64;
-        for &r in &w.refs {
+        for &r in refs {
             put_signed(&mut self.out, r.wrapping_sub(prev));
             prev = r;
         }
-        put(&mut self.out, w.locations.len() as u64);
+        put(&mut self.out, locations.len() as u64);
         let (mut lat0, mut lon0) = (0i64, 0i64);
-        for &(lat, lon) in &w.locations {
+        for &(lat, lon) in locations {
             put_signed(&mut self.out, lat.wrapping_sub(lat0));
             put_signed(&mut self.out, lon.wrapping_sub(lon0));
             (lat0, lon0) = (lat, lon);
         }
     }
 
-    fn relation(&mut self, r: &'a Relation) {
-        put(&mut self.out, r.members.len() as u64);
+    fn relation(&mut self, r: Obj<'a>) {
+        put(&mut self.out, r.member_count() as u64);
         let mut prev = 0i64;
-        for m in &r.members {
-            put(&mut self.out, m.kind.index() as u64);
-            put_signed(&mut self.out, m.id.wrapping_sub(prev));
-            prev = m.id;
-            self.string(&m.role);
+        for (kind, id, role) in r.members() {
+            put(&mut self.out, kind.index() as u64);
+            put_signed(&mut self.out, id.wrapping_sub(prev));
+            prev = id;
+            self.string(role);
         }
     }
 
-    fn string(&mut self, s: &'a Str) {
+    fn string(&mut self, s: &'a [u8]) {
         let next = self.strings.len() as u64;
         match self.strings.entry(s) {
             Entry::Occupied(i) => put(&mut self.out, i.get() + 1),
@@ -482,10 +484,12 @@ mod tests {
         let elements = sample();
         let blobs = [3, 1, u32::MAX, 0, 40, 41];
         for c in [Compression::None, Compression::Lz4] {
-            let record = write_record(&elements, &blobs, c).expect("write");
+            let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
+            let record = write_record(&views, &blobs, c).expect("write");
             let mut block = read_record(&record).expect("read");
             let mut got = Vec::new();
             while let Some((order, e)) = block.take() {
+                let e = e.into_element();
                 assert_eq!(order.rank >> 32, u64::from(e.tie_seconds()));
                 got.push((order.blob(), e));
             }
@@ -498,7 +502,9 @@ mod tests {
 
     #[test]
     fn corrupt_records_are_errors() {
-        let record = write_record(&sample(), &[0, 1, 2, 3, 4, 5], Compression::None).expect("w");
+        let sample = sample();
+        let views: Vec<Obj<'_>> = sample.iter().map(Obj::Element).collect();
+        let record = write_record(&views, &[0, 1, 2, 3, 4, 5], Compression::None).expect("w");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         // Every truncation and every single-byte change either decodes or
         // fails cleanly; none panics or allocates past the record.

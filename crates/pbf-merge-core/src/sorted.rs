@@ -3,13 +3,17 @@
 //! block writer cuts by) apart from the elements themselves, so sorting,
 //! galloping and the merge's comparisons touch 32-byte entries, and an
 //! element moves only to be put in order (once, in a blob unsorted inside)
-//! and when it is handed to the writer.
+//! and when it is handed to the writer. A block decoded from an input blob
+//! keeps its [`Columns`] instead and hands out references to its objects,
+//! so nothing moves but the order entries.
 //!
 //! Ranks order equal keys (see [`Order::rank`]); the merge orders by
 //! (key, rank), and elements of one blob with equal (key, rank) keep their
 //! stored order.
 
-use pbf_format::block::Element;
+use std::sync::Arc;
+
+use pbf_format::block::{Columns, Element, MergeParts, Obj};
 
 /// The merge order of one element and its sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,13 +33,24 @@ pub(crate) struct Order {
 
 impl Order {
     /// The order of `element` of the input blob at position `blob`.
-    pub fn of(element: &Element, blob: u32) -> Order {
+    pub fn of(element: Obj<'_>, blob: u32) -> Order {
         let approx = element.approx_size() + size_of::<Order>();
         Order {
             key: element.key().packed(),
             rank: u64::from(element.tie_seconds()) << 32 | u64::from(blob),
             approx: u32::try_from(approx).unwrap_or(u32::MAX),
             encoded: u32::try_from(element.encoded_size_bound()).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The order of an object of columns, from its [`MergeParts`].
+    pub fn of_parts(p: MergeParts, blob: u32) -> Order {
+        let approx = p.approx + size_of::<Order>();
+        Order {
+            key: p.key.packed(),
+            rank: u64::from(p.tie_seconds) << 32 | u64::from(blob),
+            approx: u32::try_from(approx).unwrap_or(u32::MAX),
+            encoded: u32::try_from(p.encoded).unwrap_or(u32::MAX),
         }
     }
 
@@ -55,7 +70,40 @@ impl Order {
 pub(crate) struct Block {
     order: Vec<Order>,
     pos: usize,
-    elements: std::vec::IntoIter<Element>,
+    payload: Payload,
+}
+
+/// What a block's order entries refer to.
+#[derive(Debug)]
+enum Payload {
+    /// Owned elements, in order.
+    Elements(std::vec::IntoIter<Element>),
+    /// A decoded input blob and, in order, the indexes of its objects.
+    Columns(Arc<Columns>, Vec<u32>),
+}
+
+impl Default for Payload {
+    fn default() -> Payload {
+        Payload::Elements(Vec::new().into_iter())
+    }
+}
+
+/// An element taken from a block: owned, or an object of the block's
+/// columns (which the writer keeps alive until it is encoded).
+pub(crate) enum Item<'b> {
+    Element(Element),
+    Column(&'b Arc<Columns>, u32),
+}
+
+impl Item<'_> {
+    /// The element, owned (a copy for an object of columns).
+    #[cfg(test)]
+    pub fn into_element(self) -> Element {
+        match self {
+            Item::Element(e) => e,
+            Item::Column(columns, i) => columns.get(i as usize).to_element(),
+        }
+    }
 }
 
 impl Block {
@@ -65,7 +113,7 @@ impl Block {
         let order: Vec<Order> = elements
             .iter()
             .zip(blobs)
-            .map(|(e, blob)| Order::of(e, blob))
+            .map(|(e, blob)| Order::of(Obj::Element(e), blob))
             .collect();
         let (order, elements) = match order.is_sorted_by_key(Order::merge_key) {
             true => (order, elements),
@@ -74,7 +122,24 @@ impl Block {
         Block {
             order,
             pos: 0,
-            elements: elements.into_iter(),
+            payload: Payload::Elements(elements.into_iter()),
+        }
+    }
+
+    /// A block of the objects of one input blob, at position `blob`. Only
+    /// the order entries and object indexes are sorted; the objects stay.
+    pub fn from_columns(columns: Columns, blob: u32) -> Block {
+        let order: Vec<Order> = (0..columns.len())
+            .map(|i| Order::of_parts(columns.merge_parts(i), blob))
+            .collect();
+        let (order, index) = match order.is_sorted_by_key(Order::merge_key) {
+            true => (order, (0..columns.len() as u32).collect()),
+            false => sorted_indexes(order),
+        };
+        Block {
+            order,
+            pos: 0,
+            payload: Payload::Columns(Arc::new(columns), index),
         }
     }
 
@@ -86,17 +151,24 @@ impl Block {
     /// Take the next element, and start fetching what the merge reads at
     /// this block's next turn: the element after it and the order entry
     /// after that (see [`prefetch`]).
-    pub fn take(&mut self) -> Option<(Order, Element)> {
+    pub fn take(&mut self) -> Option<(Order, Item<'_>)> {
         let order = *self.order.get(self.pos)?;
+        let at = self.pos;
         self.pos += 1;
-        let element = self.elements.next()?;
-        if let Some(next) = self.elements.as_slice().first() {
-            prefetch(next);
-        }
         if let Some(after) = self.order.get(self.pos + 1) {
             prefetch(after);
         }
-        Some((order, element))
+        let item = match &mut self.payload {
+            Payload::Elements(elements) => {
+                let element = elements.next()?;
+                if let Some(next) = elements.as_slice().first() {
+                    prefetch(next);
+                }
+                Item::Element(element)
+            }
+            Payload::Columns(columns, index) => Item::Column(columns, *index.get(at)?),
+        };
+        Some((order, item))
     }
 
     /// Elements in the block (taken or not).
@@ -133,15 +205,22 @@ fn prefetch<T>(value: &T) {
 /// keys, so its comparisons stay in cache; the elements then move into
 /// place along the cycles of the permutation, inside their own vector.
 fn sort(order: Vec<Order>, mut elements: Vec<Element>) -> (Vec<Order>, Vec<Element>) {
+    let (sorted, index) = sorted_indexes(order);
+    let mut from: Vec<usize> = index.into_iter().map(|i| i as usize).collect();
+    permute(&mut elements, &mut from);
+    (sorted, elements)
+}
+
+/// Sort by (key, rank), keeping stored order among equals, and return the
+/// sorted entries with the stored index of each.
+fn sorted_indexes(order: Vec<Order>) -> (Vec<Order>, Vec<u32>) {
     let mut keyed: Vec<(u128, u64, u32)> = (0u32..)
         .zip(&order)
         .map(|(i, o)| (o.key, o.rank, i))
         .collect();
     keyed.sort_unstable();
-    let sorted_order = keyed.iter().map(|k| order[k.2 as usize]).collect();
-    let mut from: Vec<usize> = keyed.into_iter().map(|k| k.2 as usize).collect();
-    permute(&mut elements, &mut from);
-    (sorted_order, elements)
+    let sorted = keyed.iter().map(|k| order[k.2 as usize]).collect();
+    (sorted, keyed.into_iter().map(|k| k.2).collect())
 }
 
 /// Reorder `items` so that item `j` is the one that was at `from[j]`.
@@ -211,6 +290,7 @@ pub(crate) mod tests {
         let mut block = Block::new(elements, [0, 0, 0, 0, 0, 1].into_iter());
         let mut got = Vec::new();
         while let Some((order, element)) = block.take() {
+            let element = element.into_element();
             assert_eq!(
                 order.blob(),
                 if element.tags()[0].0[0] == b'f' { 1 } else { 0 }
@@ -248,6 +328,7 @@ pub(crate) mod tests {
         assert_eq!(block.len(), 4);
         let mut got = Vec::new();
         while let Some((order, element)) = block.take() {
+            let element = element.into_element();
             assert_eq!(order.key, element.key().packed());
             got.push((element.kind(), element.id(), order.rank));
         }

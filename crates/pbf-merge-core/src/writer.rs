@@ -3,12 +3,17 @@
 //! pool while the merge goes on. Encoded blocks come back through a FIFO of
 //! at most `in_flight` pending results, a bounded reorder buffer that keeps
 //! output order, and go to a [`Target`]: the spool or a spill file.
+//!
+//! A block being filled holds owned elements and references to objects of
+//! decoded input blobs ([`Columns`]), whose blobs it keeps alive until the
+//! block is encoded.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
 
-use pbf_format::block::{self, Element, EncodeOptions};
+use pbf_format::block::{self, Columns, Element, EncodeOptions, Obj};
 use pbf_format::compress::{self, Compression};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, frame, indexdata};
@@ -16,7 +21,7 @@ use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::record;
-use crate::sorted::Order;
+use crate::sorted::{Item, Order};
 
 /// Where encoded blocks go.
 pub(crate) trait Target {
@@ -101,7 +106,7 @@ impl<T: Target> BlockWriter<T> {
 
     /// Add the next element. Elements must come in (key, rank) order;
     /// equal ones come from one blob, in its stored order.
-    pub fn push(&mut self, order: Order, element: Element) -> Result<()> {
+    pub fn push(&mut self, order: Order, element: Item<'_>) -> Result<()> {
         let key = order.merge_key();
         if let Some(last) = self.last {
             if key < last {
@@ -116,14 +121,14 @@ impl<T: Target> BlockWriter<T> {
         }
         self.last = Some(key);
         let b = &self.block;
-        let full = b.elements.len() >= self.cut.elements
+        let full = b.items.len() >= self.cut.elements
             || b.encoded.saturating_add(order.encoded as usize) > self.cut.encoded
             || b.approx.saturating_add(order.approx as u64) > self.cut.approx as u64;
-        if !b.elements.is_empty() && full {
+        if !b.items.is_empty() && full {
             self.submit()?;
         }
-        if self.block.elements.capacity() == 0 {
-            self.block.elements.reserve(self.cut.elements.min(8192));
+        if self.block.items.capacity() == 0 {
+            self.block.items.reserve(self.cut.elements.min(8192));
         }
         self.block
             .push(order, element, matches!(self.codec, Codec::Spill(..)));
@@ -159,7 +164,7 @@ impl<T: Target> BlockWriter<T> {
 
     /// Write everything still pending and return the target.
     pub fn finish(mut self) -> Result<T> {
-        if !self.block.elements.is_empty() {
+        if !self.block.items.is_empty() {
             self.submit()?;
         }
         while !self.in_flight.is_empty() {
@@ -173,7 +178,15 @@ impl<T: Target> BlockWriter<T> {
 /// and what is known of its keys and sizes.
 #[derive(Default)]
 struct Pending {
-    elements: Vec<Element>,
+    /// The elements in order.
+    items: Vec<Slot>,
+    owned: Vec<Element>,
+    /// The decoded input blobs that `items` refer to, and their slots by
+    /// address.
+    sources: Vec<Arc<Columns>>,
+    slots: HashMap<usize, u32, BuildHasherDefault<AddressHasher>>,
+    /// The source of the previous item: (address, slot).
+    last_source: Option<(usize, u32)>,
     blobs: Vec<u32>,
     first: u128,
     last: u128,
@@ -185,8 +198,8 @@ struct Pending {
 }
 
 impl Pending {
-    fn push(&mut self, order: Order, element: Element, keep_blob: bool) {
-        if self.elements.is_empty() {
+    fn push(&mut self, order: Order, element: Item<'_>, keep_blob: bool) {
+        if self.items.is_empty() {
             (self.first, self.strict, self.encoded) = (order.key, true, BLOCK_SLACK);
         } else if order.key == self.last {
             self.strict = false;
@@ -198,7 +211,40 @@ impl Pending {
         if keep_blob {
             self.blobs.push(order.blob());
         }
-        self.elements.push(element);
+        let slot = match element {
+            Item::Element(e) => {
+                self.owned.push(e);
+                Slot::Owned(self.owned.len() as u32 - 1)
+            }
+            Item::Column(columns, i) => Slot::Column(self.source(columns), i),
+        };
+        self.items.push(slot);
+    }
+
+    /// The slot of a decoded input blob, added on first use.
+    fn source(&mut self, columns: &Arc<Columns>) -> u32 {
+        let address = Arc::as_ptr(columns) as usize;
+        if let Some((last, slot)) = self.last_source {
+            if last == address {
+                return slot;
+            }
+        }
+        let next = self.sources.len() as u32;
+        let slot = *self.slots.entry(address).or_insert(next);
+        if slot == next {
+            self.sources.push(columns.clone());
+        }
+        self.last_source = Some((address, slot));
+        slot
+    }
+
+    /// Views of the elements, in order.
+    fn views(&self) -> Vec<Obj<'_>> {
+        let view = |slot: &Slot| match *slot {
+            Slot::Owned(i) => Obj::Element(&self.owned[i as usize]),
+            Slot::Column(s, i) => self.sources[s as usize].get(i as usize),
+        };
+        self.items.iter().map(view).collect()
     }
 
     /// The block's keys, as a key scan of it would find them.
@@ -216,24 +262,54 @@ impl Pending {
 
 /// Encode a block as the codec says.
 fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
-    if block.elements.is_empty() {
+    if block.items.is_empty() {
         return Err(Error::new(ErrorKind::Internal("empty block".into())));
     }
     let summary = block.summary();
+    let views = block.views();
     let bytes = match codec {
         Codec::Frame(c, opts) => {
-            let blob = compress::encode_blob(&block::encode_block(&block.elements, &opts), c)?;
+            let blob = compress::encode_blob(&block::encode_objects(&views, &opts), c)?;
             frame::encode_frame(
                 &frame::BlobType::OsmData,
                 Some(&indexdata::encode(&summary)),
                 &blob,
             )
         }
-        Codec::Spill(c) => record::write_record(&block.elements, &block.blobs, c)?,
+        Codec::Spill(c) => record::write_record(&views, &block.blobs, c)?,
     };
     Ok(Encoded {
         bytes,
         summary,
         approx: block.approx,
     })
+}
+
+/// Where an element of a pending block is: an owned element, or object
+/// `.1` of source `.0`.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Owned(u32),
+    Column(u32, u32),
+}
+
+/// Hashes an address: one multiply (addresses are distinct and aligned, and
+/// the map holds a block's few sources).
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }

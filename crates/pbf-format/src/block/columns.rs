@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use super::{Element, Info, Member, Node, Relation, Str, Tag, Way};
+use super::{ELEMENT_SLACK, Element, Info, Member, Node, Relation, Str, Tag, VARINT_MAX, Way};
 use crate::Kind;
 
 /// A decoded PrimitiveBlock as columns (see [`super::decode_columns`]).
@@ -167,7 +167,51 @@ impl Columns {
         }
     }
 
+    /// What the merge orders and cuts object `i` by, in one pass over its
+    /// fields: the same values as [`Obj::key`], [`Obj::tie_seconds`],
+    /// [`Obj::approx_size`] and [`Obj::encoded_size_bound`] of its view.
+    pub fn merge_parts(&self, i: usize) -> MergeParts {
+        let o = &self.objects[i];
+        let len = |s: u32| self.string(s).len();
+        let string_heap = 2 * size_of::<usize>();
+        let tags = &self.tags[o.tags.range()];
+        let tag_bytes: usize = tags.iter().map(|&(k, v)| len(k) + len(v)).sum();
+        let user = o.info.map(|i| len(i.user));
+        let mut encoded = ELEMENT_SLACK
+            + tag_bytes
+            + tags.len() * 2 * (1 + 2 * VARINT_MAX)
+            + 1
+            + user.map_or(0, |u| 6 * (VARINT_MAX + 1) + u + 1 + 2 * VARINT_MAX);
+        let mut approx = size_of::<Element>()
+            + tags.len() * (size_of::<Tag>() + 2 * string_heap)
+            + tag_bytes
+            + user.map_or(0, |u| u + string_heap);
+        match o.kind {
+            Kind::Node => encoded += 3 * VARINT_MAX,
+            Kind::Way => {
+                let (refs, locations) = (o.items.len(), o.locations.len());
+                encoded += VARINT_MAX * (1 + refs + 2 * locations);
+                approx += refs * size_of::<i64>() + locations * size_of::<(i64, i64)>();
+            }
+            Kind::Relation => {
+                let members = &self.members[o.items.range()];
+                let roles: usize = members.iter().map(|m| len(m.role)).sum();
+                encoded += VARINT_MAX + members.len() * (3 * VARINT_MAX + 1 + 2 * VARINT_MAX) + roles;
+                approx += members.len() * (size_of::<Member>() + string_heap) + roles;
+            }
+            Kind::Changeset => encoded += VARINT_MAX,
+        }
+        let version = o.info.map_or(0, |i| crate::key::key_version(i.version));
+        MergeParts {
+            key: crate::Key::new(o.kind, o.id, version),
+            tie_seconds: o.info.map_or(0, |i| crate::key::tie_seconds(i.timestamp_ms)),
+            approx,
+            encoded,
+        }
+    }
+
     /// String `i` of the table (checked when decoded), or the absent user.
+    #[inline]
     fn string(&self, i: u32) -> &[u8] {
         if i == NO_USER {
             return b"";
@@ -175,6 +219,19 @@ impl Columns {
         let (start, end) = self.strings[i as usize];
         &self.data[start as usize..end as usize]
     }
+}
+
+/// What the merge orders and cuts an object by (see [`Columns::merge_parts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeParts {
+    /// [`Obj::key`].
+    pub key: crate::Key,
+    /// [`Obj::tie_seconds`].
+    pub tie_seconds: u32,
+    /// [`Obj::approx_size`].
+    pub approx: usize,
+    /// [`Obj::encoded_size_bound`].
+    pub encoded: usize,
 }
 
 /// Metadata as the encoders read it, from either kind of element.
@@ -259,6 +316,23 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// Whether the object has metadata, and whether that stores `visible`,
+    /// without looking up the user name.
+    pub fn info_flags(self) -> Option<bool> {
+        match self {
+            Obj::Element(e) => e.info().map(|i| i.visible.is_some()),
+            Obj::Column(_, o) => o.info.map(|i| i.visible.is_some()),
+        }
+    }
+
+    /// The timestamp of the metadata, if any.
+    pub fn timestamp_ms(self) -> Option<i64> {
+        match self {
+            Obj::Element(e) => e.info().map(|i| i.timestamp_ms),
+            Obj::Column(_, o) => o.info.map(|i| i.timestamp_ms),
+        }
+    }
+
     /// Number of tags.
     pub fn tag_count(self) -> usize {
         match self {
@@ -268,21 +342,11 @@ impl<'a> Obj<'a> {
     }
 
     /// The tags in stored order, as (key, value) bytes.
-    pub fn tags(self) -> impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])> {
-        let (owned, columns): (&[Tag], &[(u32, u32)]) = match self {
-            Obj::Element(e) => (e.tags(), &[]),
-            Obj::Column(c, o) => (&[], &c.tags[o.tags.range()]),
-        };
-        let column = match self {
-            Obj::Column(c, _) => Some(c),
-            Obj::Element(_) => None,
-        };
-        let owned = owned.iter().map(|(k, v)| (&k[..], &v[..]));
-        let columns = columns.iter().map(move |&(k, v)| match column {
-            Some(c) => (c.string(k), c.string(v)),
-            None => (&b""[..], &b""[..]),
-        });
-        Either(owned, columns)
+    pub fn tags(self) -> Tags<'a> {
+        match self {
+            Obj::Element(e) => Tags::Owned(e.tags().iter()),
+            Obj::Column(c, o) => Tags::Column(c, c.tags[o.tags.range()].iter()),
+        }
     }
 
     /// A way's refs (empty for other kinds).
@@ -333,6 +397,46 @@ impl<'a> Obj<'a> {
         Either(owned, columns)
     }
 
+    /// The object as an owned [`Element`], each string allocated anew.
+    pub fn to_element(self) -> Element {
+        if let Obj::Element(e) = self {
+            return e.clone();
+        }
+        let info = self.info().map(|i| Info {
+            version: i.version,
+            timestamp_ms: i.timestamp_ms,
+            changeset: i.changeset,
+            uid: i.uid,
+            user: Str::from(i.user),
+            visible: i.visible,
+        });
+        let tags = self
+            .tags()
+            .map(|(k, v)| (Str::from(k), Str::from(v)))
+            .collect();
+        let (id, (lat, lon)) = (self.id(), self.position());
+        match self.kind() {
+            Kind::Node => Element::Node(Node { id, info, lat, lon, tags }),
+            Kind::Way => Element::Way(Way {
+                id,
+                info,
+                tags,
+                refs: self.refs().to_vec(),
+                locations: self.locations().to_vec(),
+            }),
+            Kind::Relation => Element::Relation(Relation {
+                id,
+                info,
+                tags,
+                members: self
+                    .members()
+                    .map(|(kind, id, role)| Member { kind, id, role: Str::from(role) })
+                    .collect(),
+            }),
+            Kind::Changeset => Element::Changeset(super::Changeset { id }),
+        }
+    }
+
     /// See [`Element::key`].
     pub fn key(self) -> crate::Key {
         let version = self
@@ -347,6 +451,37 @@ impl<'a> Obj<'a> {
             .map_or(0, |i| crate::key::tie_seconds(i.timestamp_ms))
     }
 }
+
+/// The tags of an [`Obj`], as (key, value) bytes.
+#[derive(Clone, Debug)]
+pub enum Tags<'a> {
+    /// Of an owned element.
+    Owned(std::slice::Iter<'a, Tag>),
+    /// Of an object of columns: string indexes into its table.
+    Column(&'a Columns, std::slice::Iter<'a, (u32, u32)>),
+}
+
+impl<'a> Iterator for Tags<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Tags::Owned(tags) => tags.next().map(|(k, v)| (&k[..], &v[..])),
+            Tags::Column(c, tags) => tags.next().map(|&(k, v)| (c.string(k), c.string(v))),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = match self {
+            Tags::Owned(tags) => tags.len(),
+            Tags::Column(_, tags) => tags.len(),
+        };
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Tags<'_> {}
 
 /// One of two iterators of the same item (the two kinds of views).
 struct Either<A, B>(A, B);

@@ -54,10 +54,10 @@ pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
 /// Elements with equal classes may share a group.
 fn group_class(element: &Obj<'_>, dense: bool) -> (Kind, u8) {
     match element.kind() {
-        Kind::Node if dense => match element.info() {
+        Kind::Node if dense => match element.info_flags() {
             None => (Kind::Node, 0),
-            Some(info) if info.visible.is_none() => (Kind::Node, 1),
-            Some(_) => (Kind::Node, 2),
+            Some(false) => (Kind::Node, 1),
+            Some(true) => (Kind::Node, 2),
         },
         kind => (kind, 0),
     }
@@ -131,8 +131,8 @@ impl Scale {
     fn choose(elements: &[Obj<'_>]) -> Scale {
         let (mut coarse, mut whole_seconds) = (true, true);
         for element in elements {
-            if let Some(info) = element.info() {
-                whole_seconds &= info.timestamp_ms % 1000 == 0;
+            if let Some(timestamp_ms) = element.timestamp_ms() {
+                whole_seconds &= timestamp_ms % 1000 == 0;
             }
             match element.kind() {
                 Kind::Node => {
@@ -413,7 +413,7 @@ impl<'a> Encoder<'a> {
         let mut msg = std::mem::take(&mut self.s.msg);
         let mut cols = DenseWriter::new(&mut self.s);
         let has_tags = run.iter().any(|e| e.tag_count() != 0);
-        let has_info = run.first().and_then(|e| e.info()).is_some();
+        let has_info = run.first().and_then(|e| e.info_flags()).is_some();
         for &element in run {
             if element.kind() == Kind::Node {
                 cols.node(element, self.scale, has_tags, &mut self.strings);
