@@ -30,7 +30,9 @@ mod columns;
 mod decode;
 mod encode;
 
-pub use columns::{Columns, InfoView, MergeParts, Obj, Object, Tags};
+pub use columns::{
+    BadIndex, Columns, ColumnsBuilder, InfoIndex, InfoView, MergeParts, Obj, Object, Tags,
+};
 pub use decode::{decode_block, decode_columns};
 pub use encode::{encode_block, encode_objects};
 

@@ -26,6 +26,7 @@ pub mod ijson;
 pub mod indexdata;
 pub mod key;
 pub mod padding;
+pub mod prefetch;
 pub mod proto;
 pub mod scan;
 pub mod walk;

@@ -174,7 +174,6 @@ mod tests {
     use super::*;
     use crate::sorted::tests::node;
     use crate::writer::{Codec, Cut, Encoded};
-    use pbf_format::block::Obj;
     use std::sync::Arc;
 
     /// (id, input blob) pairs of nodes without timestamps, whose rank is
@@ -231,7 +230,9 @@ mod tests {
 
     #[test]
     fn gallop_finds_the_stretch() {
-        let items: Vec<Order> = (1..=100).map(|id| Order::of(Obj::Element(&node(id)), 0)).collect();
+        let items: Vec<Order> = block((1..=100).map(|id| item(id, 0)).collect())
+            .rest()
+            .to_vec();
         let key = |id: i64| node(id).key().packed();
         assert_eq!(gallop(&items, None), 100);
         assert_eq!(gallop(&items, Some((key(1), 0))), 0);

@@ -36,7 +36,7 @@ use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use pbf_format::Kind;
-use pbf_format::block::{Changeset, Element, Info, Member, Node, Obj, Relation, Str, Tag, Way};
+use pbf_format::block::{BadIndex, ColumnsBuilder, InfoIndex, Obj};
 use pbf_format::compress::{self, Compression};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -51,7 +51,13 @@ pub(crate) fn write_record(elements: &[Obj<'_>], blobs: &[u32], c: Compression) 
         ..Writer::default()
     };
     put(&mut w.out, elements.len() as u64);
-    for (&e, &blob) in elements.iter().zip(blobs) {
+    for (i, (&e, &blob)) in elements.iter().zip(blobs).enumerate() {
+        if let Some(ahead) = elements.get(i + 16) {
+            ahead.prefetch();
+        }
+        if let Some(ahead) = elements.get(i + 8) {
+            ahead.prefetch_strings();
+        }
         w.element(e, blob);
     }
     let blob = compress::encode_blob(&w.out, c)?;
@@ -72,17 +78,18 @@ pub(crate) fn read_record(record: &[u8]) -> Result<Block> {
     let payload = compress::decode_blob(blob).map_err(|e| corrupt(&e.to_string()))?;
     let mut r = Reader::new(&payload);
     let count = r.count(1)?;
-    let mut elements = Vec::with_capacity(count);
     let mut blobs = Vec::with_capacity(count);
     for _ in 0..count {
-        let (e, blob) = r.element()?;
-        elements.push(e);
-        blobs.push(blob);
+        blobs.push(r.element()?);
     }
     if !r.is_empty() {
         return Err(corrupt("bytes after the last element"));
     }
-    Ok(Block::new(elements, blobs.into_iter()))
+    let columns = r
+        .out
+        .finish(payload)
+        .ok_or_else(|| corrupt("string outside the record"))?;
+    Ok(Block::from_record(columns, blobs))
 }
 
 fn corrupt(m: &str) -> Error {
@@ -227,11 +234,11 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// A cursor over a payload, with the record's strings read so far.
+/// A cursor over a payload, building the record's columns.
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
-    strings: Vec<Str>,
+    out: ColumnsBuilder,
     blob: u32,
     id: i64,
 }
@@ -241,7 +248,7 @@ impl<'a> Reader<'a> {
         Reader {
             buf,
             pos: 0,
-            strings: Vec::new(),
+            out: ColumnsBuilder::default(),
             blob: 0,
             id: 0,
         }
@@ -288,24 +295,23 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self) -> Result<Str> {
+    /// A string reference: its index in the columns (new strings are
+    /// declared as ranges of the payload). Indexes that were never handed
+    /// out are caught by the builder.
+    fn string(&mut self) -> Result<u32> {
         let i = self.varint()?;
         if i > 0 {
-            let s = usize::try_from(i - 1)
-                .ok()
-                .and_then(|i| self.strings.get(i));
-            return s
-                .cloned()
-                .ok_or_else(|| corrupt("string index out of range"));
+            return u32::try_from(i - 1).map_err(|_| corrupt("string index out of range"));
         }
         let len = self.count(1)?;
-        let s = Str::from(&self.buf[self.pos..self.pos + len]);
+        // A record is at most MAX_RAW_SIZE bytes, so offsets fit in u32.
+        let start = self.pos as u32;
         self.pos += len;
-        self.strings.push(s.clone());
-        Ok(s)
+        Ok(self.out.string(start, self.pos as u32))
     }
 
-    fn element(&mut self) -> Result<(Element, u32)> {
+    /// One element into the columns; returns its input blob's position.
+    fn element(&mut self) -> Result<u32> {
         let flags = self.varint()?;
         if flags >> 5 != 0 || (flags >> 3) & 3 == 3 {
             return Err(corrupt("bad element flags"));
@@ -319,25 +325,29 @@ impl<'a> Reader<'a> {
             0 => None,
             _ => Some(self.info(flags >> 3)?),
         };
+        let kind = Kind::from_index((flags & 3) as u8).unwrap_or(Kind::Changeset);
+        // Tags come before the position in a record, after it in columns.
         let tags = self.tags()?;
-        let id = self.id;
-        let e = match Kind::from_index((flags & 3) as u8) {
-            Some(Kind::Node) => Element::Node(Node {
-                id,
-                info,
-                lat: self.signed()?,
-                lon: self.signed()?,
-                tags,
-            }),
-            Some(Kind::Way) => self.way(id, info, tags)?,
-            Some(Kind::Relation) => self.relation(id, info, tags)?,
-            _ => Element::Changeset(Changeset { id }),
+        let position = match kind {
+            Kind::Node => (self.signed()?, self.signed()?),
+            _ => (0, 0),
         };
-        Ok((e, self.blob))
+        self.out
+            .object(kind, self.id, position, info)
+            .map_err(bad_index)?;
+        for (k, v) in tags {
+            self.out.tag(k, v).map_err(bad_index)?;
+        }
+        match kind {
+            Kind::Way => self.way()?,
+            Kind::Relation => self.relation()?,
+            _ => {}
+        }
+        Ok(self.blob)
     }
 
-    fn info(&mut self, visible: u64) -> Result<Info> {
-        Ok(Info {
+    fn info(&mut self, visible: u64) -> Result<InfoIndex> {
+        Ok(InfoIndex {
             version: self.i32()?,
             timestamp_ms: self.signed()?,
             changeset: self.signed()?,
@@ -347,7 +357,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn tags(&mut self) -> Result<Vec<Tag>> {
+    fn tags(&mut self) -> Result<Vec<(u32, u32)>> {
         let n = self.count(2)?;
         let mut tags = Vec::with_capacity(n);
         for _ in 0..n {
@@ -356,61 +366,49 @@ impl<'a> Reader<'a> {
         Ok(tags)
     }
 
-    fn way(&mut self, id: i64, info: Option<Info>, tags: Vec<Tag>) -> Result<Element> {
+    fn way(&mut self) -> Result<()> {
         let n = self.count(1)?;
-        let mut refs = Vec::with_capacity(n);
         let mut prev = 0i64;
         for _ in 0..n {
             prev = prev.wrapping_add(self.signed()?);
-            refs.push(prev);
+            self.out.way_ref(prev);
         }
         let m = self.count(2)?;
         if m != 0 && m != n {
             return Err(corrupt("way locations and refs differ in number"));
         }
-        let mut locations = Vec::with_capacity(m);
         let (mut lat, mut lon) = (0i64, 0i64);
         for _ in 0..m {
             lat = lat.wrapping_add(self.signed()?);
             lon = lon.wrapping_add(self.signed()?);
-            locations.push((lat, lon));
+            self.out.location(lat, lon);
         }
-        Ok(Element::Way(Way {
-            id,
-            info,
-            tags,
-            refs,
-            locations,
-        }))
+        Ok(())
     }
 
-    fn relation(&mut self, id: i64, info: Option<Info>, tags: Vec<Tag>) -> Result<Element> {
+    fn relation(&mut self) -> Result<()> {
         let n = self.count(3)?;
-        let mut members = Vec::with_capacity(n);
         let mut prev = 0i64;
         for _ in 0..n {
             let kind = Kind::from_index(self.varint()?.min(255) as u8)
                 .filter(|k| *k != Kind::Changeset)
                 .ok_or_else(|| corrupt("bad member type"))?;
             prev = prev.wrapping_add(self.signed()?);
-            members.push(Member {
-                kind,
-                id: prev,
-                role: self.string()?,
-            });
+            let role = self.string()?;
+            self.out.member(kind, prev, role).map_err(bad_index)?;
         }
-        Ok(Element::Relation(Relation {
-            id,
-            info,
-            tags,
-            members,
-        }))
+        Ok(())
     }
+}
+
+fn bad_index(_: BadIndex) -> Error {
+    corrupt("string index out of range")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pbf_format::block::{Changeset, Element, Info, Member, Node, Relation, Str, Way};
 
     fn s(x: &str) -> Str {
         Str::from(x.as_bytes())

@@ -1,11 +1,9 @@
 //! Sorted blocks: the unit the merge moves around. A block keeps the merge
 //! order of its elements ([`Order`]: packed key, rank and the two sizes the
-//! block writer cuts by) apart from the elements themselves, so sorting,
-//! galloping and the merge's comparisons touch 32-byte entries, and an
-//! element moves only to be put in order (once, in a blob unsorted inside)
-//! and when it is handed to the writer. A block decoded from an input blob
-//! keeps its [`Columns`] instead and hands out references to its objects,
-//! so nothing moves but the order entries.
+//! block writer cuts by) apart from the elements themselves, which stay in
+//! the [`Columns`] of their decoded input blob or spill record: sorting,
+//! galloping and the merge's comparisons touch 32-byte entries, and what
+//! the merge hands the writer is a reference to an object, never the object.
 //!
 //! Ranks order equal keys (see [`Order::rank`]); the merge orders by
 //! (key, rank), and elements of one blob with equal (key, rank) keep their
@@ -13,7 +11,10 @@
 
 use std::sync::Arc;
 
-use pbf_format::block::{Columns, Element, MergeParts, Obj};
+use pbf_format::block::{Columns, MergeParts};
+use pbf_format::prefetch::prefetch;
+#[cfg(test)]
+use pbf_format::block::{Element, Obj};
 
 /// The merge order of one element and its sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,17 +33,6 @@ pub(crate) struct Order {
 }
 
 impl Order {
-    /// The order of `element` of the input blob at position `blob`.
-    pub fn of(element: Obj<'_>, blob: u32) -> Order {
-        let approx = element.approx_size() + size_of::<Order>();
-        Order {
-            key: element.key().packed(),
-            rank: u64::from(element.tie_seconds()) << 32 | u64::from(blob),
-            approx: u32::try_from(approx).unwrap_or(u32::MAX),
-            encoded: u32::try_from(element.encoded_size_bound()).unwrap_or(u32::MAX),
-        }
-    }
-
     /// The order of an object of columns, from its [`MergeParts`].
     pub fn of_parts(p: MergeParts, blob: u32) -> Order {
         let approx = p.approx + size_of::<Order>();
@@ -65,72 +55,43 @@ impl Order {
     }
 }
 
-/// Elements in (key, rank) order, consumed from the front.
+/// Elements in (key, rank) order, consumed from the front: objects of a
+/// decoded input blob or spill record, and the order in which to take them.
 #[derive(Debug, Default)]
 pub(crate) struct Block {
     order: Vec<Order>,
     pos: usize,
-    payload: Payload,
+    columns: Arc<Columns>,
+    /// Object indexes, in `order`'s order.
+    index: Vec<u32>,
 }
 
-/// What a block's order entries refer to.
-#[derive(Debug)]
-enum Payload {
-    /// Owned elements, in order.
-    Elements(std::vec::IntoIter<Element>),
-    /// A decoded input blob and, in order, the indexes of its objects.
-    Columns(Arc<Columns>, Vec<u32>),
-}
-
-impl Default for Payload {
-    fn default() -> Payload {
-        Payload::Elements(Vec::new().into_iter())
-    }
-}
-
-/// An element taken from a block: owned, or an object of the block's
-/// columns (which the writer keeps alive until it is encoded).
-pub(crate) enum Item<'b> {
-    Element(Element),
-    Column(&'b Arc<Columns>, u32),
-}
+/// An element taken from a block: object `.1` of the block's columns, which
+/// the writer keeps alive until the element is encoded.
+pub(crate) struct Item<'b>(pub &'b Arc<Columns>, pub u32);
 
 impl Item<'_> {
-    /// The element, owned (a copy for an object of columns).
+    /// The element, as an owned copy.
     #[cfg(test)]
     pub fn into_element(self) -> Element {
-        match self {
-            Item::Element(e) => e,
-            Item::Column(columns, i) => columns.get(i as usize).to_element(),
-        }
+        self.0.get(self.1 as usize).to_element()
     }
 }
 
 impl Block {
-    /// A block of `elements` in stored order, each of the input blob at the
-    /// given position, sorted unless already in order.
-    pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {
-        let order: Vec<Order> = elements
-            .iter()
-            .zip(blobs)
-            .map(|(e, blob)| Order::of(Obj::Element(e), blob))
-            .collect();
-        let (order, elements) = match order.is_sorted_by_key(Order::merge_key) {
-            true => (order, elements),
-            false => sort(order, elements),
-        };
-        Block {
-            order,
-            pos: 0,
-            payload: Payload::Elements(elements.into_iter()),
-        }
-    }
-
     /// A block of the objects of one input blob, at position `blob`. Only
     /// the order entries and object indexes are sorted; the objects stay.
     pub fn from_columns(columns: Columns, blob: u32) -> Block {
+        let blobs = vec![blob; columns.len()];
+        Block::from_record(columns, blobs)
+    }
+
+    /// A block of objects each with its input blob's position, sorted
+    /// unless already in order (as a spill record is).
+    pub fn from_record(columns: Columns, blobs: Vec<u32>) -> Block {
         let order: Vec<Order> = (0..columns.len())
-            .map(|i| Order::of_parts(columns.merge_parts(i), blob))
+            .zip(blobs)
+            .map(|(i, blob)| Order::of_parts(columns.merge_parts(i), blob))
             .collect();
         let (order, index) = match order.is_sorted_by_key(Order::merge_key) {
             true => (order, (0..columns.len() as u32).collect()),
@@ -139,8 +100,19 @@ impl Block {
         Block {
             order,
             pos: 0,
-            payload: Payload::Columns(Arc::new(columns), index),
+            columns: Arc::new(columns),
+            index,
         }
+    }
+
+    /// A block of owned elements (by way of a spill record), for tests.
+    #[cfg(test)]
+    pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {
+        let blobs: Vec<u32> = blobs.take(elements.len()).collect();
+        let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
+        let c = pbf_format::compress::Compression::None;
+        let record = crate::record::write_record(&views, &blobs, c).expect("write record");
+        crate::record::read_record(&record).expect("read record")
     }
 
     /// The orders of the elements not yet taken.
@@ -148,67 +120,25 @@ impl Block {
         self.order.get(self.pos..).unwrap_or_default()
     }
 
-    /// Take the next element, and start fetching what the merge reads at
-    /// this block's next turn: the element after it and the order entry
-    /// after that (see [`prefetch`]).
+    /// Take the next element, and start fetching the order entry the merge
+    /// reads at this block's turn after next: when many streams are merged,
+    /// the merge comes back to a block only after taking elements from the
+    /// others, and by then the entry has left even the hardware
+    /// prefetcher's view.
     pub fn take(&mut self) -> Option<(Order, Item<'_>)> {
         let order = *self.order.get(self.pos)?;
-        let at = self.pos;
+        let object = *self.index.get(self.pos)?;
         self.pos += 1;
         if let Some(after) = self.order.get(self.pos + 1) {
             prefetch(after);
         }
-        let item = match &mut self.payload {
-            Payload::Elements(elements) => {
-                let element = elements.next()?;
-                if let Some(next) = elements.as_slice().first() {
-                    prefetch(next);
-                }
-                Item::Element(element)
-            }
-            Payload::Columns(columns, index) => Item::Column(columns, *index.get(at)?),
-        };
-        Some((order, item))
+        Some((order, Item(&self.columns, object)))
     }
 
     /// Elements in the block (taken or not).
     pub fn len(&self) -> usize {
         self.order.len()
     }
-}
-
-/// Hint the CPU to load `value` into its caches. When many streams are
-/// merged, the merge comes back to a block only after taking elements from
-/// the others, and by then the block's next element (decoded on another
-/// thread, so in no cache of this core) has left even the hardware
-/// prefetcher's view: without the hint, each element taken waits for main
-/// memory. A prefetch never faults and changes no data.
-#[inline]
-fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let start = std::ptr::from_ref(value).cast::<i8>();
-        let last = size_of::<T>().saturating_sub(1);
-        for offset in (0..last).step_by(64).chain([last]) {
-            // SAFETY: SSE, which `prefetch` needs, is part of every x86_64
-            // CPU; a prefetch reads no memory architecturally and never
-            // faults, and the addresses lie inside `value` anyway.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(offset)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
-}
-
-/// Sort by (key, rank), keeping stored order among equals. The sort runs on 32-byte entries that carry their
-/// keys, so its comparisons stay in cache; the elements then move into
-/// place along the cycles of the permutation, inside their own vector.
-fn sort(order: Vec<Order>, mut elements: Vec<Element>) -> (Vec<Order>, Vec<Element>) {
-    let (sorted, index) = sorted_indexes(order);
-    let mut from: Vec<usize> = index.into_iter().map(|i| i as usize).collect();
-    permute(&mut elements, &mut from);
-    (sorted, elements)
 }
 
 /// Sort by (key, rank), keeping stored order among equals, and return the
@@ -223,28 +153,11 @@ fn sorted_indexes(order: Vec<Order>) -> (Vec<Order>, Vec<u32>) {
     (sorted, keyed.into_iter().map(|k| k.2).collect())
 }
 
-/// Reorder `items` so that item `j` is the one that was at `from[j]`.
-/// `from` is used up as the record of which places are done.
-fn permute<T>(items: &mut [T], from: &mut [usize]) {
-    const DONE: usize = usize::MAX;
-    for start in 0..from.len() {
-        let mut j = start;
-        while from[j] != DONE {
-            let k = std::mem::replace(&mut from[j], DONE);
-            if from[k] != DONE {
-                items.swap(j, k);
-            }
-            j = k;
-        }
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use pbf_format::Kind;
     use pbf_format::block::{Changeset, Node};
-    use proptest::strategy::Strategy;
 
     /// A bare node: all the engine's unit tests need is an id.
     pub(crate) fn node(id: i64) -> Element {
@@ -298,22 +211,6 @@ pub(crate) mod tests {
             got.push(element.tags()[0].0[0]);
         }
         assert_eq!(got, b"cbdfae");
-    }
-
-    proptest::proptest! {
-        /// `permute` puts every item where the permutation says.
-        #[test]
-        fn permute_applies_the_permutation(
-            from in (0usize..60).prop_flat_map(|n| {
-                proptest::strategy::Just((0..n).collect::<Vec<_>>()).prop_shuffle()
-            })
-        ) {
-            let items: Vec<usize> = (100..100 + from.len()).collect();
-            let want: Vec<usize> = from.iter().map(|&i| items[i]).collect();
-            let (mut got, mut scratch) = (items, from);
-            permute(&mut got, &mut scratch);
-            proptest::prop_assert_eq!(got, want);
-        }
     }
 
     #[test]

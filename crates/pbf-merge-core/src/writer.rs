@@ -4,16 +4,16 @@
 //! at most `in_flight` pending results, a bounded reorder buffer that keeps
 //! output order, and go to a [`Target`]: the spool or a spill file.
 //!
-//! A block being filled holds owned elements and references to objects of
-//! decoded input blobs ([`Columns`]), whose blobs it keeps alive until the
-//! block is encoded.
+//! A block being filled holds references to objects of decoded input blobs
+//! and spill records ([`Columns`]), and keeps those alive until it is
+//! encoded.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
 
-use pbf_format::block::{self, Columns, Element, EncodeOptions, Obj};
+use pbf_format::block::{self, Columns, EncodeOptions, Obj};
 use pbf_format::compress::{self, Compression};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, frame, indexdata};
@@ -178,11 +178,10 @@ impl<T: Target> BlockWriter<T> {
 /// and what is known of its keys and sizes.
 #[derive(Default)]
 struct Pending {
-    /// The elements in order.
-    items: Vec<Slot>,
-    owned: Vec<Element>,
-    /// The decoded input blobs that `items` refer to, and their slots by
-    /// address.
+    /// The elements in order: (slot in `sources`, object).
+    items: Vec<(u32, u32)>,
+    /// The decoded blobs and records that `items` refer to, and their
+    /// slots by address.
     sources: Vec<Arc<Columns>>,
     slots: HashMap<usize, u32, BuildHasherDefault<AddressHasher>>,
     /// The source of the previous item: (address, slot).
@@ -211,14 +210,9 @@ impl Pending {
         if keep_blob {
             self.blobs.push(order.blob());
         }
-        let slot = match element {
-            Item::Element(e) => {
-                self.owned.push(e);
-                Slot::Owned(self.owned.len() as u32 - 1)
-            }
-            Item::Column(columns, i) => Slot::Column(self.source(columns), i),
-        };
-        self.items.push(slot);
+        let Item(columns, object) = element;
+        let slot = self.source(columns);
+        self.items.push((slot, object));
     }
 
     /// The slot of a decoded input blob, added on first use.
@@ -240,10 +234,7 @@ impl Pending {
 
     /// Views of the elements, in order.
     fn views(&self) -> Vec<Obj<'_>> {
-        let view = |slot: &Slot| match *slot {
-            Slot::Owned(i) => Obj::Element(&self.owned[i as usize]),
-            Slot::Column(s, i) => self.sources[s as usize].get(i as usize),
-        };
+        let view = |&(slot, object): &(u32, u32)| self.sources[slot as usize].get(object as usize);
         self.items.iter().map(view).collect()
     }
 
@@ -283,14 +274,6 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
         summary,
         approx: block.approx,
     })
-}
-
-/// Where an element of a pending block is: an owned element, or object
-/// `.1` of source `.0`.
-#[derive(Clone, Copy, Debug)]
-enum Slot {
-    Owned(u32),
-    Column(u32, u32),
 }
 
 /// Hashes an address: one multiply (addresses are distinct and aligned, and

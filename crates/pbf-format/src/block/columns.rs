@@ -333,6 +333,31 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// Start loading the object's fields into the caches (for an owned
+    /// element, nothing): a loop over objects of many blocks calls this a
+    /// few objects ahead.
+    #[inline]
+    pub fn prefetch(self) {
+        if let Obj::Column(_, o) = self {
+            crate::prefetch::prefetch(o);
+        }
+    }
+
+    /// The second stage of [`Obj::prefetch`], called closer to the object:
+    /// reads its fields (fetched by then) and fetches what they point to,
+    /// the table entry of its user name and its first tags.
+    #[inline]
+    pub fn prefetch_strings(self) {
+        if let Obj::Column(c, o) = self {
+            if let Some(user) = o.info.and_then(|i| c.strings.get(i.user as usize)) {
+                crate::prefetch::prefetch(user);
+            }
+            if let Some(tags) = c.tags.get(o.tags.start as usize) {
+                crate::prefetch::prefetch(tags);
+            }
+        }
+    }
+
     /// Number of tags.
     pub fn tag_count(self) -> usize {
         match self {
@@ -509,5 +534,147 @@ trait LenHint {
 impl<I: Iterator> LenHint for I {
     fn len_hint(&self) -> usize {
         self.size_hint().0
+    }
+}
+
+/// Metadata of an object added to a [`ColumnsBuilder`]; the user name is a
+/// string index of the builder.
+#[derive(Clone, Copy, Debug)]
+pub struct InfoIndex {
+    /// See [`Info::version`].
+    pub version: i32,
+    /// See [`Info::timestamp_ms`].
+    pub timestamp_ms: i64,
+    /// See [`Info::changeset`].
+    pub changeset: i64,
+    /// See [`Info::uid`].
+    pub uid: i32,
+    /// The user name: a string index returned by [`ColumnsBuilder::string`].
+    pub user: u32,
+    /// See [`Info::visible`].
+    pub visible: Option<bool>,
+}
+
+/// Builds [`Columns`] from another encoding whose strings lie in one
+/// buffer (the merge's spill records): strings are declared as ranges of
+/// the buffer, objects are added in order and their tags, refs, locations
+/// or members after each. Every string index is checked when added, and the
+/// ranges against the buffer in [`ColumnsBuilder::finish`], so the columns
+/// it builds are as safe to read as decoded ones.
+#[derive(Debug, Default)]
+pub struct ColumnsBuilder {
+    columns: Columns,
+}
+
+/// A string index the builder has not handed out.
+#[derive(Debug)]
+pub struct BadIndex;
+
+impl ColumnsBuilder {
+    /// An empty builder with room for `objects` objects.
+    pub fn with_capacity(objects: usize) -> ColumnsBuilder {
+        let mut b = ColumnsBuilder::default();
+        b.columns.objects.reserve(objects);
+        b
+    }
+
+    /// Declare bytes `start..end` of the buffer a string; returns its index.
+    pub fn string(&mut self, start: u32, end: u32) -> u32 {
+        self.columns.strings.push((start, end));
+        self.columns.strings.len() as u32 - 1
+    }
+
+    fn check(&self, string: u32) -> Result<u32, BadIndex> {
+        match (string as usize) < self.columns.strings.len() {
+            true => Ok(string),
+            false => Err(BadIndex),
+        }
+    }
+
+    /// Start the next object; (lat, lon) count for nodes only.
+    pub fn object(
+        &mut self,
+        kind: Kind,
+        id: i64,
+        (lat, lon): (i64, i64),
+        info: Option<InfoIndex>,
+    ) -> Result<(), BadIndex> {
+        let info = match info {
+            Some(i) => Some(InfoColumn {
+                version: i.version,
+                timestamp_ms: i.timestamp_ms,
+                changeset: i.changeset,
+                uid: i.uid,
+                user: self.check(i.user)?,
+                visible: i.visible,
+            }),
+            None => None,
+        };
+        let c = &self.columns;
+        let at = |n: usize| Span {
+            start: n as u32,
+            end: n as u32,
+        };
+        let items = match kind {
+            Kind::Relation => at(c.members.len()),
+            _ => at(c.refs.len()),
+        };
+        self.columns.objects.push(Object {
+            kind,
+            id,
+            lat,
+            lon,
+            info,
+            tags: at(c.tags.len()),
+            items,
+            locations: at(c.locations.len()),
+        });
+        Ok(())
+    }
+
+    fn last(&mut self) -> &mut Object {
+        self.columns
+            .objects
+            .last_mut()
+            .expect("ColumnsBuilder: an object must be started first")
+    }
+
+    /// Add a tag to the current object.
+    pub fn tag(&mut self, key: u32, value: u32) -> Result<(), BadIndex> {
+        let pair = (self.check(key)?, self.check(value)?);
+        self.columns.tags.push(pair);
+        self.last().tags.end += 1;
+        Ok(())
+    }
+
+    /// Add a ref to the current object, a way.
+    pub fn way_ref(&mut self, id: i64) {
+        self.columns.refs.push(id);
+        self.last().items.end += 1;
+    }
+
+    /// Add a location to the current object, a way.
+    pub fn location(&mut self, lat: i64, lon: i64) {
+        self.columns.locations.push((lat, lon));
+        self.last().locations.end += 1;
+    }
+
+    /// Add a member to the current object, a relation.
+    pub fn member(&mut self, kind: Kind, id: i64, role: u32) -> Result<(), BadIndex> {
+        let role = self.check(role)?;
+        self.columns.members.push(MemberColumn { kind, id, role });
+        self.last().items.end += 1;
+        Ok(())
+    }
+
+    /// The columns, with `data` as the buffer the strings lie in; `None`
+    /// when a string range does not lie inside it.
+    pub fn finish(mut self, data: Vec<u8>) -> Option<Columns> {
+        let inside = |&(start, end): &(u32, u32)| start <= end && end as usize <= data.len();
+        if !self.columns.strings.iter().all(inside) {
+            return None;
+        }
+        self.columns.data = data;
+        Some(self.columns)
     }
 }

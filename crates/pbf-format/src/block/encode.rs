@@ -118,6 +118,9 @@ fn delta_zigzag(out: &mut Vec<u8>, values: impl Iterator<Item = i64>) {
 
 // ------------------------------------------------------------ block parts
 
+/// How many objects ahead a first pass over a block prefetches.
+const PREFETCH_AHEAD: usize = 8;
+
 /// The block scales the encoder writes: the default granularity (100
 /// nanodegrees) and date granularity (1000 ms) when they are exact for every
 /// value in the block, else 1. Offsets are always 0.
@@ -130,7 +133,15 @@ struct Scale {
 impl Scale {
     fn choose(elements: &[Obj<'_>]) -> Scale {
         let (mut coarse, mut whole_seconds) = (true, true);
-        for element in elements {
+        for (i, element) in elements.iter().enumerate() {
+            // The first pass over the block: fetch objects of scattered
+            // source blocks a few ahead.
+            if let Some(ahead) = elements.get(i + 2 * PREFETCH_AHEAD) {
+                ahead.prefetch();
+            }
+            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD) {
+                ahead.prefetch_strings();
+            }
             if let Some(timestamp_ms) = element.timestamp_ms() {
                 whole_seconds &= timestamp_ms % 1000 == 0;
             }
