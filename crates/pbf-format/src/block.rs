@@ -223,14 +223,18 @@ impl Element {
 impl Obj<'_> {
     /// [`Element::encoded_size_bound`], the same for both kinds of view.
     pub fn encoded_size_bound(self) -> usize {
-        let tags = self.tags().map(|(k, v)| str_bound(k) + str_bound(v)).sum::<usize>() + 1;
-        let info = self.info().map_or(0, |i| 6 * (VARINT_MAX + 1) + str_bound(i.user));
+        let tags = self
+            .tags()
+            .map(|(k, v)| str_bound(k) + str_bound(v))
+            .sum::<usize>()
+            + 1;
+        let info = self
+            .info()
+            .map_or(0, |i| 6 * (VARINT_MAX + 1) + str_bound(i.user));
         let common = ELEMENT_SLACK + tags + info;
         match self.kind() {
             Kind::Node => common + 3 * VARINT_MAX,
-            Kind::Way => {
-                common + VARINT_MAX * (1 + self.refs().len() + 2 * self.locations().len())
-            }
+            Kind::Way => common + VARINT_MAX * (1 + self.refs().len() + 2 * self.locations().len()),
             Kind::Relation => {
                 let members: usize = self
                     .members()
@@ -260,8 +264,8 @@ impl Obj<'_> {
             + self.tag_count() * size_of::<Tag>()
             + tags
             + self.info().map_or(0, |i| string(i.user))
-            + self.refs().len() * size_of::<i64>()
-            + self.locations().len() * size_of::<(i64, i64)>()
+            + size_of_val(self.refs())
+            + size_of_val(self.locations())
             + members
     }
 }
@@ -293,7 +297,6 @@ fn info_heap(info: &Option<Info>) -> usize {
 fn str_bound(s: &[u8]) -> usize {
     s.len() + 1 + 2 * VARINT_MAX
 }
-
 
 /// How to cut and write blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -247,7 +247,8 @@ fn real_blocks_encode_the_same_from_columns() {
             if header.blob_type != BlobType::OsmData {
                 continue;
             }
-            let raw = compress::decode_blob(&file.read_body(&header).expect("body")).expect("inflate");
+            let raw =
+                compress::decode_blob(&file.read_body(&header).expect("body")).expect("inflate");
             let opts = EncodeOptions {
                 dense_nodes: i % 2 == 0,
                 ..EncodeOptions::default()

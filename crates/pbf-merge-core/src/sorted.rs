@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use pbf_format::block::{Columns, MergeParts};
-use pbf_format::prefetch::prefetch;
 #[cfg(test)]
 use pbf_format::block::{Element, Obj};
+use pbf_format::prefetch::prefetch;
 
 /// The merge order of one element and its sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -196,7 +196,8 @@ impl Columns {
             Kind::Relation => {
                 let members = &self.members[o.items.range()];
                 let roles: usize = members.iter().map(|m| len(m.role)).sum();
-                encoded += VARINT_MAX + members.len() * (3 * VARINT_MAX + 1 + 2 * VARINT_MAX) + roles;
+                encoded +=
+                    VARINT_MAX + members.len() * (3 * VARINT_MAX + 1 + 2 * VARINT_MAX) + roles;
                 approx += members.len() * (size_of::<Member>() + string_heap) + roles;
             }
             Kind::Changeset => encoded += VARINT_MAX,
@@ -204,7 +205,9 @@ impl Columns {
         let version = o.info.map_or(0, |i| crate::key::key_version(i.version));
         MergeParts {
             key: crate::Key::new(o.kind, o.id, version),
-            tie_seconds: o.info.map_or(0, |i| crate::key::tie_seconds(i.timestamp_ms)),
+            tie_seconds: o
+                .info
+                .map_or(0, |i| crate::key::tie_seconds(i.timestamp_ms)),
             approx,
             encoded,
         }
@@ -441,7 +444,13 @@ impl<'a> Obj<'a> {
             .collect();
         let (id, (lat, lon)) = (self.id(), self.position());
         match self.kind() {
-            Kind::Node => Element::Node(Node { id, info, lat, lon, tags }),
+            Kind::Node => Element::Node(Node {
+                id,
+                info,
+                lat,
+                lon,
+                tags,
+            }),
             Kind::Way => Element::Way(Way {
                 id,
                 info,
@@ -455,7 +464,11 @@ impl<'a> Obj<'a> {
                 tags,
                 members: self
                     .members()
-                    .map(|(kind, id, role)| Member { kind, id, role: Str::from(role) })
+                    .map(|(kind, id, role)| Member {
+                        kind,
+                        id,
+                        role: Str::from(role),
+                    })
                     .collect(),
             }),
             Kind::Changeset => Element::Changeset(super::Changeset { id }),
@@ -676,5 +689,57 @@ impl ColumnsBuilder {
         }
         self.columns.data = data;
         Some(self.columns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builder_makes_the_objects_it_is_given() {
+        let data = b"highwayresidentialbob".to_vec();
+        let mut b = ColumnsBuilder::with_capacity(2);
+        let (k, v, user) = (b.string(0, 7), b.string(7, 18), b.string(18, 21));
+        let info = InfoIndex {
+            version: 3,
+            timestamp_ms: 5000,
+            changeset: 9,
+            uid: 4,
+            user,
+            visible: Some(true),
+        };
+        b.object(Kind::Way, 7, (0, 0), Some(info)).expect("object");
+        b.tag(k, v).expect("tag");
+        b.way_ref(1);
+        b.way_ref(-2);
+        b.object(Kind::Relation, 8, (0, 0), None).expect("object");
+        b.member(Kind::Way, 7, v).expect("member");
+        let columns = b.finish(data).expect("ranges inside");
+        let elements = columns.to_elements();
+        let Element::Way(way) = &elements[0] else {
+            panic!("not a way: {:?}", elements[0])
+        };
+        assert_eq!((way.id, &way.refs[..]), (7, &[1, -2][..]));
+        assert_eq!(
+            (&way.tags[0].0[..], &way.tags[0].1[..]),
+            (&b"highway"[..], &b"residential"[..])
+        );
+        assert_eq!(&way.info.as_ref().expect("info").user[..], b"bob");
+        let Element::Relation(relation) = &elements[1] else {
+            panic!("not a relation: {:?}", elements[1])
+        };
+        assert_eq!(&relation.members[0].role[..], b"residential");
+        assert_eq!(columns.get(1).to_element(), elements[1]);
+    }
+
+    #[test]
+    fn builder_refuses_unknown_strings_and_ranges_outside() {
+        let mut b = ColumnsBuilder::default();
+        let s = b.string(0, 4);
+        b.object(Kind::Node, 1, (0, 0), None).expect("object");
+        assert!(b.tag(s, s + 1).is_err());
+        assert!(b.member(Kind::Node, 1, 9).is_err());
+        assert!(b.finish(b"abc".to_vec()).is_none());
     }
 }
