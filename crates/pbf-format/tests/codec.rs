@@ -3,7 +3,8 @@
 //! errors rather than panics, and re-encoding every data block of the real
 //! files in `../shared/data` must leave `osmium cat -f opl` output unchanged.
 //! Blocks decoded as columns must encode to the same bytes as the same
-//! blocks decoded as elements.
+//! blocks decoded as elements, also when a block takes its objects from
+//! several decoded blocks, and the encoder must write what prost writes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,8 +16,9 @@ use pbf_format::block::{
 };
 use pbf_format::compress::{self, Compression};
 use pbf_format::frame::{self, BlobType, PbfFile};
-use pbf_format::{Kind, Result};
+use pbf_format::{Kind, Result, proto};
 use proptest::prelude::*;
+use prost::Message;
 
 // ------------------------------------------------------------ strategies
 
@@ -178,6 +180,38 @@ proptest! {
         let opts = EncodeOptions { dense_nodes: dense, ..EncodeOptions::default() };
         let bytes = encode_block(&elements, &opts);
         same_views(&bytes, &opts);
+    }
+
+    /// Objects of several decoded blocks, in any order, encode as the same
+    /// elements do (each source block maps its string indexes on its own).
+    #[test]
+    fn views_of_several_blocks_encode_like_elements(
+        (elements, parts, order) in (elements(), 1..4usize).prop_flat_map(|(e, parts)| {
+            let order: Vec<usize> = (0..e.len()).collect();
+            (Just(e), Just(parts), Just(order).prop_shuffle())
+        }),
+        dense in any::<bool>(),
+    ) {
+        let opts = EncodeOptions { dense_nodes: dense, ..EncodeOptions::default() };
+        let blocks: Vec<_> = (0..parts)
+            .map(|p| {
+                let part: Vec<Element> = elements.iter().skip(p).step_by(parts).cloned().collect();
+                decode_columns(encode_block(&part, &opts)).expect("decode columns")
+            })
+            .collect();
+        let views: Vec<Obj<'_>> = order.iter().map(|&i| blocks[i % parts].get(i / parts)).collect();
+        let owned: Vec<Element> = order.iter().map(|&i| elements[i].clone()).collect();
+        prop_assert!(encode_objects(&views, &opts) == encode_block(&owned, &opts));
+    }
+
+    /// The encoder's bytes are what prost writes for the messages they hold:
+    /// fields in number order, every length right, nothing written twice.
+    #[test]
+    fn blocks_are_what_prost_writes(elements in elements(), dense in any::<bool>()) {
+        let opts = EncodeOptions { dense_nodes: dense, ..EncodeOptions::default() };
+        let bytes = encode_block(&elements, &opts);
+        let block = proto::PrimitiveBlock::decode(&bytes[..]).expect("prost decode");
+        prop_assert!(block.encode_to_vec() == bytes);
     }
 
     #[test]

@@ -215,7 +215,7 @@ impl Columns {
 
     /// String `i` of the table (checked when decoded), or the absent user.
     #[inline]
-    fn string(&self, i: u32) -> &[u8] {
+    pub(super) fn string(&self, i: u32) -> &[u8] {
         if i == NO_USER {
             return b"";
         }

@@ -1,13 +1,17 @@
 //! Encoding elements ([`Obj`] views of owned [`Element`]s or of
-//! [`super::Columns`]) into a PrimitiveBlock, written straight to bytes:
-//! each message is built in a reused scratch buffer and appended to its
-//! parent behind its length, so no protobuf structs, no per-element vectors
-//! and no separate length pass are needed. The output is what the prost
-//! messages of [`crate::proto`] would encode (fields in number order).
+//! [`super::Columns`]) into a PrimitiveBlock, written straight to bytes.
+//! A first pass over the block chooses its scales and builds its string
+//! table (objects of decoded columns find their strings through a table per
+//! source block, not by hashing); the second writes the table, then each
+//! group and message in place behind its length, so every byte is copied
+//! into the output once. No protobuf structs and no per-element vectors are
+//! needed. The output is what the prost messages of [`crate::proto`] would
+//! encode (fields in number order).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use super::columns::{Columns, NO_USER};
 use super::{Element, EncodeOptions, InfoView, Obj};
 use crate::Kind;
 
@@ -28,20 +32,22 @@ pub fn encode_block(elements: &[Element], opts: &EncodeOptions) -> Vec<u8> {
 /// [`encode_block`] of views: the same bytes for the same objects, whether
 /// they are owned elements or objects of decoded columns.
 pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
-    let scale = Scale::choose(elements);
+    let first = FirstPass::read(elements);
+    let table_len = first.strings.message_len();
+    let mut out = Vec::with_capacity(table_len + first.estimate + 64);
+    first.strings.write(&mut out, table_len);
+    let scale = first.scale;
     let mut e = Encoder {
-        strings: StringTable::default(),
         scale,
+        sids: &first.sids,
+        next: 0,
         s: Scratch::default(),
     };
-    let mut groups = Vec::new();
     let dense = opts.dense_nodes;
     for run in elements.chunk_by(|a, b| group_class(a, dense) == group_class(b, dense)) {
-        e.group(run, dense, &mut groups);
+        e.group(run, dense, &mut out);
     }
-    let mut out = Vec::with_capacity(groups.len() + e.strings.bytes + 64);
-    e.strings.write(&mut out, &mut e.s.msg);
-    out.extend_from_slice(&groups);
+    debug_assert_eq!(e.next, first.sids.len(), "every string written");
     if scale.granularity != 100 {
         varint_field(&mut out, 17, 1);
     }
@@ -76,6 +82,11 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes of `v` as a varint.
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
@@ -94,20 +105,23 @@ fn varint_field(out: &mut Vec<u8>, number: u32, v: u64) {
     varint(out, v);
 }
 
-fn bytes_field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+/// The key and length of a length-delimited field of `len` bytes.
+fn bytes_head(out: &mut Vec<u8>, number: u32, len: usize) {
     varint(out, (u64::from(number) << 3) | 2);
-    varint(out, bytes.len() as u64);
+    varint(out, len as u64);
+}
+
+fn bytes_field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    bytes_head(out, number, bytes.len());
     out.extend_from_slice(bytes);
 }
 
-/// A packed field, left out when empty (as prost does).
-fn packed_field(out: &mut Vec<u8>, number: u32, packed: &[u8]) {
-    if !packed.is_empty() {
-        bytes_field(out, number, packed);
-    }
+/// Bytes of a length-delimited field holding `len` bytes.
+fn bytes_field_len(number: u32, len: usize) -> usize {
+    varint_len((u64::from(number) << 3) | 2) + varint_len(len as u64) + len
 }
 
-/// Varints of delta-coded values, wrapping on overflow (decoding wraps back).
+/// Delta-coded varints, wrapping on overflow (decoding wraps back).
 fn delta_zigzag(out: &mut Vec<u8>, values: impl Iterator<Item = i64>) {
     let mut prev = 0i64;
     for v in values {
@@ -116,10 +130,140 @@ fn delta_zigzag(out: &mut Vec<u8>, values: impl Iterator<Item = i64>) {
     }
 }
 
-// ------------------------------------------------------------ block parts
+/// One field of a message whose parts are ready before it is written.
+#[derive(Clone, Copy)]
+enum Field<'b> {
+    /// A varint field.
+    Varint(u32, u64),
+    /// A packed array, left out when empty (as prost does).
+    Packed(u32, &'b [u8]),
+    /// An embedded message, written even when empty.
+    Message(u32, &'b [u8]),
+}
+
+impl Field<'_> {
+    fn len(self) -> usize {
+        match self {
+            Field::Varint(number, v) => varint_len(u64::from(number) << 3) + varint_len(v),
+            Field::Packed(_, []) => 0,
+            Field::Packed(number, b) | Field::Message(number, b) => {
+                bytes_field_len(number, b.len())
+            }
+        }
+    }
+
+    fn write(self, out: &mut Vec<u8>) {
+        match self {
+            Field::Varint(number, v) => varint_field(out, number, v),
+            Field::Packed(_, []) => {}
+            Field::Packed(number, b) | Field::Message(number, b) => bytes_field(out, number, b),
+        }
+    }
+}
+
+/// Append field `number` holding a message of `fields`, its length counted
+/// first so that every part is copied once.
+fn message(out: &mut Vec<u8>, number: u32, fields: &[Field<'_>]) {
+    bytes_head(out, number, fields.iter().map(|f| f.len()).sum());
+    for &f in fields {
+        f.write(out);
+    }
+}
+
+/// Room left for a group's length: 3 bytes hold lengths from 16 KiB to
+/// 2 MiB, where most groups of ways and relations fall.
+const GROUP_LEN_GUESS: usize = 3;
+
+/// Append field `number` holding what `write` appends, written in place
+/// behind room for its length; when the length needs more or fewer bytes
+/// than guessed, the body moves once.
+fn nested(out: &mut Vec<u8>, number: u32, write: impl FnOnce(&mut Vec<u8>)) {
+    varint(out, (u64::from(number) << 3) | 2);
+    let at = out.len();
+    out.resize(at + GROUP_LEN_GUESS, 0);
+    write(out);
+    let body = out.len() - at - GROUP_LEN_GUESS;
+    let need = varint_len(body as u64);
+    if need != GROUP_LEN_GUESS {
+        let end = out.len();
+        if need > GROUP_LEN_GUESS {
+            out.resize(end + need - GROUP_LEN_GUESS, 0);
+        }
+        out.copy_within(at + GROUP_LEN_GUESS..end, at + need);
+        out.truncate(at + need + body);
+    }
+    let mut len = Vec::with_capacity(need);
+    varint(&mut len, body as u64);
+    out[at..at + need].copy_from_slice(&len);
+}
+
+// ------------------------------------------------------------ first pass
 
 /// How many objects ahead a first pass over a block prefetches.
 const PREFETCH_AHEAD: usize = 8;
+
+/// What the first pass over a block finds: its scales, its string table,
+/// and the table index of every string use in the order the second pass
+/// writes them (per object: tag keys and values, user, member roles).
+struct FirstPass<'a> {
+    scale: Scale,
+    strings: StringTable<'a>,
+    sids: Vec<u32>,
+    /// A rough size of the groups, for the output's capacity.
+    estimate: usize,
+}
+
+impl<'a> FirstPass<'a> {
+    fn read(elements: &[Obj<'a>]) -> FirstPass<'a> {
+        let mut pass = FirstPass {
+            scale: Scale::default(),
+            strings: StringTable::default(),
+            sids: Vec::new(),
+            estimate: 0,
+        };
+        let (mut coarse, mut whole_seconds) = (true, true);
+        for (i, &element) in elements.iter().enumerate() {
+            // Objects of scattered source blocks: fetch a few ahead.
+            if let Some(ahead) = elements.get(i + 2 * PREFETCH_AHEAD) {
+                ahead.prefetch();
+            }
+            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD) {
+                ahead.prefetch_strings();
+            }
+            if let Some(timestamp_ms) = element.timestamp_ms() {
+                whole_seconds &= timestamp_ms % 1000 == 0;
+            }
+            coarse &= match element.kind() {
+                Kind::Node => {
+                    let (lat, lon) = element.position();
+                    lat % 100 == 0 && lon % 100 == 0
+                }
+                Kind::Way => element
+                    .locations()
+                    .iter()
+                    .all(|&(a, b)| a % 100 == 0 && b % 100 == 0),
+                _ => true,
+            };
+            pass.estimate += estimate(element);
+            pass.strings.object(element, &mut pass.sids);
+        }
+        pass.scale = Scale {
+            granularity: if coarse { 100 } else { 1 },
+            date_granularity: if whole_seconds { 1000 } else { 1 },
+        };
+        pass
+    }
+}
+
+/// A rough encoded size of an object (a few bytes per varint).
+fn estimate(o: Obj<'_>) -> usize {
+    let info = if o.info_flags().is_some() { 16 } else { 0 };
+    12 + info
+        + 4 * o.tag_count()
+        + 3 * o.refs().len()
+        + 6 * o.locations().len()
+        + 6 * o.member_count()
+}
 
 /// The block scales the encoder writes: the default granularity (100
 /// nanodegrees) and date granularity (1000 ms) when they are exact for every
@@ -130,41 +274,16 @@ struct Scale {
     date_granularity: i64,
 }
 
-impl Scale {
-    fn choose(elements: &[Obj<'_>]) -> Scale {
-        let (mut coarse, mut whole_seconds) = (true, true);
-        for (i, element) in elements.iter().enumerate() {
-            // The first pass over the block: fetch objects of scattered
-            // source blocks a few ahead.
-            if let Some(ahead) = elements.get(i + 2 * PREFETCH_AHEAD) {
-                ahead.prefetch();
-            }
-            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD) {
-                ahead.prefetch_strings();
-            }
-            if let Some(timestamp_ms) = element.timestamp_ms() {
-                whole_seconds &= timestamp_ms % 1000 == 0;
-            }
-            match element.kind() {
-                Kind::Node => {
-                    let (lat, lon) = element.position();
-                    coarse &= lat % 100 == 0 && lon % 100 == 0
-                }
-                Kind::Way => {
-                    coarse &= element
-                        .locations()
-                        .iter()
-                        .all(|&(a, b)| a % 100 == 0 && b % 100 == 0)
-                }
-                _ => {}
-            }
-        }
+impl Default for Scale {
+    fn default() -> Scale {
         Scale {
-            granularity: if coarse { 100 } else { 1 },
-            date_granularity: if whole_seconds { 1000 } else { 1 },
+            granularity: 100,
+            date_granularity: 1000,
         }
     }
+}
 
+impl Scale {
     fn coord(self, nanodegrees: i64) -> i64 {
         nanodegrees / self.granularity
     }
@@ -174,62 +293,126 @@ impl Scale {
     }
 }
 
+/// No output index yet, in a source block's map.
+const UNSEEN: u32 = u32::MAX;
+
 /// The string table being built. Index 0 is the reserved empty string (the
 /// keys_vals delimiter); every real string, the empty one included, gets an
 /// index of its own in order of first use.
 ///
-/// Decoded elements share their block's strings, so most lookups find a
-/// string by its address (`by_address`), which is cheaper than hashing and
-/// comparing its bytes. Addresses stay valid: every string is borrowed for
-/// the whole encoding.
+/// An object of decoded columns names its strings by index into its block's
+/// table, so each source block gets a map from its indexes to the output's
+/// (an array, filled on first use); only the first use of a source string
+/// hashes its bytes, to share one index among equal strings of different
+/// sources. Owned elements' strings are hashed at every use.
 struct StringTable<'a> {
-    by_address: HashMap<(usize, usize), u32, BuildHasherDefault<FxHasher>>,
     index: HashMap<&'a [u8], u32, BuildHasherDefault<FxHasher>>,
     strings: Vec<&'a [u8]>,
-    /// Bytes of the strings, for the output's capacity.
-    bytes: usize,
+    /// Source blocks (by address) and their index maps; a block has few.
+    sources: Vec<(*const Columns, Vec<u32>)>,
+    /// The source of the previous object.
+    last: usize,
 }
 
 impl Default for StringTable<'_> {
     fn default() -> Self {
         StringTable {
-            by_address: HashMap::default(),
             index: HashMap::default(),
             strings: vec![b""],
-            bytes: 0,
+            sources: Vec::new(),
+            last: 0,
         }
     }
 }
 
 impl<'a> StringTable<'a> {
-    fn index(&mut self, s: &'a [u8]) -> u32 {
-        let address = (s.as_ptr() as usize, s.len());
-        if let Some(&i) = self.by_address.get(&address) {
-            return i;
+    /// Record the indexes of an object's strings, in writing order.
+    fn object(&mut self, o: Obj<'a>, sids: &mut Vec<u32>) {
+        match o {
+            Obj::Column(c, object) => {
+                let source = self.source(c);
+                for &(k, v) in &c.tags[object.tags.range()] {
+                    sids.push(self.column_string(source, c, k));
+                    sids.push(self.column_string(source, c, v));
+                }
+                if let Some(info) = object.info {
+                    sids.push(self.column_string(source, c, info.user));
+                }
+                if object.kind == Kind::Relation {
+                    for m in &c.members[object.items.range()] {
+                        sids.push(self.column_string(source, c, m.role));
+                    }
+                }
+            }
+            Obj::Element(_) => {
+                for (k, v) in o.tags() {
+                    sids.push(self.intern(k));
+                    sids.push(self.intern(v));
+                }
+                if let Some(info) = o.info() {
+                    sids.push(self.intern(info.user));
+                }
+                for (_, _, role) in o.members() {
+                    sids.push(self.intern(role));
+                }
+            }
         }
+    }
+
+    /// The slot of a source block in `sources`, added on first use.
+    fn source(&mut self, c: &Columns) -> usize {
+        let address: *const Columns = c;
+        if self.sources.get(self.last).is_some_and(|s| s.0 == address) {
+            return self.last;
+        }
+        self.last = match self.sources.iter().position(|s| s.0 == address) {
+            Some(slot) => slot,
+            None => {
+                self.sources.push((address, vec![UNSEEN; c.strings.len()]));
+                self.sources.len() - 1
+            }
+        };
+        self.last
+    }
+
+    /// The output index of string `i` of source block `c` (in slot
+    /// `source`). Indexes were checked against the table when decoded.
+    fn column_string(&mut self, source: usize, c: &'a Columns, i: u32) -> u32 {
+        if i == NO_USER {
+            return self.intern(b"");
+        }
+        let mapped = self.sources[source].1[i as usize];
+        if mapped != UNSEEN {
+            return mapped;
+        }
+        let out = self.intern(c.string(i));
+        self.sources[source].1[i as usize] = out;
+        out
+    }
+
+    fn intern(&mut self, s: &'a [u8]) -> u32 {
         let next = u32::try_from(self.strings.len()).unwrap_or(u32::MAX);
-        let i = *self.index.entry(s).or_insert_with(|| {
+        *self.index.entry(s).or_insert_with(|| {
             self.strings.push(s);
-            self.bytes += s.len() + 2;
             next
-        });
-        self.by_address.insert(address, i);
-        i
+        })
     }
 
-    /// The index as the int32 some fields use (a table never nears 2^31
-    /// entries, since a block is at most 32 MiB).
-    fn index_i32(&mut self, s: &'a [u8]) -> i32 {
-        i32::try_from(self.index(s)).unwrap_or(i32::MAX)
+    /// Bytes of the StringTable message.
+    fn message_len(&self) -> usize {
+        self.strings
+            .iter()
+            .map(|s| bytes_field_len(1, s.len()))
+            .sum()
     }
 
-    /// Write the StringTable message as the block's field 1.
-    fn write(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) {
-        scratch.clear();
+    /// Write the StringTable message (of `len` bytes) as the block's
+    /// field 1.
+    fn write(&self, out: &mut Vec<u8>, len: usize) {
+        bytes_head(out, 1, len);
         for s in &self.strings {
-            bytes_field(scratch, 1, s);
+            bytes_field(out, 1, s);
         }
-        bytes_field(out, 1, scratch);
     }
 }
 
@@ -268,14 +451,12 @@ impl Hasher for FxHasher {
     }
 }
 
+// ------------------------------------------------------------ second pass
+
 /// Buffers reused across the messages of a block.
 #[derive(Default)]
 struct Scratch {
-    /// The group being written.
-    group: Vec<u8>,
-    /// The element (or DenseNodes) message being written.
-    msg: Vec<u8>,
-    /// An Info or DenseInfo message.
+    /// An Info message.
     info: Vec<u8>,
     /// Packed arrays.
     keys: Vec<u8>,
@@ -287,153 +468,194 @@ struct Scratch {
     dense_info: [Vec<u8>; 6],
 }
 
-struct Encoder<'a> {
-    strings: StringTable<'a>,
+struct Encoder<'p> {
     scale: Scale,
+    /// String indexes from the first pass, and the next one to write.
+    sids: &'p [u32],
+    next: usize,
     s: Scratch,
 }
 
-impl<'a> Encoder<'a> {
+impl Encoder<'_> {
+    /// The index of the next string written (the first pass recorded it).
+    fn sid(&mut self) -> u32 {
+        let sid = self.sids[self.next];
+        self.next += 1;
+        sid
+    }
+
     /// Append one PrimitiveGroup (block field 2) holding `run`.
-    fn group(&mut self, run: &[Obj<'a>], dense: bool, out: &mut Vec<u8>) {
-        let mut group = std::mem::take(&mut self.s.group);
-        group.clear();
+    fn group(&mut self, run: &[Obj<'_>], dense: bool, out: &mut Vec<u8>) {
         if dense && run.first().is_some_and(|o| o.kind() == Kind::Node) {
-            self.dense(run, &mut group);
+            self.dense(run, out);
         } else {
-            for &element in run {
-                self.element(element, &mut group);
-            }
+            nested(out, 2, |group| {
+                for &element in run {
+                    self.element(element, group);
+                }
+            });
         }
-        bytes_field(out, 2, &group);
-        self.s.group = group;
     }
 
     /// Append one element message to a group.
-    fn element(&mut self, element: Obj<'a>, group: &mut Vec<u8>) {
-        let mut msg = std::mem::take(&mut self.s.msg);
-        msg.clear();
-        let number = match element.kind() {
-            Kind::Node => {
-                self.node(element, &mut msg);
-                1
-            }
-            Kind::Way => {
-                self.way(element, &mut msg);
-                3
-            }
-            Kind::Relation => {
-                self.relation(element, &mut msg);
-                4
-            }
-            Kind::Changeset => {
-                varint_field(&mut msg, 1, int(element.id()));
-                5
-            }
-        };
-        bytes_field(group, number, &msg);
-        self.s.msg = msg;
+    fn element(&mut self, element: Obj<'_>, group: &mut Vec<u8>) {
+        match element.kind() {
+            Kind::Node => self.node(element, group),
+            Kind::Way => self.way(element, group),
+            Kind::Relation => self.relation(element, group),
+            Kind::Changeset => message(group, 5, &[Field::Varint(1, int(element.id()))]),
+        }
     }
 
-    /// Fields 2 and 3 (keys and vals) of a node, way or relation.
-    fn tags(&mut self, element: Obj<'a>, msg: &mut Vec<u8>) {
-        let (keys, vals) = (&mut self.s.keys, &mut self.s.vals);
+    /// Fields 2 and 3 (keys and vals) of a node, way or relation into
+    /// `keys` and `vals`, and field 4 (Info) into `info` (left empty
+    /// without metadata).
+    fn common(&mut self, element: Obj<'_>) {
+        let mut keys = std::mem::take(&mut self.s.keys);
+        let mut vals = std::mem::take(&mut self.s.vals);
         keys.clear();
         vals.clear();
-        for (k, v) in element.tags() {
-            varint(keys, u64::from(self.strings.index(k)));
-            varint(vals, u64::from(self.strings.index(v)));
+        for _ in 0..element.tag_count() {
+            varint(&mut keys, u64::from(self.sid()));
+            varint(&mut vals, u64::from(self.sid()));
         }
-        packed_field(msg, 2, keys);
-        packed_field(msg, 3, vals);
-    }
-
-    /// Field 4, the Info message.
-    fn info(&mut self, info: InfoView<'a>, msg: &mut Vec<u8>) {
-        let out = &mut self.s.info;
-        out.clear();
-        if info.version != -1 {
-            varint_field(out, 1, int(i64::from(info.version)));
-        }
-        varint_field(out, 2, int(self.scale.timestamp(info.timestamp_ms)));
-        varint_field(out, 3, int(info.changeset));
-        varint_field(out, 4, int(i64::from(info.uid)));
-        varint_field(out, 5, u64::from(self.strings.index(info.user)));
-        if let Some(visible) = info.visible {
-            varint_field(out, 6, u64::from(visible));
-        }
-        bytes_field(msg, 4, out);
-    }
-
-    /// Fields 2 to 4 (tags and metadata) of a node, way or relation.
-    fn common(&mut self, element: Obj<'a>, msg: &mut Vec<u8>) {
-        self.tags(element, msg);
+        (self.s.keys, self.s.vals) = (keys, vals);
+        self.s.info.clear();
         if let Some(info) = element.info() {
-            self.info(info, msg);
+            let user = self.sid();
+            let out = &mut self.s.info;
+            if info.version != -1 {
+                varint_field(out, 1, int(i64::from(info.version)));
+            }
+            varint_field(out, 2, int(self.scale.timestamp(info.timestamp_ms)));
+            varint_field(out, 3, int(info.changeset));
+            varint_field(out, 4, int(i64::from(info.uid)));
+            varint_field(out, 5, u64::from(user));
+            if let Some(visible) = info.visible {
+                varint_field(out, 6, u64::from(visible));
+            }
         }
     }
 
-    fn node(&mut self, node: Obj<'a>, msg: &mut Vec<u8>) {
-        varint_field(msg, 1, zigzag(node.id()));
-        self.common(node, msg);
-        let (lat, lon) = node.position();
-        varint_field(msg, 8, zigzag(self.scale.coord(lat)));
-        varint_field(msg, 9, zigzag(self.scale.coord(lon)));
+    /// Field 4 when the element has metadata.
+    fn info_field(&self, element: Obj<'_>) -> Field<'_> {
+        match element.info_flags() {
+            Some(_) => Field::Message(4, &self.s.info),
+            None => Field::Packed(4, &[]),
+        }
     }
 
-    fn way(&mut self, way: Obj<'a>, msg: &mut Vec<u8>) {
-        varint_field(msg, 1, int(way.id()));
-        self.common(way, msg);
+    fn node(&mut self, node: Obj<'_>, group: &mut Vec<u8>) {
+        self.common(node);
+        let (lat, lon) = node.position();
+        let s = &self.s;
+        message(
+            group,
+            1,
+            &[
+                Field::Varint(1, zigzag(node.id())),
+                Field::Packed(2, &s.keys),
+                Field::Packed(3, &s.vals),
+                self.info_field(node),
+                Field::Varint(8, zigzag(self.scale.coord(lat))),
+                Field::Varint(9, zigzag(self.scale.coord(lon))),
+            ],
+        );
+    }
+
+    fn way(&mut self, way: Obj<'_>, group: &mut Vec<u8>) {
+        self.common(way);
         let scale = self.scale;
         let s = &mut self.s;
         let locations = way.locations();
-        s.a.clear();
+        for column in [&mut s.a, &mut s.b, &mut s.c] {
+            column.clear();
+        }
         delta_zigzag(&mut s.a, way.refs().iter().copied());
-        packed_field(msg, 8, &s.a);
-        s.a.clear();
-        delta_zigzag(&mut s.a, locations.iter().map(|l| scale.coord(l.0)));
-        packed_field(msg, 9, &s.a);
-        s.a.clear();
-        delta_zigzag(&mut s.a, locations.iter().map(|l| scale.coord(l.1)));
-        packed_field(msg, 10, &s.a);
+        delta_zigzag(&mut s.b, locations.iter().map(|l| scale.coord(l.0)));
+        delta_zigzag(&mut s.c, locations.iter().map(|l| scale.coord(l.1)));
+        let s = &self.s;
+        message(
+            group,
+            3,
+            &[
+                Field::Varint(1, int(way.id())),
+                Field::Packed(2, &s.keys),
+                Field::Packed(3, &s.vals),
+                self.info_field(way),
+                Field::Packed(8, &s.a),
+                Field::Packed(9, &s.b),
+                Field::Packed(10, &s.c),
+            ],
+        );
     }
 
-    fn relation(&mut self, relation: Obj<'a>, msg: &mut Vec<u8>) {
-        varint_field(msg, 1, int(relation.id()));
-        self.common(relation, msg);
-        let (roles, types, ids) = (&mut self.s.a, &mut self.s.b, &mut self.s.c);
+    fn relation(&mut self, relation: Obj<'_>, group: &mut Vec<u8>) {
+        self.common(relation);
+        let mut roles = std::mem::take(&mut self.s.a);
         roles.clear();
+        let (types, ids) = (&mut self.s.b, &mut self.s.c);
         types.clear();
         ids.clear();
         let mut prev = 0i64;
-        for (kind, id, role) in relation.members() {
-            varint(roles, int(i64::from(self.strings.index_i32(role))));
+        for (kind, id, _) in relation.members() {
             varint(types, kind as u64);
             varint(ids, zigzag(id.wrapping_sub(prev)));
             prev = id;
         }
-        packed_field(msg, 8, roles);
-        packed_field(msg, 9, ids);
-        packed_field(msg, 10, types);
+        for _ in 0..relation.member_count() {
+            let role = i32::try_from(self.sid()).unwrap_or(i32::MAX);
+            varint(&mut roles, int(i64::from(role)));
+        }
+        self.s.a = roles;
+        let s = &self.s;
+        message(
+            group,
+            4,
+            &[
+                Field::Varint(1, int(relation.id())),
+                Field::Packed(2, &s.keys),
+                Field::Packed(3, &s.vals),
+                self.info_field(relation),
+                Field::Packed(8, &s.a),
+                Field::Packed(9, &s.c),
+                Field::Packed(10, &s.b),
+            ],
+        );
     }
 
-    /// A DenseNodes message (group field 2) for a run of nodes that all have
-    /// metadata or all lack it, and likewise for `visible` (see
-    /// [`group_class`]).
-    fn dense(&mut self, run: &[Obj<'a>], group: &mut Vec<u8>) {
-        let mut msg = std::mem::take(&mut self.s.msg);
-        let mut cols = DenseWriter::new(&mut self.s);
+    /// A group of one DenseNodes message (group field 2) for a run of nodes
+    /// that all have metadata or all lack it, and likewise for `visible`
+    /// (see [`group_class`]).
+    fn dense(&mut self, run: &[Obj<'_>], out: &mut Vec<u8>) {
         let has_tags = run.iter().any(|e| e.tag_count() != 0);
         let has_info = run.first().and_then(|e| e.info_flags()).is_some();
+        let mut sids = Sids {
+            sids: self.sids,
+            next: self.next,
+        };
+        let mut cols = DenseWriter::new(&mut self.s);
         for &element in run {
             if element.kind() == Kind::Node {
-                cols.node(element, self.scale, has_tags, &mut self.strings);
+                cols.node(element, self.scale, has_tags, &mut sids);
             }
         }
-        msg.clear();
-        cols.finish(has_info, &mut msg);
-        bytes_field(group, 2, &msg);
-        self.s.msg = msg;
+        self.next = sids.next;
+        cols.finish(has_info, out);
+    }
+}
+
+/// The first pass's string indexes, read in order by [`DenseWriter`].
+struct Sids<'p> {
+    sids: &'p [u32],
+    next: usize,
+}
+
+impl Sids<'_> {
+    fn next_i32(&mut self) -> i32 {
+        let sid = self.sids[self.next];
+        self.next += 1;
+        i32::try_from(sid).unwrap_or(i32::MAX)
     }
 }
 
@@ -444,7 +666,6 @@ struct DenseWriter<'s> {
     lon: &'s mut Vec<u8>,
     keys_vals: &'s mut Vec<u8>,
     info: &'s mut [Vec<u8>; 6],
-    info_msg: &'s mut Vec<u8>,
     prev: Prev,
 }
 
@@ -468,7 +689,6 @@ impl<'s> DenseWriter<'s> {
             lon: &mut s.c,
             keys_vals: &mut s.keys,
             info: &mut s.dense_info,
-            info_msg: &mut s.info,
             prev: Prev::default(),
         };
         for column in [&mut *w.id, &mut *w.lat, &mut *w.lon, &mut *w.keys_vals] {
@@ -478,7 +698,7 @@ impl<'s> DenseWriter<'s> {
         w
     }
 
-    fn node<'a>(&mut self, node: Obj<'a>, scale: Scale, tags: bool, st: &mut StringTable<'a>) {
+    fn node(&mut self, node: Obj<'_>, scale: Scale, tags: bool, sids: &mut Sids<'_>) {
         let p = &mut self.prev;
         let id = node.id();
         let (lat, lon) = node.position();
@@ -488,14 +708,14 @@ impl<'s> DenseWriter<'s> {
         varint(self.lon, zigzag(lon.wrapping_sub(p.lon)));
         (p.id, p.lat, p.lon) = (id, lat, lon);
         if tags {
-            for (k, v) in node.tags() {
-                varint(self.keys_vals, int(i64::from(st.index_i32(k))));
-                varint(self.keys_vals, int(i64::from(st.index_i32(v))));
+            for _ in 0..node.tag_count() {
+                varint(self.keys_vals, int(i64::from(sids.next_i32())));
+                varint(self.keys_vals, int(i64::from(sids.next_i32())));
             }
             varint(self.keys_vals, 0);
         }
         if let Some(info) = node.info() {
-            let user_sid = st.index_i32(info.user);
+            let user_sid = sids.next_i32();
             self.info(info, scale, user_sid);
         }
     }
@@ -515,18 +735,31 @@ impl<'s> DenseWriter<'s> {
         (p.timestamp, p.changeset, p.uid, p.user_sid) = (ts, info.changeset, info.uid, user_sid);
     }
 
-    /// Write the DenseNodes message body into `msg`.
-    fn finish(self, has_info: bool, msg: &mut Vec<u8>) {
-        packed_field(msg, 1, self.id);
+    /// Append the group: field 2 holding the DenseNodes message, every
+    /// length counted before anything is written.
+    fn finish(self, has_info: bool, out: &mut Vec<u8>) {
+        let info: [Field<'_>; 6] =
+            std::array::from_fn(|i| Field::Packed(i as u32 + 1, &self.info[i]));
+        let info_len: usize = info.iter().map(|f| f.len()).sum();
+        let fields = [
+            Field::Packed(1, self.id),
+            Field::Packed(8, self.lat),
+            Field::Packed(9, self.lon),
+            Field::Packed(10, self.keys_vals),
+        ];
+        let info_field = if has_info {
+            bytes_field_len(5, info_len)
+        } else {
+            0
+        };
+        let body = fields.iter().map(|f| f.len()).sum::<usize>() + info_field;
+        bytes_head(out, 2, bytes_field_len(2, body));
+        bytes_head(out, 2, body);
+        fields[0].write(out);
         if has_info {
-            self.info_msg.clear();
-            for (number, column) in (1..).zip(self.info.iter()) {
-                packed_field(self.info_msg, number, column);
-            }
-            bytes_field(msg, 5, self.info_msg);
+            bytes_head(out, 5, info_len);
+            info.iter().for_each(|f| f.write(out));
         }
-        packed_field(msg, 8, self.lat);
-        packed_field(msg, 9, self.lon);
-        packed_field(msg, 10, self.keys_vals);
+        fields[1..].iter().for_each(|f| f.write(out));
     }
 }
