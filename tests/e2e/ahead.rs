@@ -12,7 +12,7 @@ use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use pbf_stream::{BlobRecord, CopyOp, PlanRecord, SourceRecord};
+use pbf_stream::{BlobRecord, CopyOp, PlanHeader, PlanRecord, SourceRecord};
 
 use crate::util::*;
 
@@ -26,7 +26,8 @@ fn index_bytes(path: &Path) -> Vec<u8> {
     succeeds(c)
 }
 
-/// A plan copying `blobs` of `src`, one op per blob, in the given order.
+/// A plan copying `blobs` of `src`, one op per blob, in the given order,
+/// whose record says it was written early (before the blobs were planned).
 fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
     let ops: Vec<PlanRecord> = blobs
         .iter()
@@ -41,7 +42,11 @@ fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
             })
         })
         .collect();
-    plan_bytes(&plan_header(src), &ops, true)
+    let header = PlanHeader {
+        early: true,
+        ..plan_header(src)
+    };
+    plan_bytes(&header, &ops, true)
 }
 
 /// `tool args` with every stream piped.
@@ -149,6 +154,27 @@ fn a_guess_wrong_from_the_first_op_keeps_nothing() {
 }
 
 #[test]
+fn a_plan_record_written_after_planning_starts_no_copy() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
+    let all: Vec<&BlobRecord> = blobs.iter().collect();
+    let mut made_first = plan(&src, &all);
+    let (_, records) = records_but_early(&made_first);
+    made_first = records
+        .iter()
+        .flat_map(|r| {
+            let mut line = serde_json::to_vec(r).expect("json");
+            line.push(b'\n');
+            line
+        })
+        .collect();
+    let (bytes, line) = copy_slowly(&made_first, dir.path(), "out.osm.pbf", &[]);
+    assert_eq!(line, "", "copied ahead on a plan made first");
+    let (waited, _) = copy_slowly(&made_first, dir.path(), "w.osm.pbf", &["--no-copy-ahead"]);
+    assert!(bytes == waited, "the same output");
+}
+
+#[test]
 fn a_plan_that_stops_early_cuts_the_copy_back() {
     let dir = tempfile::tempdir().expect("dir");
     let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
@@ -206,18 +232,42 @@ fn plan_of(index: &[u8], args: &[&str]) -> Vec<u8> {
     o.stdout
 }
 
+/// The records of a plan stream, the plan record's `early` flag apart.
+fn records_but_early(plan: &[u8]) -> (bool, Vec<PlanRecord>) {
+    let mut early = false;
+    let records = plan
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(
+            |l| match serde_json::from_slice(l).expect("a plan record") {
+                PlanRecord::Plan(h) => {
+                    early = h.early;
+                    PlanRecord::Plan(PlanHeader { early: false, ..h })
+                }
+                op => op,
+            },
+        )
+        .collect();
+    (early, records)
+}
+
 /// What `pbf-overlap --sources 1` writes once it has read the source
 /// record and `blobs` blob records of `index` (the rest is held back); its
-/// whole plan must be the one written without `--sources`.
-fn early_record(index: &[u8], blobs: usize) -> Option<String> {
+/// whole plan must be the one written without `--sources`, but for the
+/// plan record's `early` flag, returned too: whether the record went out
+/// before every blob was read (with all of them, at the latest).
+fn early_record(index: &[u8], blobs: usize) -> (Option<String>, bool) {
     let (early, o) = lines_then_rest("pbf-overlap", &["--sources", "1"], index, 1 + blobs);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        o.stdout,
-        plan_of(index, &[]),
-        "the same plan as without --sources"
+    let (flagged, with) = records_but_early(&o.stdout);
+    let (plain, without) = records_but_early(&plan_of(index, &[]));
+    assert_eq!(with, without, "the same plan as without --sources");
+    assert!(!plain, "a plan record flagged early without --sources");
+    assert!(
+        flagged || early.is_none(),
+        "early but not flagged: {early:?}"
     );
-    early
+    (early, flagged)
 }
 
 #[test]
@@ -225,13 +275,16 @@ fn sources_writes_the_plan_record_once_the_first_blobs_are_in_order() {
     let index = index_bytes(&data("sorted-kualalumpur.osm.pbf"));
     assert_eq!(
         early_record(&index, 15),
-        None,
-        "a plan record before 16 blobs"
+        (None, true),
+        "a plan record before 16 blobs, or one not flagged early after them"
     );
-    let early = early_record(&index, 16).expect("the plan record after 16 blobs in order");
-    let plan = plan_of(&index, &[]);
-    let first = plan.split(|&b| b == b'\n').next().expect("a line");
-    assert_eq!(early.trim_end().as_bytes(), first, "the same plan record");
+    let early = early_record(&index, 16)
+        .0
+        .expect("the plan record after 16 blobs in order");
+    let (flagged, plan) = records_but_early(early.as_bytes());
+    assert!(flagged, "the early plan record says so: {early}");
+    let (_, whole) = records_but_early(&plan_of(&index, &[]));
+    assert_eq!(plan[..], whole[..1], "the same plan record");
 }
 
 #[test]
@@ -243,13 +296,13 @@ fn sources_waits_when_the_first_blobs_are_out_of_order() {
     let lines = index.iter().filter(|&&b| b == b'\n').count();
     assert_eq!(
         early_record(&index, lines - 2),
-        None,
+        (None, false),
         "a plan record for a permuted file"
     );
     let unsorted = index_bytes(&data("unsorted-vex.osm.pbf"));
     assert_eq!(
         early_record(&unsorted, 16),
-        None,
+        (None, false),
         "a plan record for unsorted blobs"
     );
 }
@@ -264,7 +317,7 @@ fn sources_waits_when_a_merge_could_change_the_header() {
     let plain = index.replacen(dense, r#""required_features":["OsmSchema-V0.6"]"#, 1);
     assert_eq!(
         early_record(plain.as_bytes(), 30),
-        None,
+        (None, false),
         "a plan record before the ops"
     );
 }
@@ -312,17 +365,20 @@ fn sources_must_match_the_index() {
 fn merge_passes_the_plan_record_on_at_once() {
     let dir = tempfile::tempdir().expect("dir");
     let spool = dir.path().join("spool.pbf");
-    let index = index_bytes(&data("sorted-andorra.osm.pbf"));
-    let plan = plan_of(&index, &[]);
+    let index = index_bytes(&data("sorted-kualalumpur.osm.pbf"));
     let args = ["--spool", spool.to_str().expect("utf-8")];
-    let (early, o) = lines_then_rest("pbf-merge", &args, &plan, 1);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let early = early.expect("the plan record before the ops were sent");
-    let rec: PlanRecord = serde_json::from_str(&early).expect("a record");
-    let PlanRecord::Plan(h) = rec else {
-        panic!("not a plan record: {early}")
-    };
-    assert!(h.sources.last().is_some_and(|s| s.spool), "{early}");
+    for (args_of_overlap, flagged) in [(&[][..], false), (&["--sources", "1"], true)] {
+        let plan = plan_of(&index, args_of_overlap);
+        let (early, o) = lines_then_rest("pbf-merge", &args, &plan, 1);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let early = early.expect("the plan record before the ops were sent");
+        let rec: PlanRecord = serde_json::from_str(&early).expect("a record");
+        let PlanRecord::Plan(h) = rec else {
+            panic!("not a plan record: {early}")
+        };
+        assert!(h.sources.last().is_some_and(|s| s.spool), "{early}");
+        assert_eq!(h.early, flagged, "the early flag passed on: {early}");
+    }
 }
 
 #[test]
@@ -345,4 +401,21 @@ fn the_driver_copies_a_sorted_input_ahead() {
         .expect(&err);
     assert_eq!(kept_and_dropped(line), (data_bytes(&all), 0), "{line}");
     assert_eq!(opl(&out), opl(&input));
+}
+
+/// An input whose first blobs are unsorted gets its plan record after
+/// planning, so nothing is copied ahead while pbf-merge works.
+#[test]
+fn the_driver_copies_nothing_ahead_of_a_merge() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("out.osm.pbf");
+    let mut c = crate::sort::pbf_sort();
+    c.args(["-v", "--copier", "copy", "-o"])
+        .arg(&out)
+        .arg(data("unsorted-vex.osm.pbf"));
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("pbf-copy: "), "{err}");
+    assert!(!err.contains("copied ahead"), "{err}");
 }

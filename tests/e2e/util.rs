@@ -306,6 +306,7 @@ pub fn plan_header(src: &SourceRecord) -> PlanHeader {
             spool: false,
         }],
         header,
+        early: false,
     }
 }
 

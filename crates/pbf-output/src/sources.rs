@@ -289,6 +289,7 @@ mod tests {
             version: pbf_stream::SCHEMA_VERSION,
             sources,
             header: Header::default(),
+            early: false,
         }
     }
 

@@ -216,6 +216,13 @@ pub struct PlanHeader {
     pub sources: Vec<SourceRef>,
     /// The OSMHeader to write to the output.
     pub header: Header,
+    /// Written before the blobs were all read (`pbf-overlap --sources`):
+    /// the ops are not known yet, and a copier may start copying on a guess
+    /// while they are planned. False (absent) when the plan was made first:
+    /// its ops follow at once, or as a merge stage finishes them, and a
+    /// guess would only compete with that stage.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub early: bool,
 }
 
 /// The keys of one frame inside a copy op, for writing indexdata.

@@ -45,12 +45,15 @@ pub fn command() -> Command {
              With --recompress every copied Blob is inflated and compressed again (in parallel; \
              the block inside is never decoded), for example to turn a zlib file into zstd or \
              raw; the copy then goes through memory instead of the kernel.\n\n\
-             Copy ahead: when the plan has one input file (beside spools), its data frames are \
-             copied behind the header on a second thread as soon as the plan record is read, on \
-             the guess that the input is sorted and the ops will copy them whole and in order. \
-             pbf-overlap --sources writes the plan record before it plans (once the first \
-             blobs are read in order), so this copy runs while the input is still being \
-             indexed; each step is handed to the disk as it is copied. Each op that follows the guess is checked \
+             Copy ahead: when the plan record says it was written early (pbf-overlap --sources \
+             writes it before it plans, once the first blobs are read in order) and the plan \
+             has one input file (beside spools), its data frames are copied behind the header \
+             on a second thread as soon as the plan record is read, on the guess that the \
+             input is sorted and the ops will copy them whole and in order, so this copy runs \
+             while the input is still being indexed; each step is handed to the disk as it is \
+             copied. A plan record written after planning starts no copy: its ops follow at \
+             once, or as pbf-merge finishes them, and a guess would only compete with the \
+             merge. Each op that follows the guess is checked \
              against it; the first op that does not, or the end of the plan, stops the thread: \
              the output keeps only the copied prefix the ops asked for and is cut back to it, \
              so a wrong guess costs a wasted copy and never a wrong byte. Not with -o -, \
@@ -125,6 +128,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     job.out
         .write_all(&frames::header_frame(&job.plan.header().header)?)?;
     let ahead = !m.get_flag("no-copy-ahead")
+        && job.plan.header().early
         && recompress.is_none()
         && !opts.add_indexdata
         && !job.out.is_stream();

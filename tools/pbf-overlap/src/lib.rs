@@ -350,7 +350,7 @@ impl PlanOut {
             self.in_order = None;
             return Ok(());
         }
-        self.out.write(&plan_record(input, header))?;
+        self.out.write(&plan_record(input, header, true))?;
         self.out.flush()?;
         self.early = true;
         Ok(())
@@ -368,7 +368,7 @@ impl PlanOut {
         if !self.early {
             let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
             let header = header::output_header(&input.headers, merges, &self.program);
-            self.out.write(&plan_record(input, header))?;
+            self.out.write(&plan_record(input, header, false))?;
         }
         let mut end = PlanEnd::default();
         for op in plan::ops(&input.segs, frame_keys) {
@@ -386,12 +386,13 @@ impl PlanOut {
     }
 }
 
-fn plan_record(input: &Input, header: Header) -> PlanRecord {
+fn plan_record(input: &Input, header: Header, early: bool) -> PlanRecord {
     PlanRecord::Plan(PlanHeader {
         schema: pbf_stream::PLAN_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
         sources: input.sources.clone(),
         header,
+        early,
     })
 }
 
