@@ -470,11 +470,22 @@ fn progress_and_no_progress_override_the_terminal_test() {
     );
 }
 
-/// One long merge op: every frame of a real file after its header, and the
-/// first blob of another, which holds nodes to relations and so overlaps
-/// every other blob.
+/// One long merge op: a real file, the data frames of two more, and the
+/// first blob of a fourth, which holds nodes to relations and so overlaps
+/// every other blob. Long enough (half a second or more at -j1 on a fast
+/// host) for a bar drawn five times a second to be seen moving.
 fn one_long_merge_op(dir: &Path) -> PathBuf {
     let mut bytes = fs::read(data("sorted-kualalumpur.osm.pbf")).expect("read");
+    for name in ["sorted-liechtenstein.osm.pbf", "mixed-osmosis.osm.pbf"] {
+        let f = PbfFile::open(&data(name)).expect("open");
+        for h in f.headers().skip(1) {
+            let h = h.expect("frame");
+            bytes.extend(
+                f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
+                    .expect("read"),
+            );
+        }
+    }
     let f = PbfFile::open(&data("sorted-raw-nodense-mixed.osm.pbf")).expect("open");
     let h = f.headers().nth(1).expect("a data frame").expect("frame");
     bytes.extend(
