@@ -102,9 +102,9 @@ pub fn command() -> Command {
                 .help(
                     "The index streams hold N sources. The plan record is then written as soon \
                      as the N-th source's first 16 blobs are read sorted and in file order, \
-                     before the blobs are planned, unless the output header depends on the ops \
-                     (DenseNodes is added for merges and no input requires it); with one source, \
-                     pbf-copy starts copying ahead then. Any other number of sources is an error \
+                     before the blobs are planned, and marked \"early\": true, unless the output \
+                     header depends on the ops (DenseNodes is added for merges and no input \
+                     requires it); with one source, pbf-copy starts copying ahead then. Any other number of sources is an error \
                      (pbf-sort passes its number of inputs)",
                 ),
         )
