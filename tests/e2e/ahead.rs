@@ -29,7 +29,16 @@ fn index_bytes(path: &Path) -> Vec<u8> {
 /// A plan copying `blobs` of `src`, one op per blob, in the given order,
 /// whose record says it was written early (before the blobs were planned).
 fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
-    let ops: Vec<PlanRecord> = blobs
+    let header = PlanHeader {
+        early: true,
+        ..plan_header(src)
+    };
+    plan_bytes(&header, &copy_ops(blobs), true)
+}
+
+/// One copy op per blob, in the given order.
+fn copy_ops(blobs: &[&BlobRecord]) -> Vec<PlanRecord> {
+    blobs
         .iter()
         .map(|b| {
             PlanRecord::Copy(CopyOp {
@@ -41,12 +50,7 @@ fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
                 frames: Vec::new(),
             })
         })
-        .collect();
-    let header = PlanHeader {
-        early: true,
-        ..plan_header(src)
-    };
-    plan_bytes(&header, &ops, true)
+        .collect()
 }
 
 /// `tool args` with every stream piped.
@@ -158,16 +162,7 @@ fn a_plan_record_written_after_planning_starts_no_copy() {
     let dir = tempfile::tempdir().expect("dir");
     let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
     let all: Vec<&BlobRecord> = blobs.iter().collect();
-    let mut made_first = plan(&src, &all);
-    let (_, records) = records_but_early(&made_first);
-    made_first = records
-        .iter()
-        .flat_map(|r| {
-            let mut line = serde_json::to_vec(r).expect("json");
-            line.push(b'\n');
-            line
-        })
-        .collect();
+    let made_first = plan_bytes(&plan_header(&src), &copy_ops(&all), true);
     let (bytes, line) = copy_slowly(&made_first, dir.path(), "out.osm.pbf", &[]);
     assert_eq!(line, "", "copied ahead on a plan made first");
     let (waited, _) = copy_slowly(&made_first, dir.path(), "w.osm.pbf", &["--no-copy-ahead"]);

@@ -10,8 +10,6 @@ use std::process::{Command, Output};
 
 use pbf_stream::{PlanRecord, SourceRef};
 
-use pbf_format::frame::PbfFile;
-
 use crate::util::*;
 
 /// The stages up to the merged plan; returns pbf-merge's output.
@@ -477,21 +475,10 @@ fn progress_and_no_progress_override_the_terminal_test() {
 fn one_long_merge_op(dir: &Path) -> PathBuf {
     let mut bytes = fs::read(data("sorted-kualalumpur.osm.pbf")).expect("read");
     for name in ["sorted-liechtenstein.osm.pbf", "mixed-osmosis.osm.pbf"] {
-        let f = PbfFile::open(&data(name)).expect("open");
-        for h in f.headers().skip(1) {
-            let h = h.expect("frame");
-            bytes.extend(
-                f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
-                    .expect("read"),
-            );
-        }
+        bytes.extend(data_frames(&data(name)).concat());
     }
-    let f = PbfFile::open(&data("sorted-raw-nodense-mixed.osm.pbf")).expect("open");
-    let h = f.headers().nth(1).expect("a data frame").expect("frame");
-    bytes.extend(
-        f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
-            .expect("read"),
-    );
+    let spanning = data_frames(&data("sorted-raw-nodense-mixed.osm.pbf"));
+    bytes.extend(spanning.first().expect("a data frame"));
     let out = dir.join("one-op.osm.pbf");
     fs::write(&out, bytes).expect("write");
     out

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pbf_format::frame::{BlobType, PbfFile};
+use pbf_format::frame::PbfFile;
 
 use crate::util::*;
 
@@ -43,19 +43,6 @@ pub fn tools_path() -> std::ffi::OsString {
     let mut dirs = vec![bin_dir, PathBuf::from(env!("CARGO_MANIFEST_DIR"))];
     dirs.extend(std::env::split_paths(&path));
     std::env::join_paths(dirs).expect("PATH")
-}
-
-/// The bytes of every data frame of a file.
-fn data_frames(path: &Path) -> Vec<Vec<u8>> {
-    let f = PbfFile::open(path).expect("open");
-    f.headers()
-        .map(|h| h.expect("frame"))
-        .filter(|h| h.blob_type == BlobType::OsmData)
-        .map(|h| {
-            f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
-                .expect("read")
-        })
-        .collect()
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use pbf_format::frame::PbfFile;
+use pbf_format::frame::{BlobType, PbfFile};
 use pbf_stream::{
     BlobRecord, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord, SourceRef, Writer,
 };
@@ -196,6 +196,19 @@ pub fn permute(input: &Path, out: &Path, seed: u64) {
         );
     }
     std::fs::write(out, bytes).expect("write permuted");
+}
+
+/// The bytes of every data frame of a file.
+pub fn data_frames(path: &Path) -> Vec<Vec<u8>> {
+    let f = PbfFile::open(path).expect("open");
+    f.headers()
+        .map(|h| h.expect("frame"))
+        .filter(|h| h.blob_type == BlobType::OsmData)
+        .map(|h| {
+            f.read_exact_at(h.offset, h.frame_len() as usize, "frame")
+                .expect("read")
+        })
+        .collect()
 }
 
 /// Header frame, then every data frame of the data file `name` `reps` times

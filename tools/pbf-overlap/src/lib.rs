@@ -104,8 +104,8 @@ pub fn command() -> Command {
                      as the N-th source's first 16 blobs are read sorted and in file order, \
                      before the blobs are planned, and marked \"early\": true, unless the output \
                      header depends on the ops (DenseNodes is added for merges and no input \
-                     requires it); with one source, pbf-copy starts copying ahead then. Any other number of sources is an error \
-                     (pbf-sort passes its number of inputs)",
+                     requires it); with one source, pbf-copy starts copying ahead then. Any \
+                     other number of sources is an error (pbf-sort passes its number of inputs)",
                 ),
         )
         .arg(
