@@ -19,6 +19,7 @@ use pbf_format::compress::Compression;
 use pbf_merge_core::{
     LoadProgress, MergeStats, Merger, Options, Prepared, Sources, Spool, WrittenFrame,
 };
+mod alloc;
 mod ops;
 
 use ops::OpQueue;
@@ -142,6 +143,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("validate") {
         return Ok(ExitCode::SUCCESS);
     }
+    alloc::keep_freed_memory();
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = m.get_flag("verbose");
     let reader = PlanReader::new(pbf_cli::input(name)?)
