@@ -170,7 +170,8 @@ impl Recent {
 
     fn slot(s: &[u8]) -> usize {
         let address = s.as_ptr() as usize as u64;
-        (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - Self::SLOTS.trailing_zeros())) as usize
+        (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - Self::SLOTS.trailing_zeros()))
+            as usize
     }
 
     /// The record's index of `s`, if `s` itself (not only equal bytes) was
@@ -556,14 +557,20 @@ mod tests {
         let record = write_record(&views, &[0; 6], Compression::None).expect("write");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         for word in ["highway", "alice", "stop"] {
-            let found = payload.windows(word.len()).filter(|w| *w == word.as_bytes());
+            let found = payload
+                .windows(word.len())
+                .filter(|w| *w == word.as_bytes());
             assert_eq!(found.count(), 1, "{word}");
         }
         let mut recent = Recent::new();
         let (a, b) = (b"same".to_vec(), b"same".to_vec());
         recent.insert(&a, 7);
         assert_eq!(recent.get(&a), Some(7));
-        assert_eq!(recent.get(&b), None, "equal bytes elsewhere are not the same string");
+        assert_eq!(
+            recent.get(&b),
+            None,
+            "equal bytes elsewhere are not the same string"
+        );
         assert_eq!(recent.get(&a[..3]), None, "a prefix is not the same string");
     }
 
