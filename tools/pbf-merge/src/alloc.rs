@@ -21,7 +21,9 @@ pub fn keep_freed_memory() {
     {
         use nix::libc::{M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, c_int, mallopt};
         // SAFETY: mallopt only sets allocator parameters; both values fit
-        // a c_int and are within glibc's accepted ranges.
+        // a c_int and are within glibc's accepted ranges. A refusal (0)
+        // would leave glibc's own policy in place: slower, never wrong, so
+        // there is nothing to report.
         unsafe {
             mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD as c_int);
             mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD as c_int);
