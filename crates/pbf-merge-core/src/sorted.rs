@@ -120,8 +120,8 @@ impl Block {
         self.order.get(self.pos..).unwrap_or_default()
     }
 
-    /// Take the next element, and start fetching the order entry the merge
-    /// reads at this block's turn after next: when many streams are merged,
+    /// Take the next element, and start fetching the order entry and the
+    /// object index the merge reads at this block's turn after next: when many streams are merged,
     /// the merge comes back to a block only after taking elements from the
     /// others, and by then the entry has left even the hardware
     /// prefetcher's view.
@@ -130,6 +130,9 @@ impl Block {
         let object = *self.index.get(self.pos)?;
         self.pos += 1;
         if let Some(after) = self.order.get(self.pos + 1) {
+            prefetch(after);
+        }
+        if let Some(after) = self.index.get(self.pos + 1) {
             prefetch(after);
         }
         Some((order, Item(&self.columns, object)))

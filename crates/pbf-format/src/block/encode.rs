@@ -308,10 +308,12 @@ const UNSEEN: u32 = u32::MAX;
 struct StringTable<'a> {
     index: HashMap<&'a [u8], u32, BuildHasherDefault<FxHasher>>,
     strings: Vec<&'a [u8]>,
-    /// Source blocks (by address) and their index maps; a block has few.
-    sources: Vec<(*const Columns, Vec<u32>)>,
-    /// The source of the previous object.
-    last: usize,
+    /// Source blocks' index maps, and their slots by block address: a
+    /// block of a merge may draw on hundreds of sources.
+    sources: Vec<Vec<u32>>,
+    slots: HashMap<usize, usize, BuildHasherDefault<FxHasher>>,
+    /// The source of the previous object: (address, slot).
+    last: (usize, usize),
 }
 
 impl Default for StringTable<'_> {
@@ -320,7 +322,8 @@ impl Default for StringTable<'_> {
             index: HashMap::default(),
             strings: vec![b""],
             sources: Vec::new(),
-            last: 0,
+            slots: HashMap::default(),
+            last: (0, 0),
         }
     }
 }
@@ -361,18 +364,17 @@ impl<'a> StringTable<'a> {
 
     /// The slot of a source block in `sources`, added on first use.
     fn source(&mut self, c: &Columns) -> usize {
-        let address: *const Columns = c;
-        if self.sources.get(self.last).is_some_and(|s| s.0 == address) {
-            return self.last;
+        let address = std::ptr::from_ref(c) as usize;
+        if self.last.0 == address {
+            return self.last.1;
         }
-        self.last = match self.sources.iter().position(|s| s.0 == address) {
-            Some(slot) => slot,
-            None => {
-                self.sources.push((address, vec![UNSEEN; c.strings.len()]));
-                self.sources.len() - 1
-            }
-        };
-        self.last
+        let next = self.sources.len();
+        let slot = *self.slots.entry(address).or_insert(next);
+        if slot == next {
+            self.sources.push(vec![UNSEEN; c.strings.len()]);
+        }
+        self.last = (address, slot);
+        slot
     }
 
     /// The output index of string `i` of source block `c` (in slot
@@ -381,12 +383,12 @@ impl<'a> StringTable<'a> {
         if i == NO_USER {
             return self.intern(b"");
         }
-        let mapped = self.sources[source].1[i as usize];
+        let mapped = self.sources[source][i as usize];
         if mapped != UNSEEN {
             return mapped;
         }
         let out = self.intern(c.string(i));
-        self.sources[source].1[i as usize] = out;
+        self.sources[source][i as usize] = out;
         out
     }
 
