@@ -16,15 +16,24 @@
 //! record   = count element*
 //! element  = flags blob(delta) id(delta) info? tags body
 //! flags    = kind (bits 0-1) | has info (bit 2) | visible: 0 none, 1 false, 2 true (bits 3-4)
-//! info     = version timestamp_ms changeset uid user:string
+//!          | seconds (bit 5) | grid (bit 6)
+//! info     = version timestamp changeset uid user:string
+//! timestamp = seconds: whole seconds as 4 bytes, little-endian, unsigned
+//!          | else milliseconds
 //! tags     = n (key:string value:string)*
-//! body     = node: lat lon
+//! body     = node: grid: lat/100 lon/100 as 4 bytes each, little-endian, signed
+//!                | else lat lon
 //!          | way: n ref(delta)* m (lat(delta) lon(delta))*   m is 0 or n
 //!          | relation: n (kind id(delta) role:string)*
 //!          | changeset: nothing
 //! string   = 0 len bytes   (a new string, next index)
 //!          | i + 1         (string i of this record)
 //! ```
+//!
+//! Timestamps and node positions are long varints of unpredictable length,
+//! so the common case (whole seconds; coordinates on the usual grid of 100
+//! nanodegrees) is written at a fixed width instead, which costs neither
+//! side a loop or a mispredicted branch (bench/merge-perf.md, session 13).
 //!
 //! The payload is compressed as a PBF Blob (so its raw size is checked on
 //! the way back) and framed by its length. Reading validates every count
@@ -108,6 +117,26 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
 
 fn put_signed(out: &mut Vec<u8>, v: i64) {
     put(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// A timestamp in whole seconds that fit 4 unsigned bytes.
+fn whole_seconds(timestamp_ms: i64) -> Option<u32> {
+    match timestamp_ms % 1000 {
+        0 => u32::try_from(timestamp_ms / 1000).ok(),
+        _ => None,
+    }
+}
+
+/// A position on the grid of 100 nanodegrees, in grid units that fit 4
+/// signed bytes.
+fn on_grid((lat, lon): (i64, i64)) -> Option<(i32, i32)> {
+    if lat % 100 != 0 || lon % 100 != 0 {
+        return None;
+    }
+    Some((
+        i32::try_from(lat / 100).ok()?,
+        i32::try_from(lon / 100).ok()?,
+    ))
 }
 
 /// FxHash (the rustc hash): strings here come from data we already decoded,
@@ -205,14 +234,26 @@ impl<'a> Writer<'a> {
             Some(false) => 1,
             Some(true) => 2,
         };
-        let flags = e.kind().index() as u64 | u64::from(info.is_some()) << 2 | visible << 3;
+        let seconds = info.and_then(|i| whole_seconds(i.timestamp_ms));
+        let grid = match e.kind() {
+            Kind::Node => on_grid(e.position()),
+            _ => None,
+        };
+        let flags = e.kind().index() as u64
+            | u64::from(info.is_some()) << 2
+            | visible << 3
+            | u64::from(seconds.is_some()) << 5
+            | u64::from(grid.is_some()) << 6;
         put(&mut self.out, flags);
         put_signed(&mut self.out, i64::from(blob) - i64::from(self.blob));
         put_signed(&mut self.out, e.id().wrapping_sub(self.id));
         (self.blob, self.id) = (blob, e.id());
         if let Some(i) = info {
             put_signed(&mut self.out, i64::from(i.version));
-            put_signed(&mut self.out, i.timestamp_ms);
+            match seconds {
+                Some(s) => self.out.extend_from_slice(&s.to_le_bytes()),
+                None => put_signed(&mut self.out, i.timestamp_ms),
+            }
             put_signed(&mut self.out, i.changeset);
             put_signed(&mut self.out, i64::from(i.uid));
             self.string(i.user);
@@ -223,11 +264,17 @@ impl<'a> Writer<'a> {
             self.string(v);
         }
         match e.kind() {
-            Kind::Node => {
-                let (lat, lon) = e.position();
-                put_signed(&mut self.out, lat);
-                put_signed(&mut self.out, lon);
-            }
+            Kind::Node => match grid {
+                Some((lat, lon)) => {
+                    self.out.extend_from_slice(&lat.to_le_bytes());
+                    self.out.extend_from_slice(&lon.to_le_bytes());
+                }
+                None => {
+                    let (lat, lon) = e.position();
+                    put_signed(&mut self.out, lat);
+                    put_signed(&mut self.out, lon);
+                }
+            },
             Kind::Way => self.way(e),
             Kind::Relation => self.relation(e),
             Kind::Changeset => {}
@@ -330,6 +377,22 @@ impl<'a> Reader<'a> {
         Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
     }
 
+    /// Four bytes of a fixed-width field.
+    fn fixed(&mut self) -> Result<[u8; 4]> {
+        let bytes = self
+            .buf
+            .get(self.pos..)
+            .and_then(|rest| rest.first_chunk::<4>())
+            .ok_or_else(|| corrupt("truncated fixed-width field"))?;
+        self.pos += 4;
+        Ok(*bytes)
+    }
+
+    /// A coordinate on the grid of 100 nanodegrees, in nanodegrees.
+    fn grid(&mut self) -> Result<i64> {
+        Ok(i64::from(i32::from_le_bytes(self.fixed()?)) * 100)
+    }
+
     fn i32(&mut self) -> Result<i32> {
         i32::try_from(self.signed()?).map_err(|_| corrupt("32-bit field out of range"))
     }
@@ -363,7 +426,7 @@ impl<'a> Reader<'a> {
     /// One element into the columns; returns its input blob's position.
     fn element(&mut self) -> Result<u32> {
         let flags = self.varint()?;
-        if flags >> 5 != 0 || (flags >> 3) & 3 == 3 {
+        if flags >> 7 != 0 || (flags >> 3) & 3 == 3 {
             return Err(corrupt("bad element flags"));
         }
         self.blob = i64::from(self.blob)
@@ -373,13 +436,14 @@ impl<'a> Reader<'a> {
         self.id = self.id.wrapping_add(self.signed()?);
         let info = match flags & 4 {
             0 => None,
-            _ => Some(self.info(flags >> 3)?),
+            _ => Some(self.info(flags)?),
         };
         let kind = Kind::from_index((flags & 3) as u8).unwrap_or(Kind::Changeset);
         // Tags come before the position in a record, after it in columns.
         let tags = self.tags()?;
-        let position = match kind {
-            Kind::Node => (self.signed()?, self.signed()?),
+        let position = match (kind, flags & 64) {
+            (Kind::Node, 0) => (self.signed()?, self.signed()?),
+            (Kind::Node, _) => (self.grid()?, self.grid()?),
             _ => (0, 0),
         };
         self.out
@@ -396,10 +460,14 @@ impl<'a> Reader<'a> {
         Ok(self.blob)
     }
 
-    fn info(&mut self, visible: u64) -> Result<InfoIndex> {
+    fn info(&mut self, flags: u64) -> Result<InfoIndex> {
+        let visible = (flags >> 3) & 3;
         Ok(InfoIndex {
             version: self.i32()?,
-            timestamp_ms: self.signed()?,
+            timestamp_ms: match flags & 32 {
+                0 => self.signed()?,
+                _ => i64::from(u32::from_le_bytes(self.fixed()?)) * 1000,
+            },
             changeset: self.signed()?,
             uid: self.i32()?,
             user: self.string()?,
@@ -475,9 +543,36 @@ mod tests {
         })
     }
 
+    /// A node at (lat, lon) last changed at `timestamp_ms`.
+    fn placed(id: i64, timestamp_ms: i64, lat: i64, lon: i64) -> Element {
+        Element::Node(Node {
+            id,
+            info: Some(Info {
+                version: 2,
+                timestamp_ms,
+                changeset: 9,
+                uid: 4,
+                user: s("carol"),
+                visible: Some(true),
+            }),
+            lat,
+            lon,
+            tags: Vec::new(),
+        })
+    }
+
     fn sample() -> Vec<Element> {
         let shared = s("highway");
+        let max_seconds = i64::from(u32::MAX) * 1000;
+        let (max_grid, min_grid) = (i64::from(i32::MAX) * 100, i64::from(i32::MIN) * 100);
         vec![
+            // Whole seconds and grid positions, at and past the fixed
+            // widths' limits.
+            placed(20, 1_700_000_000_000, 515_000_000_00, -1_800_000_000_00),
+            placed(21, max_seconds, max_grid, min_grid),
+            placed(22, max_seconds + 1000, max_grid + 100, min_grid - 100),
+            placed(23, 0, 0, 0),
+            placed(24, -1000, 150, 7),
             Element::Node(Node {
                 id: i64::MIN,
                 info: info(-1, "", None),
@@ -530,7 +625,7 @@ mod tests {
     #[test]
     fn records_round_trip_every_field() {
         let elements = sample();
-        let blobs = [3, 1, u32::MAX, 0, 40, 41];
+        let blobs = [7, 8, 9, 10, 11, 3, 1, u32::MAX, 0, 40, 41];
         for c in [Compression::None, Compression::Lz4] {
             let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
             let record = write_record(&views, &blobs, c).expect("write");
@@ -554,7 +649,7 @@ mod tests {
     fn each_string_is_written_once_per_record() {
         let elements = sample();
         let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
-        let record = write_record(&views, &[0; 6], Compression::None).expect("write");
+        let record = write_record(&views, &[0; 11], Compression::None).expect("write");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         for word in ["highway", "alice", "stop"] {
             let found = payload
@@ -574,11 +669,38 @@ mod tests {
         assert_eq!(recent.get(&a[..3]), None, "a prefix is not the same string");
     }
 
+    /// Whole seconds and grid positions take the fixed widths; others
+    /// (here: a timestamp with milliseconds) keep their varints.
+    #[test]
+    fn common_timestamps_and_positions_are_fixed_width() {
+        let flags_of = |e: &Element| {
+            let record = write_record(&[Obj::Element(e)], &[0], Compression::None).expect("w");
+            let payload = compress::decode_blob(&record[4..]).expect("blob");
+            (payload[1], payload.len())
+        };
+        let (flags, fixed) = flags_of(&placed(
+            20,
+            1_700_000_000_000,
+            515_000_000_00,
+            13_400_000_00,
+        ));
+        assert_eq!(flags & 0b110_0000, 0b110_0000);
+        let (flags, varints) = flags_of(&placed(
+            20,
+            1_700_000_000_001,
+            515_000_000_01,
+            13_400_000_00,
+        ));
+        assert_eq!(flags & 0b110_0000, 0);
+        assert!(fixed < varints, "{fixed} bytes fixed, {varints} as varints");
+    }
+
     #[test]
     fn corrupt_records_are_errors() {
         let sample = sample();
         let views: Vec<Obj<'_>> = sample.iter().map(Obj::Element).collect();
-        let record = write_record(&views, &[0, 1, 2, 3, 4, 5], Compression::None).expect("w");
+        let blobs: Vec<u32> = (0..views.len() as u32).collect();
+        let record = write_record(&views, &blobs, Compression::None).expect("w");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         // Every truncation and every single-byte change either decodes or
         // fails cleanly; none panics or allocates past the record.
