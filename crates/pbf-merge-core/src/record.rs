@@ -16,10 +16,9 @@
 //! record   = count element*
 //! element  = flags blob(delta) id(delta) info? tags body
 //! flags    = kind (bits 0-1) | has info (bit 2) | visible: 0 none, 1 false, 2 true (bits 3-4)
-//!          | seconds (bit 5) | grid (bit 6)
-//! info     = version timestamp changeset uid user:string
-//! timestamp = seconds: whole seconds as 4 bytes, little-endian, unsigned
-//!          | else milliseconds
+//!          | compact info (bit 5) | grid (bit 6)
+//! info     = compact: version seconds:u32 changeset:u32 uid:i32 user:string
+//!          | else: version timestamp_ms changeset uid user:string
 //! tags     = n (key:string value:string)*
 //! body     = node: grid: lat/100 lon/100 as 4 bytes each, little-endian, signed
 //!                | else lat lon
@@ -30,10 +29,12 @@
 //!          | i + 1         (string i of this record)
 //! ```
 //!
-//! Timestamps and node positions are long varints of unpredictable length,
-//! so the common case (whole seconds; coordinates on the usual grid of 100
-//! nanodegrees) is written at a fixed width instead, which costs neither
-//! side a loop or a mispredicted branch (bench/merge-perf.md, session 13).
+//! `u32` and `i32` are 4 bytes, little-endian. Timestamps, changesets, user
+//! ids and node positions are long varints of unpredictable length, so the
+//! common case (whole seconds and a changeset that fit 4 bytes; coordinates
+//! on the usual grid of 100 nanodegrees) is written at a fixed width
+//! instead, which costs neither side a loop or a mispredicted branch
+//! (bench/merge-perf.md, session 13).
 //!
 //! The payload is compressed as a PBF Blob (so its raw size is checked on
 //! the way back) and framed by its length. Reading validates every count
@@ -45,7 +46,7 @@ use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use pbf_format::Kind;
-use pbf_format::block::{BadIndex, ColumnsBuilder, InfoIndex, Obj};
+use pbf_format::block::{BadIndex, ColumnsBuilder, InfoIndex, InfoView, Obj};
 use pbf_format::compress::{self, Compression};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -119,11 +120,31 @@ fn put_signed(out: &mut Vec<u8>, v: i64) {
     put(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
-/// A timestamp in whole seconds that fit 4 unsigned bytes.
-fn whole_seconds(timestamp_ms: i64) -> Option<u32> {
-    match timestamp_ms % 1000 {
-        0 => u32::try_from(timestamp_ms / 1000).ok(),
-        _ => None,
+/// Metadata fields at a fixed width: a timestamp in whole seconds and a
+/// changeset that fit 4 unsigned bytes, and the user id.
+#[derive(Clone, Copy)]
+struct Compact {
+    seconds: u32,
+    changeset: u32,
+    uid: i32,
+}
+
+impl Compact {
+    fn of(i: InfoView<'_>) -> Option<Compact> {
+        if i.timestamp_ms % 1000 != 0 {
+            return None;
+        }
+        Some(Compact {
+            seconds: u32::try_from(i.timestamp_ms / 1000).ok()?,
+            changeset: u32::try_from(i.changeset).ok()?,
+            uid: i.uid,
+        })
+    }
+
+    fn write(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.seconds.to_le_bytes());
+        out.extend_from_slice(&self.changeset.to_le_bytes());
+        out.extend_from_slice(&self.uid.to_le_bytes());
     }
 }
 
@@ -234,7 +255,7 @@ impl<'a> Writer<'a> {
             Some(false) => 1,
             Some(true) => 2,
         };
-        let seconds = info.and_then(|i| whole_seconds(i.timestamp_ms));
+        let compact = info.and_then(Compact::of);
         let grid = match e.kind() {
             Kind::Node => on_grid(e.position()),
             _ => None,
@@ -242,7 +263,7 @@ impl<'a> Writer<'a> {
         let flags = e.kind().index() as u64
             | u64::from(info.is_some()) << 2
             | visible << 3
-            | u64::from(seconds.is_some()) << 5
+            | u64::from(compact.is_some()) << 5
             | u64::from(grid.is_some()) << 6;
         put(&mut self.out, flags);
         put_signed(&mut self.out, i64::from(blob) - i64::from(self.blob));
@@ -250,12 +271,14 @@ impl<'a> Writer<'a> {
         (self.blob, self.id) = (blob, e.id());
         if let Some(i) = info {
             put_signed(&mut self.out, i64::from(i.version));
-            match seconds {
-                Some(s) => self.out.extend_from_slice(&s.to_le_bytes()),
-                None => put_signed(&mut self.out, i.timestamp_ms),
+            match compact {
+                Some(c) => c.write(&mut self.out),
+                None => {
+                    put_signed(&mut self.out, i.timestamp_ms);
+                    put_signed(&mut self.out, i.changeset);
+                    put_signed(&mut self.out, i64::from(i.uid));
+                }
             }
-            put_signed(&mut self.out, i.changeset);
-            put_signed(&mut self.out, i64::from(i.uid));
             self.string(i.user);
         }
         put(&mut self.out, e.tag_count() as u64);
@@ -461,17 +484,22 @@ impl<'a> Reader<'a> {
     }
 
     fn info(&mut self, flags: u64) -> Result<InfoIndex> {
-        let visible = (flags >> 3) & 3;
+        let version = self.i32()?;
+        let (timestamp_ms, changeset, uid) = match flags & 32 {
+            0 => (self.signed()?, self.signed()?, self.i32()?),
+            _ => (
+                i64::from(u32::from_le_bytes(self.fixed()?)) * 1000,
+                i64::from(u32::from_le_bytes(self.fixed()?)),
+                i32::from_le_bytes(self.fixed()?),
+            ),
+        };
         Ok(InfoIndex {
-            version: self.i32()?,
-            timestamp_ms: match flags & 32 {
-                0 => self.signed()?,
-                _ => i64::from(u32::from_le_bytes(self.fixed()?)) * 1000,
-            },
-            changeset: self.signed()?,
-            uid: self.i32()?,
+            version,
+            timestamp_ms,
+            changeset,
+            uid,
             user: self.string()?,
-            visible: [None, Some(false), Some(true)][visible as usize],
+            visible: [None, Some(false), Some(true)][((flags >> 3) & 3) as usize],
         })
     }
 
@@ -545,13 +573,23 @@ mod tests {
 
     /// A node at (lat, lon) last changed at `timestamp_ms`.
     fn placed(id: i64, timestamp_ms: i64, lat: i64, lon: i64) -> Element {
+        placed_in(id, (timestamp_ms, 9, 4), lat, lon)
+    }
+
+    /// [`placed`] with the (timestamp_ms, changeset, uid) of its metadata.
+    fn placed_in(
+        id: i64,
+        (timestamp_ms, changeset, uid): (i64, i64, i32),
+        lat: i64,
+        lon: i64,
+    ) -> Element {
         Element::Node(Node {
             id,
             info: Some(Info {
                 version: 2,
                 timestamp_ms,
-                changeset: 9,
-                uid: 4,
+                changeset,
+                uid,
                 user: s("carol"),
                 visible: Some(true),
             }),
@@ -569,8 +607,15 @@ mod tests {
             // Whole seconds and grid positions, at and past the fixed
             // widths' limits.
             placed(20, 1_700_000_000_000, 515_000_000_00, -1_800_000_000_00),
-            placed(21, max_seconds, max_grid, min_grid),
+            placed_in(
+                21,
+                (max_seconds, u32::MAX.into(), i32::MIN),
+                max_grid,
+                min_grid,
+            ),
             placed(22, max_seconds + 1000, max_grid + 100, min_grid - 100),
+            placed_in(25, (1000, i64::from(u32::MAX) + 1, 1), 0, 0),
+            placed_in(26, (1000, -1, -1), 0, 0),
             placed(23, 0, 0, 0),
             placed(24, -1000, 150, 7),
             Element::Node(Node {
@@ -625,7 +670,7 @@ mod tests {
     #[test]
     fn records_round_trip_every_field() {
         let elements = sample();
-        let blobs = [7, 8, 9, 10, 11, 3, 1, u32::MAX, 0, 40, 41];
+        let blobs = [7, 8, 9, 10, 11, 12, 13, 3, 1, u32::MAX, 0, 40, 41];
         for c in [Compression::None, Compression::Lz4] {
             let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
             let record = write_record(&views, &blobs, c).expect("write");
@@ -649,7 +694,7 @@ mod tests {
     fn each_string_is_written_once_per_record() {
         let elements = sample();
         let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
-        let record = write_record(&views, &[0; 11], Compression::None).expect("write");
+        let record = write_record(&views, &[0; 13], Compression::None).expect("write");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         for word in ["highway", "alice", "stop"] {
             let found = payload
@@ -670,7 +715,8 @@ mod tests {
     }
 
     /// Whole seconds and grid positions take the fixed widths; others
-    /// (here: a timestamp with milliseconds) keep their varints.
+    /// (here: a timestamp with milliseconds, a position off the grid) keep
+    /// their varints.
     #[test]
     fn common_timestamps_and_positions_are_fixed_width() {
         let flags_of = |e: &Element| {
@@ -678,16 +724,18 @@ mod tests {
             let payload = compress::decode_blob(&record[4..]).expect("blob");
             (payload[1], payload.len())
         };
-        let (flags, fixed) = flags_of(&placed(
+        // Today's changesets and user ids are 4-5 byte varints.
+        let (changeset, uid) = (150_000_000, 20_000_000);
+        let (flags, fixed) = flags_of(&placed_in(
             20,
-            1_700_000_000_000,
+            (1_700_000_000_000, changeset, uid),
             515_000_000_00,
             13_400_000_00,
         ));
         assert_eq!(flags & 0b110_0000, 0b110_0000);
-        let (flags, varints) = flags_of(&placed(
+        let (flags, varints) = flags_of(&placed_in(
             20,
-            1_700_000_000_001,
+            (1_700_000_000_001, changeset, uid),
             515_000_000_01,
             13_400_000_00,
         ));
