@@ -13,13 +13,15 @@
 //! - [`block`]: a full, lossless PrimitiveBlock codec;
 //! - [`key`]: the sort order;
 //! - [`indexdata`]: per-blob key summaries stored in BlobHeaders;
-//! - [`padding`]: frames of an exact length that hold nothing (block alignment).
+//! - [`padding`]: frames of an exact length that hold nothing (block alignment);
+//! - [`hash`]: the hash of the maps that deduplicate strings.
 #![deny(missing_docs)]
 
 pub mod block;
 pub mod compress;
 pub mod error;
 pub mod frame;
+pub mod hash;
 pub mod header;
 #[cfg(feature = "serde")]
 pub mod ijson;

@@ -43,11 +43,11 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use pbf_format::Kind;
 use pbf_format::block::{BadIndex, ColumnsBuilder, InfoIndex, InfoView, Obj};
 use pbf_format::compress::{self, Compression};
+use pbf_format::hash::FxBuild;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::sorted::Block;
@@ -69,6 +69,12 @@ pub(crate) fn write_record(elements: &[Obj<'_>], blobs: &[u32], c: Compression) 
         }
         if let Some(ahead) = elements.get(i + 8) {
             ahead.prefetch_strings();
+        }
+        if let Some(ahead) = elements.get(i + 4) {
+            ahead.prefetch_bytes();
+        }
+        if let Some(ahead) = elements.get(i + 2) {
+            ahead.prefetch_tag_bytes();
         }
         w.element(e, blob);
     }
@@ -160,43 +166,7 @@ fn on_grid((lat, lon): (i64, i64)) -> Option<(i32, i32)> {
     ))
 }
 
-/// FxHash (the rustc hash): strings here come from data we already decoded,
-/// and a collision costs only a comparison.
-#[derive(Default)]
-struct Fx(u64);
-
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.write_u64(u64::from_le_bytes([
-                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-            ]));
-        }
-        // The tail as one zero-padded word: the length is hashed too, so
-        // padding cannot make two strings equal.
-        let tail = chunks.remainder();
-        if !tail.is_empty() {
-            let mut word = [0u8; 8];
-            word[..tail.len()].copy_from_slice(tail);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type FxMap<K> = HashMap<K, u64, BuildHasherDefault<Fx>>;
+type FxMap<K> = HashMap<K, u64, FxBuild>;
 
 /// Strings of this record by address. The objects of a record come from
 /// decoded blocks that stay put while it is written, and a block's objects

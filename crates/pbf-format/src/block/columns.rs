@@ -361,6 +361,55 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// The third stage, closer still: reads the table entries fetched by
+    /// [`Obj::prefetch_strings`] and fetches the user name's bytes and the
+    /// table entries of the first tag. Writers that look strings up by
+    /// content read those bytes first.
+    #[inline]
+    pub fn prefetch_bytes(self) {
+        if let Obj::Column(c, o) = self {
+            if let Some(&(start, _)) = o.info.and_then(|i| c.strings.get(i.user as usize)) {
+                if let Some(byte) = c.data.get(start as usize) {
+                    crate::prefetch::prefetch(byte);
+                }
+            }
+            if let Some(&(k, v)) = c
+                .tags
+                .get(o.tags.start as usize)
+                .filter(|_| o.tags.len() > 0)
+            {
+                for i in [k, v] {
+                    if let Some(entry) = c.strings.get(i as usize) {
+                        crate::prefetch::prefetch(entry);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last stage: the bytes of the first tag, whose table entries
+    /// [`Obj::prefetch_bytes`] fetched.
+    #[inline]
+    pub fn prefetch_tag_bytes(self) {
+        if let Obj::Column(c, o) = self {
+            if let Some(&(k, v)) = c
+                .tags
+                .get(o.tags.start as usize)
+                .filter(|_| o.tags.len() > 0)
+            {
+                for i in [k, v] {
+                    if let Some(byte) = c
+                        .strings
+                        .get(i as usize)
+                        .and_then(|e| c.data.get(e.0 as usize))
+                    {
+                        crate::prefetch::prefetch(byte);
+                    }
+                }
+            }
+        }
+    }
+
     /// Number of tags.
     pub fn tag_count(self) -> usize {
         match self {

@@ -9,11 +9,11 @@
 //! encode (fields in number order).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use super::columns::{Columns, NO_USER};
 use super::{Element, EncodeOptions, InfoView, Obj};
 use crate::Kind;
+use crate::hash::FxBuild;
 
 /// Encode elements, in the given order, into one PrimitiveBlock (not
 /// compressed). Consecutive elements of one kind share a PrimitiveGroup;
@@ -230,6 +230,12 @@ impl<'a> FirstPass<'a> {
             if let Some(ahead) = elements.get(i + PREFETCH_AHEAD) {
                 ahead.prefetch_strings();
             }
+            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD / 2) {
+                ahead.prefetch_bytes();
+            }
+            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD / 4) {
+                ahead.prefetch_tag_bytes();
+            }
             if let Some(timestamp_ms) = element.timestamp_ms() {
                 whole_seconds &= timestamp_ms % 1000 == 0;
             }
@@ -306,12 +312,12 @@ const UNSEEN: u32 = u32::MAX;
 /// hashes its bytes, to share one index among equal strings of different
 /// sources. Owned elements' strings are hashed at every use.
 struct StringTable<'a> {
-    index: HashMap<&'a [u8], u32, BuildHasherDefault<FxHasher>>,
+    index: HashMap<&'a [u8], u32, FxBuild>,
     strings: Vec<&'a [u8]>,
     /// Source blocks' index maps, and their slots by block address: a
     /// block of a merge may draw on hundreds of sources.
     sources: Vec<Vec<u32>>,
-    slots: HashMap<usize, usize, BuildHasherDefault<FxHasher>>,
+    slots: HashMap<usize, usize, FxBuild>,
     /// The source of the previous object: (address, slot).
     last: (usize, usize),
 }
@@ -415,41 +421,6 @@ impl<'a> StringTable<'a> {
         for s in &self.strings {
             bytes_field(out, 1, s);
         }
-    }
-}
-
-/// FxHash (as in rustc): a fast hash for the string table, whose keys come
-/// from data being rewritten, not from an adversary choosing collisions.
-#[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let mut word = [0u8; 8];
-        for (slot, &b) in word.iter_mut().zip(chunks.remainder()) {
-            *slot = b;
-        }
-        self.add(u64::from_le_bytes(word));
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
     }
 }
 
