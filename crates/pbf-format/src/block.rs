@@ -469,6 +469,43 @@ mod tests {
         ]);
     }
 
+    /// Reordered columns hold the same objects, each with its own tags,
+    /// refs, locations and members, in the new order.
+    #[test]
+    fn reordered_columns_keep_every_field() {
+        let mut tagged = node(3, Some(info(2, None)));
+        if let Element::Node(n) = &mut tagged {
+            n.tags = tags(&[("amenity", "bench"), ("name", "Bänkli")]);
+        }
+        let located = Way {
+            locations: vec![(100, -200), (515_000_007, 3)],
+            ..unwrap_way(way(12, vec![5, 6]))
+        };
+        let elements = [
+            node(1, Some(info(1, None))),
+            tagged,
+            way(10, vec![1, 2, 3, 1]),
+            relation(20),
+            Element::Changeset(Changeset { id: 99 }),
+            Element::Way(located),
+            way(11, vec![]),
+        ];
+        let bytes = encode_block(&elements, &EncodeOptions::default());
+        let mut columns = decode_columns(bytes).expect("decode");
+        let stored = columns.to_elements();
+        let order = [5, 3, 0, 6, 2, 1, 4];
+        columns.reorder(&order);
+        let want: Vec<Element> = order.iter().map(|&i| stored[i as usize].clone()).collect();
+        assert_eq!(columns.to_elements(), want);
+    }
+
+    #[test]
+    #[should_panic(expected = "twice")]
+    fn reorder_refuses_a_repeated_object() {
+        let bytes = encode_block(&[node(1, None), node(2, None)], &EncodeOptions::default());
+        decode_columns(bytes).expect("decode").reorder(&[1, 1]);
+    }
+
     #[test]
     fn empty_block_round_trips() {
         round_trip(&[]);

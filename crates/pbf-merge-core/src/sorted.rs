@@ -62,8 +62,6 @@ pub(crate) struct Block {
     order: Vec<Order>,
     pos: usize,
     columns: Arc<Columns>,
-    /// Object indexes, in `order`'s order.
-    index: Vec<u32>,
 }
 
 /// An element taken from a block: object `.1` of the block's columns, which
@@ -79,29 +77,35 @@ impl Item<'_> {
 }
 
 impl Block {
-    /// A block of the objects of one input blob, at position `blob`. Only
-    /// the order entries and object indexes are sorted; the objects stay.
+    /// A block of the objects of one input blob, at position `blob`.
     pub fn from_columns(columns: Columns, blob: u32) -> Block {
         let blobs = vec![blob; columns.len()];
         Block::from_record(columns, blobs)
     }
 
     /// A block of objects each with its input blob's position, sorted
-    /// unless already in order (as a spill record is).
-    pub fn from_record(columns: Columns, blobs: Vec<u32>) -> Block {
+    /// unless already in order (as a spill record is). Sorting moves the
+    /// objects themselves (not their tags, refs or strings), so the merge
+    /// reads each block's objects front to back: with hundreds of blocks
+    /// taking turns, an object next to the last one taken from its block is
+    /// often still in the cache.
+    pub fn from_record(mut columns: Columns, blobs: Vec<u32>) -> Block {
         let order: Vec<Order> = (0..columns.len())
             .zip(blobs)
             .map(|(i, blob)| Order::of_parts(columns.merge_parts(i), blob))
             .collect();
-        let (order, index) = match order.is_sorted_by_key(Order::merge_key) {
-            true => (order, (0..columns.len() as u32).collect()),
-            false => sorted_indexes(order),
+        let order = match order.is_sorted_by_key(Order::merge_key) {
+            true => order,
+            false => {
+                let (order, index) = sorted_indexes(order);
+                columns.reorder(&index);
+                order
+            }
         };
         Block {
             order,
             pos: 0,
             columns: Arc::new(columns),
-            index,
         }
     }
 
@@ -120,19 +124,16 @@ impl Block {
         self.order.get(self.pos..).unwrap_or_default()
     }
 
-    /// Take the next element, and start fetching the order entry and the
-    /// object index the merge reads at this block's turn after next: when many streams are merged,
+    /// Take the next element, and start fetching the order entry the merge
+    /// reads at this block's turn after next: when many streams are merged,
     /// the merge comes back to a block only after taking elements from the
     /// others, and by then the entry has left even the hardware
     /// prefetcher's view.
     pub fn take(&mut self) -> Option<(Order, Item<'_>)> {
         let order = *self.order.get(self.pos)?;
-        let object = *self.index.get(self.pos)?;
+        let object = self.pos as u32;
         self.pos += 1;
         if let Some(after) = self.order.get(self.pos + 1) {
-            prefetch(after);
-        }
-        if let Some(after) = self.index.get(self.pos + 1) {
             prefetch(after);
         }
         Some((order, Item(&self.columns, object)))

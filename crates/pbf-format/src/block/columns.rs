@@ -34,6 +34,39 @@ pub struct Columns {
 /// [`Element`]s, where it is not the table's entry 0).
 pub(super) const NO_USER: u32 = u32::MAX;
 
+/// The arrays of [`Columns::reorder`] being filled.
+struct Reordered {
+    objects: Vec<Object>,
+    tags: Vec<(u32, u32)>,
+    refs: Vec<i64>,
+    locations: Vec<(i64, i64)>,
+    members: Vec<MemberColumn>,
+}
+
+impl Reordered {
+    /// Object `o` of `from`, with copies of what its spans cover.
+    fn push(&mut self, from: &Columns, mut o: Object) {
+        o.tags = append(&mut self.tags, &from.tags[o.tags.range()]);
+        o.locations = append(&mut self.locations, &from.locations[o.locations.range()]);
+        o.items = match o.kind {
+            Kind::Way => append(&mut self.refs, &from.refs[o.items.range()]),
+            Kind::Relation => append(&mut self.members, &from.members[o.items.range()]),
+            _ => o.items,
+        };
+        self.objects.push(o);
+    }
+}
+
+/// Append `items` to `to` and give their span there.
+fn append<T: Copy>(to: &mut Vec<T>, items: &[T]) -> Span {
+    let start = to.len() as u32;
+    to.extend_from_slice(items);
+    Span {
+        start,
+        end: to.len() as u32,
+    }
+}
+
 /// A range of one of the shared arrays.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Span {
@@ -95,6 +128,36 @@ impl Columns {
     /// True when the block holds no objects.
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
+    }
+
+    /// Put the objects in the order `order` gives (stored indexes, each
+    /// once), and their tags, way refs, locations and members with them: a
+    /// merge that takes the objects in sorted order then reads all of them
+    /// front to back instead of all over the block. The string table stays
+    /// as it is. Panics when `order` is not a permutation of the objects.
+    pub fn reorder(&mut self, order: &[u32]) {
+        assert_eq!(
+            order.len(),
+            self.objects.len(),
+            "a permutation of the objects"
+        );
+        let mut seen = vec![false; order.len()];
+        let mut out = Reordered {
+            objects: Vec::with_capacity(self.objects.len()),
+            tags: Vec::with_capacity(self.tags.len()),
+            refs: Vec::with_capacity(self.refs.len()),
+            locations: Vec::with_capacity(self.locations.len()),
+            members: Vec::with_capacity(self.members.len()),
+        };
+        for &i in order {
+            assert!(
+                !std::mem::replace(&mut seen[i as usize], true),
+                "object {i} twice"
+            );
+            out.push(self, self.objects[i as usize]);
+        }
+        (self.objects, self.tags, self.refs) = (out.objects, out.tags, out.refs);
+        (self.locations, self.members) = (out.locations, out.members);
     }
 
     /// The view of object `i`. Panics when `i` is out of range.
