@@ -27,7 +27,7 @@ pub(crate) fn merge<T: Target>(streams: Vec<Stream>, out: &mut BlockWriter<T>) -
     }
     while let Some(top) = heads.top() {
         let (block, stream) = &mut cursors[top.stream];
-        match drain(block, stream, heads.second(), out)? {
+        match drain(block, stream, top.stream, heads.second(), out)? {
             Some(key) => heads.replace_top(Head { key, ..top }),
             None => heads.pop(),
         }
@@ -119,18 +119,19 @@ impl Heads {
     }
 }
 
-/// Give the writer every element of one stream below `bound`; returns the
-/// stream's new head, or `None` when it is exhausted.
+/// Give the writer every element of one stream (number `index`) below
+/// `bound`; returns the stream's new head, or `None` when it is exhausted.
 fn drain<T: Target>(
     block: &mut Block,
     stream: &mut Stream,
+    index: usize,
     bound: Option<(u128, u64)>,
     out: &mut BlockWriter<T>,
 ) -> Result<Option<(u128, u64)>> {
     loop {
         for _ in 0..gallop(block.rest(), bound) {
             if let Some((order, element)) = block.take() {
-                out.push(order, element)?;
+                out.push(order, element, index)?;
             }
         }
         if let Some(head) = block.rest().first() {

@@ -331,6 +331,8 @@ struct Reader<'a> {
     out: ColumnsBuilder,
     blob: u32,
     id: i64,
+    /// The current element's tags, until its object is added (reused).
+    tags: Vec<(u32, u32)>,
 }
 
 impl<'a> Reader<'a> {
@@ -341,6 +343,7 @@ impl<'a> Reader<'a> {
             out: ColumnsBuilder::default(),
             blob: 0,
             id: 0,
+            tags: Vec::new(),
         }
     }
 
@@ -433,7 +436,7 @@ impl<'a> Reader<'a> {
         };
         let kind = Kind::from_index((flags & 3) as u8).unwrap_or(Kind::Changeset);
         // Tags come before the position in a record, after it in columns.
-        let tags = self.tags()?;
+        self.tags()?;
         let position = match (kind, flags & 64) {
             (Kind::Node, 0) => (self.signed()?, self.signed()?),
             (Kind::Node, _) => (self.grid()?, self.grid()?),
@@ -442,7 +445,7 @@ impl<'a> Reader<'a> {
         self.out
             .object(kind, self.id, position, info)
             .map_err(bad_index)?;
-        for (k, v) in tags {
+        for &(k, v) in &self.tags {
             self.out.tag(k, v).map_err(bad_index)?;
         }
         match kind {
@@ -473,13 +476,15 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn tags(&mut self) -> Result<Vec<(u32, u32)>> {
+    /// Read the element's tags into `self.tags`.
+    fn tags(&mut self) -> Result<()> {
         let n = self.count(2)?;
-        let mut tags = Vec::with_capacity(n);
+        self.tags.clear();
         for _ in 0..n {
-            tags.push((self.string()?, self.string()?));
+            let tag = (self.string()?, self.string()?);
+            self.tags.push(tag);
         }
-        Ok(tags)
+        Ok(())
     }
 
     fn way(&mut self) -> Result<()> {

@@ -8,8 +8,7 @@
 //! and spill records ([`Columns`]), and keeps those alive until it is
 //! encoded.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
 
@@ -104,9 +103,10 @@ impl<T: Target> BlockWriter<T> {
         }
     }
 
-    /// Add the next element. Elements must come in (key, rank) order;
-    /// equal ones come from one blob, in its stored order.
-    pub fn push(&mut self, order: Order, element: Item<'_>) -> Result<()> {
+    /// Add the next element, taken from the merge's input `stream`.
+    /// Elements must come in (key, rank) order; equal ones come from one
+    /// blob, in its stored order.
+    pub fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
         let key = order.merge_key();
         if let Some(last) = self.last {
             if key < last {
@@ -130,8 +130,12 @@ impl<T: Target> BlockWriter<T> {
         if self.block.items.capacity() == 0 {
             self.block.items.reserve(self.cut.elements.min(8192));
         }
-        self.block
-            .push(order, element, matches!(self.codec, Codec::Spill(..)));
+        self.block.push(
+            order,
+            element,
+            stream,
+            matches!(self.codec, Codec::Spill(..)),
+        );
         self.written += 1;
         Ok(())
     }
@@ -180,12 +184,12 @@ impl<T: Target> BlockWriter<T> {
 struct Pending {
     /// The elements in order: (slot in `sources`, object).
     items: Vec<(u32, u32)>,
-    /// The decoded blobs and records that `items` refer to, and their
-    /// slots by address.
+    /// The decoded blobs and records that `items` refer to.
     sources: Vec<Arc<Columns>>,
-    slots: HashMap<usize, u32, BuildHasherDefault<AddressHasher>>,
-    /// The source of the previous item: (address, slot).
-    last_source: Option<(usize, u32)>,
+    /// Per input stream of the merge: the block it gave last, by address,
+    /// and its slot. A stream gives one block after another, and a block
+    /// belongs to one stream, so this finds a source without hashing.
+    by_stream: Vec<(usize, u32)>,
     blobs: Vec<u32>,
     first: u128,
     last: u128,
@@ -197,7 +201,7 @@ struct Pending {
 }
 
 impl Pending {
-    fn push(&mut self, order: Order, element: Item<'_>, keep_blob: bool) {
+    fn push(&mut self, order: Order, element: Item<'_>, stream: usize, keep_blob: bool) {
         if self.items.is_empty() {
             (self.first, self.strict, self.encoded) = (order.key, true, BLOCK_SLACK);
         } else if order.key == self.last {
@@ -211,24 +215,23 @@ impl Pending {
             self.blobs.push(order.blob());
         }
         let Item(columns, object) = element;
-        let slot = self.source(columns);
+        let slot = self.source(columns, stream);
         self.items.push((slot, object));
     }
 
-    /// The slot of a decoded input blob, added on first use.
-    fn source(&mut self, columns: &Arc<Columns>) -> u32 {
+    /// The slot of a decoded block of `stream`, added on first use.
+    fn source(&mut self, columns: &Arc<Columns>, stream: usize) -> u32 {
         let address = Arc::as_ptr(columns) as usize;
-        if let Some((last, slot)) = self.last_source {
-            if last == address {
-                return slot;
-            }
+        if self.by_stream.len() <= stream {
+            self.by_stream.resize(stream + 1, (0, u32::MAX));
         }
-        let next = self.sources.len() as u32;
-        let slot = *self.slots.entry(address).or_insert(next);
-        if slot == next {
-            self.sources.push(columns.clone());
+        let (last, slot) = self.by_stream[stream];
+        if last == address {
+            return slot;
         }
-        self.last_source = Some((address, slot));
+        let slot = self.sources.len() as u32;
+        self.sources.push(columns.clone());
+        self.by_stream[stream] = (address, slot);
         slot
     }
 
@@ -274,25 +277,4 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
         summary,
         approx: block.approx,
     })
-}
-
-/// Hashes an address: one multiply (addresses are distinct and aligned, and
-/// the map holds a block's few sources).
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
