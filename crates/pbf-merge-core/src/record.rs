@@ -581,7 +581,7 @@ mod tests {
         vec![
             // Whole seconds and grid positions, at and past the fixed
             // widths' limits.
-            placed(20, 1_700_000_000_000, 515_000_000_00, -1_800_000_000_00),
+            placed(20, 1_700_000_000_000, 51_500_000_000, -180_000_000_000),
             placed_in(
                 21,
                 (max_seconds, u32::MAX.into(), i32::MIN),
@@ -704,15 +704,15 @@ mod tests {
         let (flags, fixed) = flags_of(&placed_in(
             20,
             (1_700_000_000_000, changeset, uid),
-            515_000_000_00,
-            13_400_000_00,
+            51_500_000_000,
+            1_340_000_000,
         ));
         assert_eq!(flags & 0b110_0000, 0b110_0000);
         let (flags, varints) = flags_of(&placed_in(
             20,
             (1_700_000_000_001, changeset, uid),
-            515_000_000_01,
-            13_400_000_00,
+            51_500_000_001,
+            1_340_000_000,
         ));
         assert_eq!(flags & 0b110_0000, 0);
         assert!(fixed < varints, "{fixed} bytes fixed, {varints} as varints");
