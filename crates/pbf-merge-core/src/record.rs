@@ -694,26 +694,17 @@ mod tests {
     /// their varints.
     #[test]
     fn common_timestamps_and_positions_are_fixed_width() {
-        let flags_of = |e: &Element| {
-            let record = write_record(&[Obj::Element(e)], &[0], Compression::None).expect("w");
+        // Today's changesets and user ids are 4-5 byte varints.
+        let (changeset, uid) = (150_000_000, 20_000_000);
+        let flags_of = |timestamp_ms: i64, lat: i64| {
+            let e = placed_in(20, (timestamp_ms, changeset, uid), lat, 1_340_000_000);
+            let record = write_record(&[Obj::Element(&e)], &[0], Compression::None).expect("w");
             let payload = compress::decode_blob(&record[4..]).expect("blob");
             (payload[1], payload.len())
         };
-        // Today's changesets and user ids are 4-5 byte varints.
-        let (changeset, uid) = (150_000_000, 20_000_000);
-        let (flags, fixed) = flags_of(&placed_in(
-            20,
-            (1_700_000_000_000, changeset, uid),
-            51_500_000_000,
-            1_340_000_000,
-        ));
+        let (flags, fixed) = flags_of(1_700_000_000_000, 51_500_000_000);
         assert_eq!(flags & 0b110_0000, 0b110_0000);
-        let (flags, varints) = flags_of(&placed_in(
-            20,
-            (1_700_000_000_001, changeset, uid),
-            51_500_000_001,
-            1_340_000_000,
-        ));
+        let (flags, varints) = flags_of(1_700_000_000_001, 51_500_000_001);
         assert_eq!(flags & 0b110_0000, 0);
         assert!(fixed < varints, "{fixed} bytes fixed, {varints} as varints");
     }
