@@ -85,10 +85,10 @@ impl Block {
 
     /// A block of objects each with its input blob's position, sorted
     /// unless already in order (as a spill record is). Sorting moves the
-    /// objects themselves (not their tags, refs or strings), so the merge
-    /// reads each block's objects front to back: with hundreds of blocks
-    /// taking turns, an object next to the last one taken from its block is
-    /// often still in the cache.
+    /// objects with their tags, way refs, locations and members (not the
+    /// string table), so the merge reads each block front to back: with
+    /// hundreds of blocks taking turns, an object next to the last one
+    /// taken from its block is often still in the cache.
     pub fn from_record(mut columns: Columns, blobs: Vec<u32>) -> Block {
         let order: Vec<Order> = (0..columns.len())
             .zip(blobs)
