@@ -276,6 +276,12 @@ impl Columns {
         }
     }
 
+    /// The (key, value) string indexes of an object's first tag.
+    #[inline]
+    fn first_tag(&self, o: &Object) -> Option<(u32, u32)> {
+        self.tags.get(o.tags.range())?.first().copied()
+    }
+
     /// String `i` of the table (checked when decoded), or the absent user.
     #[inline]
     pub(super) fn string(&self, i: u32) -> &[u8] {
@@ -436,11 +442,7 @@ impl<'a> Obj<'a> {
                     crate::prefetch::prefetch(byte);
                 }
             }
-            if let Some(&(k, v)) = c
-                .tags
-                .get(o.tags.start as usize)
-                .filter(|_| o.tags.len() > 0)
-            {
+            if let Some((k, v)) = c.first_tag(o) {
                 for i in [k, v] {
                     if let Some(entry) = c.strings.get(i as usize) {
                         crate::prefetch::prefetch(entry);
@@ -455,11 +457,7 @@ impl<'a> Obj<'a> {
     #[inline]
     pub fn prefetch_tag_bytes(self) {
         if let Obj::Column(c, o) = self {
-            if let Some(&(k, v)) = c
-                .tags
-                .get(o.tags.start as usize)
-                .filter(|_| o.tags.len() > 0)
-            {
+            if let Some((k, v)) = c.first_tag(o) {
                 for i in [k, v] {
                     if let Some(byte) = c
                         .strings
