@@ -46,6 +46,8 @@ fn copy_ops(blobs: &[&BlobRecord]) -> Vec<PlanRecord> {
                 offset: b.offset,
                 length: b.length,
                 blobs: 1,
+                first: b.first,
+                last: b.last,
                 elements: b.counts.total(),
                 frames: Vec::new(),
             })

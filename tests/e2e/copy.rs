@@ -34,6 +34,8 @@ fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
         offset: b.offset,
         length: b.length,
         blobs: 1,
+        first: b.first,
+        last: b.last,
         elements: b.counts.total(),
         frames,
     }

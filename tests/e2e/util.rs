@@ -296,7 +296,7 @@ pub fn index(path: &Path) -> (SourceRecord, Vec<BlobRecord>) {
         match rec {
             IndexRecord::Source(s) => source = Some(s),
             IndexRecord::Blob(b) => blobs.push(b),
-            IndexRecord::End(_) => {}
+            IndexRecord::End(_) | IndexRecord::Header(_) => {}
         }
     }
     (source.expect("source record"), blobs)

@@ -223,7 +223,7 @@ pub fn for_each_copy(
                 bar.inc(op.length);
             }
             PlanRecord::Merge(_) => return Err(merges_left(plan, plan_name, line)),
-            PlanRecord::Plan(_) | PlanRecord::End(_) => {
+            PlanRecord::Plan(_) | PlanRecord::End(_) | PlanRecord::Header(_) => {
                 bail!("{plan_name}: line {line}: unexpected record")
             }
         }

@@ -6,7 +6,7 @@
 use prost::Message;
 
 use crate::compress::decode_blob;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{BlobType, FrameHeader, PbfFile};
 
 /// Feature every output declares: our sort order.
@@ -104,7 +104,27 @@ pub struct Header {
     pub replication_base_url: Option<String>,
 }
 
+/// The required features a file may declare and still be sorted: each is
+/// kept by a blob copy and by a merge (`pbf-overlap`'s output header says
+/// which survive). A reader must refuse a file that requires any other.
+pub const UNDERSTOOD_FEATURES: &[&str] = &[
+    "OsmSchema-V0.6",
+    "DenseNodes",
+    "HistoricalInformation",
+    "LocationsOnWays",
+    SORT_FEATURE,
+    "Sort.Geographic",
+];
+
 impl Header {
+    /// The first required feature not in [`UNDERSTOOD_FEATURES`].
+    pub fn unknown_required_feature(&self) -> Option<&str> {
+        self.required_features
+            .iter()
+            .map(String::as_str)
+            .find(|f| !UNDERSTOOD_FEATURES.contains(f))
+    }
+
     /// True when the header claims `Sort.Type_then_ID`.
     pub fn claims_sorted(&self) -> bool {
         self.optional_features.iter().any(|f| f == SORT_FEATURE)
@@ -142,10 +162,27 @@ pub fn read_file_header(
         );
         return Err(Error::malformed(msg).at(0).in_file(path));
     }
-    let header = decode_blob(&file.read_body(&first)?)
-        .and_then(|raw| decode_header(&raw))
-        .map_err(|e| e.at(0).in_file(path))?;
+    let header = read_header_frame(file, &first)?;
     Ok((first, header))
+}
+
+/// Read and decode the OSMHeader in frame `fh` of `file`, refusing one that
+/// requires a feature not in [`UNDERSTOOD_FEATURES`] (the format says a
+/// reader must).
+pub fn read_header_frame(file: &PbfFile, fh: &FrameHeader) -> Result<Header> {
+    let place = |e: Error| e.at(fh.offset).in_file(file.path());
+    let header = decode_blob(&file.read_body(fh)?)
+        .and_then(|raw| decode_header(&raw))
+        .map_err(place)?;
+    if let Some(f) = header.unknown_required_feature() {
+        let msg = format!(
+            "the OSMHeader requires the feature {f:?}, which this toolkit does not understand \
+             (it understands {})",
+            UNDERSTOOD_FEATURES.join(", ")
+        );
+        return Err(place(Error::new(ErrorKind::Unsupported(msg))));
+    }
+    Ok(header)
 }
 
 /// Encode a HeaderBlock (uncompressed).

@@ -121,6 +121,19 @@ pub fn key_version(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
+/// The key as OPL names an object, with its version: `n5 v2`, `w-3 v0`.
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let letter = match self.kind {
+            Kind::Node => 'n',
+            Kind::Way => 'w',
+            Kind::Relation => 'r',
+            Kind::Changeset => 'c',
+        };
+        write!(f, "{letter}{} v{}", self.id, self.version)
+    }
+}
+
 impl Ord for Key {
     fn cmp(&self, other: &Key) -> Ordering {
         self.packed().cmp(&other.packed())

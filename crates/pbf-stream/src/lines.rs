@@ -316,6 +316,7 @@ impl<R: BufRead> IndexReader<R> {
                 *blobs += 1;
                 counts.add(b.counts);
             }
+            (IndexRecord::Header(_), Section::Open { .. }) => {}
             (IndexRecord::End(e), Section::Open { blobs, counts }) => {
                 if e.blobs != *blobs || e.counts != *counts {
                     return Err(Error::invalid(format!(
@@ -407,7 +408,8 @@ impl<R: BufRead> PlanReader<R> {
         self.lines.parse_time()
     }
 
-    /// The next op (`Copy` or `Merge`); `None` after a valid `end` record.
+    /// The next op (`Copy` or `Merge`, or a `Header` that replaces the plan
+    /// record's header, only before any op); `None` after a valid `end` record.
     pub fn next_op(&mut self) -> Result<Option<PlanRecord>, Error> {
         if self.done {
             return Ok(None);
@@ -432,6 +434,14 @@ impl<R: BufRead> PlanReader<R> {
     fn check(&mut self, rec: &PlanRecord) -> Result<(), Error> {
         match rec {
             PlanRecord::Plan(_) => return Err(Error::invalid("second plan record")),
+            PlanRecord::Header(h) => {
+                if self.seen.ops > 0 {
+                    return Err(Error::invalid(
+                        "header record after an op: the output header must come before the data",
+                    ));
+                }
+                self.header.header = h.header.clone();
+            }
             PlanRecord::Copy(c) => {
                 self.check_range(c.source, c.offset, c.length)?;
                 let framed: u64 = c.frames.iter().map(|f| f.length).sum();

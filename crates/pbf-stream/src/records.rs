@@ -18,7 +18,11 @@ pub const PLAN_SCHEMA: &str = "pbf-sort/plan";
 /// Major version of both schemas; readers refuse any other. Version 2 made
 /// every number exact in an IEEE double (see [`crate::ijson`]): `mtime_ns`
 /// became `mtime` and `mtime_nsec`, and ids beyond 2^53 are strings.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version 3: copy ops carry their `first` and `last` keys (a copier
+/// verifies the order from them), and both streams may carry `header`
+/// records (an index stream for every OSMHeader after a file's first, a
+/// plan stream for an output header that replaces an early plan record's).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// A sort key: `{"kind":"node","id":1,"version":2}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,8 +74,20 @@ pub enum IndexRecord {
     Source(SourceRecord),
     /// One OSMData blob.
     Blob(BlobRecord),
+    /// An OSMHeader after the file's first (files joined with `cat`): the
+    /// blobs after it belong to a part with this header.
+    Header(HeaderRecord),
     /// Closes a section.
     End(IndexEnd),
+}
+
+/// The `header` record of the index stream: a further OSMHeader of the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeaderRecord {
+    /// Offset of the OSMHeader frame.
+    pub offset: u64,
+    /// The decoded OSMHeader.
+    pub header: Header,
 }
 
 /// The `source` record: which file, which version of it, and its header.
@@ -160,8 +176,8 @@ pub struct IndexEnd {
     /// counted in `empty_blobs`. Absent when zero.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub padding_blobs: u64,
-    /// Blobs skipped: unknown blob types, and OSMHeader blobs after the first
-    /// (as in files joined with `cat`).
+    /// Blobs of unknown types, skipped. (An OSMHeader after the first gets a
+    /// `header` record instead.)
     #[serde(default)]
     pub skipped_blobs: u64,
 }
@@ -176,8 +192,21 @@ pub enum PlanRecord {
     Copy(CopyOp),
     /// Decode and merge overlapping blobs.
     Merge(MergeOp),
+    /// The output header, replacing the one of an early plan record; only
+    /// before the first op.
+    Header(OutputHeader),
     /// Closes the plan.
     End(PlanEnd),
+}
+
+/// The plan stream's `header` record. A plan record written early (before
+/// every blob was read) may carry a header that a later OSMHeader of an
+/// input changes; the planner then writes the whole new header here, before
+/// any op, and a copier that wrote or copied ahead starts over behind it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputHeader {
+    /// The OSMHeader to write to the output.
+    pub header: Header,
 }
 
 /// A file the plan reads from.
@@ -249,6 +278,10 @@ pub struct CopyOp {
     pub length: u64,
     /// Number of frames.
     pub blobs: u64,
+    /// Smallest key in the frames.
+    pub first: KeyRecord,
+    /// Largest key in the frames.
+    pub last: KeyRecord,
     /// Number of objects in the frames.
     #[serde(default)]
     pub elements: u64,

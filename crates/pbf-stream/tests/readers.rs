@@ -4,7 +4,7 @@
 use pbf_stream::*;
 
 fn source_line() -> String {
-    r#"{"type":"source","schema":"pbf-sort/index","version":2,"path":"/x.pbf","size":1000,"mtime":5,"mtime_nsec":0,"header":{"required_features":["OsmSchema-V0.6"]}}"#.into()
+    r#"{"type":"source","schema":"pbf-sort/index","version":3,"path":"/x.pbf","size":1000,"mtime":5,"mtime_nsec":0,"header":{"required_features":["OsmSchema-V0.6"]}}"#.into()
 }
 
 fn blob_line(seq: u64, offset: u64) -> String {
@@ -63,20 +63,20 @@ fn index_errors_name_the_line() {
             "line 2: source record inside an open section",
         ),
         (
-            vec![source_line().replace("\"version\":2", "\"version\":3")],
-            "line 1: pbf-sort/index version 3 is not supported",
+            vec![source_line().replace("\"version\":3", "\"version\":4")],
+            "line 1: pbf-sort/index version 4 is not supported",
         ),
         (
             // A version-1 stream (mtime_ns instead of mtime) is named as such.
             vec![
                 source_line()
-                    .replace("\"version\":2", "\"version\":1")
+                    .replace("\"version\":3", "\"version\":1")
                     .replace(
                         "\"mtime\":5,\"mtime_nsec\":0",
                         "\"mtime_ns\":1795306238610034587",
                     ),
             ],
-            "line 1: pbf-sort/index version 1 is not supported (this tool reads version 2)",
+            "line 1: pbf-sort/index version 1 is not supported (this tool reads version 3)",
         ),
         (
             vec![source_line(), r#"{"type":"bogus"}"#.into()],
@@ -103,7 +103,7 @@ fn index_errors_name_the_line() {
 
 fn plan_line(size: u64) -> String {
     format!(
-        r#"{{"type":"plan","schema":"pbf-sort/plan","version":2,"sources":[{{"id":0,"path":"/x.pbf","size":{size},"mtime":1,"mtime_nsec":0}}],"header":{{}}}}"#
+        r#"{{"type":"plan","schema":"pbf-sort/plan","version":3,"sources":[{{"id":0,"path":"/x.pbf","size":{size},"mtime":1,"mtime_nsec":0}}],"header":{{}}}}"#
     )
 }
 
@@ -119,7 +119,7 @@ fn read_plan(text: &str) -> Result<Vec<PlanRecord>, String> {
     }
 }
 
-const COPY: &str = r#"{"type":"copy","source":0,"offset":10,"length":90,"blobs":1,"elements":4}"#;
+const COPY: &str = r#"{"type":"copy","source":0,"offset":10,"length":90,"blobs":1,"first":{"kind":"node","id":1,"version":1},"last":{"kind":"node","id":4,"version":1},"elements":4}"#;
 const END: &str = r#"{"type":"end","ops":1,"copy_bytes":90,"merge_inputs":0,"elements":4}"#;
 
 #[test]
@@ -173,7 +173,7 @@ fn plan_errors_name_the_line() {
             "line 1: plan stream does not start with a plan record",
         ),
         (
-            vec![plan_line(100).replace("\"version\":2", "\"version\":9")],
+            vec![plan_line(100).replace("\"version\":3", "\"version\":9")],
             "line 1: pbf-sort/plan version 9 is not supported",
         ),
         (vec![], "empty plan stream"),

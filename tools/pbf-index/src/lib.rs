@@ -14,12 +14,13 @@ use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::{Codec, blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
-use pbf_format::header::read_file_header;
+use pbf_format::header::{read_file_header, read_header_frame};
 use pbf_format::scan::{Summary, scan_block};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{
-    BlobRecord, Counts, IndexEnd, IndexRecord, KeysFrom, SourceRecord, StreamTime, Writer,
+    BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, SourceRecord, StreamTime,
+    Writer,
 };
 use rayon::prelude::*;
 
@@ -189,6 +190,15 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
     let mut batch = Vec::with_capacity(BATCH);
     for fh in walk {
         let fh = fh?;
+        if fh.blob_type == BlobType::OsmHeader {
+            flush(&file, &mut batch, opts, trust_pbfhogg, &mut tally, out)?;
+            let header = read_header_frame(&file, &fh)?;
+            out.write(&IndexRecord::Header(HeaderRecord {
+                offset: fh.offset,
+                header,
+            }))?;
+            continue;
+        }
         if fh.blob_type != BlobType::OsmData {
             tally.end.skipped_blobs += 1;
             continue;

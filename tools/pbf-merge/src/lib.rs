@@ -23,9 +23,10 @@ mod alloc;
 mod ops;
 
 use ops::OpQueue;
+use pbf_format::{Key, Kind};
 use pbf_stream::{
-    CopyOp, Counts, FrameKeys, MergeOp, PlanEnd, PlanHeader, PlanReader, PlanRecord, SourceRef,
-    StreamTime, Writer,
+    CopyOp, Counts, FrameKeys, KeyRecord, MergeOp, PlanEnd, PlanHeader, PlanReader, PlanRecord,
+    SourceRef, StreamTime, Writer,
 };
 
 const NAME: &str = "pbf-merge";
@@ -399,6 +400,12 @@ fn rewrite(
                 progress.copied(&c, &totals);
                 out.write(&PlanRecord::Copy(c))?;
             }
+            // A new output header (after an early plan record) comes before
+            // any op: passed on at once, so a copier can start over.
+            Some(PlanRecord::Header(h)) => {
+                out.write(&PlanRecord::Header(h))?;
+                out.flush()?;
+            }
             Some(PlanRecord::Merge(op)) => {
                 out.flush()?;
                 let base = progress.bar.position();
@@ -446,6 +453,8 @@ fn copy_op(source: u32, frames: &[WrittenFrame]) -> CopyOp {
         offset: frames.first().map_or(0, |f| f.offset),
         length: frames.iter().map(|f| f.length).sum(),
         blobs: frames.len() as u64,
+        first: key_bound(frames.iter().map(|f| f.summary.first).min()),
+        last: key_bound(frames.iter().map(|f| f.summary.last).max()),
         elements: frames.iter().map(|f| f.summary.elements()).sum(),
         frames: frames
             .iter()
@@ -457,6 +466,13 @@ fn copy_op(source: u32, frames: &[WrittenFrame]) -> CopyOp {
             })
             .collect(),
     }
+}
+
+/// A copy op's bound from its frames' keys. The engine reports at least one
+/// frame; none would give the smallest key, and a copy op of length 0 that
+/// every plan reader refuses.
+fn key_bound(key: Option<Key>) -> KeyRecord {
+    key.unwrap_or(Key::new(Kind::Node, 0, 0)).into()
 }
 
 /// A stream error as an I/O error for the engine's callback, keeping a

@@ -35,7 +35,12 @@ impl OpQueue {
         let thread = std::thread::spawn(move || {
             loop {
                 let item = reader.next_op();
-                let more = matches!(item, Ok(Some(PlanRecord::Copy(_) | PlanRecord::Merge(_))));
+                let more = matches!(
+                    item,
+                    Ok(Some(
+                        PlanRecord::Copy(_) | PlanRecord::Merge(_) | PlanRecord::Header(_)
+                    ))
+                );
                 // A closed channel: the merge failed and nobody reads on.
                 if tx.send(item).is_err() || !more {
                     break;

@@ -18,8 +18,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{
-    Counts, IndexReader, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord, SourceRef,
-    StreamTime, Writer,
+    Counts, IndexReader, IndexRecord, OutputHeader, PlanEnd, PlanHeader, PlanRecord, SourceRecord,
+    SourceRef, StreamTime, Writer,
 };
 
 use plan::Segment;
@@ -235,6 +235,7 @@ impl Input {
                     self.segs.push(seg);
                     on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
                 }
+                IndexRecord::Header(h) => self.add_header(h.header).map_err(at)?,
                 IndexRecord::End(e) => self.counts.add(e.counts),
             }
         }
@@ -259,7 +260,20 @@ impl Input {
             mtime_nsec: s.mtime_nsec,
             spool: false,
         });
-        self.headers.push(s.header);
+        self.add_header(s.header)
+    }
+
+    /// A header of the source read last: its first, or a later one of a
+    /// file joined from several (`cat`), which counts like another input's.
+    fn add_header(&mut self, header: Header) -> Result<(), String> {
+        let path = &self.sources[self.sources.len() - 1].path;
+        if let Some(f) = header.unknown_required_feature() {
+            return Err(format!(
+                "{}: requires the feature {f:?}, which pbf-sort does not understand",
+                path.display()
+            ));
+        }
+        self.headers.push(header);
         Ok(())
     }
 
@@ -304,8 +318,9 @@ struct PlanOut {
     /// largest key; `None` once one was out of order, or the header proved
     /// to depend on the ops.
     in_order: Option<(u32, u128)>,
-    /// The plan record went out before the blobs were read.
-    early: bool,
+    /// The header of the plan record, when it went out before the blobs
+    /// were read.
+    early: Option<Header>,
 }
 
 impl PlanOut {
@@ -315,7 +330,7 @@ impl PlanOut {
             program,
             sources,
             in_order: Some((0, 0)),
-            early: false,
+            early: None,
         }
     }
 
@@ -330,7 +345,7 @@ impl PlanOut {
         if have > want as usize {
             bail!("--sources {want}, but the index streams hold more sources");
         }
-        if self.early || self.in_order.is_none() || have < want as usize {
+        if self.early.is_some() || self.in_order.is_none() || have < want as usize {
             return Ok(());
         }
         let Some(seg) = input.segs.last().filter(|s| s.source as usize + 1 == have) else {
@@ -343,16 +358,17 @@ impl PlanOut {
         if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
             return Ok(());
         }
-        // Every header is in: whatever the answer, it is final, so the
-        // watch ends here either way.
+        // Every source is in: whatever the answer, it is final, so the
+        // watch ends here either way. (A later OSMHeader of the last source
+        // can still change the header: `finish` then writes a header record.)
         let header = header::output_header(&input.headers, false, &self.program);
         if header != header::output_header(&input.headers, true, &self.program) {
             self.in_order = None;
             return Ok(());
         }
-        self.out.write(&plan_record(input, header, true))?;
+        self.out.write(&plan_record(input, header.clone(), true))?;
         self.out.flush()?;
-        self.early = true;
+        self.early = Some(header);
         Ok(())
     }
 
@@ -365,10 +381,15 @@ impl PlanOut {
                 input.sources.len()
             );
         }
-        if !self.early {
-            let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
-            let header = header::output_header(&input.headers, merges, &self.program);
-            self.out.write(&plan_record(input, header, false))?;
+        let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
+        let header = header::output_header(&input.headers, merges, &self.program);
+        match self.early.take() {
+            None => self.out.write(&plan_record(input, header, false))?,
+            Some(early) if early != header => {
+                self.out
+                    .write(&PlanRecord::Header(OutputHeader { header }))?;
+            }
+            Some(_) => {}
         }
         let mut end = PlanEnd::default();
         for op in plan::ops(&input.segs, frame_keys) {

@@ -189,6 +189,8 @@ impl Iterator for Ops<'_> {
             offset: seg.offset,
             length: 0,
             blobs: 0,
+            first: unpack(seg.first),
+            last: unpack(seg.last),
             elements: 0,
             frames: Vec::new(),
         };
@@ -201,6 +203,7 @@ impl Iterator for Ops<'_> {
             };
             self.runs.next();
             add_frame(&mut op, next, self.frame_keys);
+            op.last = unpack(next.last);
             prev = *next;
         }
         Some(PlanRecord::Copy(op))
