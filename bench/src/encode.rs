@@ -7,7 +7,7 @@ use std::sync::mpsc::sync_channel;
 use anyhow::{Result, anyhow};
 use pbf_format::block::{Element, EncodeOptions, encode_block, split_points};
 use pbf_format::compress::{Compression, encode_blob};
-use pbf_format::frame::{BlobType, encode_frame};
+use pbf_format::frame::{BlobStart, BlobType, encode_frame};
 use pbf_format::indexdata;
 use pbf_format::scan::{Accumulator, Summary};
 use pbf_output::OutputFile;
@@ -48,7 +48,9 @@ impl Codec {
     /// written as indexdata when asked for.
     pub fn wrap(&self, block: &[u8], summary: &Summary) -> Result<Vec<u8>> {
         let blob = encode_blob(block, self.compression)?;
-        let ix = self.indexdata.then(|| indexdata::encode(summary));
+        let ix = self
+            .indexdata
+            .then(|| indexdata::encode(summary, &BlobStart::of(&blob)));
         Ok(encode_frame(&BlobType::OsmData, ix.as_deref(), &blob))
     }
 }

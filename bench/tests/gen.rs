@@ -147,7 +147,8 @@ fn tile_options_plain_nodes_small_blobs_indexdata() {
     let mut blobs = 0;
     for fh in file.headers().skip(1) {
         let fh = fh.expect("frame");
-        let stored = indexdata::decode(fh.indexdata.as_deref().expect("indexdata present"))
+        let start = fh.blob_start.expect("blob start read with the header");
+        let stored = indexdata::decode(fh.indexdata.as_deref().expect("indexdata present"), &start)
             .expect("our indexdata");
         let body = file.read_body(&fh).expect("body");
         assert_eq!(

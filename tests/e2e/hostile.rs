@@ -283,7 +283,8 @@ fn lying_lengths(name: &str, out: &mut Vec<Case>) {
         .expect("scan")
         .expect("keys");
     let mut lies = lying_indexdata();
-    let good_ix = pbf_format::indexdata::encode(&truth);
+    let start = pbf_format::frame::BlobStart::of(body);
+    let good_ix = pbf_format::indexdata::encode(&truth, &start);
     for bit in [50, 60, 70, 85, 100] {
         let mut ix = good_ix.clone();
         let at = (bit / 8) % ix.len();

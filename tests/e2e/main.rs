@@ -22,3 +22,4 @@ mod sort;
 mod spools;
 mod streams;
 mod ties;
+mod trust;

@@ -9,7 +9,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use pbf_format::compress::decode_blob;
-use pbf_format::frame::{BlobType, PbfFile, encode_frame};
+use pbf_format::frame::{BlobStart, BlobType, PbfFile, encode_frame};
 use pbf_format::indexdata;
 use pbf_format::scan::scan_block;
 
@@ -44,7 +44,8 @@ fn frames_with_indexdata(path: &Path) -> Result<(Vec<u8>, Vec<Vec<u8>>), Failure
             header.extend(encode_frame(&fh.blob_type, fh.indexdata.as_deref(), &body));
             continue;
         }
-        let ix = scan_block(&decode_blob(&body)?)?.map(|s| indexdata::encode(&s));
+        let start = BlobStart::of(&body);
+        let ix = scan_block(&decode_blob(&body)?)?.map(|s| indexdata::encode(&s, &start));
         data.push(encode_frame(&BlobType::OsmData, ix.as_deref(), &body));
     }
     Ok((header, data))

@@ -60,6 +60,56 @@ impl fmt::Display for BlobType {
     }
 }
 
+/// Bytes of a Blob that indexdata is bound to (see [`BlobStart`]).
+pub const BLOB_START_LEN: usize = 32;
+
+/// A Blob's length and first bytes (at most [`BLOB_START_LEN`]): what our
+/// indexdata's checksum covers besides the summary, so that indexdata moved
+/// onto another blob, or kept by a tool that re-framed or re-compressed the
+/// blob, no longer checks. Cheap to have: a header read takes the Blob's
+/// first bytes with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlobStart {
+    datasize: u32,
+    len: u8,
+    bytes: [u8; BLOB_START_LEN],
+}
+
+impl BlobStart {
+    /// The start of a whole Blob message.
+    pub fn of(blob: &[u8]) -> BlobStart {
+        let datasize = u32::try_from(blob.len()).unwrap_or(u32::MAX);
+        BlobStart::from_prefix(datasize, blob).unwrap_or(BlobStart {
+            datasize,
+            len: 0,
+            bytes: [0; BLOB_START_LEN],
+        })
+    }
+
+    /// The start of a Blob of `datasize` bytes from a prefix of it; `None`
+    /// when the prefix is shorter than the bytes the start holds.
+    pub fn from_prefix(datasize: u32, prefix: &[u8]) -> Option<BlobStart> {
+        let len = BLOB_START_LEN.min(datasize as usize);
+        let mut bytes = [0; BLOB_START_LEN];
+        bytes[..len].copy_from_slice(prefix.get(..len)?);
+        Some(BlobStart {
+            datasize,
+            len: len as u8,
+            bytes,
+        })
+    }
+
+    /// The Blob's length.
+    pub fn datasize(&self) -> u32 {
+        self.datasize
+    }
+
+    /// The Blob's first bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
 /// The header of one frame; everything but the blob body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameHeader {
@@ -78,6 +128,8 @@ pub struct FrameHeader {
     pub compression: Option<Codec>,
     /// Blob `raw_size`, when it precedes the data field and was read with the header.
     pub raw_size: Option<u64>,
+    /// The Blob's first bytes, when they were read with the header.
+    pub blob_start: Option<BlobStart>,
 }
 
 impl FrameHeader {
@@ -311,6 +363,7 @@ impl PbfFile {
             datasize,
             compression,
             raw_size,
+            blob_start: BlobStart::from_prefix(datasize, body),
         };
         if fh.end() > self.size {
             return Err(self.truncated(

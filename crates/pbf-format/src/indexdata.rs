@@ -1,12 +1,12 @@
 //! Indexdata: a per-blob key summary stored in the BlobHeader's `indexdata`
 //! field, so a file can be indexed by reading headers only.
 //!
-//! Our format (version 2), at most 64 bytes so a BlobHeader stays under 128
+//! Our format (version 3), at most 64 bytes so a BlobHeader stays under 128
 //! bytes (libosmium up to 2.19 rejects longer ones):
 //!
 //! ```text
 //! "PBSX"                 magic, 4 bytes
-//! 0x02                   format version
+//! 0x03                   format version
 //! flags                  bit 0: keys strictly increase inside the blob;
 //!                        bit 1: keys never decrease but some repeat;
 //!                        bit 2: keys decrease, but only between versions
@@ -16,20 +16,29 @@
 //!                        id (zigzag varint), version (varint)
 //! last key               same encoding
 //! counts                 four varints: nodes, ways, relations, changesets
-//! crc32                  4 bytes little-endian, of everything before it
+//! crc32                  4 bytes little-endian, of everything before it,
+//!                        then the Blob's datasize (4 bytes little-endian)
+//!                        and its first bytes (`frame::BlobStart`)
 //! ```
 //!
 //! Indexdata is trusted without reading the blob, so a corrupted summary
 //! would put the blob in the wrong place of a sorted output: the checksum
-//! makes a damaged one (a flipped bit, a cut) fall back to scanning. (It does
-//! not stop a deliberate lie: `pbf-index --decode` ignores indexdata.)
-//! Version 1 (the same without the checksum) is no longer trusted.
+//! makes a damaged one (a flipped bit, a cut) fall back to scanning, and so
+//! does one that no longer sits on the blob it was written for (a blob
+//! re-compressed or re-framed by another tool that kept the BlobHeader's
+//! indexdata, or indexdata pasted onto another blob). It does not stop a
+//! deliberate lie: `pbf-index --decode` and `pbf-sort --check` ignore
+//! indexdata. Versions 1 and 2 (no checksum; a checksum of the summary
+//! alone) are not trusted: such blobs are scanned.
 //! Any other magic or version is ignored (the blob is then scanned). We also
 //! read the 42-byte v2 indexdata written by pbfhogg (byte 0 = 0x02, byte 1 =
 //! kind, then little-endian i64 min id, i64 max id, u64 count and four i32 bbox
-//! values); it carries no versions and no sorted flag, so it is trusted only
-//! when the file header claims `Sort.Type_then_ID` (the caller's decision).
+//! values); it carries no versions and no sorted flag, and a real pbfhogg
+//! 0.5.0 output declares `Sort.Type_then_ID` with a blob unsorted inside, so
+//! it is used only when the user vouches for the file
+//! (`pbf-index --trust-indexdata pbfhogg`) and its header claims the order.
 
+use crate::frame::BlobStart;
 use crate::key::{Key, Kind};
 use crate::scan::Summary;
 use crate::wire::{self, Reader};
@@ -37,10 +46,10 @@ use crate::wire::{self, Reader};
 /// Magic prefix of our indexdata.
 pub const MAGIC: &[u8; 4] = b"PBSX";
 /// Current format version.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 
-/// Encode a blob summary as our indexdata.
-pub fn encode(s: &Summary) -> Vec<u8> {
+/// Encode a blob summary as our indexdata for the Blob that starts as `blob`.
+pub fn encode(s: &Summary, blob: &BlobStart) -> Vec<u8> {
     let mut out = Vec::with_capacity(48);
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
@@ -53,21 +62,25 @@ pub fn encode(s: &Summary) -> Vec<u8> {
     for c in s.counts {
         wire::put_varint(&mut out, c);
     }
-    let sum = crc32(&out);
+    let sum = crc32(&out, blob);
     out.extend_from_slice(&sum.to_le_bytes());
     out
 }
 
-fn crc32(bytes: &[u8]) -> u32 {
+/// The checksum of a summary's bytes and the Blob they describe.
+fn crc32(bytes: &[u8], blob: &BlobStart) -> u32 {
     let mut c = flate2::Crc::new();
     c.update(bytes);
+    c.update(&blob.datasize().to_le_bytes());
+    c.update(blob.bytes());
     c.sum()
 }
 
-/// Decode our indexdata; `None` when it is not ours, of another version, or malformed.
-pub fn decode(bytes: &[u8]) -> Option<Summary> {
+/// Decode our indexdata of the Blob that starts as `blob`; `None` when it is
+/// not ours, of another version, malformed, or written for another Blob.
+pub fn decode(bytes: &[u8], blob: &BlobStart) -> Option<Summary> {
     let (body, sum) = bytes.split_last_chunk::<4>()?;
-    if crc32(body) != u32::from_le_bytes(*sum) {
+    if crc32(body, blob) != u32::from_le_bytes(*sum) {
         return None;
     }
     let rest = body.strip_prefix(MAGIC)?;
@@ -135,6 +148,13 @@ pub fn decode_pbfhogg(bytes: &[u8]) -> Option<Summary> {
 mod tests {
     use super::*;
 
+    const BLOB: &[u8] =
+        b"\x10\xe8\x07\x1a\x05zlib-compressed data of the blob, longer than its start";
+
+    fn start() -> BlobStart {
+        BlobStart::of(BLOB)
+    }
+
     fn summary() -> Summary {
         Summary {
             first: Key::new(Kind::Node, -5, 0),
@@ -163,16 +183,16 @@ mod tests {
             ..summary()
         };
         for (s, flags) in [(repeats, 2), (versions, 4), (unsorted, 0)] {
-            let bytes = encode(&s);
+            let bytes = encode(&s, &start());
             assert_eq!(bytes[5], flags);
-            assert_eq!(decode(&bytes), Some(s));
+            assert_eq!(decode(&bytes, &start()), Some(s));
         }
     }
 
     #[test]
     fn round_trip_and_fits_a_small_blob_header() {
         let s = summary();
-        let bytes = encode(&s);
+        let bytes = encode(&s, &start());
         assert!(bytes.len() <= 64, "{} bytes", bytes.len());
         let h = crate::frame::encode_blob_header(
             &crate::frame::BlobType::OsmData,
@@ -180,26 +200,65 @@ mod tests {
             32 * 1024 * 1024,
         );
         assert!(h.len() < 128);
-        assert_eq!(decode(&bytes), Some(s));
+        assert_eq!(decode(&bytes, &start()), Some(s));
     }
 
     #[test]
     fn foreign_or_broken_indexdata_is_ignored() {
-        let mut bytes = encode(&summary());
-        assert_eq!(decode(&bytes[..bytes.len() - 1]), None);
+        let mut bytes = encode(&summary(), &start());
+        assert_eq!(decode(&bytes[..bytes.len() - 1], &start()), None);
         bytes[4] = 1;
-        assert_eq!(decode(&bytes), None);
-        assert_eq!(decode(b"hello"), None);
+        assert_eq!(decode(&bytes, &start()), None);
+        assert_eq!(decode(b"hello", &start()), None);
     }
 
     #[test]
     fn every_flipped_bit_is_detected() {
-        let bytes = encode(&summary());
+        let bytes = encode(&summary(), &start());
         for i in 0..bytes.len() * 8 {
             let mut b = bytes.clone();
             b[i / 8] ^= 1 << (i % 8);
-            assert_eq!(decode(&b), None, "bit {i}");
+            assert_eq!(decode(&b, &start()), None, "bit {i}");
         }
+    }
+
+    #[test]
+    fn bound_to_the_blob_it_was_written_for() {
+        let bytes = encode(&summary(), &start());
+        let mut other = BLOB.to_vec();
+        other[20] ^= 1;
+        assert_eq!(decode(&bytes, &BlobStart::of(&other)), None, "other start");
+        let longer = [BLOB, b"!"].concat();
+        assert_eq!(
+            decode(&bytes, &BlobStart::of(&longer)),
+            None,
+            "other datasize"
+        );
+        let mut tail = BLOB.to_vec();
+        *tail.last_mut().expect("bytes") ^= 1;
+        assert_eq!(
+            decode(&bytes, &BlobStart::of(&tail)),
+            Some(summary()),
+            "past the start"
+        );
+        let short = BlobStart::of(b"\x10\x01");
+        assert_eq!(decode(&encode(&summary(), &short), &short), Some(summary()));
+        assert_eq!(
+            BlobStart::from_prefix(40, &BLOB[..31]),
+            None,
+            "prefix too short"
+        );
+    }
+
+    #[test]
+    fn version_2_is_not_trusted() {
+        let mut bytes = encode(&summary(), &start());
+        bytes[4] = 2;
+        let (body, _) = bytes.split_last_chunk::<4>().expect("sum");
+        let mut c = flate2::Crc::new();
+        c.update(body);
+        let v2 = [body, &c.sum().to_le_bytes()].concat();
+        assert_eq!(decode(&v2, &start()), None);
     }
 
     #[test]

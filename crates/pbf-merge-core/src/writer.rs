@@ -264,11 +264,8 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
     let bytes = match codec {
         Codec::Frame(c, opts) => {
             let blob = compress::encode_blob(&block::encode_objects(&views, &opts), c)?;
-            frame::encode_frame(
-                &frame::BlobType::OsmData,
-                Some(&indexdata::encode(&summary)),
-                &blob,
-            )
+            let ix = indexdata::encode(&summary, &frame::BlobStart::of(&blob));
+            frame::encode_frame(&frame::BlobType::OsmData, Some(&ix), &blob)
         }
         Codec::Spill(c) => record::write_record(&views, &block.blobs, c)?,
     };

@@ -12,7 +12,8 @@ use std::path::Path;
 use pbf_format::Key;
 use pbf_format::compress::{Compression, encode_blob};
 use pbf_format::frame::{
-    BlobType, FrameHeader, MAX_HEADER_LEN, encode_blob_header, encode_frame, parse_blob_header,
+    BLOB_START_LEN, BlobStart, BlobType, FrameHeader, MAX_HEADER_LEN, encode_blob_header,
+    encode_frame, parse_blob_header,
 };
 use pbf_format::header::{Header, encode_header};
 use pbf_format::scan::Summary;
@@ -95,7 +96,19 @@ pub fn read_frame_header(file: &File, path: &Path, offset: u64) -> Result<FrameH
         datasize,
         compression: None,
         raw_size: None,
+        blob_start: None,
     })
+}
+
+/// The first bytes of the Blob of frame `fh` of `file`, which our indexdata
+/// is bound to (`pbf_format::frame::BlobStart`).
+pub fn read_blob_start(file: &File, path: &Path, fh: &FrameHeader) -> Result<BlobStart> {
+    let mut buf = [0u8; BLOB_START_LEN];
+    let len = BLOB_START_LEN.min(fh.datasize as usize);
+    file.read_exact_at(&mut buf[..len], fh.body_offset())
+        .map_err(|e| Error::io(frame_at(path, fh.offset), e))?;
+    BlobStart::from_prefix(fh.datasize, &buf[..len])
+        .ok_or_else(|| Error::invalid(frame_at(path, fh.offset), "Blob start not read"))
 }
 
 /// How errors name a frame: `PATH: frame at offset N`.
@@ -187,7 +200,11 @@ mod tests {
             repeats: false,
             versions_unsorted: false,
         };
-        let prefix = data_frame_prefix(Some(&indexdata::encode(&s)), u32::MAX).expect("prefix");
+        let prefix = data_frame_prefix(
+            Some(&indexdata::encode(&s, &BlobStart::of(&[0xff; 40]))),
+            u32::MAX,
+        )
+        .expect("prefix");
         assert!(
             prefix.len() - 4 <= MAX_WRITTEN_BLOB_HEADER,
             "{}",

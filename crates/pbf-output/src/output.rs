@@ -304,8 +304,9 @@ impl OutputFile {
         let fh = frames::read_frame_header(src, src_name, offset)?;
         frames::check_data_frame(&fh, keys.length).map_err(|e| e.within(src_name.display()))?;
         let summary = frames::frame_summary(keys).map_err(|e| e.within(src_name.display()))?;
-        let prefix =
-            frames::data_frame_prefix(Some(&pbf_format::indexdata::encode(&summary)), fh.datasize)?;
+        let start = frames::read_blob_start(src, src_name, &fh)?;
+        let ix = pbf_format::indexdata::encode(&summary, &start);
+        let prefix = frames::data_frame_prefix(Some(&ix), fh.datasize)?;
         self.write_all(&prefix)?;
         self.copy_from(src, src_name, fh.body_offset(), u64::from(fh.datasize))
     }

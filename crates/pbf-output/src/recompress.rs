@@ -1,8 +1,10 @@
 //! `--recompress`: copied blobs change compression without being decoded.
 //! Each frame's Blob is inflated and deflated again in the chosen
 //! compression (the PrimitiveBlock inside is never parsed), its BlobHeader
-//! is written anew with the new size (keeping its indexdata, or the one
-//! `--add-indexdata` gives), and frames come out in input order. Frames are
+//! is written anew with the new size and fresh indexdata for the new Blob
+//! (from the keys `--add-indexdata` gives, else from the frame's own
+//! indexdata when it checks against the old Blob; a frame without such
+//! indexdata gets none), and frames come out in input order. Frames are
 //! read in batches and compressed on a few threads, so memory stays at a
 //! batch of blobs whatever the length of a copy op.
 
@@ -11,7 +13,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use pbf_format::compress::{Compression, decode_blob, encode_blob};
-use pbf_format::frame::{FrameHeader, MAX_BLOB_LEN};
+use pbf_format::frame::{BlobStart, FrameHeader, MAX_BLOB_LEN};
+use pbf_format::indexdata;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::frames::{check_data_frame, data_frame_prefix, frame_at, read_frame_header};
@@ -24,15 +27,16 @@ struct Frame {
 }
 
 /// Re-compress the whole frames in `offset..offset + len` of `src` into
-/// `out`, `threads` at a time. `indexdata(i)` gives the indexdata for the
-/// i-th frame of the range, or `None` to keep the frame's own.
+/// `out`, `threads` at a time. `indexdata(i, blob)` gives the indexdata for
+/// the i-th frame of the range, re-compressed into a Blob that starts as
+/// `blob`, or `None` to carry the frame's own summary over.
 pub fn recompress_range(
     out: &mut OutputFile,
     (src, path): (&File, &Path),
     (offset, len): (u64, u64),
     compression: Compression,
     threads: usize,
-    indexdata: &dyn Fn(usize) -> Result<Option<Vec<u8>>>,
+    indexdata: &dyn Fn(usize, &BlobStart) -> Result<Option<Vec<u8>>>,
 ) -> Result<()> {
     let end = offset
         .checked_add(len)
@@ -48,8 +52,11 @@ pub fn recompress_range(
         }
         let encoded = encode_batch(&frames, compression, threads, path)?;
         for (frame, blob) in frames.iter().zip(encoded) {
-            let own = frame.header.indexdata.clone();
-            let ix = indexdata(index)?.or(own);
+            let start = BlobStart::of(&blob);
+            let ix = match indexdata(index, &start)? {
+                Some(ix) => Some(ix),
+                None => carried_indexdata(frame, &start),
+            };
             let datasize = u32::try_from(blob.len())
                 .ok()
                 .filter(|&n| n <= MAX_BLOB_LEN);
@@ -68,6 +75,14 @@ pub fn recompress_range(
         }
     }
     Ok(())
+}
+
+/// The frame's own indexdata, when it is ours and checks against the frame's
+/// Blob, written anew for the re-compressed Blob that starts as `start`.
+fn carried_indexdata(frame: &Frame, start: &BlobStart) -> Option<Vec<u8>> {
+    let own = frame.header.indexdata.as_deref()?;
+    let summary = indexdata::decode(own, &BlobStart::of(&frame.blob))?;
+    Some(indexdata::encode(&summary, start))
 }
 
 /// Read the OSMData frame at `at`, which must end by `end`.

@@ -18,6 +18,7 @@ use clap::{Arg, ArgMatches, Command, value_parser};
 use pbf_copier_cli as copier;
 use pbf_copier_cli::{Help, Job, Options};
 use pbf_format::compress::Compression;
+use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
 use pbf_output::recompress::recompress_range;
 use pbf_output::{CopyStats, Landed, OutputFile, Sources, frames};
@@ -192,9 +193,9 @@ fn copy_op(
         ..
     }) = recompress
     {
-        let indexdata = |i: usize| -> pbf_output::Result<Option<Vec<u8>>> {
+        let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
             match op.frames.get(i).filter(|_| opts.add_indexdata) {
-                Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?))),
+                Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
                 None => Ok(None),
             }
         };

@@ -46,9 +46,11 @@ pub fn command() -> Command {
              pbf-stream(5)) on standard output: one section per FILE with a source record, one \
              blob record per OSMData blob (offset, length, smallest and largest sort key, counts, \
              sorted flag) and an end record.\n\n\
-             Blobs whose BlobHeader carries pbf-sort indexdata (or pbfhogg v2 indexdata in a file \
-             whose header claims Sort.Type_then_ID) are indexed from the header alone; the others \
-             are decompressed and key-scanned in parallel.",
+             Blobs whose BlobHeader carries pbf-sort indexdata that checks (its checksum covers \
+             the summary, the Blob's length and first bytes, so indexdata damaged, moved or kept \
+             by a tool that rewrote the blob does not) are indexed from the header alone; the \
+             others are decompressed and key-scanned in parallel. Indexdata of other writers is \
+             not trusted unless --trust-indexdata says so.",
         )
         .arg(
             Arg::new("files")
@@ -73,6 +75,22 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("trust-indexdata")
+                .long("trust-indexdata")
+                .value_name("WRITER")
+                .conflicts_with("decode")
+                .help("Also index from pbfhogg's indexdata, without reading the blobs")
+                .long_help(
+                    "Also index from another writer's indexdata, without reading the blobs. The \
+                     one writer known is `pbfhogg` (its v2 indexdata, used only in files whose \
+                     header claims Sort.Type_then_ID). It carries no versions and no sorted \
+                     flag: every such blob is taken to be sorted inside, and a real pbfhogg \
+                     0.5.0 output declares the order with a blob whose nodes are 1, 3, 2. By \
+                     default such blobs are scanned; use this only for files you vouch for.",
+                )
+                .value_parser(["pbfhogg"]),
+        )
+        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -95,6 +113,8 @@ pub fn command() -> Command {
 #[derive(Clone, Copy, Debug)]
 struct Options {
     decode: bool,
+    /// `--trust-indexdata pbfhogg`.
+    trust_pbfhogg: bool,
     quiet: bool,
     verbose: bool,
     bars: pbf_cli::Bars,
@@ -108,6 +128,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         .map_or(Ok(DEFAULT_IO), |s| s.parse())?;
     let opts = Options {
         decode: m.get_flag("decode"),
+        trust_pbfhogg: m.get_one::<String>("trust-indexdata").is_some(),
         quiet: m.get_flag("quiet"),
         verbose: m.get_flag("verbose"),
         bars: pbf_cli::Bars::from_matches(m),
@@ -169,7 +190,7 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
         }
     }
     let (_, header) = read_file_header(&file, &mut walk)?;
-    let trust_pbfhogg = header.claims_sorted();
+    let trust_pbfhogg = opts.trust_pbfhogg && header.claims_sorted();
     out.write(&IndexRecord::Source(SourceRecord {
         schema: pbf_stream::INDEX_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
@@ -352,7 +373,10 @@ fn describe(
 
 fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {
     let ix = fh.indexdata.as_deref()?;
-    indexdata::decode(ix).or_else(|| {
+    let ours = fh
+        .blob_start
+        .and_then(|start| indexdata::decode(ix, &start));
+    ours.or_else(|| {
         if trust_pbfhogg {
             indexdata::decode_pbfhogg(ix)
         } else {

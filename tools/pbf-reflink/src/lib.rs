@@ -267,7 +267,8 @@ impl Placer {
             let fh = frames::read_frame_header(file, path, offset)?;
             frames::check_data_frame(&fh, keys.length).map_err(in_file)?;
             let summary = frames::frame_summary(keys).map_err(in_file)?;
-            let ix = pbf_format::indexdata::encode(&summary);
+            let start = frames::read_blob_start(file, path, &fh)?;
+            let ix = pbf_format::indexdata::encode(&summary, &start);
             let prefix = frames::data_frame_prefix(Some(&ix), fh.datasize)?;
             let body = u64::from(fh.datasize);
             self.append(op.source, file, path, fh.body_offset(), body, &prefix)?;

@@ -161,7 +161,9 @@ pub fn read_frames(spool: &Path, frames: &[WrittenFrame]) -> Vec<Element> {
         let fh = file.frame_header_at(f.offset).expect("frame header");
         assert_eq!(fh.frame_len(), f.length);
         assert!(fh.header_len < 128, "BlobHeader of {} bytes", fh.header_len);
-        let ix = indexdata::decode(fh.indexdata.as_deref().expect("indexdata")).expect("ours");
+        let start = fh.blob_start.expect("blob start read with the header");
+        let ix =
+            indexdata::decode(fh.indexdata.as_deref().expect("indexdata"), &start).expect("ours");
         assert_eq!(ix, f.summary);
         let raw = compress::decode_blob(&file.read_body(&fh).expect("body")).expect("blob");
         let elements = block::decode_block(&raw).expect("block");
