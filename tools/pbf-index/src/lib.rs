@@ -71,7 +71,10 @@ pub fn command() -> Command {
         .arg(
             Arg::new("decode")
                 .long("decode")
-                .help("Scan every blob, even when its BlobHeader carries indexdata")
+                .help(
+                    "Scan every blob, trusting no indexdata (to verify a file: pbf-index \
+                     --decode F | pbf-overlap --check)",
+                )
                 .action(ArgAction::SetTrue),
         )
         .arg(

@@ -51,7 +51,11 @@ pub fn command() -> Command {
              input (one file) is already in order, 1 when it is not (the reason goes to standard \
              error), and 2 on an error, like cmp(1). Order is judged as osmium fileinfo -e \
              judges it, by type and id alone: repeated objects and versions of one object in \
-             any order count as in order (the planner still merges such blobs). With \
+             any order count as in order (the planner still merges such blobs). The check \
+             judges the index it reads: a blob described by indexdata is judged by its \
+             writer's word. To verify a file from its contents, index it with pbf-index \
+             --decode (pbf-index --decode F | pbf-overlap --check), as pbf-sort --check does. \
+             With \
              --objects-of INDEX it also answers 1 when the input does not hold as many objects \
              of each kind as INDEX (pbf-sort --check compares its output with its inputs this \
              way).",
