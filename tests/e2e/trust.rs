@@ -311,3 +311,182 @@ fn a_later_header_is_an_index_record() {
     assert_eq!(headers[0].offset, at);
     assert!(headers[0].header.has_history());
 }
+
+/// The pbfhogg 0.5.0 command on PATH (`pbfhogg-0.5`, as bench/ names it, or
+/// `pbfhogg` when that is 0.5.0), if any.
+fn pbfhogg_05() -> Option<String> {
+    ["pbfhogg-0.5", "pbfhogg"].into_iter().find_map(|cmd| {
+        let o = std::process::Command::new(cmd)
+            .arg("--version")
+            .output()
+            .ok()?;
+        let v = String::from_utf8_lossy(&o.stdout).into_owned();
+        (o.status.success() && v.contains("0.5.0")).then(|| cmd.to_owned())
+    })
+}
+
+/// A real pbfhogg 0.5.0 output of plain nodes in two overlapping blobs
+/// claims the order and carries pbfhogg's indexdata, with a blob unsorted
+/// inside: the default sort scans it and gives osmium's objects in order.
+#[test]
+fn a_real_pbfhogg_output_sorts() {
+    let Some(pbfhogg) = pbfhogg_05() else {
+        eprintln!(
+            "skipped: pbfhogg 0.5.0 is not on PATH (pbfhogg-0.5 or pbfhogg; bench/README.md)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = dir.path().join("overlapping.osm.pbf");
+    let h = header(&["OsmSchema-V0.6"], &[]);
+    let frames = [
+        data_frame(&[1, 3, 5], |_| None),
+        data_frame(&[2, 4], |_| None),
+    ];
+    write_pbf(&input, &h, &frames);
+    let hogged = dir.path().join("hogged.osm.pbf");
+    let mut c = std::process::Command::new(&pbfhogg);
+    c.args(["sort", "--force"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&hogged);
+    succeeds(c);
+    assert!(
+        keys_from(&hogged, &[])
+            .iter()
+            .all(|k| *k == KeysFrom::Decoded),
+        "pbfhogg's indexdata was trusted by default"
+    );
+    let out = dir.path().join("out.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg("-q").arg("--check").arg(&hogged).arg("-o").arg(&out);
+    succeeds(c);
+    assert_sorted_like_osmium(&out, &[&input], dir.path(), "pbfhogg 0.5.0 output");
+}
+
+/// `--recompress` writes indexdata bound to the new Blob, so the output is
+/// indexed from headers again; a re-compression that keeps the old
+/// BlobHeader (as a tool unaware of our indexdata would) is scanned.
+#[test]
+fn recompressed_blobs_carry_fresh_indexdata() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("sorted-andorra.osm.pbf");
+    let with_ix = dir.path().join("ix.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg("-q")
+        .arg("--add-indexdata")
+        .arg(&input)
+        .arg("-o")
+        .arg(&with_ix);
+    succeeds(c);
+    let n = keys_from(&with_ix, &[]).len();
+    assert_eq!(keys_from(&with_ix, &[]), vec![KeysFrom::Indexdata; n]);
+    let recompressed = dir.path().join("recompressed.osm.pbf");
+    let mut index = bin("pbf-index");
+    index.arg("-q").arg(&with_ix);
+    let plan = run_with_input(bin("pbf-overlap"), &succeeds(index));
+    assert!(plan.status.success(), "pbf-overlap");
+    let mut c = bin("pbf-copy");
+    c.args(["-q", "--recompress", "zlib:1"])
+        .arg("-o")
+        .arg(&recompressed);
+    let o = run_with_input(c, &plan.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(keys_from(&recompressed, &[]), vec![KeysFrom::Indexdata; n]);
+    assert_eq!(opl(&recompressed), opl(&input));
+    // Another tool re-compresses the same blobs and keeps each BlobHeader's
+    // indexdata bytes: none of them checks any more.
+    let f = PbfFile::open(&with_ix).expect("open");
+    let mut bytes = Vec::new();
+    for fh in f.headers() {
+        let fh = fh.expect("frame");
+        let body = f.read_body(&fh).expect("body");
+        if fh.blob_type != BlobType::OsmData {
+            bytes.extend(encode_frame(&fh.blob_type, None, &body));
+            continue;
+        }
+        let raw = pbf_format::compress::decode_blob(&body).expect("inflate");
+        let blob = encode_blob(&raw, Compression::Zlib(1)).expect("deflate");
+        bytes.extend(encode_frame(
+            &BlobType::OsmData,
+            fh.indexdata.as_deref(),
+            &blob,
+        ));
+    }
+    let foreign = dir.path().join("foreign.osm.pbf");
+    std::fs::write(&foreign, bytes).expect("write");
+    assert_eq!(keys_from(&foreign, &[]), vec![KeysFrom::Decoded; n]);
+}
+
+/// Files whose header claims the order and whose pbfhogg indexdata lies in
+/// the ways a buggy, edited or concatenated file lies.
+fn lying_files(dir: &Path) -> Vec<PathBuf> {
+    let claims = header(&["OsmSchema-V0.6"], &["Sort.Type_then_ID"]);
+    let cases: [(&str, Vec<Vec<u8>>); 3] = [
+        (
+            "unsorted-inside",
+            vec![
+                data_frame(&[4, 6, 5], |_| Some(pbfhogg_indexdata(4, 6, 3))),
+                data_frame(&[7, 9, 8], |_| Some(pbfhogg_indexdata(7, 9, 3))),
+            ],
+        ),
+        (
+            "lying-ranges",
+            vec![
+                data_frame(&[20, 21], |_| Some(pbfhogg_indexdata(1, 2, 2))),
+                data_frame(&[1, 2], |_| Some(pbfhogg_indexdata(20, 21, 2))),
+            ],
+        ),
+        (
+            "wrong-kind",
+            vec![data_frame(&[3, 4], |_| {
+                let mut ix = pbfhogg_indexdata(3, 4, 2);
+                ix[1] = 1;
+                Some(ix)
+            })],
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, frames)| {
+            let path = dir.join(format!("{name}.osm.pbf"));
+            write_pbf(&path, &claims, &frames);
+            path
+        })
+        .collect()
+}
+
+/// However the indexdata lies: the default sort is right, and `--check`
+/// passes only outputs osmium finds ordered (trusting the lie must fail it).
+#[test]
+fn check_never_passes_an_unsorted_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for input in lying_files(dir.path()) {
+        for trust in [false, true] {
+            for check in [false, true] {
+                let what = format!("{} trust={trust} check={check}", name(&input));
+                let out = dir.path().join("out.osm.pbf");
+                let mut c = pbf_sort();
+                c.arg("-q").arg("-O").arg(&input).arg("-o").arg(&out);
+                if trust {
+                    c.args(["--index-cmd", "pbf-index --trust-indexdata pbfhogg"]);
+                }
+                if check {
+                    c.arg("--check");
+                }
+                let o = c.output().expect("run");
+                let err = String::from_utf8_lossy(&o.stderr);
+                if !trust {
+                    assert!(o.status.success(), "{what}: {err}");
+                    assert_sorted_like_osmium(&out, &[&input], dir.path(), &what);
+                } else if check && o.status.success() {
+                    assert!(objects_ordered(&out), "{what}: --check passed it");
+                } else if check {
+                    assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+                    assert!(err.contains("--check"), "{what}: {err}");
+                }
+                std::fs::remove_file(&out).ok();
+            }
+        }
+    }
+}
