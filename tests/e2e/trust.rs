@@ -160,14 +160,14 @@ fn check_decodes_and_refuses_an_output_that_trusted_a_lie() {
     // The user vouches for the file, wrongly: the copied blob stays 1, 3, 2.
     let index = "pbf-index --trust-indexdata pbfhogg";
     let mut c = pbf_sort();
-    c.args(["-q", "--index-cmd", &index, "--check"])
+    c.args(["-q", "--index-cmd", index, "--check"])
         .arg(&input)
         .arg("-o")
         .arg(&out);
     fails_cleanly(c, &out, &["--check", "not sorted"]);
     // Without --check the same run writes the unsorted file it was told to.
     let mut c = pbf_sort();
-    c.args(["-q", "--index-cmd", &index])
+    c.args(["-q", "--index-cmd", index])
         .arg(&input)
         .arg("-o")
         .arg(&out);

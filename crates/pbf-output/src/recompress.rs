@@ -20,6 +20,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::frames::{check_data_frame, data_frame_prefix, frame_at, read_frame_header};
 use crate::output::OutputFile;
 
+/// The indexdata for the i-th frame of a range, re-compressed into a Blob
+/// that starts as given; `None` to carry the frame's own summary over.
+pub type IndexdataFor<'a> = dyn Fn(usize, &BlobStart) -> Result<Option<Vec<u8>>> + 'a;
+
 /// A frame read for re-compression: its header and Blob bytes.
 struct Frame {
     header: FrameHeader,
@@ -36,7 +40,7 @@ pub fn recompress_range(
     (offset, len): (u64, u64),
     compression: Compression,
     threads: usize,
-    indexdata: &dyn Fn(usize, &BlobStart) -> Result<Option<Vec<u8>>>,
+    indexdata: &IndexdataFor<'_>,
 ) -> Result<()> {
     let end = offset
         .checked_add(len)
