@@ -1,6 +1,7 @@
 //! What every tool binary shares, so each `main.rs` is one line and each tool
 //! crate holds only its own policy: the main wrapper with the toolkit's exit
-//! codes (0 success, 1 failure, 2 usage; a broken pipe is a quiet 0),
+//! codes (0 success, 1 failure, 2 usage, an input that is not PBF among
+//! them; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
 //! tool ([`diag`]), and parsing of common option values.
 #![deny(missing_docs)]
@@ -41,9 +42,22 @@ pub fn main(
         }
         Err(err) => {
             warn(name, format!("error: {}", one_line(&err)));
-            ExitCode::FAILURE
+            if is_not_pbf(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
+}
+
+/// True when an input is not a PBF file at all (XML, OPL, compressed...):
+/// the wrong kind of file was given, a usage error (exit 2).
+pub fn is_not_pbf(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<pbf_format::Error>()
+            .is_some_and(|e| matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)))
+    })
 }
 
 /// Environment variable through which the `pbf-sort` driver names itself.

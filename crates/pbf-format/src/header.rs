@@ -8,6 +8,7 @@ use prost::Message;
 use crate::compress::decode_blob;
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{BlobType, FrameHeader, PbfFile};
+use crate::sniff::{SNIFF_LEN, advice, identify};
 
 /// Feature every output declares: our sort order.
 pub const SORT_FEATURE: &str = "Sort.Type_then_ID";
@@ -152,10 +153,13 @@ pub fn read_file_header(
 ) -> Result<(FrameHeader, Header)> {
     let path = file.path();
     let first = match frames.next() {
-        Some(r) => r?,
+        Some(r) => r.map_err(|e| not_pbf(file).unwrap_or(e))?,
         None => return Err(Error::malformed("empty file, not a PBF file").in_file(path)),
     };
     if first.blob_type != BlobType::OsmHeader {
+        if let Some(e) = not_pbf(file) {
+            return Err(e);
+        }
         let msg = format!(
             "first blob is {:?}, expected OSMHeader",
             first.blob_type.as_str()
@@ -164,6 +168,16 @@ pub fn read_file_header(
     }
     let header = read_header_frame(file, &first)?;
     Ok((first, header))
+}
+
+/// The error for a file whose first bytes say it is of a kind that is not
+/// PBF (see [`crate::sniff`]); `None` when they do not.
+fn not_pbf(file: &PbfFile) -> Option<Error> {
+    let len = file.size().min(SNIFF_LEN as u64) as usize;
+    let head = file.read_exact_at(0, len, "file start").ok()?;
+    let kind = identify(&head)?;
+    let name = file.path().display().to_string();
+    Some(Error::new(ErrorKind::NotPbf(advice(kind, &name))).in_file(file.path()))
 }
 
 /// Read and decode the OSMHeader in frame `fh` of `file`, refusing one that

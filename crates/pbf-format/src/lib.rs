@@ -14,6 +14,7 @@
 //! - [`key`]: the sort order;
 //! - [`indexdata`]: per-blob key summaries stored in BlobHeaders;
 //! - [`padding`]: frames of an exact length that hold nothing (block alignment);
+//! - [`sniff`]: what a file that is not PBF probably is (XML, OPL, o5m, compressed);
 //! - [`hash`]: the hash of the maps that deduplicate strings.
 #![deny(missing_docs)]
 
@@ -31,6 +32,7 @@ pub mod padding;
 pub mod prefetch;
 pub mod proto;
 pub mod scan;
+pub mod sniff;
 pub mod walk;
 pub mod wire;
 

@@ -94,6 +94,18 @@ pub fn command() -> Command {
                 .value_parser(["pbfhogg"]),
         )
         .arg(
+            Arg::new("validate")
+                .long("validate")
+                .help(
+                    "Check that every FILE is a PBF file at all, and exit: 0 when each starts like \
+                     one, 2 with one line naming the first that does not and what it is (OSM XML, \
+                     OPL, o5m, compressed) or why it cannot be read; no index is written. Damage \
+                     inside a PBF file is found by indexing it (pbf-sort checks its inputs this \
+                     way before it starts a stage)",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -137,6 +149,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         bars: pbf_cli::Bars::from_matches(m),
         io,
     };
+    if m.get_flag("validate") {
+        return validate(m.get_many::<PathBuf>("files").into_iter().flatten());
+    }
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let mut out = Writer::new(pbf_cli::stdout());
@@ -144,6 +159,26 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         pool.install(|| index_file(path, opts, &mut out))?;
     }
     out.finish()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--validate`: each file must open, and must not be of a kind that is
+/// not PBF (exit 2 through `pbf_cli::main`); a PBF file damaged inside is
+/// left to the index run, which names the blob.
+fn validate<'a>(files: impl Iterator<Item = &'a PathBuf>) -> Result<ExitCode> {
+    for path in files {
+        let file = match PbfFile::open(path) {
+            Ok(file) => file,
+            Err(e) => {
+                pbf_cli::warn("pbf-index", format!("error: {e}"));
+                return Ok(ExitCode::from(2));
+            }
+        };
+        match read_file_header(&file, &mut file.headers()) {
+            Err(e) if matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)) => return Err(e.into()),
+            _ => {}
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
