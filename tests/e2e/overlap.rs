@@ -277,7 +277,7 @@ fn index_files_are_named_in_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = dir.path().join("v2.idx");
     let idx = String::from_utf8(index(&data("sorted-64bit-ids.osm.pbf"))).expect("UTF-8");
-    std::fs::write(&p, idx.replace("\"version\":2", "\"version\":9")).expect("write");
+    std::fs::write(&p, idx.replace("\"version\":3", "\"version\":9")).expect("write");
     let out = overlap(&[p.to_str().expect("path")], b"");
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);

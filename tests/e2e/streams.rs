@@ -123,8 +123,8 @@ fn hostile_index_streams_fail_with_a_line_number() {
         ),
         ("a blob twice", join(&[&v[..2], &v[1..]].concat())),
         (
-            "version 3",
-            edit(&s.index, 0, "\"version\":2", "\"version\":3"),
+            "version 4",
+            edit(&s.index, 0, "\"version\":3", "\"version\":4"),
         ),
         (
             "another schema",
@@ -257,8 +257,8 @@ fn hostile_plans_fail_before_any_output() {
         ("no plan record", join(&m[1..])),
         ("no end record", join(&m[..n - 1])),
         (
-            "version 3",
-            edit(&s.merged, 0, "\"version\":2", "\"version\":3"),
+            "version 4",
+            edit(&s.merged, 0, "\"version\":3", "\"version\":4"),
         ),
         (
             "offset past the end",
