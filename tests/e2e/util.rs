@@ -109,8 +109,13 @@ pub fn run(cmd: Command) -> Output {
 
 /// Run and require success; returns stdout.
 pub fn succeeds(cmd: Command) -> Vec<u8> {
+    succeeds_with(cmd, b"")
+}
+
+/// Run with `input` on stdin and require success; returns stdout.
+pub fn succeeds_with(cmd: Command, input: &[u8]) -> Vec<u8> {
     let desc = format!("{cmd:?}");
-    let out = run(cmd);
+    let out = run_with_input(cmd, input);
     assert!(
         out.status.success(),
         "{desc} failed: {}",
@@ -175,10 +180,8 @@ pub fn fileinfo(path: &Path) -> serde_json::Value {
 
 /// Write `input` with its data frames in a seeded pseudo-random order.
 pub fn permute(input: &Path, out: &Path, seed: u64) {
-    let f = PbfFile::open(input).expect("open");
-    let frames: Vec<_> = f.headers().map(|h| h.expect("frame")).collect();
-    let (head, data) = frames.split_first().expect("header frame");
-    let mut order: Vec<usize> = (0..data.len()).collect();
+    let frames = PbfFile::open(input).expect("open").headers().count();
+    let mut order: Vec<usize> = (0..frames - 1).collect();
     let mut x = seed | 1;
     for i in (1..order.len()).rev() {
         x ^= x << 13;
@@ -186,16 +189,26 @@ pub fn permute(input: &Path, out: &Path, seed: u64) {
         x ^= x << 17;
         order.swap(i, (x % (i as u64 + 1)) as usize);
     }
+    reorder(input, out, &order);
+}
+
+/// Write `input`'s header frame, then its data frames in `order` (indexes
+/// among the data frames, each once): a file whose blobs a sorted plan
+/// copies out of file order.
+pub fn reorder(input: &Path, out: &Path, order: &[usize]) {
+    let f = PbfFile::open(input).expect("open");
+    let frames: Vec<_> = f.headers().map(|h| h.expect("frame")).collect();
+    let (head, data) = frames.split_first().expect("header frame");
     let mut bytes = f
         .read_exact_at(0, head.frame_len() as usize, "header")
         .expect("read");
-    for i in order {
+    for &i in order {
         bytes.extend(
             f.read_exact_at(data[i].offset, data[i].frame_len() as usize, "frame")
                 .expect("read"),
         );
     }
-    std::fs::write(out, bytes).expect("write permuted");
+    std::fs::write(out, bytes).expect("write reordered");
 }
 
 /// The bytes of every data frame of a file.
