@@ -205,6 +205,42 @@ fn a_plan_out_of_output_order_is_refused_with_the_copy_ahead_running() {
 }
 
 #[test]
+fn a_header_record_drops_the_copy_ahead_and_heads_the_output() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let (src, blobs) = index(&input);
+    let all: Vec<&BlobRecord> = blobs.iter().collect();
+    let plan = with_header_record(&plan(&src, &all));
+    // The ops come after the pause, the header record with them: the copy
+    // ahead behind the old header is under way (or done) by then.
+    let line = same_as_without(&plan, dir.path());
+    let (kept, dropped) = kept_and_dropped(&line);
+    assert_eq!(kept, 0, "{line}");
+    assert!(dropped > 0, "the copy had not run ahead: {line}");
+    let out = dir.path().join("ahead.osm.pbf");
+    assert_header_record_taken(&out, &input);
+    let written = std::fs::read(&out).expect("output");
+    // Standard output (no copy ahead) and pbf-reflink where it cannot
+    // clone (it writes what pbf-copy writes) give the same bytes.
+    let o = feed_slowly(spawn("pbf-copy", &["-o", "-"]), &plan);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout == written, "-o - wrote other bytes");
+    let reflinked = dir.path().join("reflinked.osm.pbf");
+    let o = feed_slowly(
+        spawn(
+            "pbf-reflink",
+            &["-q", "-o", reflinked.to_str().expect("utf-8")],
+        ),
+        &plan,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        std::fs::read(&reflinked).expect("reflinked") == written,
+        "pbf-reflink wrote other bytes"
+    );
+}
+
+#[test]
 fn a_plan_record_written_after_planning_starts_no_copy() {
     let dir = tempfile::tempdir().expect("dir");
     let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));

@@ -462,6 +462,35 @@ fn stdout_streams_into_osmium() {
     assert_eq!(v["data"]["count"]["nodes"], nodes);
 }
 
+#[test]
+fn a_reader_that_stops_early_ends_the_copy_by_sigpipe() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
+    let refs: Vec<&BlobRecord> = blobs.iter().collect();
+    let plan = plan_for(&src, &refs, false);
+    for tool in ["pbf-copy", "pbf-reflink"] {
+        let mut c = bin(tool);
+        c.args(["-q", "-o", "-"])
+            .current_dir(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(&plan).expect("plan");
+        drop(stdin);
+        // Read 1000 bytes of the 2.7 MB and close the pipe, like head -c.
+        let mut head = [0u8; 1000];
+        let mut stdout = child.stdout.take().expect("stdout");
+        std::io::Read::read_exact(&mut stdout, &mut head).expect("the first bytes");
+        drop(stdout);
+        let o = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.signal(), Some(13), "{tool}: {:?} {err}", o.status);
+        assert_eq!(err, "", "{tool}: quiet, as any filter whose reader stopped");
+    }
+}
+
 /// Start pbf-copy on a plan fed through a pipe that stays open after the
 /// header and the first ops: the copy is under way, its temporary file holds
 /// data, and it waits for the rest of the plan. Returns the child, its plan

@@ -711,3 +711,29 @@ fn recompress_leaves_the_merged_blobs_to_our_own_merge_stage() {
         "{other_copier}"
     );
 }
+
+/// `pbf-sort -o - | head -c 1000`: the output is cut, so no success line
+/// and status 141 (SIGPIPE), as `osmium sort -o - | head -c 1000` gives.
+#[test]
+fn a_reader_that_stops_early_gets_no_success_line() {
+    let input = data("unsorted-vanilla-extract-raw-zlib.osm.pbf");
+    let script = "set -o pipefail; \"$0\" -v \"$1\" -o - | head -c 1000 > /dev/null";
+    let sort = pbf_sort();
+    let mut c = Command::new("bash");
+    c.env("PATH", crate::sort::tools_path())
+        .args(["-c", script])
+        .arg(sort.get_program())
+        .arg(&input);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(141), "{err}");
+    assert!(!err.contains("sorted 1 input"), "{err}");
+    assert!(!err.contains("error"), "{err}");
+    let mut c = Command::new("bash");
+    c.args([
+        "-c",
+        "set -o pipefail; osmium sort -f pbf -o - \"$0\" | head -c 1000 > /dev/null",
+    ])
+    .arg(&input);
+    assert_eq!(run(c).status.code(), Some(141), "osmium as the reference");
+}
