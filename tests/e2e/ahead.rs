@@ -135,28 +135,109 @@ fn a_confirmed_guess_keeps_every_byte() {
     assert_eq!(kept_and_dropped(&line), (data_bytes(&all), 0), "{line}");
 }
 
+/// A plan in output order of a copy of `name` whose data frames are
+/// stored in `order`: the ops follow the file as long as `order` does.
+fn sorted_plan_of_reordered(
+    name: &str,
+    dir: &Path,
+    order: impl Fn(usize) -> Vec<usize>,
+) -> Vec<u8> {
+    let input = data(name);
+    let frames = pbf_format::frame::PbfFile::open(&input)
+        .expect("open")
+        .headers()
+        .count()
+        - 1;
+    let file = dir.join(format!("reordered-{name}"));
+    reorder(&input, &file, &order(frames));
+    let (src, blobs) = index(&file);
+    let mut by_key: Vec<&BlobRecord> = blobs.iter().collect();
+    by_key.sort_by_key(|b| pbf_format::Key::from(b.first));
+    plan(&src, &by_key)
+}
+
 #[test]
 fn a_disorder_found_after_the_copy_started_keeps_only_the_confirmed_prefix() {
     let dir = tempfile::tempdir().expect("dir");
-    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
-    let half = blobs.len() / 2;
-    let mut order: Vec<&BlobRecord> = blobs[..half].iter().collect();
-    order.extend(blobs[half..].iter().rev());
-    let line = same_as_without(&plan(&src, &order), dir.path());
+    // The first half of the blobs in place, the second half reversed: the
+    // ops follow the file for half of it, then jump to its end.
+    let plan = sorted_plan_of_reordered("sorted-kualalumpur.osm.pbf", dir.path(), |n| {
+        (0..n / 2).chain((n / 2..n).rev()).collect()
+    });
+    let line = same_as_without(&plan, dir.path());
     let (kept, dropped) = kept_and_dropped(&line);
-    assert_eq!(kept, data_bytes(&order[..half]), "{line}");
+    let blobs = index(&data("sorted-kualalumpur.osm.pbf")).1;
+    let half: Vec<&BlobRecord> = blobs[..blobs.len() / 2].iter().collect();
+    assert_eq!(kept, data_bytes(&half), "{line}");
     assert!(dropped > 0, "the copy had not run ahead: {line}");
 }
 
 #[test]
 fn a_guess_wrong_from_the_first_op_keeps_nothing() {
     let dir = tempfile::tempdir().expect("dir");
-    let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
-    let reversed: Vec<&BlobRecord> = blobs.iter().rev().collect();
-    let line = same_as_without(&plan(&src, &reversed), dir.path());
+    let plan = sorted_plan_of_reordered("sorted-liechtenstein.osm.pbf", dir.path(), |n| {
+        (0..n).rev().collect()
+    });
+    let line = same_as_without(&plan, dir.path());
     let (kept, dropped) = kept_and_dropped(&line);
     assert_eq!(kept, 0, "{line}");
     assert!(dropped > 0, "{line}");
+}
+
+#[test]
+fn a_plan_out_of_output_order_is_refused_with_the_copy_ahead_running() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (src, blobs) = index(&data("sorted-liechtenstein.osm.pbf"));
+    let reversed: Vec<&BlobRecord> = blobs.iter().rev().collect();
+    let out = dir.path().join("out.osm.pbf");
+    let o = feed_slowly(
+        spawn("pbf-copy", &["-o", out.to_str().expect("utf-8")]),
+        &plan(&src, &reversed),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("<stdin>: line 3: copy op") && err.contains("not in output order"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}
+
+#[test]
+fn a_header_record_drops_the_copy_ahead_and_heads_the_output() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let (src, blobs) = index(&input);
+    let all: Vec<&BlobRecord> = blobs.iter().collect();
+    let plan = with_header_record(&plan(&src, &all));
+    // The ops come after the pause, the header record with them: the copy
+    // ahead behind the old header is under way (or done) by then.
+    let line = same_as_without(&plan, dir.path());
+    let (kept, dropped) = kept_and_dropped(&line);
+    assert_eq!(kept, 0, "{line}");
+    assert!(dropped > 0, "the copy had not run ahead: {line}");
+    let out = dir.path().join("ahead.osm.pbf");
+    assert_header_record_taken(&out, &input);
+    let written = std::fs::read(&out).expect("output");
+    // Standard output (no copy ahead) and pbf-reflink where it cannot
+    // clone (it writes what pbf-copy writes) give the same bytes.
+    let o = feed_slowly(spawn("pbf-copy", &["-o", "-"]), &plan);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stdout == written, "-o - wrote other bytes");
+    let reflinked = dir.path().join("reflinked.osm.pbf");
+    let o = feed_slowly(
+        spawn(
+            "pbf-reflink",
+            &["-q", "-o", reflinked.to_str().expect("utf-8")],
+        ),
+        &plan,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        std::fs::read(&reflinked).expect("reflinked") == written,
+        "pbf-reflink wrote other bytes"
+    );
 }
 
 #[test]

@@ -281,7 +281,7 @@ fn tmpdir_on_another_filesystem_holds_the_spool() {
 }
 
 /// A planner that reverses the order of its copy ops: its outputs hold every
-/// object, but not in order.
+/// object, but not in order, and the copier refuses its plans.
 fn reversing_planner(dir: &Path) -> PathBuf {
     let script = dir.join("reversing-overlap");
     let text = format!(
@@ -293,13 +293,53 @@ fn reversing_planner(dir: &Path) -> PathBuf {
     script
 }
 
+/// A planner that lies: its copy ops keep their keys in output order but
+/// copy each other's bytes, in reverse. The copier sees only the keys and
+/// cannot tell; the output holds every object, not in order.
+fn lying_planner(dir: &Path) -> PathBuf {
+    let script = dir.join("lying-overlap");
+    let swap = r#"(map(select(.type == "copy")) | reverse) as $bytes
+        | reduce .[] as $r ({k: 0, out: []};
+            if $r.type == "copy"
+            then .out += [$r + ($bytes[.k] | {source, offset, length, blobs})] | .k += 1
+            else .out += [$r] end)
+        | .out[]"#;
+    let text = format!(
+        "#!/bin/sh\nset -e\n{} \"$@\" | jq -c --slurp '{swap}'\n",
+        bin_quoted("pbf-overlap")
+    );
+    write_script(&script, &text);
+    script
+}
+
+#[test]
+fn a_reversed_plan_is_refused_by_the_copier_without_check() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let planner = reversing_planner(d);
+    let input = d.join("permuted.osm.pbf");
+    permute(&data("sorted-kualalumpur.osm.pbf"), &input, 7);
+    let out = d.join("o.osm.pbf");
+    let mut c = pbf_sort();
+    c.args(["-q", "--overlap-cmd"])
+        .arg(&planner)
+        .arg(&input)
+        .arg("-o")
+        .arg(&out);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("the ops are not in output order"), "{err}");
+    assert!(!out.exists());
+}
+
 #[test]
 fn check_judges_the_output_before_it_replaces_out() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let tools = d.join("tools");
     std::fs::create_dir(&tools).expect("mkdir");
-    let planner = reversing_planner(&tools);
+    let planner = lying_planner(&tools);
     let input = d.join("permuted.osm.pbf");
     permute(&data("sorted-kualalumpur.osm.pbf"), &input, 7);
     let work = d.join("work");
@@ -308,7 +348,7 @@ fn check_judges_the_output_before_it_replaces_out() {
     let planner_s = planner.to_str().expect("utf-8");
     let input_s = input.to_str().expect("utf-8");
     let out_s = out.to_str().expect("utf-8");
-    // Without --check the swapped planner writes an output osmium rejects.
+    // Without --check the lying planner writes an output osmium rejects.
     sort_ok(
         &["-q", "--overlap-cmd", planner_s, input_s, "-o", out_s],
         "unchecked",
@@ -670,4 +710,30 @@ fn recompress_leaves_the_merged_blobs_to_our_own_merge_stage() {
         !other_copier.contains("--spools-compressed"),
         "{other_copier}"
     );
+}
+
+/// `pbf-sort -o - | head -c 1000`: the output is cut, so no success line
+/// and status 141 (SIGPIPE), as `osmium sort -o - | head -c 1000` gives.
+#[test]
+fn a_reader_that_stops_early_gets_no_success_line() {
+    let input = data("unsorted-vanilla-extract-raw-zlib.osm.pbf");
+    let script = "set -o pipefail; \"$0\" -v \"$1\" -o - | head -c 1000 > /dev/null";
+    let sort = pbf_sort();
+    let mut c = Command::new("bash");
+    c.env("PATH", crate::sort::tools_path())
+        .args(["-c", script])
+        .arg(sort.get_program())
+        .arg(&input);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(141), "{err}");
+    assert!(!err.contains("sorted 1 input"), "{err}");
+    assert!(!err.contains("error"), "{err}");
+    let mut c = Command::new("bash");
+    c.args([
+        "-c",
+        "set -o pipefail; osmium sort -f pbf -o - \"$0\" | head -c 1000 > /dev/null",
+    ])
+    .arg(&input);
+    assert_eq!(run(c).status.code(), Some(141), "osmium as the reference");
 }

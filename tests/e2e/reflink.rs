@@ -249,6 +249,20 @@ fn clones_on_xfs() {
         shared_bytes(&out)
     );
 
+    // A plan header record replaces the header: the ranges are aligned
+    // behind the new (longer) header and still clone.
+    let headed = with_header_record(&plan(&[&sorted], &mnt.join("s1"), false));
+    let out = mnt.join("header.out.pbf");
+    let r = reflink(&headed, &out, &["-v"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        cloned_percent(&r.stderr) >= 99.0,
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_header_record_taken(&out, &sorted);
+    check_output(&out, &[&sorted], "after a header record");
+
     // The driver picks pbf-reflink and has pbf-merge align the spool.
     let mut c = pbf_sort();
     c.arg("--dry-run")

@@ -257,7 +257,7 @@ fn hostile_plans_fail_before_any_output() {
         ("no plan record", join(&m[1..])),
         ("no end record", join(&m[..n - 1])),
         (
-            "version 3",
+            "version 4",
             edit(&s.merged, 0, "\"version\":3", "\"version\":4"),
         ),
         (

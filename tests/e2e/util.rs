@@ -10,8 +10,10 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use pbf_format::frame::{BlobType, PbfFile};
+use pbf_format::header::{BBox, Header};
 use pbf_stream::{
-    BlobRecord, IndexRecord, PlanEnd, PlanHeader, PlanRecord, SourceRecord, SourceRef, Writer,
+    BlobRecord, IndexRecord, OutputHeader, PlanEnd, PlanHeader, PlanRecord, SourceRecord,
+    SourceRef, Writer,
 };
 
 /// The directory of real PBF files: `$PBF_SORT_TEST_DATA`, else `../shared/data`.
@@ -109,8 +111,13 @@ pub fn run(cmd: Command) -> Output {
 
 /// Run and require success; returns stdout.
 pub fn succeeds(cmd: Command) -> Vec<u8> {
+    succeeds_with(cmd, b"")
+}
+
+/// Run with `input` on stdin and require success; returns stdout.
+pub fn succeeds_with(cmd: Command, input: &[u8]) -> Vec<u8> {
     let desc = format!("{cmd:?}");
-    let out = run(cmd);
+    let out = run_with_input(cmd, input);
     assert!(
         out.status.success(),
         "{desc} failed: {}",
@@ -175,10 +182,8 @@ pub fn fileinfo(path: &Path) -> serde_json::Value {
 
 /// Write `input` with its data frames in a seeded pseudo-random order.
 pub fn permute(input: &Path, out: &Path, seed: u64) {
-    let f = PbfFile::open(input).expect("open");
-    let frames: Vec<_> = f.headers().map(|h| h.expect("frame")).collect();
-    let (head, data) = frames.split_first().expect("header frame");
-    let mut order: Vec<usize> = (0..data.len()).collect();
+    let frames = PbfFile::open(input).expect("open").headers().count();
+    let mut order: Vec<usize> = (0..frames - 1).collect();
     let mut x = seed | 1;
     for i in (1..order.len()).rev() {
         x ^= x << 13;
@@ -186,16 +191,26 @@ pub fn permute(input: &Path, out: &Path, seed: u64) {
         x ^= x << 17;
         order.swap(i, (x % (i as u64 + 1)) as usize);
     }
+    reorder(input, out, &order);
+}
+
+/// Write `input`'s header frame, then its data frames in `order` (indexes
+/// among the data frames, each once): a file whose blobs a sorted plan
+/// copies out of file order.
+pub fn reorder(input: &Path, out: &Path, order: &[usize]) {
+    let f = PbfFile::open(input).expect("open");
+    let frames: Vec<_> = f.headers().map(|h| h.expect("frame")).collect();
+    let (head, data) = frames.split_first().expect("header frame");
     let mut bytes = f
         .read_exact_at(0, head.frame_len() as usize, "header")
         .expect("read");
-    for i in order {
+    for &i in order {
         bytes.extend(
             f.read_exact_at(data[i].offset, data[i].frame_len() as usize, "frame")
                 .expect("read"),
         );
     }
-    std::fs::write(out, bytes).expect("write permuted");
+    std::fs::write(out, bytes).expect("write reordered");
 }
 
 /// The bytes of every data frame of a file.
@@ -340,4 +355,52 @@ pub fn plan_bytes(header: &PlanHeader, ops: &[PlanRecord], end: bool) -> Vec<u8>
         w.write(&PlanRecord::End(tally)).expect("end");
     }
     w.finish().expect("finish")
+}
+
+/// The generator the header of [`with_header_record`] names.
+pub const NEW_GENERATOR: &str = "a header record that replaced the early plan record's header";
+
+/// `plan` with its plan record marked early and a `header` record after it
+/// that replaces the output header: another generator (longer, so every
+/// offset after the header moves) and a bounding box.
+pub fn with_header_record(plan: &[u8]) -> Vec<u8> {
+    let mut recs: Vec<PlanRecord> = records(plan);
+    let PlanRecord::Plan(first) = &mut recs[0] else {
+        panic!("a plan record first");
+    };
+    first.early = true;
+    let header = Header {
+        writingprogram: Some(NEW_GENERATOR.into()),
+        bbox: Some(BBox {
+            left: 1_000_000_000,
+            right: 2_000_000_000,
+            top: 43_000_000_000,
+            bottom: 42_000_000_000,
+        }),
+        ..first.header.clone()
+    };
+    recs.insert(1, PlanRecord::Header(OutputHeader { header }));
+    let mut w = Writer::new(Vec::new());
+    for r in &recs {
+        w.write(r).expect("record");
+    }
+    w.finish().expect("finish")
+}
+
+/// Check that `out`'s header is the one [`with_header_record`] put in and
+/// that it holds `input`'s objects.
+pub fn assert_header_record_taken(out: &Path, input: &Path) {
+    let info = fileinfo(out);
+    assert_eq!(
+        info["header"]["option"]["generator"], NEW_GENERATOR,
+        "{info}"
+    );
+    let bbox: Vec<f64> = info["header"]["boxes"][0]
+        .as_array()
+        .unwrap_or_else(|| panic!("no bounding box: {info}"))
+        .iter()
+        .map(|v| v.as_f64().expect("a number"))
+        .collect();
+    assert_eq!(bbox, [1.0, 42.0, 2.0, 43.0], "{info}");
+    assert_eq!(opl(out), opl(input), "the data after the new header");
 }

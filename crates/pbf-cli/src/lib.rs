@@ -123,6 +123,26 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// For a tool whose standard output is a file that a cut makes invalid (a
+/// PBF, unlike a JSON Lines stream, whose reader knows where it stopped):
+/// a broken pipe is no quiet success but death by SIGPIPE, as for any
+/// filter whose reader stopped early (`osmium cat | head`: status 141).
+/// Call it with the tool's result once everything of the run is dropped
+/// (temporary files, spools), because the process ends here.
+pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCode> {
+    use nix::sys::signal::{SigHandler, Signal, raise, signal};
+    match &result {
+        Err(e) if is_broken_pipe(e) => {
+            // SAFETY: restores the default action; no handler runs.
+            let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+            let _ = raise(Signal::SIGPIPE);
+            // Still here (SIGPIPE blocked): fail with the shell's status.
+            Ok(ExitCode::from(128 + Signal::SIGPIPE as u8))
+        }
+        _ => result,
+    }
+}
+
 /// Open an input: a path, or standard input for `-`.
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     if path == "-" {

@@ -3,8 +3,10 @@
 //! execute a copy-only plan with the same options and guarantees and differ
 //! only in how a range reaches the output, so this module holds the rest: the
 //! common options (each tool keeps its own help texts), opening the plan, its
-//! sources and the output, the loop over the plan's copy ops (a merge op or a
-//! stray record is refused), and committing the output and removing spools
+//! sources and the output, the loop over the plan's copy ops and header
+//! records (a merge op or a stray record is refused; the plan reader has
+//! checked the ops' order), the output header, which a plan `header` record
+//! can replace before the first op, and committing the output and removing spools
 //! (by default: once read, on success, failure or signal; `--keep-spools`
 //! keeps them).
 //! It answers in `anyhow` errors with the plan's name and line, as the tools
@@ -16,9 +18,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use pbf_format::header::Header;
 use pbf_stream::{CopyOp, PlanReader, PlanRecord};
 
-use pbf_output::{CopyStats, OutputFile, OutputOptions, Sources};
+use pbf_output::{CopyStats, OutputFile, OutputOptions, Sources, frames};
 
 /// The help texts that differ between the tools.
 #[derive(Clone, Copy, Debug)]
@@ -200,14 +203,25 @@ pub fn progress(sources: &Sources, message: &'static str, bars: pbf_cli::Bars) -
     }
 }
 
-/// Call `each` with every copy op of the plan and its line, under a progress
-/// bar over the sources' bytes; returns the number of ops. A merge op left
-/// in the plan, or a record out of place, is an error.
+/// A record of the plan that a copier acts on.
+#[derive(Clone, Copy, Debug)]
+pub enum Step<'a> {
+    /// A `header` record: the output header is this one instead (only
+    /// before the first op).
+    Header(&'a Header),
+    /// A copy op.
+    Copy(&'a CopyOp),
+}
+
+/// Call `each` with every copy op and header record of the plan and its
+/// line, under a progress bar over the sources' bytes; returns the number
+/// of ops. A merge op left in the plan, or a record out of place, is an
+/// error; the plan reader refuses ops out of output order.
 pub fn for_each_copy(
     plan: &mut PlanReader<Box<dyn BufRead + Send>>,
     plan_name: &str,
     progress: Progress,
-    mut each: impl FnMut(&CopyOp, u64) -> Result<()>,
+    mut each: impl FnMut(Step<'_>, u64) -> Result<()>,
 ) -> Result<u64> {
     let mut ops = 0u64;
     let mut bar = None;
@@ -218,12 +232,13 @@ pub fn for_each_copy(
         });
         match rec {
             PlanRecord::Copy(op) => {
-                each(&op, line)?;
+                each(Step::Copy(&op), line)?;
                 ops += 1;
                 bar.inc(op.length);
             }
+            PlanRecord::Header(h) => each(Step::Header(&h.header), line)?,
             PlanRecord::Merge(_) => return Err(merges_left(plan, plan_name, line)),
-            PlanRecord::Plan(_) | PlanRecord::End(_) | PlanRecord::Header(_) => {
+            PlanRecord::Plan(_) | PlanRecord::End(_) => {
                 bail!("{plan_name}: line {line}: unexpected record")
             }
         }
@@ -232,6 +247,45 @@ pub fn for_each_copy(
         bar.finish_and_clear();
     }
     Ok(ops)
+}
+
+/// The output header: written before the first op's bytes (or at the end of
+/// a plan without ops), unless a copier writes it earlier to copy ahead
+/// behind it. A plan `header` record replaces it; when it was written
+/// already, the output starts over from offset 0 and keeps nothing.
+#[derive(Debug)]
+pub struct OutputHead {
+    header: Header,
+    written: bool,
+}
+
+impl OutputHead {
+    /// The plan record's header, not written yet.
+    pub fn new(header: &Header) -> OutputHead {
+        OutputHead {
+            header: header.clone(),
+            written: false,
+        }
+    }
+
+    /// Write the header unless it is written already.
+    pub fn write(&mut self, out: &mut OutputFile) -> Result<()> {
+        if !self.written {
+            out.write_all(&frames::header_frame(&self.header)?)?;
+            self.written = true;
+        }
+        Ok(())
+    }
+
+    /// Take `header` instead; an output that holds the old one starts over.
+    pub fn replace(&mut self, header: &Header, out: &mut OutputFile) -> Result<()> {
+        self.header = header.clone();
+        if self.written {
+            out.restart()?;
+            self.written = false;
+        }
+        Ok(())
+    }
 }
 
 /// The error for a plan that still holds merge ops, after counting them.

@@ -232,6 +232,25 @@ impl OutputFile {
         self.stats.fallbacks += stats.fallbacks;
     }
 
+    /// Start over at offset 0: the next byte written goes there. What was
+    /// written before is overwritten by what follows or cut off by
+    /// [`OutputFile::commit`], and its statistics are forgotten. A stream
+    /// can start over only while nothing went out: bytes sent are gone.
+    pub fn restart(&mut self) -> Result<()> {
+        if let Target::Stream(s) = &self.target {
+            if s.started {
+                return Err(Error::invalid(
+                    &self.name,
+                    "cannot start over: bytes were already written to the stream",
+                ));
+            }
+        }
+        self.pos = 0;
+        self.handed = 0;
+        self.stats = CopyStats::default();
+        Ok(())
+    }
+
     /// Note that bytes went out: a stream failing from now on is poisoned.
     fn started(&mut self) {
         if let Target::Stream(s) = &mut self.target {
@@ -628,6 +647,26 @@ mod tests {
         assert!(matches!(err.kind(), ErrorKind::SameAsInput(_)), "{err}");
         assert_eq!(fs::read(&input).expect("input"), b"data");
         assert_eq!(entries(dir.path()), ["hard.pbf", "in.pbf"]);
+    }
+
+    #[test]
+    fn restart_overwrites_and_the_commit_cuts_the_rest() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.pbf");
+        let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
+        o.write_all(b"old header and data").expect("write");
+        o.restart().expect("restart");
+        assert_eq!((o.position(), o.stats().written_bytes), (0, 0));
+        o.write_all(b"new").expect("write");
+        o.commit().expect("commit");
+        assert_eq!(fs::read(&out).expect("out"), b"new");
+        let (_r, w) = nix::unistd::pipe().expect("pipe");
+        let mut s = OutputFile::stream(File::from(w), "pipe".into());
+        s.restart().expect("nothing sent yet");
+        s.write_all(b"x").expect("write");
+        let err = s.restart().expect_err("sent");
+        assert!(err.to_string().contains("cannot start over"), "{err}");
+        s.commit().expect("commit");
     }
 
     #[test]

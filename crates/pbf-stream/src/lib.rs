@@ -21,6 +21,7 @@
 mod counts;
 mod error;
 mod lines;
+mod order;
 mod records;
 mod source;
 

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::Counts;
 use crate::error::{Error, ErrorKind};
+use crate::order::OrderCheck;
 use crate::records::*;
 
 /// Longest line accepted (a merge op over a huge run is one long line).
@@ -320,7 +321,9 @@ impl<R: BufRead> IndexReader<R> {
             (IndexRecord::End(e), Section::Open { blobs, counts }) => {
                 if e.blobs != *blobs || e.counts != *counts {
                     return Err(Error::invalid(format!(
-                        "end record says {} blobs and {:?}, the section held {blobs} and {counts:?}",
+                        "the end record says {} blobs holding {}, the section's blob records add \
+                         up to {blobs} blobs holding {counts}: the index is incomplete or was \
+                         edited; index the file again with pbf-index",
                         e.blobs, e.counts
                     )));
                 }
@@ -359,12 +362,14 @@ fn check_blob(b: &BlobRecord) -> Result<(), Error> {
     Ok(())
 }
 
-/// Reads a plan stream, validating ops against the header and counts against `end`.
+/// Reads a plan stream, validating ops against the header, their order
+/// against their keys, and counts against `end`.
 #[derive(Debug)]
 pub struct PlanReader<R> {
     lines: LineReader<R>,
     header: PlanHeader,
     seen: PlanEnd,
+    order: OrderCheck,
     done: bool,
 }
 
@@ -385,10 +390,12 @@ impl<R: BufRead> PlanReader<R> {
             }
         };
         check_header(&header).map_err(|e| e.at_line(1))?;
+        let order = OrderCheck::new(&header.sources);
         Ok(PlanReader {
             lines,
             header,
             seen: PlanEnd::default(),
+            order,
             done: false,
         })
     }
@@ -418,7 +425,7 @@ impl<R: BufRead> PlanReader<R> {
             return Err(Error::new(ErrorKind::MissingEnd).at_line(self.lines.line()));
         };
         let line = self.lines.line();
-        self.check(&rec).map_err(|e| e.at_line(line))?;
+        self.check(&rec, line).map_err(|e| e.at_line(line))?;
         if let PlanRecord::End(_) = rec {
             self.done = true;
             if self.lines.next_line()?.is_some() {
@@ -431,7 +438,7 @@ impl<R: BufRead> PlanReader<R> {
         Ok(Some(rec))
     }
 
-    fn check(&mut self, rec: &PlanRecord) -> Result<(), Error> {
+    fn check(&mut self, rec: &PlanRecord, line: u64) -> Result<(), Error> {
         match rec {
             PlanRecord::Plan(_) => return Err(Error::invalid("second plan record")),
             PlanRecord::Header(h) => {
@@ -451,6 +458,7 @@ impl<R: BufRead> PlanReader<R> {
                         "copy op frames do not add up to its length and blob count",
                     ));
                 }
+                self.order.copy(c, line)?;
                 self.seen.add_copy(c);
             }
             PlanRecord::Merge(m) => {
@@ -460,14 +468,12 @@ impl<R: BufRead> PlanReader<R> {
                 for i in &m.inputs {
                     self.check_range(i.source, i.offset, i.length)?;
                 }
+                self.order.merge(m, line)?;
                 self.seen.add_merge(m);
             }
             PlanRecord::End(e) => {
                 if *e != self.seen {
-                    return Err(Error::invalid(format!(
-                        "end record says {e:?}, the plan held {:?}",
-                        self.seen
-                    )));
+                    return Err(Error::invalid(end_differs(e, &self.seen)));
                 }
             }
         }
@@ -499,6 +505,27 @@ impl<R: BufRead> PlanReader<R> {
         }
         Ok(())
     }
+}
+
+/// Which counts of a plan's end record differ from the ops, in words.
+fn end_differs(said: &PlanEnd, held: &PlanEnd) -> String {
+    let counts = [
+        ("ops", said.ops, held.ops),
+        ("copy_bytes", said.copy_bytes, held.copy_bytes),
+        ("merge_inputs", said.merge_inputs, held.merge_inputs),
+        ("elements", said.elements, held.elements),
+    ];
+    let differ: Vec<String> = counts
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, a, b)| format!("{name}: {a} in the end record, {b} in the ops"))
+        .collect();
+    format!(
+        "the end record does not match the ops before it ({}): the plan was cut or edited; \
+         an edited plan needs its end record recounted (ops; copy_bytes, the copy ops' lengths \
+         added up; merge_inputs; elements)",
+        differ.join("; ")
+    )
 }
 
 fn check_header(h: &PlanHeader) -> Result<(), Error> {

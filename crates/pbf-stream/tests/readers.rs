@@ -52,7 +52,8 @@ fn index_errors_name_the_line() {
         ),
         (
             vec![source_line(), blob_line(0, 10), end_line(2, 3)],
-            "line 3: end record says 2 blobs",
+            "line 3: the end record says 2 blobs holding 3 node, 0 way, 0 relation, 0 \
+             changeset, the section's blob records add up to 1 blobs holding 3 node",
         ),
         (
             vec![blob_line(0, 10)],
@@ -158,7 +159,8 @@ fn plan_errors_name_the_line() {
                 COPY.into(),
                 END.replace("\"ops\":1", "\"ops\":2"),
             ],
-            "line 3: end record says",
+            "line 3: the end record does not match the ops before it (ops: 2 in the end \
+             record, 1 in the ops): the plan was cut or edited",
         ),
         (
             vec![plan_line(100), COPY.into(), END.into(), COPY.into()],
@@ -182,6 +184,59 @@ fn plan_errors_name_the_line() {
         let err = read_plan(&lines.join("\n")).expect_err(want);
         assert!(err.contains(want), "want {want:?}, got {err:?}");
     }
+}
+
+/// A copy op of `length` bytes at `offset` with keys n`first`..n`last`.
+fn copy_line(offset: u64, first: i64, last: i64) -> String {
+    COPY.replace("\"offset\":10", &format!("\"offset\":{offset}"))
+        .replace("\"length\":90", "\"length\":10")
+        .replace("\"id\":1,", &format!("\"id\":{first},"))
+        .replace("\"id\":4,", &format!("\"id\":{last},"))
+}
+
+fn end_of(ops: u64) -> String {
+    format!(
+        r#"{{"type":"end","ops":{ops},"copy_bytes":{},"merge_inputs":0,"elements":{}}}"#,
+        10 * ops,
+        4 * ops
+    )
+}
+
+#[test]
+fn ops_in_output_order_are_read_and_others_refused_naming_both_lines() {
+    let ordered = [
+        plan_line(100),
+        copy_line(20, 1, 5),
+        copy_line(10, 5, 7),
+        copy_line(60, 8, 9),
+        end_of(3),
+    ];
+    assert_eq!(read_plan(&ordered.join("\n")).expect("in order").len(), 3);
+    let swapped = [
+        plan_line(100),
+        copy_line(10, 1, 7),
+        copy_line(20, 5, 9),
+        end_of(2),
+    ];
+    let err = read_plan(&swapped.join("\n")).expect_err("out of order");
+    assert!(
+        err.starts_with(
+            "line 3: copy op n5 v1..n9 v1 starts before the op on line 2 ends (n7 v1): the ops \
+             are not in output order"
+        ),
+        "{err}"
+    );
+    let twice = [
+        plan_line(100),
+        copy_line(10, 1, 2),
+        copy_line(15, 3, 4),
+        end_of(2),
+    ];
+    let err = read_plan(&twice.join("\n")).expect_err("read twice");
+    assert!(
+        err.contains("line 3: copy op reads bytes 15..25 of /x.pbf, and the op on line 2"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! the index is still being built) and runs beside the wait for the ops.
 //! Each copy op that continues the guess only moves its end; the first one
 //! that does not, or the plan's end, lands it: the copied prefix the plan
-//! asked for stays, the rest is cut off (`pbf_output::CopyAhead`).
+//! asked for stays, the rest is cut off (`pbf_output::CopyAhead`). A plan
+//! `header` record (a new output header) drops it whole.
 
 use std::path::Path;
 
@@ -63,6 +64,12 @@ impl Guess {
         self.next += op.length;
         self.line = line;
         true
+    }
+
+    /// End the guess and keep nothing of it: a plan `header` record
+    /// replaced the header it was copied behind, so every offset moved.
+    pub fn drop_all(self, out: &mut OutputFile) -> Result<Landed> {
+        Ok(out.land_ahead(self.ahead, 0)?)
     }
 
     /// End the guess: keep what the plan confirmed of the copy ahead and

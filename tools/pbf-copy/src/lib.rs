@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command, value_parser};
 use pbf_copier_cli as copier;
-use pbf_copier_cli::{Help, Job, Options};
+use pbf_copier_cli::{Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
@@ -116,8 +116,13 @@ const HELP: Help = Help {
     quiet: "No progress bar and no warnings",
 };
 
-/// Run with parsed arguments.
+/// Run with parsed arguments. A reader of `-o -` that stops early ends the
+/// run by SIGPIPE, once the run's files are cleaned up.
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    pbf_cli::sigpipe_if_cut(copy(m))
+}
+
+fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
     let opts = Options::from_matches(m);
     let recompress = m.get_one::<Compression>("recompress").map(|&c| Recompress {
@@ -126,21 +131,33 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         spools_as_they_are: m.get_flag("spools-compressed"),
     });
     let mut job = Job::open(m)?;
-    job.out
-        .write_all(&frames::header_frame(&job.plan.header().header)?)?;
+    let mut head = OutputHead::new(&job.plan.header().header);
     let ahead = !m.get_flag("no-copy-ahead")
         && job.plan.header().early
         && recompress.is_none()
         && !opts.add_indexdata
         && !job.out.is_stream();
-    let mut guess = match ahead {
-        true => Guess::start(&job.sources, &job.out)?,
-        false => None,
-    };
+    let mut guess = None;
+    if ahead {
+        head.write(&mut job.out)?;
+        guess = Guess::start(&job.sources, &job.out)?;
+    }
     let mut landed = None;
     let bar = copier::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
-    let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |op, line| {
+    let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
+        let op = match step {
+            // The guess copied behind the old header: offsets moved, so
+            // nothing of it is kept.
+            Step::Header(h) => {
+                if let Some(g) = guess.take() {
+                    landed = Some(g.drop_all(out)?);
+                }
+                return head.replace(h, out);
+            }
+            Step::Copy(op) => op,
+        };
+        head.write(out)?;
         if let Some(g) = guess.as_mut() {
             if g.extends(op, line) {
                 return Ok(());
@@ -153,6 +170,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         copy_op(op, sources, out, opts, recompress)
             .with_context(|| format!("{plan_name}: line {line}"))
     })?;
+    head.write(out)?;
     if let Some(g) = guess.take() {
         landed = Some(g.land(plan_name, sources, out)?);
     }

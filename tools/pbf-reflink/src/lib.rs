@@ -22,7 +22,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier_cli as copier;
-use pbf_copier_cli::{Help, Job};
+use pbf_copier_cli::{Help, Job, OutputHead, Step};
 use pbf_output::reflink::{CloneStats, Cloner};
 use pbf_output::{CopyStats, OutputFile, Sources, frames};
 use pbf_stream::CopyOp;
@@ -100,8 +100,13 @@ struct Placer {
     opts: Options,
 }
 
-/// Run with parsed arguments.
+/// Run with parsed arguments. A reader of `-o -` that stops early ends the
+/// run by SIGPIPE, once the run's files are cleaned up.
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
+    pbf_cli::sigpipe_if_cut(place(m))
+}
+
+fn place(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
     let opts = Options {
         common: copier::Options::from_matches(m),
@@ -118,11 +123,17 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     } = Job::open(m)?;
     let cloner = probe(&out, &sources, opts)?;
     let mut w = Placer { out, cloner, opts };
-    w.out
-        .write_all(&frames::header_frame(&plan.header().header)?)?;
+    // Written with the first op, after any plan `header` record: the
+    // alignment of every range then counts from the header it keeps.
+    let mut head = OutputHead::new(&plan.header().header);
     let bar = copier::progress(&sources, "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
-    let ops = copier::for_each_copy(&mut plan, &plan_name, bar, |op, line| {
+    let ops = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
+        let op = match step {
+            Step::Header(h) => return head.replace(h, &mut w.out),
+            Step::Copy(op) => op,
+        };
+        head.write(&mut w.out)?;
         if opts.common.add_indexdata {
             w.frames(op, &mut sources)
                 .with_context(|| format!("{plan_name}: line {line}"))
@@ -133,6 +144,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             Ok(())
         }
     })?;
+    head.write(&mut w.out)?;
     if let Some(p) = pending {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;

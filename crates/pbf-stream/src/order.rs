@@ -1,0 +1,356 @@
+//! The order a plan promises, checked from the keys its ops carry. A copier
+//! writes `Sort.Type_then_ID` into the output header and never decodes what
+//! it copies, so it must not vouch for an order it has not seen: every op
+//! must start at or after the key the op before it ends with, each op's keys
+//! (and its frames' and merge inputs') must lie inside its range, and no
+//! byte of a source may be read twice. Equal boundary keys are allowed: the
+//! copy ops pbf-merge writes for one merge may share a key when duplicates
+//! are kept. Memory stays O(ops): the byte ranges read are kept per source
+//! with adjacent ranges joined, and a check costs a map lookup.
+
+use std::collections::{BTreeMap, HashMap};
+
+use pbf_format::Key;
+
+use crate::error::Error;
+use crate::records::{CopyOp, KeyRecord, MergeOp, SourceRef};
+
+/// The end of the message for a plan whose ops are out of order.
+const REMAKE: &str = "make the plan again with pbf-overlap (and pbf-merge)";
+
+/// Byte ranges of one source already read, adjacent ones joined:
+/// start -> span.
+type Read = BTreeMap<u64, Span>;
+
+/// A run of bytes read by the ops on lines `lines.0..=lines.1`.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    end: u64,
+    lines: (u64, u64),
+}
+
+/// What the ops read so far must agree with.
+#[derive(Debug, Default)]
+pub(crate) struct OrderCheck {
+    /// The last key of the op before, and its line.
+    before: Option<(Key, u64)>,
+    read: HashMap<u32, Read>,
+    /// Each source's path, for messages.
+    names: HashMap<u32, String>,
+}
+
+impl OrderCheck {
+    /// A check of the ops over `sources`.
+    pub fn new(sources: &[SourceRef]) -> OrderCheck {
+        let names = sources
+            .iter()
+            .map(|s| (s.id, s.path.display().to_string()))
+            .collect();
+        OrderCheck {
+            names,
+            ..OrderCheck::default()
+        }
+    }
+
+    /// Check a copy op on `line` and take it in.
+    pub fn copy(&mut self, op: &CopyOp, line: u64) -> Result<(), Error> {
+        let (first, last) = range(op.first, op.last);
+        self.keys("copy op", first, last)?;
+        check_frames(op, first, last)?;
+        self.take("copy op", (op.source, op.offset, op.length), line)?;
+        self.before = Some((last, line));
+        Ok(())
+    }
+
+    /// Check a merge op on `line` and take it in.
+    pub fn merge(&mut self, op: &MergeOp, line: u64) -> Result<(), Error> {
+        let (first, last) = range(op.first, op.last);
+        self.keys("merge op", first, last)?;
+        for (i, input) in op.inputs.iter().enumerate() {
+            let (f, l) = range(input.first, input.last);
+            if f > l || f < first || l > last {
+                return Err(Error::invalid(format!(
+                    "merge op {first}..{last}: input {} (offset {}) has keys {f}..{l}, outside \
+                     the op's range; {REMAKE}",
+                    i + 1,
+                    input.offset
+                )));
+            }
+        }
+        for (i, input) in op.inputs.iter().enumerate() {
+            let what = format!("merge op input {}", i + 1);
+            self.take(&what, (input.source, input.offset, input.length), line)?;
+        }
+        self.before = Some((last, line));
+        Ok(())
+    }
+
+    /// The op's own range, and its place after the op before it.
+    fn keys(&self, what: &str, first: Key, last: Key) -> Result<(), Error> {
+        if first > last {
+            return Err(Error::invalid(format!(
+                "{what} {first}..{last}: its first key is after its last key; {REMAKE}"
+            )));
+        }
+        match self.before {
+            Some((end, line)) if first < end => Err(Error::invalid(format!(
+                "{what} {first}..{last} starts before the op on line {line} ends ({end}): the \
+                 ops are not in output order, so the output would not be sorted; {REMAKE}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Record `length` bytes at `offset` of `source` as read by `what` on
+    /// `line`, refusing bytes read before.
+    fn take(
+        &mut self,
+        what: &str,
+        (source, offset, length): (u32, u64, u64),
+        line: u64,
+    ) -> Result<(), Error> {
+        let end = offset.saturating_add(length);
+        let read = self.read.entry(source).or_default();
+        let before = read
+            .range(..=offset)
+            .next_back()
+            .map(|(&s, &span)| (s, span));
+        let after = read.range(offset..).next().map(|(&s, &span)| (s, span));
+        for (start, span) in before.into_iter().chain(after) {
+            if start < end && offset < span.end {
+                let name = self.names.get(&source).map_or("?", String::as_str);
+                return Err(read_twice(what, name, (offset, end), (start, span)));
+            }
+        }
+        let mut span = Span {
+            end,
+            lines: (line, line),
+        };
+        let mut start = offset;
+        let joined = [
+            before.filter(|(_, b)| b.end == offset),
+            after.filter(|&(s, _)| s == end),
+        ];
+        for (s, other) in joined.into_iter().flatten() {
+            read.remove(&s);
+            start = start.min(s);
+            span.end = span.end.max(other.end);
+            span.lines = (
+                span.lines.0.min(other.lines.0),
+                span.lines.1.max(other.lines.1),
+            );
+        }
+        read.insert(start, span);
+        Ok(())
+    }
+}
+
+fn range(first: KeyRecord, last: KeyRecord) -> (Key, Key) {
+    (Key::from(first), Key::from(last))
+}
+
+/// A copy op's frame keys, when given: each frame's range inside the op's,
+/// and each frame starting at or after the one before it ends.
+fn check_frames(op: &CopyOp, first: Key, last: Key) -> Result<(), Error> {
+    let mut end = first;
+    for (i, frame) in op.frames.iter().enumerate() {
+        let (f, l) = range(frame.first, frame.last);
+        if f > l || l > last || f < first {
+            return Err(Error::invalid(format!(
+                "copy op {first}..{last}: frame {} has keys {f}..{l}, outside the op's range; \
+                 {REMAKE}",
+                i + 1
+            )));
+        }
+        if f < end {
+            return Err(Error::invalid(format!(
+                "copy op {first}..{last}: frame {} ({f}..{l}) starts before frame {} ends \
+                 ({end}): the frames are not in output order; {REMAKE}",
+                i + 1,
+                i
+            )));
+        }
+        end = l;
+    }
+    Ok(())
+}
+
+fn read_twice(
+    what: &str,
+    source: &str,
+    (offset, end): (u64, u64),
+    (start, span): (u64, Span),
+) -> Error {
+    let who = match span.lines {
+        (a, b) if a == b => format!("the op on line {a}"),
+        (a, b) => format!("the ops on lines {a}..{b}"),
+    };
+    Error::invalid(format!(
+        "{what} reads bytes {offset}..{end} of {source}, and {who} already read bytes \
+         {start}..{}: a blob copied or merged twice would put its objects in the output twice; \
+         {REMAKE}",
+        span.end
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use pbf_format::Kind;
+
+    use super::*;
+    use crate::Counts;
+    use crate::records::{FrameKeys, MergeInput};
+
+    fn check() -> OrderCheck {
+        let source = |id| SourceRef {
+            id,
+            path: format!("/in{id}.pbf").into(),
+            size: 1000,
+            mtime: 0,
+            mtime_nsec: 0,
+            spool: false,
+        };
+        OrderCheck::new(&[source(0), source(1)])
+    }
+
+    fn key(id: i64, version: u32) -> KeyRecord {
+        Key::new(Kind::Way, id, version).into()
+    }
+
+    fn copy(offset: u64, first: KeyRecord, last: KeyRecord) -> CopyOp {
+        CopyOp {
+            source: 0,
+            offset,
+            length: 10,
+            blobs: 1,
+            first,
+            last,
+            elements: 1,
+            frames: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn ops_in_order_pass_and_may_share_a_boundary_key() {
+        let mut c = check();
+        c.copy(&copy(0, key(1, 1), key(5, 1)), 2).expect("first");
+        c.copy(&copy(10, key(5, 1), key(7, 1)), 3)
+            .expect("shared key");
+        c.copy(&copy(100, key(8, 1), key(9, 1)), 4).expect("later");
+    }
+
+    #[test]
+    fn an_op_starting_before_the_last_one_ends_is_named_with_both_lines() {
+        let mut c = check();
+        c.copy(&copy(0, key(1, 1), key(7, 1)), 2).expect("first");
+        let e = c
+            .copy(&copy(10, key(5, 1), key(9, 2)), 3)
+            .expect_err("reordered")
+            .to_string();
+        assert!(
+            e.starts_with("copy op w5 v1..w9 v2 starts before the op on line 2 ends (w7 v1)"),
+            "{e}"
+        );
+        assert!(e.contains("make the plan again with pbf-overlap"), "{e}");
+    }
+
+    #[test]
+    fn first_after_last_is_refused() {
+        let e = check()
+            .copy(&copy(0, key(9, 1), key(1, 1)), 2)
+            .expect_err("backwards")
+            .to_string();
+        assert!(
+            e.contains("w9 v1..w1 v1: its first key is after its last"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bytes_read_twice_are_refused_and_adjacent_ranges_joined() {
+        let mut c = check();
+        c.copy(&copy(10, key(1, 1), key(1, 1)), 2).expect("10..20");
+        c.copy(&copy(20, key(2, 1), key(2, 1)), 3).expect("20..30");
+        c.copy(&copy(0, key(3, 1), key(3, 1)), 4).expect("0..10");
+        assert_eq!(c.read[&0].len(), 1, "joined: {:?}", c.read);
+        let e = c
+            .copy(&copy(25, key(4, 1), key(4, 1)), 5)
+            .expect_err("overlap")
+            .to_string();
+        assert!(
+            e.contains(
+                "bytes 25..35 of /in0.pbf, and the ops on lines 2..4 already read bytes 0..30"
+            ),
+            "{e}"
+        );
+        let mut other = copy(25, key(5, 1), key(5, 1));
+        other.source = 1;
+        c.copy(&other, 6).expect("another source");
+    }
+
+    #[test]
+    fn frames_must_be_in_order_inside_the_op() {
+        let frame = |f, l| FrameKeys {
+            length: 5,
+            first: f,
+            last: l,
+            counts: Counts::default(),
+        };
+        let mut op = copy(0, key(1, 1), key(9, 1));
+        op.frames = vec![frame(key(1, 1), key(5, 1)), frame(key(5, 1), key(9, 1))];
+        check().copy(&op, 2).expect("in order");
+        op.frames = vec![frame(key(4, 1), key(9, 1)), frame(key(1, 1), key(3, 1))];
+        let e = check().copy(&op, 2).expect_err("reordered");
+        assert!(
+            e.to_string()
+                .contains("frame 2 (w1 v1..w3 v1) starts before frame 1 ends (w9 v1)"),
+            "{e}"
+        );
+        op.frames = vec![frame(key(0, 1), key(9, 1))];
+        let e = check().copy(&op, 2).expect_err("outside");
+        assert!(
+            e.to_string()
+                .contains("frame 1 has keys w0 v1..w9 v1, outside"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn merge_inputs_must_lie_inside_the_op_and_be_read_once() {
+        let input = |offset, f, l| MergeInput {
+            source: 0,
+            offset,
+            length: 10,
+            first: f,
+            last: l,
+            sorted: true,
+            elements: 1,
+        };
+        let mut op = MergeOp {
+            inputs: vec![
+                input(0, key(1, 1), key(5, 1)),
+                input(10, key(2, 1), key(6, 1)),
+            ],
+            first: key(1, 1),
+            last: key(6, 1),
+            elements: 2,
+        };
+        let mut c = check();
+        c.merge(&op, 2).expect("merge");
+        let e = c
+            .copy(&copy(5, key(7, 1), key(8, 1)), 3)
+            .expect_err("read twice");
+        assert!(
+            e.to_string()
+                .contains("the op on line 2 already read bytes 0..20"),
+            "{e}"
+        );
+        op.inputs[1].last = key(7, 1);
+        let e = check().merge(&op, 2).expect_err("outside");
+        assert!(
+            e.to_string()
+                .contains("input 2 (offset 10) has keys w2 v1..w7 v1"),
+            "{e}"
+        );
+    }
+}
