@@ -705,7 +705,7 @@ fn recompress_leaves_the_merged_blobs_to_our_own_merge_stage() {
     // compressed again.
     let replaced = dry_run(&["--merge-cmd", "pbf-merge --memory 64M"]);
     assert!(!replaced.contains("--spools-compressed"), "{replaced}");
-    let other_copier = dry_run(&["--copy-cmd", "cat-copy"]);
+    let other_copier = dry_run(&["--copy-cmd", "cat"]);
     assert!(
         !other_copier.contains("--spools-compressed"),
         "{other_copier}"

@@ -167,15 +167,19 @@ pub fn is_cascade(line: &str) -> bool {
 
 /// Check a failed run's stderr: no panic or abort, every line a clean
 /// `tool: error: ...` line, and exactly one root cause, which names `file`
-/// (and an offset when `offset` is set). Returns the root-cause line.
+/// (and an offset when `offset` is set). A file that is not PBF at all is a
+/// usage error (exit 2) whose line says what the file is instead of an
+/// offset; anything else fails with exit 1. Returns the root-cause line.
 pub fn check_clean_failure(what: &str, o: &Outcome, file: &str, offset: bool) -> String {
     let err = &o.stderr;
+    let not_pbf = err.contains(", not PBF: ");
     assert_eq!(
         o.status.code(),
-        Some(1),
-        "{what}: exit {:?}, want 1; stderr:\n{err}",
+        Some(if not_pbf { 2 } else { 1 }),
+        "{what}: exit {:?}; stderr:\n{err}",
         o.status
     );
+    let offset = offset && !not_pbf;
     for bad in [
         "panicked",
         "RUST_BACKTRACE",

@@ -124,7 +124,11 @@ fn missing_file_and_bad_usage() {
     let mut c = bin("pbf-index");
     c.arg("/nonexistent/x.pbf");
     let out = run(c);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing file is found before any work"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/x.pbf"));
     let out = run(bin("pbf-index"));
     assert_eq!(out.status.code(), Some(2), "no FILE is a usage error");

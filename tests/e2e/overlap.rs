@@ -239,8 +239,17 @@ fn concatenated_indexes_are_numbered_sources() {
     );
     let ranges = op_ranges(&ops);
     assert!(ranges.windows(2).all(|w| w[0].1 < w[1].0));
+    // Each file is judged on its own: both are in order.
     let out = overlap(&["--check", "-"], &both);
+    assert_eq!(out.status.code(), Some(0));
+    let vex = index(&data("unsorted-vex.osm.pbf"));
+    let out = overlap(&["--check", "-"], &[a.as_slice(), vex.as_slice()].concat());
     assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().all(|l| l.contains("unsorted-vex.osm.pbf: ")),
+        "{err}"
+    );
 }
 
 #[test]

@@ -271,7 +271,7 @@ fn clones_on_xfs() {
         .arg(mnt.join("dry.pbf"));
     let line = String::from_utf8(succeeds(c)).expect("pipeline");
     assert!(
-        line.contains("--align 4096 | ") && line.contains("pbf-reflink "),
+        line.contains("--align 4096 |") && line.contains("pbf-reflink "),
         "{line}"
     );
 

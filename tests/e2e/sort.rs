@@ -192,7 +192,7 @@ fn usage_errors_and_refusals() {
     let mut c = pbf_sort();
     c.arg(&input).arg("-o").arg(&existing);
     let o = run(c);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2), "found before any work");
     assert!(String::from_utf8_lossy(&o.stderr).contains("exists (use -O/--overwrite"));
     assert_eq!(std::fs::read(&existing).expect("read"), b"keep me");
     let mut c = pbf_sort();

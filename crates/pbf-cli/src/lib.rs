@@ -8,7 +8,7 @@
 
 use clap::{ArgMatches, Command};
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
 mod diag;
@@ -166,8 +166,15 @@ pub fn stdout() -> BufWriter<io::Stdout> {
 pub fn warn(name: &str, msg: impl std::fmt::Display) {
     // One write: stages of one pipeline share stderr, and a line written in
     // pieces can be cut by another stage's line (a pipe keeps each write of
-    // up to 4096 bytes whole).
-    let line = format!("{name}: {msg}\n");
+    // up to 4096 bytes whole). On a terminal the line may hold a stage's
+    // progress bar: it is cleared first, so the message starts a clean
+    // line and the bar is drawn again below it.
+    let clear = if io::stderr().is_terminal() {
+        "\r\x1b[2K"
+    } else {
+        ""
+    };
+    let line = format!("{clear}{name}: {msg}\n");
     let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
@@ -194,6 +201,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// Number of worker threads: `-j N`, or all cores when 0 or absent.
+/// The parser of `-j/--jobs`: a thread count of at least 1 (0 is refused,
+/// exit 2, rather than taken to mean anything).
+pub fn jobs_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096)
+}
+
+/// The `-j` value, or every core when it is not given.
 pub fn jobs(n: Option<usize>) -> usize {
     match n {
         Some(n) if n > 0 => n,

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::{Arg, ArgMatches, Command, value_parser};
+use clap::{Arg, ArgMatches, Command};
 use pbf_copier_cli as copier;
 use pbf_copier_cli::{Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
@@ -99,7 +99,7 @@ pub fn command() -> Command {
                 .value_name("N")
                 .help("Threads for --recompress [default: all cores]")
                 .requires("recompress")
-                .value_parser(value_parser!(usize)),
+                .value_parser(pbf_cli::jobs_parser()),
         );
     copier::write_args(copier::output_args(cmd, &HELP), &HELP)
 }

@@ -66,7 +66,7 @@ pub fn command() -> Command {
                 .long("jobs")
                 .value_name("N")
                 .help("Worker threads for decompression and scanning [default: all cores]")
-                .value_parser(value_parser!(usize)),
+                .value_parser(pbf_cli::jobs_parser()),
         )
         .arg(
             Arg::new("decode")
@@ -149,13 +149,23 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         bars: pbf_cli::Bars::from_matches(m),
         io,
     };
+    let files: Vec<&PathBuf> = m
+        .get_many::<PathBuf>("files")
+        .into_iter()
+        .flatten()
+        .collect();
+    if let Err(e) = files.iter().try_for_each(|p| usable(p)) {
+        // Found before any work: a usage error (exit 2).
+        pbf_cli::warn("pbf-index", format!("error: {}", pbf_cli::one_line(&e)));
+        return Ok(ExitCode::from(2));
+    }
     if m.get_flag("validate") {
-        return validate(m.get_many::<PathBuf>("files").into_iter().flatten());
+        return validate(files.into_iter());
     }
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let mut out = Writer::new(pbf_cli::stdout());
-    for path in m.get_many::<PathBuf>("files").into_iter().flatten() {
+    for path in files {
         pool.install(|| index_file(path, opts, &mut out))?;
     }
     out.finish()?;
@@ -174,9 +184,10 @@ fn validate<'a>(files: impl Iterator<Item = &'a PathBuf>) -> Result<ExitCode> {
                 return Ok(ExitCode::from(2));
             }
         };
-        match read_file_header(&file, &mut file.headers()) {
-            Err(e) if matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)) => return Err(e.into()),
-            _ => {}
+        if let Err(e) = read_file_header(&file, &mut file.headers()) {
+            if matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)) {
+                return Err(e.into());
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -194,9 +205,9 @@ struct Tally {
 /// and offset, so the later stages must be able to read it again.
 const SAVE_FIRST: &str = "save it to a regular file first (pbf-sort - does that for you)";
 
-fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
-    let started = std::time::Instant::now();
-    let serialised = out.serialise_time();
+/// A file that can be indexed: it exists and is a regular file (checked
+/// before any work, so a wrong argument is a usage error).
+fn usable(path: &Path) -> Result<()> {
     if path == Path::new("-") {
         bail!(
             "-: standard input cannot be indexed: later stages re-read the file by offset; {SAVE_FIRST}"
@@ -215,6 +226,12 @@ fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Resu
             path.display()
         );
     }
+    Ok(())
+}
+
+fn index_file<W: Write>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
+    let started = std::time::Instant::now();
+    let serialised = out.serialise_time();
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
     let file = PbfFile::open(&abs)?;
     let mut walk = Walk::new(&file, opts.io);

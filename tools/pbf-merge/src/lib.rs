@@ -83,7 +83,7 @@ pub fn command() -> Command {
                      blocks per thread come on top",
                 )
                 .default_value("1G")
-                .value_parser(pbf_cli::parse_size),
+                .value_parser(parse_budget),
         )
         .arg(
             Arg::new("jobs")
@@ -91,7 +91,7 @@ pub fn command() -> Command {
                 .long("jobs")
                 .value_name("N")
                 .help("Worker threads for decoding, encoding and compression [default: all cores]")
-                .value_parser(value_parser!(usize)),
+                .value_parser(pbf_cli::jobs_parser()),
         )
         .arg(
             Arg::new("compression")
@@ -342,6 +342,20 @@ fn plural(n: u64, noun: &str) -> String {
     } else {
         format!("{n} {noun}s")
     }
+}
+
+/// The smallest `--memory`: the smallest budget the merge is tested with
+/// (tests/e2e/merge.rs spills every few blocks at 64k). A budget of 0 has no
+/// meaning, and one below this would spill after every block.
+const MIN_MEMORY: u64 = 64 << 10;
+
+/// Parse `--memory`: a size of at least [`MIN_MEMORY`].
+fn parse_budget(s: &str) -> std::result::Result<u64, String> {
+    let n = pbf_cli::parse_size(s)?;
+    if n < MIN_MEMORY {
+        return Err(format!("{s} is below the smallest budget, 64k"));
+    }
+    Ok(n)
 }
 
 /// The plan stream this stage writes.

@@ -14,19 +14,29 @@ use pbf_format::key::packed_object;
 
 use crate::plan::{Segment, unpack};
 
-/// The reasons the segments of `sources` files are not in order; empty
-/// when they are. `segs` may be in any order.
-pub fn reasons(segs: &[Segment], sources: usize) -> Vec<String> {
-    let mut why = Vec::new();
-    if sources != 1 {
-        why.push(format!(
-            "the input holds {sources} files; only a single file can already be in order"
-        ));
-    }
+/// The reasons the files named `names` (by source id) are not in order;
+/// empty when each is. Each file is judged on its own (an index stream of
+/// several files is several questions); with more than one, each reason
+/// names its file. `segs` may be in any order.
+pub fn reasons(segs: &[Segment], names: &[String]) -> Vec<String> {
     let mut in_file: Vec<&Segment> = segs.iter().collect();
     in_file.sort_unstable_by_key(|s| (s.source, s.offset));
-    why.extend(inside_reason(&in_file));
-    why.extend(between_reason(&in_file));
+    let mut why = Vec::new();
+    for (source, name) in names.iter().enumerate() {
+        let part: Vec<&Segment> = in_file
+            .iter()
+            .copied()
+            .filter(|s| s.source as usize == source)
+            .collect();
+        let found = inside_reason(&part)
+            .into_iter()
+            .chain(between_reason(&part));
+        if names.len() == 1 {
+            why.extend(found);
+        } else {
+            why.extend(found.map(|r| format!("{name}: {r}")));
+        }
+    }
     why
 }
 
@@ -103,7 +113,7 @@ mod tests {
             s.seq = i as u32;
         }
         sort(&mut segs);
-        reasons(&segs, 1)
+        reasons(&segs, &["f.osm.pbf".to_owned()])
     }
 
     #[test]
@@ -184,9 +194,18 @@ mod tests {
     }
 
     #[test]
-    fn several_files_are_never_in_order() {
-        let mut segs = vec![way(1, 10, 100, 10)];
+    fn several_files_are_judged_each_on_its_own() {
+        let mut second = way(1, 10, 100, 10);
+        second.source = 1;
+        let mut unsorted = way(20, 30, 200, 10);
+        unsorted.sorted = false;
+        unsorted.source = 1;
+        let mut segs = vec![way(1, 10, 100, 10), second, unsorted];
         sort(&mut segs);
-        assert_eq!(reasons(&segs, 2).len(), 1);
+        let names = ["a.osm.pbf".to_owned(), "b.osm.pbf".to_owned()];
+        let why = reasons(&segs, &names);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(why[0].starts_with("b.osm.pbf: blob 0"), "{why:?}");
+        assert!(reasons(&segs[..2], &names).is_empty());
     }
 }

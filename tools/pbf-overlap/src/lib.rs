@@ -48,8 +48,9 @@ pub fn command() -> Command {
              Sort.Type_then_ID, keeps the union of the bounding boxes when every input has one, \
              and keeps source and replication fields only when all inputs agree.\n\n\
              With --check nothing is written to standard output: the exit status is 0 when the \
-             input (one file) is already in order, 1 when it is not (the reason goes to standard \
-             error), and 2 on an error, like cmp(1). Order is judged as osmium fileinfo -e \
+             input is already in order, 1 when it is not (the reason goes to standard \
+             error), and 2 on an error, like cmp(1). Each file of the index streams is \
+             judged on its own; with several, each reason names its file. Order is judged as osmium fileinfo -e \
              judges it, by type and id alone: repeated objects and versions of one object in \
              any order count as in order (the planner still merges such blobs). The check \
              judges the index it reads: a blob described by indexdata is judged by its \
@@ -424,7 +425,12 @@ fn plan_record(input: &Input, header: Header, early: bool) -> PlanRecord {
 /// `--check`: exit 0 when the input is in order (and holds the objects of
 /// `objects_of`, when given), else 1 with the reasons on standard error.
 fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> ExitCode {
-    let mut why: Vec<String> = check::reasons(&input.segs, input.sources.len())
+    let names: Vec<String> = input
+        .sources
+        .iter()
+        .map(|s| s.path.display().to_string())
+        .collect();
+    let mut why: Vec<String> = check::reasons(&input.segs, &names)
         .into_iter()
         .map(|line| format!("not in order: {line}"))
         .collect();
