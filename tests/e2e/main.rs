@@ -15,6 +15,7 @@ mod index;
 mod index_io;
 mod jsontools;
 mod merge;
+mod messages;
 mod overlap;
 mod reflink;
 mod soak;
