@@ -15,6 +15,7 @@ mod index;
 mod index_io;
 mod jsontools;
 mod merge;
+mod messages;
 mod newuser;
 mod overlap;
 mod reflink;

@@ -302,11 +302,25 @@ fn inflate_exact(data: &[u8], size: usize) -> Result<Vec<u8>> {
 fn inflate_into(data: &[u8], out: &mut [u8]) -> Result<usize> {
     match INFLATER.with_borrow_mut(|d| d.zlib_decompress(data, out)) {
         Ok(n) => Ok(n),
-        Err(libdeflater::DecompressionError::InsufficientSpace) => Err(Error::malformed(format!(
-            "zlib data inflates past {} bytes",
-            out.len()
-        ))),
+        Err(libdeflater::DecompressionError::InsufficientSpace) => Err(past(data, out.len())),
         Err(e) => Err(Error::malformed(format!("corrupt zlib data: {e}"))),
+    }
+}
+
+/// Why zlib data did not fit in the `raw_size` bytes its Blob states: a
+/// corrupt stream says so, a valid one says how large it really is. Found
+/// by inflating it again, up to the block limit (an error path only).
+fn past(data: &[u8], raw_size: usize) -> Error {
+    let mut z = flate2::read::ZlibDecoder::new(data).take(MAX_RAW_SIZE as u64 + 1);
+    match std::io::copy(&mut z, &mut std::io::sink()) {
+        Err(e) => Error::malformed(format!("corrupt zlib data: {e}")),
+        Ok(n) if n > MAX_RAW_SIZE as u64 => Error::malformed(format!(
+            "zlib data inflates past {MAX_RAW_SIZE} bytes, the most a block may hold, but \
+             raw_size says {raw_size}"
+        )),
+        Ok(n) => Error::malformed(format!(
+            "zlib data inflates to {n} bytes but raw_size says {raw_size}"
+        )),
     }
 }
 
@@ -317,7 +331,7 @@ fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>> {
         .map_err(|e| Error::malformed(format!("corrupt zlib data: {e}")))?;
     if out.len() > limit {
         return Err(Error::malformed(format!(
-            "zlib data inflates past {limit} bytes"
+            "zlib data inflates past {limit} bytes, the most a block may hold"
         )));
     }
     Ok(out)
@@ -411,7 +425,11 @@ mod tests {
         assert_eq!(&blob[..3], &[0x10, 0x88, 0x27]);
         blob[1] = 0x87; // 4999: too small
         let err = with_decoded(&blob, |_| ()).expect_err("too small");
-        assert!(err.to_string().contains("inflates past 4999"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("inflates to 5000 bytes but raw_size says 4999"),
+            "{err}"
+        );
         blob[1] = 0x89; // 5001: too large
         let err = with_decoded(&blob, |_| ()).expect_err("too large");
         assert!(
@@ -429,7 +447,32 @@ mod tests {
         assert_eq!(&blob[..3], &[0x10, 0x88, 0x27]);
         blob[1] = 0x87;
         let err = decode_blob(&blob).expect_err("must fail");
-        assert!(err.to_string().contains("inflates past 4999"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("inflates to 5000 bytes but raw_size says 4999"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_zlib_stream_says_it_is_corrupt() {
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let blob = encode_blob(&data, Compression::Zlib(6)).expect("encode");
+        // Every bit of the deflate data flipped in turn, until one breaks
+        // the stream: none may be called a size disagreement.
+        let start = blob.len() - blob_data(&blob).expect("parse").data.len();
+        let mut corrupt = 0;
+        for at in start + 2..blob.len() {
+            let mut bad = blob.clone();
+            bad[at] ^= 0x10;
+            for result in [decode_blob(&bad).map(drop), with_decoded(&bad, |_| ())] {
+                let Err(err) = result else { continue };
+                let err = err.to_string();
+                assert!(err.contains("corrupt zlib data"), "byte {at}: {err}");
+                corrupt += 1;
+            }
+        }
+        assert!(corrupt > 0, "no flip broke the stream");
     }
 
     #[test]

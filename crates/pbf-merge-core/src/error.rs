@@ -31,6 +31,16 @@ pub enum ErrorKind {
         /// What disagrees.
         message: String,
     },
+    /// A blob's indexdata says what the blob does not hold: the plan was
+    /// made from it (pbf-index trusted it) and is wrong with it.
+    Indexdata {
+        /// The input file.
+        path: PathBuf,
+        /// The frame offset.
+        offset: u64,
+        /// What it claims and what the blob holds.
+        message: String,
+    },
     /// Writing the spool failed (disk full, for example).
     Spool {
         /// The spool file.
@@ -109,6 +119,16 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "{}: blob at offset {offset}: plan does not match the file: {message}",
+                path.display()
+            ),
+            ErrorKind::Indexdata {
+                path,
+                offset,
+                message,
+            } => write!(
+                f,
+                "indexdata of blob at offset {offset} of {} {message}: the indexdata is wrong; \
+                 index the file again with pbf-index --decode, which reads every blob instead",
                 path.display()
             ),
             ErrorKind::Spool {

@@ -15,10 +15,11 @@ use std::sync::Arc;
 use pbf_format::block::{self, Element};
 use pbf_format::compress::decode_blob;
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
-use pbf_format::{Key, compress};
+use pbf_format::scan::Summary;
+use pbf_format::{Key, compress, indexdata};
 use pbf_stream::{MergeOp, SourceRef, check_source};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::sorted::{Block, Order};
 
 /// The plan's source files, opened once and shared by the decoding threads.
@@ -197,27 +198,56 @@ impl InputBlob {
     /// The decoded elements must be as many as planned and inside the
     /// planned key range, or the chains built from the plan would be wrong.
     fn check(&self, block: &Block) -> Result<()> {
-        let place = |m: String| Error::plan(self.file.path(), self.frame.offset, m);
-        if block.len() as u64 != self.elements {
-            return Err(place(format!(
-                "the plan says {} elements, the blob holds {}",
-                self.elements,
-                block.len()
-            )));
+        let elements = block.len() as u64;
+        if elements != self.elements {
+            let said = format!("{} elements", self.elements);
+            return Err(self.disagrees(&said, &format!("{elements}"), |s| {
+                s.elements() == self.elements
+            }));
         }
         // The block is sorted: its first and last keys are its extremes.
         let (Some(min), Some(max)) = (block.rest().first(), block.rest().last()) else {
             return Ok(());
         };
         if min.key < self.first.packed() || max.key > self.last.packed() {
-            return Err(place(format!(
-                "keys {:?}..{:?} lie outside the planned range {:?}..{:?}",
+            let holds = format!(
+                "{}..{}",
                 Key::from_packed(min.key),
-                Key::from_packed(max.key),
-                self.first,
-                self.last
-            )));
+                Key::from_packed(max.key)
+            );
+            let said = format!("{}..{}", self.first, self.last);
+            return Err(self.disagrees(&said, &holds, |s| {
+                (s.first, s.last) == (self.first, self.last)
+            }));
         }
         Ok(())
     }
+
+    /// The error for a blob that holds `holds` where the plan said `said`:
+    /// the blob's indexdata is named as the culprit when it makes the same
+    /// claim (`claims_it`), else the plan.
+    fn disagrees(&self, said: &str, holds: &str, claims_it: impl Fn(&Summary) -> bool) -> Error {
+        let path = self.file.path();
+        let offset = self.frame.offset;
+        if indexdata_of(&self.frame).is_some_and(|s| claims_it(&s)) {
+            return Error::new(ErrorKind::Indexdata {
+                path: path.to_path_buf(),
+                offset,
+                message: format!("claims {said}, the blob holds {holds}"),
+            });
+        }
+        Error::plan(
+            path,
+            offset,
+            format!("the plan says {said}, the blob holds {holds}"),
+        )
+    }
+}
+
+/// What the frame's indexdata (ours or pbfhogg's) says of the blob, if it
+/// carries any that decodes.
+fn indexdata_of(frame: &FrameHeader) -> Option<Summary> {
+    let bytes = frame.indexdata.as_deref()?;
+    let ours = frame.blob_start.and_then(|start| indexdata::decode(bytes, &start));
+    ours.or_else(|| indexdata::decode_pbfhogg(bytes))
 }

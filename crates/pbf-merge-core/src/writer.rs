@@ -111,7 +111,11 @@ impl<T: Target> BlockWriter<T> {
         if let Some(last) = self.last {
             if key < last {
                 return Err(Error::new(ErrorKind::Internal(format!(
-                    "merge out of order: {key:?} after {last:?}"
+                    "merge out of order: {} (rank {}) after {} (rank {})",
+                    Key::from_packed(key.0),
+                    key.1,
+                    Key::from_packed(last.0),
+                    last.1
                 ))));
             }
             if self.dedupe && key.0 == last.0 {

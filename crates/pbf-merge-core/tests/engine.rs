@@ -238,7 +238,10 @@ fn a_plan_that_does_not_match_the_file_is_refused() {
     let mut wrong_range = op.clone();
     wrong_range.inputs[0].first.id = 2;
     let e = merge_error(&dir.path().join("3"), src.clone(), wrong_range);
-    assert!(e.contains("outside the planned range"), "{e}");
+    assert!(
+        e.contains("the plan says n2 v1..n3 v1, the blob holds n1 v1..n3 v1"),
+        "{e}"
+    );
 
     let mut wrong_offset = op;
     wrong_offset.inputs[0].offset += 1;

@@ -149,7 +149,7 @@ pub fn frame_summary(k: &FrameKeys) -> Result<Summary> {
     if first > last {
         return Err(Error::invalid(
             "plan frame keys",
-            format!("first key {:?} is after last key {:?}", k.first, k.last),
+            format!("first key {first} is after last key {last}"),
         ));
     }
     Ok(Summary {

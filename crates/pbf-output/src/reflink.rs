@@ -177,7 +177,7 @@ impl Cloner {
                 stats: CloneStats::default(),
             })),
             Err(e) if cannot_clone(e) => Ok(Err(format!(
-                "the filesystem of {} does not support clones ({e:?})",
+                "the filesystem of {} does not support clones ({e})",
                 dir.display()
             ))),
             Err(e) => Err(Error::io(
@@ -225,9 +225,7 @@ impl Cloner {
         truncate(out)?;
         let (state, why) = match probed {
             Ok(()) => (SourceState::Clones, None),
-            Err(e) if cannot_clone(e) => {
-                (SourceState::Copies, Some(format!("cannot clone ({e:?})")))
-            }
+            Err(e) if cannot_clone(e) => (SourceState::Copies, Some(format!("cannot clone ({e})"))),
             Err(e) => {
                 return Err(Error::io(
                     format!("source {id}: clone probe"),

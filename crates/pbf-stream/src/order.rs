@@ -57,7 +57,7 @@ impl OrderCheck {
         let (first, last) = range(op.first, op.last);
         self.keys("copy op", first, last)?;
         check_frames(op, first, last)?;
-        self.take("copy op", (op.source, op.offset, op.length), line)?;
+        self.take(Reading::Copy, (op.source, op.offset, op.length), line)?;
         self.before = Some((last, line));
         Ok(())
     }
@@ -78,8 +78,8 @@ impl OrderCheck {
             }
         }
         for (i, input) in op.inputs.iter().enumerate() {
-            let what = format!("merge op input {}", i + 1);
-            self.take(&what, (input.source, input.offset, input.length), line)?;
+            let range = (input.source, input.offset, input.length);
+            self.take(Reading::MergeInput(i + 1), range, line)?;
         }
         self.before = Some((last, line));
         Ok(())
@@ -105,7 +105,7 @@ impl OrderCheck {
     /// `line`, refusing bytes read before.
     fn take(
         &mut self,
-        what: &str,
+        what: Reading,
         (source, offset, length): (u32, u64, u64),
         line: u64,
     ) -> Result<(), Error> {
@@ -145,6 +145,24 @@ impl OrderCheck {
     }
 }
 
+/// What reads a byte range, for messages (named only when one is refused,
+/// so a merge op of millions of inputs formats nothing).
+#[derive(Clone, Copy, Debug)]
+enum Reading {
+    Copy,
+    /// The input's number in its merge op, from 1.
+    MergeInput(usize),
+}
+
+impl std::fmt::Display for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reading::Copy => f.write_str("copy op"),
+            Reading::MergeInput(n) => write!(f, "merge op input {n}"),
+        }
+    }
+}
+
 fn range(first: KeyRecord, last: KeyRecord) -> (Key, Key) {
     (Key::from(first), Key::from(last))
 }
@@ -176,7 +194,7 @@ fn check_frames(op: &CopyOp, first: Key, last: Key) -> Result<(), Error> {
 }
 
 fn read_twice(
-    what: &str,
+    what: Reading,
     source: &str,
     (offset, end): (u64, u64),
     (start, span): (u64, Span),

@@ -42,7 +42,10 @@ pub fn command() -> Command {
              plan. The output is written to a temporary file beside OUT, fsynced and renamed onto \
              OUT only after the plan's end record; on an error or SIGINT/SIGTERM/SIGHUP the \
              temporary file is removed and an existing OUT is left untouched. A plan that still \
-             holds merge ops is refused: run pbf-merge first.\n\n\
+             holds merge ops is refused: run pbf-merge first. So is a plan whose ops are not in \
+             output order by the keys they carry, or that copies a byte twice: the output says \
+             Sort.Type_then_ID and the bytes are never decoded, so the order the keys show is \
+             all pbf-copy vouches for.\n\n\
              With --recompress every copied Blob is inflated and compressed again (in parallel; \
              the block inside is never decoded), for example to turn a zlib file into zstd or \
              raw; the copy then goes through memory instead of the kernel.\n\n\

@@ -401,7 +401,7 @@ impl PlanOut {
             match &op {
                 PlanRecord::Copy(c) => end.add_copy(c),
                 PlanRecord::Merge(m) => end.add_merge(m),
-                other => bail!("internal error: planner produced {other:?}"),
+                _ => bail!("internal error: the planner produced a record that is not an op"),
             }
             self.out.write(&op)?;
         }

@@ -48,7 +48,9 @@ pub fn command() -> Command {
              one-line notice and writes exactly what pbf-copy writes (no padding); with \
              --require-reflink it exits 1 without writing anything. The output is written to a \
              temporary file beside OUT, fsynced and renamed onto OUT only after the plan's end \
-             record; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed.",
+             record; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed. A plan \
+             whose ops are not in output order by the keys they carry, or that reads a byte \
+             twice, is refused like pbf-copy refuses it.",
         );
     let cmd = copier::output_args(cmd, &HELP).arg(
         Arg::new("require-reflink")
