@@ -248,6 +248,8 @@ impl InputBlob {
 /// carries any that decodes.
 fn indexdata_of(frame: &FrameHeader) -> Option<Summary> {
     let bytes = frame.indexdata.as_deref()?;
-    let ours = frame.blob_start.and_then(|start| indexdata::decode(bytes, &start));
+    let ours = frame
+        .blob_start
+        .and_then(|start| indexdata::decode(bytes, &start));
     ours.or_else(|| indexdata::decode_pbfhogg(bytes))
 }

@@ -75,6 +75,11 @@ pub struct Options {
     /// bytes (the filesystem block size, for `pbf-reflink`); 0 or 1: no
     /// padding (default).
     pub align: u64,
+    /// Write our indexdata into each output frame's BlobHeader (default
+    /// false: osmconvert reads only BlobHeaders of 11 to 17 bytes, and the
+    /// copiers write indexdata into the output from the plan's keys when
+    /// asked).
+    pub indexdata: bool,
     /// Told the length of every input frame once it is decoded (progress).
     pub on_load: LoadProgress,
 }
@@ -89,6 +94,7 @@ impl Default for Options {
             spill_compression: Compression::Lz4,
             spill_dir: std::env::temp_dir(),
             align: 0,
+            indexdata: false,
             on_load: LoadProgress::default(),
         }
     }
@@ -261,7 +267,7 @@ impl Merger {
             encoded: encode.max_bytes,
             approx: usize::MAX,
         };
-        let codec = Codec::Frame(self.opts.compression, encode);
+        let codec = Codec::Frame(self.opts.compression, encode, self.opts.indexdata);
         let mut w = BlockWriter::new(target, codec, cut, self.opts.dedupe, self.pool.clone());
         merge::merge(streams, &mut w)?;
         before_tail();

@@ -31,8 +31,9 @@ pub(crate) trait Target {
 /// How blocks are encoded.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Codec {
-    /// A PBF data frame with our indexdata, for the output.
-    Frame(Compression, EncodeOptions),
+    /// A PBF data frame for the output, with our indexdata when the flag
+    /// says so.
+    Frame(Compression, EncodeOptions, bool),
     /// A spill record ([`crate::spill`]): the elements and their blobs.
     Spill(Compression),
 }
@@ -266,10 +267,11 @@ fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
     let summary = block.summary();
     let views = block.views();
     let bytes = match codec {
-        Codec::Frame(c, opts) => {
+        Codec::Frame(c, opts, with_indexdata) => {
             let blob = compress::encode_blob(&block::encode_objects(&views, &opts), c)?;
-            let ix = indexdata::encode(&summary, &frame::BlobStart::of(&blob));
-            frame::encode_frame(&frame::BlobType::OsmData, Some(&ix), &blob)
+            let ix =
+                with_indexdata.then(|| indexdata::encode(&summary, &frame::BlobStart::of(&blob)));
+            frame::encode_frame(&frame::BlobType::OsmData, ix.as_deref(), &blob)
         }
         Codec::Spill(c) => record::write_record(&views, &block.blobs, c)?,
     };

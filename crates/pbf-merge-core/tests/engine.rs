@@ -112,6 +112,45 @@ fn interleaved_sorted_files_merge_as_two_chains_without_spilling() {
     assert_eq!(marks, vec![Str::from(&b"a"[..]), Str::from(&b"b"[..])]);
 }
 
+/// Merged frames carry indexdata only when asked (`Options::indexdata`):
+/// osmconvert reads only BlobHeaders of 11 to 17 bytes.
+#[test]
+fn indexdata_only_when_asked() {
+    let dir = tempdir();
+    let (a, b) = interleaved();
+    let (sa, ra) = write_pbf(&dir.path().join("a.pbf"), 0, &a);
+    let (sb, rb) = write_pbf(&dir.path().join("b.pbf"), 1, &b);
+    let mut inputs: Vec<_> = a
+        .iter()
+        .zip(&ra)
+        .map(|(x, r)| merge_input(0, *r, x))
+        .collect();
+    inputs.extend(b.iter().zip(&rb).map(|(x, r)| merge_input(1, *r, x)));
+    let op = merge_op(inputs);
+    for indexdata in [false, true] {
+        let sub = tempdir();
+        let opts = Options {
+            indexdata,
+            ..Options::default()
+        };
+        let sources = [sa.clone(), sb.clone()];
+        let (_, _, frames) =
+            run(sub.path(), &sources, std::slice::from_ref(&op), opts).expect("merge");
+        let spool = pbf_format::frame::PbfFile::open(&sub.path().join("spool")).expect("spool");
+        for f in frames {
+            let fh = spool.frame_header_at(f.offset).expect("frame");
+            assert_eq!(fh.indexdata.is_some(), indexdata, "frame at {}", f.offset);
+            if !indexdata {
+                assert!(
+                    (11..=17).contains(&fh.header_len),
+                    "BlobHeader of {}",
+                    fh.header_len
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
     let dir = tempdir();

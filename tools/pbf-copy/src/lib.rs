@@ -113,7 +113,9 @@ const HELP: Help = Help {
              back: on an error it ends with bytes no PBF reader accepts, and the exit status is 1 \
              (use set -o pipefail)",
     add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \
-                    still copied in the kernel), so the next pbf-index reads headers only",
+                    still copied in the kernel), so the next pbf-index reads headers only. \
+                    osmium, Osmosis and pyosmium read such files; osmconvert 0.9 (osmctools) \
+                    does not (it reads only BlobHeaders of 11 to 17 bytes)",
     verbose: "Print a summary on stderr: ops, bytes copied in the kernel and by read/write, \
               bytes copied ahead and kept or dropped, time, and the time spent parsing the plan",
     quiet: "No progress bar and no warnings",

@@ -40,7 +40,7 @@ pub fn command() -> Command {
             "Read a plan stream (pbf-stream(5)) written by pbf-overlap and write it again on \
              standard output with every merge op executed: the blobs of the op are decoded, \
              merged into Sort.Type_then_ID order and re-encoded into blocks of up to 8000 \
-             elements (DenseNodes, each BlobHeader carrying pbf-sort indexdata) appended to the \
+             elements (DenseNodes; indexdata in the BlobHeaders only with --indexdata) appended to the \
              spool file, and the merge op is replaced by copy ops of those frames. The spool is \
              added to the plan's sources as a growing file. Copy ops pass through unchanged.\n\n\
              Blobs of a run are partitioned into the fewest chains of non-overlapping blobs and \
@@ -119,6 +119,17 @@ pub fn command() -> Command {
             Arg::new("dedupe")
                 .long("dedupe")
                 .help("Drop repeated (type, id, version), keeping the one that sorts first")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("indexdata")
+                .long("indexdata")
+                .help(
+                    "Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by \
+                     default: the copiers copy these frames as they are, and osmconvert 0.9 \
+                     (osmctools) reads only BlobHeaders of 11 to 17 bytes; pbf-copy \
+                     --add-indexdata writes indexdata into the output from the plan's keys",
+                )
                 .action(ArgAction::SetTrue),
         )
         .arg(
@@ -211,6 +222,7 @@ fn execute<R: io::BufRead + Send + 'static>(
             .get_one::<Compression>("compression")
             .context("--compression")?,
         dedupe: m.get_flag("dedupe"),
+        indexdata: m.get_flag("indexdata"),
         align: m.get_one::<u64>("align").copied().unwrap_or(0),
         spill_dir,
         ..Options::default()

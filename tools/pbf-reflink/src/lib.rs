@@ -69,7 +69,9 @@ const HELP: Help = Help {
     output: "Output file; - writes to standard output, which cannot receive clones (copied like \
              pbf-copy; refused with --require-reflink)",
     add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
-                    Blob (not the frame) is then aligned and cloned on its own",
+                    Blob (not the frame) is then aligned and cloned on its own. osmium, Osmosis \
+                    and pyosmium read such files; osmconvert 0.9 (osmctools) does not (it reads \
+                    only BlobHeaders of 11 to 17 bytes)",
     verbose: "Print a summary on stderr: bytes cloned, bytes copied, padding added, time, and \
               the time spent parsing the plan",
     quiet: "No progress bar, no notices and no warnings",
