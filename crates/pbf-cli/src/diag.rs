@@ -5,6 +5,7 @@
 //! A bar fits its line: the message is elided, and the bar takes what is left.
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -90,22 +91,59 @@ impl Bars {
 /// Widest message before the bar; longer ones are elided in the middle.
 const MESSAGE_WIDTH: usize = 28;
 
+/// The message width of the bar drawn last (see [`layout`]), for
+/// [`set_message`].
+static MESSAGE_COLS: AtomicUsize = AtomicUsize::new(MESSAGE_WIDTH);
+
+/// Change a bar's message, elided to the width its line leaves it.
+pub fn set_message(bar: &ProgressBar, text: &str) {
+    bar.set_message(elide(text, MESSAGE_COLS.load(Ordering::Relaxed)));
+}
+
+/// The template of a bar that fits `width` columns, and the width its
+/// message gets (0: no message). The byte counts take up to 21 columns
+/// ("298.65 MiB/954.85 MiB"), the eta 8, brackets and spaces 4, and the bar
+/// itself at least 8; on narrower lines the eta goes, then the message.
+fn layout(width: usize) -> (&'static str, usize) {
+    const FIXED: usize = 21 + 4 + 8;
+    const MIN_MESSAGE: usize = 10;
+    if width >= FIXED + 8 + MIN_MESSAGE {
+        let msg = MESSAGE_WIDTH.min(width - FIXED - 8);
+        ("{msg} [{wide_bar}] {bytes}/{total_bytes} eta {eta}", msg)
+    } else if width >= FIXED + MIN_MESSAGE {
+        ("{msg} [{wide_bar}] {bytes}/{total_bytes}", width - FIXED)
+    } else {
+        ("[{wide_bar}] {bytes}/{total_bytes}", 0)
+    }
+}
+
 /// A byte-count progress bar on stderr as `bars` says; otherwise a hidden
 /// bar that costs nothing.
 pub fn progress(total_bytes: u64, message: &str, bars: Bars) -> ProgressBar {
-    let target = match bars {
+    let terminal = io::stderr().is_terminal();
+    let (target, width) = match bars {
         Bars::Never => return ProgressBar::hidden(),
-        Bars::Auto if !io::stderr().is_terminal() => return ProgressBar::hidden(),
-        Bars::Auto => ProgressDrawTarget::stderr(),
-        Bars::Always if io::stderr().is_terminal() => ProgressDrawTarget::stderr(),
-        Bars::Always => ProgressDrawTarget::term_like_with_hz(Box::new(PlainStderr), 5),
+        Bars::Auto if !terminal => return ProgressBar::hidden(),
+        Bars::Auto | Bars::Always if terminal => {
+            let width = console::Term::stderr().size().1;
+            (ProgressDrawTarget::stderr(), width)
+        }
+        Bars::Auto | Bars::Always => {
+            let width = PlainStderr.width();
+            (
+                ProgressDrawTarget::term_like_with_hz(Box::new(PlainStderr), 5),
+                width,
+            )
+        }
     };
     let bar = ProgressBar::with_draw_target(Some(total_bytes), target);
-    let style = ProgressStyle::with_template("{msg} [{wide_bar}] {bytes}/{total_bytes} eta {eta}")
+    let (template, message_width) = layout(usize::from(width));
+    MESSAGE_COLS.store(message_width, Ordering::Relaxed);
+    let style = ProgressStyle::with_template(template)
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
     bar.set_style(style);
-    bar.set_message(elide(message, MESSAGE_WIDTH));
+    bar.set_message(elide(message, message_width));
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
 }
@@ -218,6 +256,23 @@ mod tests {
         assert_eq!(bars(&["t", "--progress", "--no-progress"]), Bars::Never);
         assert_eq!(bars(&["t", "--no-progress", "--progress"]), Bars::Always);
         assert_eq!(Bars::Always.unless(true), Bars::Never);
+    }
+
+    #[test]
+    fn bars_fit_narrow_lines() {
+        // The widest text besides the bar: message, byte counts, eta.
+        for width in [20, 40, 43, 50, 51, 60, 80, 200] {
+            let (template, msg) = layout(width);
+            let eta = if template.contains("{eta}") { 8 } else { 0 };
+            let text = msg + 21 + 4 + eta;
+            assert!(text + 8 <= width.max(33), "{width}: {template} {msg}");
+            assert!(msg <= MESSAGE_WIDTH);
+        }
+        assert_eq!(layout(80).1, MESSAGE_WIDTH);
+        assert!(
+            layout(50).0.contains("{msg}"),
+            "a 50-column line keeps the message"
+        );
     }
 
     #[test]

@@ -323,27 +323,33 @@ impl Progress {
     fn copied(&self, op: &CopyOp, totals: &Totals) {
         self.bar.inc(op.length);
         if totals.merges == 0 {
-            self.bar.set_message("passing copy ops on");
+            pbf_cli::set_message(&self.bar, "passing copy ops on");
         }
     }
 
     fn merging(&self, op: &MergeOp, totals: &Totals) {
-        self.bar.set_message(format!(
-            "merging {} of op {}",
-            plural(op.inputs.len() as u64, "blob"),
-            totals.merges + 1
-        ));
+        pbf_cli::set_message(
+            &self.bar,
+            &format!(
+                "merging {} of op {}",
+                plural(op.inputs.len() as u64, "blob"),
+                totals.merges + 1
+            ),
+        );
     }
 
     /// A merge op that started at `base` is done: every input byte counts.
     fn merged(&self, base: u64, op: &MergeOp, totals: &Totals) {
         let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
         self.bar.set_position(base + bytes);
-        self.bar.set_message(format!(
-            "merged {} in {}",
-            plural(totals.stats.inputs, "blob"),
-            plural(totals.merges, "op")
-        ));
+        pbf_cli::set_message(
+            &self.bar,
+            &format!(
+                "merged {} in {}",
+                plural(totals.stats.inputs, "blob"),
+                plural(totals.merges, "op")
+            ),
+        );
     }
 }
 
