@@ -1,7 +1,7 @@
 # Entry points a newcomer and CI use. `make test` is the test command CI runs.
 CARGO ?= cargo
 
-.PHONY: all build test lint fmt-check clippy shellcheck man demo install nix-check bench bench-scaling clean
+.PHONY: all build test lint fmt-check clippy shellcheck man demo install nix-check checkphase bench bench-scaling clean
 
 # The tool binaries: every [[bin]] of the root Cargo.toml.
 BINS := $(shell sed -n '/^\[\[bin\]\]/,/^$$/s/^name = "\(.*\)"/\1/p' Cargo.toml)
@@ -29,8 +29,13 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The shell scripts, listed once: `make lint`, the flake's shellcheck check
+# and tests/nix/check.sh (which requires each in the flake's source) read it.
+SHELLCHECK_FILES := pbf-sort .ci/run .ci/deps .ci/nix-trixie tests/nix/check.sh tests/nix/checkphase.sh \
+	bench/common.sh bench/run.sh bench/reflink.sh fuzz/run.sh
+
 shellcheck:
-	shellcheck -x pbf-sort .ci/run .ci/deps tests/nix/check.sh bench/common.sh bench/run.sh bench/reflink.sh fuzz/run.sh
+	shellcheck -x $(SHELLCHECK_FILES)
 
 # Regenerate the tools' man pages after changing a flag or a template
 # (`cargo test` fails on drift).
@@ -56,9 +61,13 @@ install: build
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 
-# Evaluate flake.nix against the stub nixpkgs (needs nix; CI runs it).
+# Evaluate flake.nix against the real nixpkgs lib with stub packages (needs
+# Nix 2.18+; CI runs it), and run the tests as the flake's checkPhase would.
 nix-check:
 	tests/nix/check.sh
+
+checkphase:
+	tests/nix/checkphase.sh
 
 # Generate large inputs into bench/data/ and run the tools side by side;
 # writes bench/RESULTS.md. Settings: BENCH_* variables (bench/run.sh --help).

@@ -3,8 +3,10 @@
 # and the man pages; an app per tool; a development shell; and checks that run
 # the test suite, clippy, rustfmt, shellcheck and a man page lint.
 #
-# nixpkgs is the only input. tests/nix/check.sh evaluates this flake against a
-# stub nixpkgs (tests/nix/stub-nixpkgs) on machines that cannot fetch nixpkgs.
+# nixpkgs is the only input. tests/nix/check.sh evaluates this flake against
+# the real nixpkgs lib with stub packages (tests/nix/stub-nixpkgs) on machines
+# that cannot fetch nixpkgs, and tests/nix/checkphase.sh runs the package's
+# tests the way its checkPhase would. Needs Nix 2.18 or newer (nixpkgs' lib).
 {
   description = "Sort OpenStreetMap PBF files with composable Unix filters";
 
@@ -27,21 +29,45 @@
       # Every binary of the root package ([[bin]] in Cargo.toml), plus the driver.
       tools = map (bin: bin.name) cargoToml.bin;
 
-      # Only what the build and the tests read: no target/, no .git.
+      # Only what the build and the checks read: no target/, no .git. The
+      # cookbook test reads README.md; the shellcheck check lints the scripts
+      # `make shellcheck` lists (.ci/, fuzz/run.sh, bench/ and tests/nix/).
       src = lib.fileset.toSource {
         root = ./.;
         fileset = lib.fileset.unions [
           ./Cargo.toml
           ./Cargo.lock
           ./Makefile
+          ./README.md
           ./pbf-sort
           ./crates
           ./tools
           ./tests
           ./man
-          (lib.fileset.maybeMissing ./bench)
+          ./bench
+          ./.ci
+          ./fuzz/run.sh
         ];
       };
+
+      # Every command the tests run besides the tools themselves and the
+      # stdenv's (bash, coreutils, make, ...): the package's check inputs and
+      # the development shell's. tests/nix/checkphase.sh runs the tests with
+      # these (and the stdenv's) as the only commands on PATH.
+      testTools = pkgs: [
+        # The oracle: osmium cat, sort, fileinfo.
+        pkgs.osmium-tool
+        # The man page lint.
+        pkgs.mandoc
+        # script(1): the progress tests run pbf-merge on a pseudo terminal.
+        pkgs.util-linux
+        # GNU time: the fault tests measure each run's peak RSS.
+        pkgs.time
+        # The stream tests put jq and a Python JSON reader between stages;
+        # pyosmium reads the outputs of the XFS tests (which skip unless root).
+        pkgs.jq
+        (pkgs.python3.withPackages (ps: [ ps.pyosmium ]))
+      ];
 
       package =
         pkgs:
@@ -55,27 +81,22 @@
             pkgs.makeWrapper
           ];
 
-          # The tests run every tool against real PBF files with osmium as the
-          # oracle, lint the man pages and run the driver's --help. The files
-          # are the committed copy of ../shared/data in tests/fixtures: the
-          # tests look for `$PBF_SORT_TEST_DATA`, and some for ../shared/data
-          # beside the source tree, so both point there.
-          nativeCheckInputs = [
-            pkgs.osmium-tool
-            pkgs.mandoc
-            # script(1): the progress tests run pbf-merge on a pseudo terminal.
-            pkgs.util-linux
-          ];
+          # The tests run every tool against the real PBF files in
+          # tests/fixtures with osmium as the oracle, lint the man pages and
+          # run the driver's --help. The tests that mount filesystems (XFS
+          # reflinks, a full tmpfs) need root and skip in the sandbox.
+          nativeCheckInputs = testTools pkgs;
           # The tests run the driver script and /usr/bin/env is not in the sandbox.
           postPatch = ''
             patchShebangs pbf-sort tests
           '';
           cargoTestFlags = [ "--workspace" ];
-          preCheck = ''
-            export PBF_SORT_TEST_DATA=$PWD/tests/fixtures
-            mkdir -p ../shared
-            ln -sfn "$PBF_SORT_TEST_DATA" ../shared/data
-          '';
+          # The tests run in cargo's dev profile, as `make test` runs them:
+          # with debug assertions and overflow checks, which the release
+          # profile turns off. The dev profile is optimised (opt-level 2,
+          # Cargo.toml), so the suite takes minutes; the price is a second
+          # compilation of the workspace beside the release build.
+          checkType = "debug";
 
           postInstall = ''
             install -Dm755 pbf-sort $out/bin/pbf-sort
@@ -136,11 +157,19 @@
           app = name: {
             type = "app";
             program = "${pkg}/bin/${name}";
+            meta.description =
+              if name == "pbf-sort" then
+                cargoToml.package.description
+              else
+                "${name}, a stage of the pbf-sort pipeline (man ${name})";
           };
         in
         lib.genAttrs (tools ++ [ "pbf-sort" ]) app // { default = app "pbf-sort"; }
       );
 
+      # Everything `make test` needs (what `.ci/deps test` probes): the
+      # toolchain, the lints, the tests' tools, and xfsprogs and e2fsprogs
+      # (filefrag) for the XFS reflink tests, which run as root.
       devShells = forAllSystems (pkgs: {
         default = pkgs.mkShell {
           inputsFrom = [ self.packages.${pkgs.stdenv.hostPlatform.system}.default ];
@@ -149,10 +178,10 @@
             pkgs.clippy
             pkgs.rustfmt
             pkgs.shellcheck
-            pkgs.mandoc
-            pkgs.osmium-tool
-            pkgs.jq
-          ];
+            pkgs.xfsprogs
+            pkgs.e2fsprogs
+          ]
+          ++ testTools pkgs;
         };
       });
 
@@ -163,7 +192,7 @@
           pkg = self.packages.${system}.default;
         in
         {
-          # Builds everything and runs `cargo test --workspace` (see preCheck).
+          # Builds everything and runs `cargo test --workspace` (checkType).
           package = pkg;
           clippy = pkg.overrideAttrs (old: {
             pname = "pbf-sort-clippy";

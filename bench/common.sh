@@ -16,7 +16,7 @@ GEN=$REL/pbf-gen
 SIZE=${BENCH_SIZE:-1G}
 REPEATS=${BENCH_REPEATS:-3}
 COMPRESSION=${BENCH_COMPRESSION:-zlib:6}
-SOURCE=${BENCH_SOURCE:-$ROOT/../shared/data/sorted-kualalumpur.osm.pbf}
+SOURCE=${BENCH_SOURCE:-$ROOT/tests/fixtures/sorted-kualalumpur.osm.pbf}
 DATA=${BENCH_DATA:-$BENCH/data}
 # pbfhogg-cli 0.4.1 (`cargo install pbfhogg-cli --version 0.4.1`), and
 # 0.5.0 beside it under the name pbfhogg-0.5 (bench/README.md).

@@ -25,7 +25,7 @@ Environment (defaults in brackets):
   BENCH_SIZE          size of the input [1G]
   BENCH_REPEATS       runs per tool; the median is reported [3]
   BENCH_COMPRESSION   compression of the generated input [zlib:6]
-  BENCH_SOURCE        extract to tile [../shared/data/sorted-kualalumpur.osm.pbf]
+  BENCH_SOURCE        extract to tile [tests/fixtures/sorted-kualalumpur.osm.pbf]
   BENCH_DATA          where a cached input is looked for and the image lives [bench/data]
   BENCH_REFLINK_IMAGE size of the sparse XFS image [4 * BENCH_SIZE + 1G]
   BENCH_REFLINK_RESULTS  report file [bench/RESULTS-reflink.md]

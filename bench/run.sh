@@ -49,7 +49,7 @@ Environment (defaults in brackets):
                         need more is reported as not run, with the figures
                         [MemAvailable]
   BENCH_COMPRESSION     compression of generated inputs [zlib:6]
-  BENCH_SOURCE          extract to tile [../shared/data/sorted-kualalumpur.osm.pbf]
+  BENCH_SOURCE          extract to tile [tests/fixtures/sorted-kualalumpur.osm.pbf]
   BENCH_SOURCE2         neighbour for the interleaved shape [.../sorted-liechtenstein.osm.pbf]
   BENCH_DATA            inputs and outputs (one filesystem) [bench/data]
   BENCH_RESULTS         report file [bench/RESULTS.md]
@@ -87,7 +87,7 @@ INFO_COLD=${BENCH_INFO_COLD:-0}
 SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G 4G}
 SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled interleaved}
 STREAM_SHAPES=${BENCH_STREAM_SHAPES:-manyblobs}
-SOURCE2=${BENCH_SOURCE2:-$ROOT/../shared/data/sorted-liechtenstein.osm.pbf}
+SOURCE2=${BENCH_SOURCE2:-$ROOT/tests/fixtures/sorted-liechtenstein.osm.pbf}
 RESULTS=${BENCH_RESULTS:-$BENCH/RESULTS.md}
 DROP_CACHES=${BENCH_DROP_CACHES:-1}
 REGEN=${BENCH_REGEN:-0}

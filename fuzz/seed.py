@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Seed the fuzz corpora from real PBF files (../shared/data or $PBF_SORT_TEST_DATA):
+"""Seed the fuzz corpora from real PBF files (tests/fixtures or $PBF_SORT_TEST_DATA):
 BlobHeaders for `frame`, Blob messages for `blob`, decompressed blocks for
 `block` and `scan`, and index and plan streams (made by the debug binaries, if
 built) for `streams`. Usage: seed.py CORPUS_DIR [BIN_DIR]. Only inputs up to
@@ -8,7 +8,7 @@ import hashlib, os, struct, subprocess, sys, zlib
 
 MAX = 256 * 1024
 root = os.path.dirname(os.path.abspath(__file__))
-data = os.environ.get("PBF_SORT_TEST_DATA") or os.path.join(root, "..", "..", "shared", "data")
+data = os.environ.get("PBF_SORT_TEST_DATA") or os.path.join(root, "..", "tests", "fixtures")
 corpus = sys.argv[1]
 bins = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "..", "target", "debug")
 

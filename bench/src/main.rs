@@ -1,5 +1,5 @@
 //! `pbf-gen`: builds the large benchmark inputs of `bench/` from the small
-//! real extracts in `../shared/data/`: tiled copies with shifted ids,
+//! real extracts in `tests/fixtures/`: tiled copies with shifted ids,
 //! blob-permuted and concatenated files, element-shuffled files and history
 //! files; plus `copy`, the plain copy_file_range + fsync that serves as the
 //! disk's floor in the benchmark tables.

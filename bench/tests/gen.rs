@@ -15,7 +15,7 @@ use serde_json::Value;
 fn data(name: &str) -> PathBuf {
     let dir = std::env::var_os("PBF_SORT_TEST_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures"));
     let p = dir.join(name);
     assert!(
         p.is_file(),

@@ -47,7 +47,7 @@ pub struct Outcome {
     pub max_rss_kb: u64,
 }
 
-/// Run `cmd` (stdout discarded) under `/usr/bin/time` for its peak RSS, in
+/// Run `cmd` (stdout discarded) under GNU time (`time` on PATH) for its peak RSS, in
 /// its own process group, killed with the whole group after `limit`.
 /// Panics on a timeout: a hang is a failure.
 pub fn run_bounded(cmd: &Command, limit: Duration, scratch: &Path) -> Outcome {
@@ -59,7 +59,7 @@ pub fn run_bounded_to(cmd: &Command, limit: Duration, scratch: &Path, stdout: St
     use std::os::unix::process::CommandExt;
     let rss_file = scratch.join("rss.txt");
     let err_file = scratch.join("stderr.txt");
-    let mut c = Command::new("/usr/bin/time");
+    let mut c = tool("time", "time", "the fault tests (peak RSS)");
     c.arg("-f")
         .arg("%M")
         .arg("-o")

@@ -16,7 +16,7 @@ const JQ: &str = "jq -c .";
 const JQ_DROP_FRAMES: &str = "jq -c 'if .type == \"copy\" then del(.frames) else . end'";
 /// A reader that turns every number into the nearest double, as jq 1.6 and
 /// JavaScript do, and writes integral values back as integers.
-const PY_DOUBLES: &str = "/usr/bin/python3 -c 'import json, sys\n\
+const PY_DOUBLES: &str = "python3 -c 'import json, sys\n\
 for line in sys.stdin:\n    \
     rec = json.loads(line, parse_int=lambda s: int(float(s)))\n    \
     print(json.dumps(rec, separators=(\",\", \":\")))'";
@@ -88,6 +88,7 @@ fn every_real_file_sorts_through_jq() {
 
 #[test]
 fn streams_survive_a_reader_that_rounds_to_doubles() {
+    require_tool("python3", "python3", "this test");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut inputs = vec![
         data("unsorted-vex.osm.pbf"),

@@ -1,4 +1,4 @@
-//! End-to-end tests: the real binaries over the real files in `../shared/data`
+//! End-to-end tests: the real binaries over the real files in `tests/fixtures`
 //! (or `$PBF_SORT_TEST_DATA`), with osmium as the oracle. One test binary,
 //! one module per topic (ripgrep's layout).
 
@@ -14,6 +14,7 @@ mod hostile;
 mod index;
 mod index_io;
 mod jsontools;
+mod lint;
 mod merge;
 mod messages;
 mod newuser;

@@ -1,5 +1,5 @@
 //! `pbf-merge` end to end: `pbf-index | pbf-overlap | pbf-merge | pbf-copy`
-//! over every good file in `../shared/data`, alone, several at once, with a
+//! over every good file in `tests/fixtures`, alone, several at once, with a
 //! tiny memory budget and with `--dedupe`, compared object by object with
 //! `osmium sort`; and the failures that must leave no `end` record.
 

@@ -23,6 +23,9 @@ pub struct XfsMount {
 impl XfsMount {
     /// Format and mount a sparse 1 GiB image, or say why not.
     pub fn new() -> Result<XfsMount, String> {
+        if !is_root() {
+            return Err("loop-mounting an XFS image needs root".into());
+        }
         let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let img = dir.path().join("xfs.img");
         let mnt = dir.path().join("mnt");
@@ -97,7 +100,7 @@ fn pyosmium_count(path: &Path) -> u64 {
                   h = H()\n\
                   h.apply_file(sys.argv[1])\n\
                   print(h.n)\n";
-    let mut c = Command::new("/usr/bin/python3");
+    let mut c = tool("python3", "python3-pyosmium", "the pyosmium check");
     c.arg("-c").arg(script).arg(path);
     let out = succeeds(c);
     String::from_utf8_lossy(&out)

@@ -453,7 +453,7 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
                     .map(|p| std::fs::metadata(p).expect("spool").len())
             })
             .expect("spool");
-    let text = b"root:x:0:0:root:/root:/bin/bash\n".repeat(spool_len as usize / 32 + 1);
+    let text = b"precious:x:1:1:not a spool file\n".repeat(spool_len as usize / 32 + 1);
     std::fs::write(&precious, &text).expect("write");
     let meta = std::fs::metadata(&precious).expect("meta");
     let mtime = meta

@@ -16,11 +16,12 @@ use pbf_stream::{
     SourceRef, Writer,
 };
 
-/// The directory of real PBF files: `$PBF_SORT_TEST_DATA`, else `../shared/data`.
+/// The directory of real PBF files: `$PBF_SORT_TEST_DATA`, else the
+/// repository's `tests/fixtures`.
 pub fn data_dir() -> PathBuf {
     let dir = std::env::var_os("PBF_SORT_TEST_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"));
     assert!(
         dir.is_dir(),
         "test data directory {} is missing (set PBF_SORT_TEST_DATA)",
@@ -151,10 +152,24 @@ pub fn require_tool(cmd: &str, package: &str, who: &str) {
     );
 }
 
+/// A command for a tool found through PATH (never an absolute path: a Nix
+/// build has no `/usr/bin`); fails the test loudly, naming the Debian
+/// package, when the tool is not there.
+pub fn tool(cmd: &str, package: &str, who: &str) -> Command {
+    require_tool(cmd, package, who);
+    Command::new(cmd)
+}
+
 /// An `osmium` command; fails the test loudly when osmium-tool is not installed.
 pub fn osmium() -> Command {
-    require_tool("osmium", "osmium-tool", "the oracle tests");
-    Command::new("osmium")
+    tool("osmium", "osmium-tool", "the oracle tests")
+}
+
+/// Whether this process runs as root (the owner of `/proc/self` is its
+/// effective user): mount tests skip, with the reason, when not.
+pub fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// Make a FIFO at `path`.

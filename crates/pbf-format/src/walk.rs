@@ -523,6 +523,13 @@ mod tests {
     use std::io::Write;
     use std::path::{Path, PathBuf};
 
+    /// The real files: `$PBF_SORT_TEST_DATA`, else the repository's `tests/fixtures`.
+    fn data_dir() -> PathBuf {
+        std::env::var_os("PBF_SORT_TEST_DATA")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures"))
+    }
+
     fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
         let path = std::env::temp_dir().join(format!("pbf-walk-{}-{name}", std::process::id()));
         let mut f = std::fs::File::create(&path).expect("create temp file");
@@ -594,10 +601,10 @@ mod tests {
     }
 
     #[test]
-    fn same_frames_on_shared_data() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    fn same_frames_on_real_files() {
+        let dir = data_dir();
         let (mut seen, mut total) = (0, WalkStats::default());
-        for entry in std::fs::read_dir(&dir).expect("shared data dir") {
+        for entry in std::fs::read_dir(&dir).expect("test data dir") {
             let path = entry.expect("dir entry").path();
             if path.extension().is_some_and(|e| e == "pbf") {
                 let s = assert_same_grid(&path);
@@ -612,7 +619,7 @@ mod tests {
 
     #[test]
     fn truncated_file_fails_at_the_same_offset() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+        let dir = data_dir();
         let file = PbfFile::open(&dir.join("bad-truncated.osm.pbf")).expect("open");
         let opts = WalkOptions {
             depth: 4,
@@ -634,7 +641,7 @@ mod tests {
 
     #[test]
     fn concatenated_files_walk_the_same() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+        let dir = data_dir();
         let mut bytes = std::fs::read(dir.join("sorted-andorra.osm.pbf")).expect("read");
         bytes.extend(std::fs::read(dir.join("sorted-monaco-lz4.osm.pbf")).expect("read"));
         bytes.extend(std::fs::read(dir.join("history-niue.osh.pbf")).expect("read"));
@@ -763,7 +770,7 @@ mod tests {
 
     #[test]
     fn ring_setup_failure_falls_back_to_pread_and_says_why() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+        let dir = data_dir();
         let file = PbfFile::open(&dir.join("sorted-andorra.osm.pbf")).expect("open");
         // The kernel refuses rings of more than 32768 entries (EINVAL).
         let opts = WalkOptions {

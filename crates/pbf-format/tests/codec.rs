@@ -1,7 +1,7 @@
 //! The block codec against itself and against osmium: random elements must
 //! survive `decode_block(encode_block(x))` unchanged, damaged blocks must give
 //! errors rather than panics, and re-encoding every data block of the real
-//! files in `../shared/data` must leave `osmium cat -f opl` output unchanged.
+//! files in `tests/fixtures` (or `$PBF_SORT_TEST_DATA`) must leave `osmium cat -f opl` output unchanged.
 //! Blocks decoded as columns must encode to the same bytes as the same
 //! blocks decoded as elements, also when a block takes its objects from
 //! several decoded blocks, and the encoder must write what prost writes.
@@ -292,12 +292,15 @@ fn real_blocks_encode_the_same_from_columns() {
     }
 }
 
+/// The real files: `$PBF_SORT_TEST_DATA`, else the repository's `tests/fixtures`.
 fn data_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
+    std::env::var_os("PBF_SORT_TEST_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures"))
 }
 
 fn data_files() -> Vec<PathBuf> {
-    let entries = std::fs::read_dir(data_dir()).expect("read ../shared/data");
+    let entries = std::fs::read_dir(data_dir()).expect("read the test data directory");
     let mut files: Vec<PathBuf> = entries
         .map(|e| e.expect("directory entry").path())
         .filter(|p| {

@@ -1,6 +1,9 @@
 # Stub packages and builders for one system. Every value is a derivation
 # that writes a one-line file; builders keep the arguments they were given
-# (as environment strings, so they are all evaluated).
+# (as environment strings, so they are all evaluated) and, as nixpkgs'
+# derivations do, as attributes (`pkg.nativeCheckInputs` is a list of
+# packages). A package's name is its nixpkgs attribute, so
+# tests/nix/checkphase.sh can map the check inputs to Debian packages.
 { lib, system }:
 let
   # Attributes that cannot be passed to builtins.derivation as they are.
@@ -35,6 +38,10 @@ let
       );
     in
     drv
+    // builtins.removeAttrs attrs [
+      "passthru"
+      "meta"
+    ]
     // (attrs.passthru or { })
     // {
       meta = attrs.meta or { };
@@ -61,9 +68,21 @@ let
 
   cargo = package "cargo";
   rustc = package "rustc";
+
+  # python3.withPackages: the packages must exist in the stub's set (a
+  # misspelt one fails); the environment is named after them.
+  pythonPackages = {
+    pyosmium = package "pyosmium";
+  };
+  python3 = package "python3" // {
+    pkgs = pythonPackages;
+    withPackages =
+      f: package "python3-with-${builtins.concatStringsSep "-" (map (p: p.name) (f pythonPackages))}";
+  };
 in
 {
-  inherit cargo rustc;
+  inherit cargo rustc python3;
+  python3Packages = pythonPackages;
   stdenv.hostPlatform.system = system;
   rustPlatform = {
     inherit buildRustPackage;
@@ -94,4 +113,7 @@ in
   osmium-tool = package "osmium-tool";
   util-linux = package "util-linux";
   jq = package "jq";
+  time = package "time";
+  xfsprogs = package "xfsprogs";
+  e2fsprogs = package "e2fsprogs";
 }
