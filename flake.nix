@@ -67,6 +67,8 @@
         # pyosmium reads the outputs of the XFS tests (which skip unless root).
         pkgs.jq
         (pkgs.python3.withPackages (ps: [ ps.pyosmium ]))
+        # osmconvert: default outputs must stay readable by osmctools.
+        pkgs.osmctools
       ];
 
       package =
@@ -168,8 +170,8 @@
       );
 
       # Everything `make test` needs (what `.ci/deps test` probes): the
-      # toolchain, the lints, the tests' tools, and xfsprogs and e2fsprogs
-      # (filefrag) for the XFS reflink tests, which run as root.
+      # toolchain, the lints, the tests' tools, and xfsprogs, btrfs-progs and
+      # e2fsprogs (filefrag) for the reflink tests, which run as root.
       devShells = forAllSystems (pkgs: {
         default = pkgs.mkShell {
           inputsFrom = [ self.packages.${pkgs.stdenv.hostPlatform.system}.default ];
@@ -179,6 +181,7 @@
             pkgs.rustfmt
             pkgs.shellcheck
             pkgs.xfsprogs
+            pkgs.btrfs-progs
             pkgs.e2fsprogs
           ]
           ++ testTools pkgs;

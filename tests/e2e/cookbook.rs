@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::reflink::XfsMount;
+use crate::reflink::LoopMount;
 use crate::sort::tools_path;
 use crate::util::*;
 
@@ -97,7 +97,7 @@ fn every_cookbook_command_runs() {
     assert_eq!(scripts.len(), 1, "one #! block (my-merge) in the cookbook");
     let script = &scripts[0].text;
     // On XFS the reflink commands clone; elsewhere --require-reflink fails.
-    let xfs = XfsMount::new();
+    let xfs = LoopMount::xfs();
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = match &xfs {
         Ok(m) => m.path().to_path_buf(),

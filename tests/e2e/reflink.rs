@@ -1,6 +1,7 @@
 //! `pbf-reflink` end to end. On a loop-mounted XFS image formatted with
-//! `reflink=1` (needs root and xfsprogs; otherwise the test prints
-//! "SKIPPED: <reason>"): sorted, blob-permuted and overlapping inputs sort
+//! `reflink=1`, and on btrfs (needs root, xfsprogs and btrfs-progs, and a
+//! kernel with btrfs; otherwise the test prints "SKIPPED: <reason>"):
+//! sorted, blob-permuted and overlapping inputs sort
 //! into files that hold osmium sort's objects, that osmium, pyosmium and
 //! pbf-index read, and whose extents are shared with the inputs. On the
 //! filesystem of the temporary directory (ext4 here, no clones): the fallback
@@ -14,34 +15,50 @@ use pbf_stream::IndexRecord;
 use crate::sort::pbf_sort;
 use crate::util::*;
 
-/// A loop-mounted XFS image; unmounted and removed on drop, whatever happened.
-pub struct XfsMount {
+/// A loop-mounted XFS or btrfs image; unmounted and removed on drop,
+/// whatever happened.
+pub struct LoopMount {
     _dir: tempfile::TempDir,
     mnt: PathBuf,
 }
 
-impl XfsMount {
-    /// Format and mount a sparse 1 GiB image, or say why not.
-    pub fn new() -> Result<XfsMount, String> {
+impl LoopMount {
+    /// XFS with reflink (xfsprogs), or why not.
+    pub fn xfs() -> Result<LoopMount, String> {
+        LoopMount::new("mkfs.xfs", &["-q", "-m", "reflink=1"], "xfsprogs")
+    }
+
+    /// btrfs (btrfs-progs; the kernel must know btrfs), or why not.
+    pub fn btrfs() -> Result<LoopMount, String> {
+        let known = std::fs::read_to_string("/proc/filesystems")
+            .is_ok_and(|fs| fs.lines().any(|l| l.trim_end().ends_with("btrfs")));
+        if !known {
+            return Err("the kernel has no btrfs (not in /proc/filesystems)".into());
+        }
+        LoopMount::new("mkfs.btrfs", &["-q"], "btrfs-progs")
+    }
+
+    /// Format a sparse 1 GiB image with `mkfs ARGS` and mount it, or say why not.
+    fn new(mkfs: &str, args: &[&str], package: &str) -> Result<LoopMount, String> {
         if !is_root() {
-            return Err("loop-mounting an XFS image needs root".into());
+            return Err(format!("loop-mounting a {mkfs} image needs root"));
         }
         let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-        let img = dir.path().join("xfs.img");
+        let img = dir.path().join("fs.img");
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).map_err(|e| format!("mount point: {e}"))?;
         std::fs::File::create(&img)
             .and_then(|f| f.set_len(1 << 30))
             .map_err(|e| format!("image: {e}"))?;
-        let mkfs = Command::new("mkfs.xfs")
-            .args(["-q", "-m", "reflink=1"])
+        let made = Command::new(mkfs)
+            .args(args)
             .arg(&img)
             .output()
-            .map_err(|e| format!("mkfs.xfs not runnable (install xfsprogs): {e}"))?;
-        if !mkfs.status.success() {
+            .map_err(|e| format!("{mkfs} not runnable (install {package}): {e}"))?;
+        if !made.status.success() {
             return Err(format!(
-                "mkfs.xfs failed: {}",
-                String::from_utf8_lossy(&mkfs.stderr).trim()
+                "{mkfs} failed: {}",
+                String::from_utf8_lossy(&made.stderr).trim()
             ));
         }
         let mount = Command::new("mount")
@@ -56,7 +73,7 @@ impl XfsMount {
                 String::from_utf8_lossy(&mount.stderr).trim()
             ));
         }
-        Ok(XfsMount { _dir: dir, mnt })
+        Ok(LoopMount { _dir: dir, mnt })
     }
 
     /// The mount point.
@@ -67,12 +84,12 @@ impl XfsMount {
     /// Copy a data file onto the mount (sources and output must share it).
     fn put(&self, name: &str) -> PathBuf {
         let to = self.mnt.join(name);
-        std::fs::copy(data(name), &to).expect("copy onto XFS");
+        std::fs::copy(data(name), &to).expect("copy onto the mount");
         to
     }
 }
 
-impl Drop for XfsMount {
+impl Drop for LoopMount {
     fn drop(&mut self) {
         let ok = Command::new("umount")
             .arg(&self.mnt)
@@ -222,7 +239,7 @@ fn reflink(plan: &[u8], out: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn clones_on_xfs() {
-    let xfs = match XfsMount::new() {
+    let xfs = match LoopMount::xfs() {
         Ok(m) => m,
         Err(why) => {
             eprintln!("SKIPPED: reflink test on XFS: {why}");
@@ -459,4 +476,48 @@ fn falls_back_where_clones_are_impossible() {
         .filter(|n| n.contains(".pbf-sort.") || n.ends_with(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+/// btrfs clones too (the README and pbf-reflink(1) promise it): a sorted
+/// file is cloned but for its unaligned edges, and a sort that merges,
+/// with `--copier reflink`, gives osmium sort's objects in order.
+#[test]
+fn clones_on_btrfs() {
+    let btrfs = match LoopMount::btrfs() {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("SKIPPED: reflink test on btrfs: {why}");
+            return;
+        }
+    };
+    let mnt = btrfs.path().to_path_buf();
+    let sorted = btrfs.put("sorted-kualalumpur.osm.pbf");
+    let out = mnt.join("sorted.out.pbf");
+    let r = reflink(&plan(&[&sorted], &mnt.join("s0"), false), &out, &["-v"]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        cloned_percent(&r.stderr) >= 99.0,
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    check_output(&out, &[&sorted], "sorted, on btrfs");
+
+    let (a, b) = (
+        btrfs.put("unsorted-vex.osm.pbf"),
+        btrfs.put("sorted-andorra.osm.pbf"),
+    );
+    let out = mnt.join("merged.out.pbf");
+    let mut c = pbf_sort();
+    c.args(["-v", "--copier", "reflink"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&out);
+    let r = run(c);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(err.contains("with pbf-reflink"), "{err}");
+    assert!(cloned_percent(&r.stderr) >= 80.0, "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert_sorted_like_osmium(&out, &[&a, &b], dir.path(), "merged, on btrfs");
 }

@@ -115,5 +115,7 @@ in
   jq = package "jq";
   time = package "time";
   xfsprogs = package "xfsprogs";
+  btrfs-progs = package "btrfs-progs";
+  osmctools = package "osmctools";
   e2fsprogs = package "e2fsprogs";
 }
