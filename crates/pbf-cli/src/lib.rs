@@ -30,7 +30,11 @@ pub fn main(
     die_with_driver();
     let matches = match command.try_get_matches() {
         Ok(m) => m,
-        Err(e) => e.exit(),
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            warn(name, format!("error: {} (see '{name} --help')", clap_line(&e)));
+            return ExitCode::from(2);
+        }
     };
     match run(&matches) {
         Ok(code) => code,
@@ -42,13 +46,45 @@ pub fn main(
         }
         Err(err) => {
             warn(name, format!("error: {}", one_line(&err)));
-            if is_not_pbf(&err) {
+            if is_not_pbf(&err) || err.downcast_ref::<Usage>().is_some() {
                 ExitCode::from(2)
             } else {
                 ExitCode::FAILURE
             }
         }
     }
+}
+
+/// clap's message in one line: its first paragraph (the lines before the
+/// first blank one, which name the argument), without the "error: " clap
+/// starts with.
+fn clap_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let first: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let line = first.join(" ");
+    line.strip_prefix("error: ").unwrap_or(&line).to_owned()
+}
+
+/// A problem found before any work (a missing input, an output that
+/// exists): the command line cannot work as given, exit status 2.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// A [`Usage`] error (exit status 2) with this message.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Usage(msg.into()))
 }
 
 /// True when an input is not a PBF file at all (XML, OPL, compressed...):
