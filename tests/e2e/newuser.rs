@@ -3,6 +3,7 @@
 //! output name that promises another format is refused, both before any
 //! work (exit 2, one line, no output).
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use crate::sort::pbf_sort;
@@ -161,4 +162,210 @@ fn osmconvert_reads_default_outputs() {
         read += 1;
     }
     assert!(read >= 10, "only {read} outputs were tried");
+}
+
+/// Run `c`; it must exit 2 with one line starting `TOOL: error:`.
+fn usage_error(mut c: std::process::Command, tool: &str, want: &str) {
+    let o = c.output().expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let what = format!("{tool} {:?}", c.get_args().collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(err.lines().count(), 1, "{what}: {err}");
+    assert!(
+        err.starts_with(&format!("{tool}: error: ")),
+        "{what}: {err}"
+    );
+    assert!(err.contains(want), "{what}: lacks {want:?}: {err}");
+}
+
+/// One rule in every tool: a problem found before any work exits 2 with one
+/// line starting with the tool's name and `error:`.
+#[test]
+fn problems_before_any_work_exit_2_in_every_tool() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exists = dir.path().join("exists.osm.pbf");
+    std::fs::write(&exists, b"keep").expect("write");
+    let missing = dir.path().join("missing.jsonl");
+    let tools = [
+        "pbf-index",
+        "pbf-overlap",
+        "pbf-merge",
+        "pbf-copy",
+        "pbf-reflink",
+    ];
+    for tool in tools {
+        let mut c = bin(tool);
+        c.arg("--bogus");
+        usage_error(c, tool, "'--bogus'");
+        let mut c = bin(tool);
+        c.arg(&missing);
+        if tool == "pbf-copy" || tool == "pbf-reflink" {
+            c.arg("-o").arg(dir.path().join("out.osm.pbf"));
+        }
+        usage_error(c, tool, "missing.jsonl");
+    }
+    for tool in ["pbf-index", "pbf-merge", "pbf-copy"] {
+        let mut c = bin(tool);
+        c.args(["-j", "0"]).arg(data("sorted-andorra.osm.pbf"));
+        usage_error(c, tool, "'0'");
+    }
+    let mut c = bin("pbf-merge");
+    c.args(["--validate", "--memory", "0"]);
+    usage_error(c, "pbf-merge", "64k");
+    for tool in ["pbf-copy", "pbf-reflink"] {
+        let mut c = bin(tool);
+        c.arg("-o").arg(&exists);
+        usage_error(c, tool, "exists (use -O");
+    }
+    assert_eq!(std::fs::read(&exists).expect("read"), b"keep");
+}
+
+#[test]
+fn the_driver_refuses_before_any_work_with_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("unsorted-vex.osm.pbf");
+    let exists = dir.path().join("exists.osm.pbf");
+    std::fs::write(&exists, b"keep").expect("write");
+    let out = dir.path().join("out.osm.pbf");
+    let notdir = dir.path().join("file");
+    std::fs::write(&notdir, b"").expect("write");
+    let keep_in_file = notdir.join("plans");
+    let nodir = format!("{}/", dir.path().join("nodir").display());
+    let out_s = out.to_str().expect("utf-8");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["/nonexistent.osm.pbf", "-o", out_s], "no such file"),
+        (vec!["--memory", "0", "IN", "-o", out_s], "64k"),
+        (vec!["--memory", "1X", "IN", "-o", out_s], "1X"),
+        (vec!["-j", "0", "IN", "-o", out_s], "'0'"),
+        (vec!["IN", "-o", &nodir], "there is none"),
+        (
+            vec!["--merge-cmd", "pbf-mrge", "IN", "-o", out_s],
+            "merge stage 'pbf-mrge'",
+        ),
+        (
+            vec![
+                "--keep-plan",
+                keep_in_file.to_str().expect("utf-8"),
+                "IN",
+                "-o",
+                out_s,
+            ],
+            "--keep-plan",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut c = pbf_sort();
+        for a in args {
+            if a == "IN" {
+                c.arg(&input);
+            } else {
+                c.arg(a);
+            }
+        }
+        usage_error(c, "pbf-sort", want);
+        assert!(!out.exists());
+    }
+    let mut c = pbf_sort();
+    c.arg(&input).arg("-o").arg(&exists);
+    usage_error(c, "pbf-sort", "exists (use -O");
+    assert_eq!(std::fs::read(&exists).expect("read"), b"keep");
+}
+
+/// Temporary directories of ours left in `dir`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".pbf-sort"))
+        .collect()
+}
+
+/// The printed `--dry-run` script behaves like the run: the same exit
+/// status where the run would refuse or fail, nothing left behind, also
+/// when interrupted.
+#[test]
+fn the_dry_run_script_fails_when_the_run_would() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let out = d.join("dr.osm.pbf");
+    let script = |extra: &[&str]| {
+        let mut c = pbf_sort();
+        c.current_dir(d)
+            .arg("--dry-run")
+            .args(extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        let text = String::from_utf8(succeeds(c)).expect("utf-8");
+        let path = d.join("d.sh");
+        std::fs::write(&path, text).expect("write script");
+        path
+    };
+    let bash = |path: &Path| {
+        let mut c = std::process::Command::new("bash");
+        c.current_dir(d)
+            .env("PATH", crate::sort::tools_path())
+            .arg(path);
+        c.output().expect("bash")
+    };
+    for extra in [&[][..], &["--check"][..]] {
+        let sh = script(extra);
+        let first = bash(&sh);
+        assert!(
+            first.status.success(),
+            "{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        assert_sorted_like_osmium(&out, &[&input], d, "the printed script");
+        // Again: the output exists now, as for the real run.
+        let again = bash(&sh);
+        let mut real = pbf_sort();
+        real.current_dir(d)
+            .args(extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        let real = real.output().expect("run");
+        assert_eq!(
+            again.status.code(),
+            real.status.code(),
+            "{extra:?} run twice"
+        );
+        assert_eq!(again.status.code(), Some(2));
+        assert!(leftovers(d).is_empty(), "{:?}", leftovers(d));
+        // Junk where the output goes: refused, and the junk is kept.
+        std::fs::write(&out, b"JUNK").expect("write junk");
+        assert_eq!(bash(&sh).status.code(), Some(2));
+        assert_eq!(std::fs::read(&out).expect("read"), b"JUNK");
+        std::fs::remove_file(&out).expect("rm");
+    }
+    // Interrupted as Ctrl-C interrupts it (SIGINT to the process group):
+    // the directories go with it.
+    let big = d.join("big.osm.pbf");
+    overlapping_copies("sorted-kualalumpur.osm.pbf", 8, &big);
+    let mut c = pbf_sort();
+    c.current_dir(d)
+        .arg("--dry-run")
+        .arg(&big)
+        .arg("-o")
+        .arg(&out);
+    std::fs::write(d.join("big.sh"), succeeds(c)).expect("write script");
+    let mut child = std::process::Command::new("bash")
+        .current_dir(d)
+        .env("PATH", crate::sort::tools_path())
+        .arg(d.join("big.sh"))
+        .process_group(0)
+        .spawn()
+        .expect("bash");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let group = format!("-{}", child.id());
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -INT {group}");
+    let status = wait_at_most(&mut child, std::time::Duration::from_secs(60));
+    assert!(!status.success(), "the interrupted script succeeded");
+    assert!(leftovers(d).is_empty(), "left: {:?}", leftovers(d));
+    assert!(!out.exists(), "an interrupted script wrote the output");
 }

@@ -32,7 +32,10 @@ pub fn main(
         Ok(m) => m,
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
-            warn(name, format!("error: {} (see '{name} --help')", clap_line(&e)));
+            warn(
+                name,
+                format!("error: {} (see '{name} --help')", clap_line(&e)),
+            );
             return ExitCode::from(2);
         }
     };
@@ -179,12 +182,14 @@ pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCo
     }
 }
 
-/// Open an input: a path, or standard input for `-`.
+/// Open an input: a path, or standard input for `-` (a [`Usage`] error
+/// when it cannot be opened).
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     if path == "-" {
         return Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin())));
     }
-    let f = File::open(path).map_err(|e| anyhow::anyhow!("{path}: {e}"))?;
+    // Inputs are opened before any work: one that cannot be is a usage error.
+    let f = File::open(path).map_err(|e| usage(format!("{path}: {e}")))?;
     Ok(Box::new(BufReader::with_capacity(1 << 16, f)))
 }
 

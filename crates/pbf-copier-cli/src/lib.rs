@@ -160,6 +160,13 @@ impl Job {
         let plan_arg = m.get_one::<String>("plan").map_or("-", String::as_str);
         let plan_name = pbf_cli::input_name(plan_arg).to_owned();
         let output = output_path(m)?;
+        // Before the plan is read (it may come slowly through a pipe).
+        if !m.get_flag("overwrite") && output.as_os_str() != "-" && output.exists() {
+            return Err(pbf_cli::usage(format!(
+                "{}: exists (use -O/--overwrite to replace it)",
+                output.display()
+            )));
+        }
         let plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
         let mut sources = Sources::open(plan.header())?;
         if !m.get_flag("keep-spools") {
