@@ -515,3 +515,57 @@ fn the_merge_bar_moves_during_a_merge_op() {
         "the bar stood still during the merge op: {err:?}"
     );
 }
+
+/// The visible text of terminal output, one entry per drawn line: split at
+/// carriage returns and newlines, ANSI escape sequences left out.
+fn drawn_lines(tty: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(tty);
+    let mut plain = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters final-byte.
+            if chars.next() == Some('[') {
+                for d in chars.by_ref() {
+                    if ('@'..='~').contains(&d) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain.split(['\r', '\n']).map(str::to_owned).collect()
+}
+
+/// On a 50-column terminal every bar fits its line (no eta then; the
+/// message is elided).
+#[test]
+fn bars_fit_a_narrow_terminal() {
+    let dir = tempfile::tempdir().expect("dir");
+    write_unsorted_plan(dir.path());
+    let cmd = format!(
+        "stty cols 50 rows 20; '{}' --spool spool -j1 --memory 2M plan > out",
+        env!("CARGO_BIN_EXE_pbf-merge")
+    );
+    let mut script = Command::new("script");
+    script
+        .args(["-qec", &cmd, "/dev/null"])
+        .current_dir(dir.path())
+        .env("TERM", "xterm");
+    let o = run(script);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines = drawn_lines(&o.stdout);
+    assert!(
+        lines.iter().any(|l| l.contains("merg")),
+        "no bar drawn: {lines:?}"
+    );
+    for l in &lines {
+        assert!(
+            l.chars().count() <= 50,
+            "{} columns: {l:?}",
+            l.chars().count()
+        );
+    }
+}
