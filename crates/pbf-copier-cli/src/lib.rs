@@ -218,6 +218,9 @@ pub enum Step<'a> {
     Header(&'a Header),
     /// A copy op.
     Copy(&'a CopyOp),
+    /// An `unsorted` record: a copy ahead on the early plan record's guess
+    /// is wasted (only before the first op).
+    Unsorted,
 }
 
 /// Call `each` with every copy op and header record of the plan and its
@@ -244,6 +247,7 @@ pub fn for_each_copy(
                 bar.inc(op.length);
             }
             PlanRecord::Header(h) => each(Step::Header(&h.header), line)?,
+            PlanRecord::Unsorted(_) => each(Step::Unsorted, line)?,
             PlanRecord::Merge(_) => return Err(merges_left(plan, plan_name, line)),
             PlanRecord::Plan(_) | PlanRecord::End(_) => {
                 bail!("{plan_name}: line {line}: unexpected record")

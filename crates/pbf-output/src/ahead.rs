@@ -86,6 +86,13 @@ impl CopyAhead {
         self.offset
     }
 
+    /// Ask the thread to stop after its current step, without waiting: the
+    /// guess proved wrong, but what it copied may still be the prefix the
+    /// plan keeps ([`OutputFile::land_ahead`] decides when the ops come).
+    pub fn halt(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
     /// Stop (unless `wait`) and wait for the thread.
     fn join(&mut self, wait: bool) -> Copied {
         if !wait {

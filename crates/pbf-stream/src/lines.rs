@@ -441,6 +441,13 @@ impl<R: BufRead> PlanReader<R> {
     fn check(&mut self, rec: &PlanRecord, line: u64) -> Result<(), Error> {
         match rec {
             PlanRecord::Plan(_) => return Err(Error::invalid("second plan record")),
+            PlanRecord::Unsorted(_) => {
+                if self.seen.ops > 0 {
+                    return Err(Error::invalid(
+                        "unsorted record after an op: it is news only before the first op",
+                    ));
+                }
+            }
             PlanRecord::Header(h) => {
                 if self.seen.ops > 0 {
                     return Err(Error::invalid(

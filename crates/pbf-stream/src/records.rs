@@ -195,9 +195,21 @@ pub enum PlanRecord {
     /// The output header, replacing the one of an early plan record; only
     /// before the first op.
     Header(OutputHeader),
+    /// After an early plan record: the input turned out not to be in file
+    /// order, so a copy ahead on that guess is wasted; only before the
+    /// first op.
+    Unsorted(Unsorted),
     /// Closes the plan.
     End(PlanEnd),
 }
+
+/// The plan stream's `unsorted` record: `{"type":"unsorted"}`. A planner
+/// that wrote its plan record early (the first blobs of the last input
+/// were in order) writes it as soon as a blob says otherwise, long before
+/// the ops, so a copier copying that input ahead stops and drops its guess
+/// then instead of when the first op comes (after a merge stage finishes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unsorted {}
 
 /// The plan stream's `header` record. A plan record written early (before
 /// every blob was read) may carry a header that a later OSMHeader of an

@@ -66,6 +66,12 @@ impl Guess {
         true
     }
 
+    /// Stop copying ahead (a plan `unsorted` record: the input is not in
+    /// file order), keeping what was copied for the ops to confirm.
+    pub fn halt(&self) {
+        self.ahead.halt();
+    }
+
     /// End the guess and keep nothing of it: a plan `header` record
     /// replaced the header it was copied behind, so every offset moved.
     pub fn drop_all(self, out: &mut OutputFile) -> Result<Landed> {

@@ -160,6 +160,14 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
                 }
                 return head.replace(h, out);
             }
+            // The input is not in file order: stop copying more of it; what
+            // was copied may still be the prefix the first ops confirm.
+            Step::Unsorted => {
+                if let Some(g) = guess.as_ref() {
+                    g.halt();
+                }
+                return Ok(());
+            }
             Step::Copy(op) => op,
         };
         head.write(out)?;

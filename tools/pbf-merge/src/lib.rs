@@ -434,6 +434,12 @@ fn rewrite(
             }
             // A new output header (after an early plan record) comes before
             // any op: passed on at once, so a copier can start over.
+            // So is word that the input is not in order: a copier drops its
+            // copy ahead at once, not when the merge is done.
+            Some(rec @ PlanRecord::Unsorted(_)) => {
+                out.write(&rec)?;
+                out.flush()?;
+            }
             Some(PlanRecord::Header(h)) => {
                 out.write(&PlanRecord::Header(h))?;
                 out.flush()?;

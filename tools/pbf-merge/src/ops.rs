@@ -38,7 +38,10 @@ impl OpQueue {
                 let more = matches!(
                     item,
                     Ok(Some(
-                        PlanRecord::Copy(_) | PlanRecord::Merge(_) | PlanRecord::Header(_)
+                        PlanRecord::Copy(_)
+                            | PlanRecord::Merge(_)
+                            | PlanRecord::Header(_)
+                            | PlanRecord::Unsorted(_)
                     ))
                 );
                 // A closed channel: the merge failed and nobody reads on.

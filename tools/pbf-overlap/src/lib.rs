@@ -19,7 +19,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{
     Counts, IndexReader, IndexRecord, OutputHeader, PlanEnd, PlanHeader, PlanRecord, SourceRecord,
-    SourceRef, StreamTime, Writer,
+    SourceRef, StreamTime, Unsorted, Writer,
 };
 
 use plan::Segment;
@@ -326,6 +326,9 @@ struct PlanOut {
     /// The header of the plan record, when it went out before the blobs
     /// were read.
     early: Option<Header>,
+    /// The `unsorted` record went out: after an early plan record, a blob
+    /// of the last source came out of order.
+    told_unsorted: bool,
 }
 
 impl PlanOut {
@@ -336,6 +339,7 @@ impl PlanOut {
             sources,
             in_order: Some((0, 0)),
             early: None,
+            told_unsorted: false,
         }
     }
 
@@ -350,7 +354,10 @@ impl PlanOut {
         if have > want as usize {
             bail!("--sources {want}, but the index streams hold more sources");
         }
-        if self.early.is_some() || self.in_order.is_none() || have < want as usize {
+        if self.early.is_some() {
+            return self.watch_order(input);
+        }
+        if self.in_order.is_none() || have < want as usize {
             return Ok(());
         }
         let Some(seg) = input.segs.last().filter(|s| s.source as usize + 1 == have) else {
@@ -374,6 +381,27 @@ impl PlanOut {
         self.out.write(&plan_record(input, header.clone(), true))?;
         self.out.flush()?;
         self.early = Some(header);
+        Ok(())
+    }
+
+    /// After an early plan record: at the first blob of the last source out
+    /// of file order, say so at once (a copier copying that source ahead
+    /// stops), long before the ops.
+    fn watch_order(&mut self, input: &Input) -> Result<()> {
+        let Some(seg) = input.segs.last() else {
+            return Ok(());
+        };
+        if self.told_unsorted || seg.source as usize + 1 != input.sources.len() {
+            return Ok(());
+        }
+        self.in_order = self
+            .in_order
+            .and_then(|(n, last)| (seg.sorted && seg.first > last).then_some((n + 1, seg.last)));
+        if self.in_order.is_none() {
+            self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
+            self.out.flush()?;
+            self.told_unsorted = true;
+        }
         Ok(())
     }
 

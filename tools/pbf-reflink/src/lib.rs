@@ -135,6 +135,8 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     let ops = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
             Step::Header(h) => return head.replace(h, &mut w.out),
+            // pbf-reflink does not copy ahead.
+            Step::Unsorted => return Ok(()),
             Step::Copy(op) => op,
         };
         head.write(&mut w.out)?;
