@@ -237,6 +237,26 @@ fn reflink(plan: &[u8], out: &Path, args: &[&str]) -> std::process::Output {
     run_with_input(c, plan)
 }
 
+/// A sorted file on `mount`: one range, cloned but for its unaligned edges.
+/// Returns the input, the output and its padding frames (`check_output`).
+fn clone_sorted(mount: &LoopMount, what: &str) -> (PathBuf, PathBuf, u64) {
+    let sorted = mount.put("sorted-kualalumpur.osm.pbf");
+    let out = mount.path().join("sorted.out.pbf");
+    let r = reflink(
+        &plan(&[&sorted], &mount.path().join("s0"), false),
+        &out,
+        &["-v"],
+    );
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(
+        cloned_percent(&r.stderr) >= 99.0,
+        "{what}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let padding = check_output(&out, &[&sorted], what);
+    (sorted, out, padding)
+}
+
 #[test]
 fn clones_on_xfs() {
     let xfs = match LoopMount::xfs() {
@@ -247,21 +267,8 @@ fn clones_on_xfs() {
         }
     };
     let mnt = xfs.mnt.clone();
-
-    // A sorted file: one range, cloned but for its unaligned edges.
-    let sorted = xfs.put("sorted-kualalumpur.osm.pbf");
-    let out = mnt.join("sorted.out.pbf");
-    let r = reflink(&plan(&[&sorted], &mnt.join("s0"), false), &out, &["-v"]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    assert!(
-        cloned_percent(&r.stderr) >= 99.0,
-        "{}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    assert!(
-        check_output(&out, &[&sorted], "sorted") >= 1,
-        "no padding frame"
-    );
+    let (sorted, out, padding) = clone_sorted(&xfs, "sorted");
+    assert!(padding >= 1, "no padding frame");
     let size = std::fs::metadata(&out).expect("out").len();
     assert!(
         shared_bytes(&out) * 100 >= size * 99,
@@ -491,16 +498,7 @@ fn clones_on_btrfs() {
         }
     };
     let mnt = btrfs.path().to_path_buf();
-    let sorted = btrfs.put("sorted-kualalumpur.osm.pbf");
-    let out = mnt.join("sorted.out.pbf");
-    let r = reflink(&plan(&[&sorted], &mnt.join("s0"), false), &out, &["-v"]);
-    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
-    assert!(
-        cloned_percent(&r.stderr) >= 99.0,
-        "{}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    check_output(&out, &[&sorted], "sorted, on btrfs");
+    clone_sorted(&btrfs, "sorted, on btrfs");
 
     let (a, b) = (
         btrfs.put("unsorted-vex.osm.pbf"),

@@ -85,20 +85,32 @@ fn all_in_input_order(files: &[&[Blob]]) -> Vec<Element> {
         .collect()
 }
 
-#[test]
-fn interleaved_sorted_files_merge_as_two_chains_without_spilling() {
-    let dir = tempdir();
+/// The interleaved files written to `dir`, their sources and the one merge
+/// op over all their blobs.
+fn interleaved_op(
+    dir: &std::path::Path,
+) -> (
+    (Vec<Blob>, Vec<Blob>),
+    [pbf_stream::SourceRef; 2],
+    pbf_stream::MergeOp,
+) {
     let (a, b) = interleaved();
-    let (sa, ra) = write_pbf(&dir.path().join("a.pbf"), 0, &a);
-    let (sb, rb) = write_pbf(&dir.path().join("b.pbf"), 1, &b);
+    let (sa, ra) = write_pbf(&dir.join("a.pbf"), 0, &a);
+    let (sb, rb) = write_pbf(&dir.join("b.pbf"), 1, &b);
     let mut inputs: Vec<_> = a
         .iter()
         .zip(&ra)
         .map(|(x, r)| merge_input(0, *r, x))
         .collect();
     inputs.extend(b.iter().zip(&rb).map(|(x, r)| merge_input(1, *r, x)));
-    let op = merge_op(inputs);
-    let (got, stats, _) = run(dir.path(), &[sa, sb], &[op], Options::default()).expect("merge");
+    ((a, b), [sa, sb], merge_op(inputs))
+}
+
+#[test]
+fn interleaved_sorted_files_merge_as_two_chains_without_spilling() {
+    let dir = tempdir();
+    let ((a, b), sources, op) = interleaved_op(dir.path());
+    let (got, stats, _) = run(dir.path(), &sources, &[op], Options::default()).expect("merge");
     assert_eq!(stats[0].chains, 2);
     assert_eq!(stats[0].spill_levels, 0);
     let want = brute_force(all_in_input_order(&[&a, &b]), false);
@@ -117,23 +129,13 @@ fn interleaved_sorted_files_merge_as_two_chains_without_spilling() {
 #[test]
 fn indexdata_only_when_asked() {
     let dir = tempdir();
-    let (a, b) = interleaved();
-    let (sa, ra) = write_pbf(&dir.path().join("a.pbf"), 0, &a);
-    let (sb, rb) = write_pbf(&dir.path().join("b.pbf"), 1, &b);
-    let mut inputs: Vec<_> = a
-        .iter()
-        .zip(&ra)
-        .map(|(x, r)| merge_input(0, *r, x))
-        .collect();
-    inputs.extend(b.iter().zip(&rb).map(|(x, r)| merge_input(1, *r, x)));
-    let op = merge_op(inputs);
+    let (_, sources, op) = interleaved_op(dir.path());
     for indexdata in [false, true] {
         let sub = tempdir();
         let opts = Options {
             indexdata,
             ..Options::default()
         };
-        let sources = [sa.clone(), sb.clone()];
         let (_, _, frames) =
             run(sub.path(), &sources, std::slice::from_ref(&op), opts).expect("merge");
         let spool = pbf_format::frame::PbfFile::open(&sub.path().join("spool")).expect("spool");
