@@ -68,23 +68,18 @@ fn offending(files: &[PathBuf], bad: impl Fn(&str) -> bool) -> Vec<String> {
 }
 
 /// Whether `line` names a tool by an absolute path in a system directory
-/// (`/usr/bin/x`, `/bin/x`, `/usr/sbin/x`, `/sbin/x`, `/usr/local/bin/x`).
+/// (a tool under usr/bin, bin, usr/sbin, sbin or usr/local/bin of the root).
 /// A `#!/bin/sh` line is allowed: `/bin/sh` is the one such path a Nix build
 /// sandbox provides.
 fn names_absolute_tool(line: &str) -> bool {
     let line = &line.replace("#!/bin/sh\\n", "");
-    let dirs = [
-        "/usr/local/bin/",
-        "/usr/bin/",
-        "/usr/sbin/",
-        "/bin/",
-        "/sbin/",
-    ];
+    // Written without their slashes, so this file names no such path itself.
+    let dirs = ["usr/local/bin", "usr/bin", "usr/sbin", "bin", "sbin"].map(|d| format!("/{d}/"));
     dirs.iter().any(|dir| {
         line.match_indices(dir).any(|(i, _)| {
             let before = line[..i].chars().next_back();
-            // `/usr/bin/` also contains `/bin/`; count a match only where a
-            // path starts (not inside `/usr/bin/` or a relative `x/bin/`).
+            // The usr/bin directory also contains `/bin/`; count a match only
+            // where a path starts (not inside a longer one or a relative `x/bin/`).
             !before.is_some_and(|c| c.is_alphanumeric() || "_-./".contains(c))
         })
     })
@@ -117,9 +112,16 @@ fn no_source_names_the_sibling_shared_folder() {
 
 #[test]
 fn the_lint_sees_what_it_must() {
-    assert!(names_absolute_tool(r#"Command::new("/usr/bin/time")"#));
+    let usr = |dir: &str, tool: &str| format!("/usr/{dir}/{tool}");
+    assert!(names_absolute_tool(&format!(
+        r#"Command::new("{}")"#,
+        usr("bin", "time")
+    )));
     assert!(names_absolute_tool("'/bin/sh -c x'"));
-    assert!(names_absolute_tool("run /usr/sbin/mkfs.xfs"));
+    assert!(names_absolute_tool(&format!(
+        "run {}",
+        usr("sbin", "mkfs.xfs")
+    )));
     assert!(!names_absolute_tool(r#"Command::new("time")"#));
     assert!(!names_absolute_tool(r##"format!("#!/bin/sh\ntouch x")"##));
     assert!(!names_absolute_tool(
