@@ -154,11 +154,11 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         .into_iter()
         .flatten()
         .collect();
-    if let Err(e) = files.iter().try_for_each(|p| usable(p)) {
-        // Found before any work: a usage error (exit 2).
-        pbf_cli::warn("pbf-index", format!("error: {}", pbf_cli::one_line(&e)));
-        return Ok(ExitCode::from(2));
-    }
+    // Found before any work: a usage error (exit 2).
+    files
+        .iter()
+        .try_for_each(|p| usable(p))
+        .map_err(|e| pbf_cli::usage(pbf_cli::one_line(&e)))?;
     if m.get_flag("validate") {
         return validate(files.into_iter());
     }
@@ -177,13 +177,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 /// left to the index run, which names the blob.
 fn validate<'a>(files: impl Iterator<Item = &'a PathBuf>) -> Result<ExitCode> {
     for path in files {
-        let file = match PbfFile::open(path) {
-            Ok(file) => file,
-            Err(e) => {
-                pbf_cli::warn("pbf-index", format!("error: {e}"));
-                return Ok(ExitCode::from(2));
-            }
-        };
+        let file = PbfFile::open(path).map_err(|e| pbf_cli::usage(e.to_string()))?;
         if let Err(e) = read_file_header(&file, &mut file.headers()) {
             if matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)) {
                 return Err(e.into());

@@ -320,15 +320,13 @@ struct PlanOut {
     /// `--sources`.
     sources: Option<u32>,
     /// Blobs of the last source read so far in order, and the last one's
-    /// largest key; `None` once one was out of order, or the header proved
-    /// to depend on the ops.
+    /// largest key; `None` once one was out of order (after an early plan
+    /// record: the `unsorted` record went out), or the header proved to
+    /// depend on the ops.
     in_order: Option<(u32, u128)>,
     /// The header of the plan record, when it went out before the blobs
     /// were read.
     early: Option<Header>,
-    /// The `unsorted` record went out: after an early plan record, a blob
-    /// of the last source came out of order.
-    told_unsorted: bool,
 }
 
 impl PlanOut {
@@ -339,7 +337,6 @@ impl PlanOut {
             sources,
             in_order: Some((0, 0)),
             early: None,
-            told_unsorted: false,
         }
     }
 
@@ -363,10 +360,7 @@ impl PlanOut {
         let Some(seg) = input.segs.last().filter(|s| s.source as usize + 1 == have) else {
             return Ok(());
         };
-        self.in_order = self.in_order.and_then(|(n, last)| {
-            let next = seg.sorted && (n == 0 || seg.first > last);
-            next.then_some((n + 1, seg.last))
-        });
+        self.follow(seg);
         if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
             return Ok(());
         }
@@ -384,6 +378,15 @@ impl PlanOut {
         Ok(())
     }
 
+    /// Take `seg`, the last source's newest blob, into the watch of its
+    /// order: still in order when sorted inside and after the blob before.
+    fn follow(&mut self, seg: &Segment) {
+        self.in_order = self.in_order.and_then(|(n, last)| {
+            let next = seg.sorted && (n == 0 || seg.first > last);
+            next.then_some((n + 1, seg.last))
+        });
+    }
+
     /// After an early plan record: at the first blob of the last source out
     /// of file order, say so at once (a copier copying that source ahead
     /// stops), long before the ops.
@@ -391,16 +394,15 @@ impl PlanOut {
         let Some(seg) = input.segs.last() else {
             return Ok(());
         };
-        if self.told_unsorted || seg.source as usize + 1 != input.sources.len() {
+        // The early record needed the source in order so far: once that
+        // ends, the record below has gone out.
+        if self.in_order.is_none() || seg.source as usize + 1 != input.sources.len() {
             return Ok(());
         }
-        self.in_order = self
-            .in_order
-            .and_then(|(n, last)| (seg.sorted && seg.first > last).then_some((n + 1, seg.last)));
+        self.follow(seg);
         if self.in_order.is_none() {
             self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
             self.out.flush()?;
-            self.told_unsorted = true;
         }
         Ok(())
     }
