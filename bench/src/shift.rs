@@ -42,7 +42,7 @@ fn shift_group(group: &[u8], shift: &PerKind) -> Result<Vec<u8>> {
         let rewritten = match n {
             1 => shift_message(m, |f, v, out| match (f, v) {
                 (1, Value::Varint(z)) => {
-                    Some(put_sint(out, 1, shift_id(wire::zigzag(z), shift[0])))
+                    Some(put_sint(out, 1, shift_id(wire::decode_zigzag(z), shift[0])))
                 }
                 _ => None,
             })?,
@@ -129,7 +129,7 @@ fn copy_field(out: &mut Vec<u8>, n: u32, v: Value<'_>) -> Result<()> {
 
 fn put_sint(out: &mut Vec<u8>, n: u32, v: i64) -> Result<()> {
     wire::put_key(out, n, WireType::Varint);
-    wire::put_varint(out, wire::unzigzag(v));
+    wire::put_varint(out, wire::encode_zigzag(v));
     Ok(())
 }
 
@@ -150,9 +150,9 @@ fn put_deltas(
     let mut buf = Vec::with_capacity(packed.len() + 8);
     let (mut prev_in, mut prev_out) = (0i64, 0i64);
     for (i, d) in wire::packed(packed).enumerate() {
-        prev_in = prev_in.wrapping_add(wire::zigzag(d?));
+        prev_in = prev_in.wrapping_add(wire::decode_zigzag(d?));
         let id = map(i, prev_in);
-        wire::put_varint(&mut buf, wire::unzigzag(id.wrapping_sub(prev_out)));
+        wire::put_varint(&mut buf, wire::encode_zigzag(id.wrapping_sub(prev_out)));
         prev_out = id;
     }
     wire::put_bytes(out, n, &buf);

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use pbf_format::compress::{Codec, Compression, blob_data, encode_blob};
 use pbf_format::frame::{FrameHeader, PbfFile};
-use pbf_format::wire::{WireType, put_bytes, put_key, put_varint, unzigzag};
+use pbf_format::wire::{WireType, encode_zigzag, put_bytes, put_key, put_varint, put_varint_field};
 
 use crate::faults::*;
 use crate::sort::pbf_sort;
@@ -316,7 +316,7 @@ fn lying_indexdata() -> Vec<Vec<u8>> {
     let mut lie = b"PBSX\x01\x01".to_vec();
     for _ in 0..2 {
         lie.push(0);
-        put_varint(&mut lie, unzigzag(1));
+        put_varint(&mut lie, encode_zigzag(1));
         put_varint(&mut lie, 1);
     }
     lie.extend([1, 0, 0, 0]);
@@ -336,29 +336,24 @@ fn packed(vals: &[u64]) -> Vec<u8> {
 }
 
 fn zz(vals: &[i64]) -> Vec<u64> {
-    vals.iter().map(|&x| unzigzag(x)).collect()
-}
-
-fn varint_field(out: &mut Vec<u8>, n: u32, v: u64) {
-    put_key(out, n, WireType::Varint);
-    put_varint(out, v);
+    vals.iter().map(|&x| encode_zigzag(x)).collect()
 }
 
 fn info(version: u64, user_sid: u64) -> Vec<u8> {
     let mut i = Vec::new();
-    varint_field(&mut i, 1, version);
-    varint_field(&mut i, 5, user_sid);
+    put_varint_field(&mut i, 1, version);
+    put_varint_field(&mut i, 5, user_sid);
     i
 }
 
 fn node(id: i64, keys: &[u64], vals: &[u64], info_bytes: &[u8]) -> Vec<u8> {
     let mut n = Vec::new();
-    varint_field(&mut n, 1, unzigzag(id));
+    put_varint_field(&mut n, 1, encode_zigzag(id));
     put_bytes(&mut n, 2, &packed(keys));
     put_bytes(&mut n, 3, &packed(vals));
     put_bytes(&mut n, 4, info_bytes);
-    varint_field(&mut n, 8, unzigzag(1));
-    varint_field(&mut n, 9, unzigzag(1));
+    put_varint_field(&mut n, 8, encode_zigzag(1));
+    put_varint_field(&mut n, 9, encode_zigzag(1));
     n
 }
 
@@ -377,7 +372,7 @@ fn dense(ids: &[i64], lats: usize, keys_vals: &[u64], versions: &[u64], users: &
 
 fn way(id: u64, keys: &[u64], vals: &[u64], refs: &[i64]) -> Vec<u8> {
     let mut w = Vec::new();
-    varint_field(&mut w, 1, id);
+    put_varint_field(&mut w, 1, id);
     put_bytes(&mut w, 2, &packed(keys));
     put_bytes(&mut w, 3, &packed(vals));
     put_bytes(&mut w, 4, &info(1, 0));
@@ -387,7 +382,7 @@ fn way(id: u64, keys: &[u64], vals: &[u64], refs: &[i64]) -> Vec<u8> {
 
 fn relation(id: u64, roles: &[u64], memids: &[i64], types: &[u64]) -> Vec<u8> {
     let mut r = Vec::new();
-    varint_field(&mut r, 1, id);
+    put_varint_field(&mut r, 1, id);
     put_bytes(&mut r, 4, &info(1, 0));
     put_bytes(&mut r, 8, &packed(roles));
     put_bytes(&mut r, 9, &packed(&zz(memids)));

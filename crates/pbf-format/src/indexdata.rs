@@ -56,7 +56,7 @@ pub fn encode(s: &Summary, blob: &BlobStart) -> Vec<u8> {
     out.push(u8::from(s.sorted) | u8::from(s.repeats) << 1 | u8::from(s.versions_unsorted) << 2);
     for k in [s.first, s.last] {
         out.push(k.kind as u8);
-        wire::put_varint(&mut out, wire::unzigzag(k.id));
+        wire::put_varint(&mut out, wire::encode_zigzag(k.id));
         wire::put_varint(&mut out, u64::from(k.version));
     }
     for c in s.counts {
@@ -110,7 +110,7 @@ pub fn decode(bytes: &[u8], blob: &BlobStart) -> Option<Summary> {
 
 fn read_key(r: &mut Reader<'_>) -> Option<Key> {
     let kind = Kind::from_index(u8::try_from(r.varint().ok()?).ok()?)?;
-    let id = wire::zigzag(r.varint().ok()?);
+    let id = wire::decode_zigzag(r.varint().ok()?);
     let version = u32::try_from(r.varint().ok()?).ok()?;
     Some(Key::new(kind, id, version))
 }

@@ -43,13 +43,8 @@ pub const CHUNK: u64 = 1000;
 const STORED_MAX: u64 = 65_535;
 
 /// Bytes a varint of `v` takes.
-fn varint_len(mut v: u64) -> u64 {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
+fn varint_len(v: u64) -> u64 {
+    wire::varint_len(v) as u64
 }
 
 /// Sizes of the nested messages for `zeros` filler bytes and `empties`

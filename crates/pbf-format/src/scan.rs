@@ -172,7 +172,7 @@ fn scan_object(data: &[u8], kind: Kind) -> Result<Key> {
     let (mut id, mut version) = (None, 0u32);
     while let Some((n, v)) = r.field()? {
         match (n, v) {
-            (1, Value::Varint(x)) if kind == Kind::Node => id = Some(wire::zigzag(x)),
+            (1, Value::Varint(x)) if kind == Kind::Node => id = Some(wire::decode_zigzag(x)),
             (1, Value::Varint(x)) => id = Some(x as i64),
             (1, _) => {
                 return Err(Error::malformed(format!(
@@ -204,7 +204,7 @@ fn scan_dense(data: &[u8], acc: &mut Accumulator) -> Result<()> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
-            1 => repeated(v, &mut ids, wire::zigzag)?,
+            1 => repeated(v, &mut ids, wire::decode_zigzag)?,
             5 => versions = Some(dense_versions(wire::expect_bytes(v, "DenseInfo")?)?),
             _ => {}
         }

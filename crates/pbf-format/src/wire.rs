@@ -200,8 +200,14 @@ fn le_u64(b: &[u8]) -> u64 {
 }
 
 /// Zigzag-decode a `sint64`.
-pub fn zigzag(v: u64) -> i64 {
+pub fn decode_zigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Zigzag-decode a `sint32`, as protobuf does: from the low 32 bits.
+pub fn decode_zigzag32(v: u64) -> i32 {
+    let v = v as u32;
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
 }
 
 /// Iterate a packed repeated varint field.
@@ -228,8 +234,11 @@ pub fn expect_varint(v: Value<'_>, what: &str) -> Result<u64> {
     }
 }
 
-/// Append a varint to `out`.
+/// Append a varint to `out` (byte by byte: a slice copy of a few bytes
+/// would be a `memcpy` call).
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    out.reserve(10);
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -242,6 +251,17 @@ pub fn put_key(out: &mut Vec<u8>, number: u32, wire: WireType) {
     put_varint(out, tag(number, wire));
 }
 
+/// Append a varint field to `out`.
+pub fn put_varint_field(out: &mut Vec<u8>, number: u32, v: u64) {
+    put_key(out, number, WireType::Varint);
+    put_varint(out, v);
+}
+
+/// Bytes `v` takes as a varint.
+pub const fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Append a length-delimited field to `out`.
 pub fn put_bytes(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
     put_key(out, number, WireType::Len);
@@ -250,8 +270,13 @@ pub fn put_bytes(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
 }
 
 /// Zigzag-encode a `sint64`.
-pub fn unzigzag(v: i64) -> u64 {
+pub fn encode_zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// Zigzag-encode a `sint32`.
+pub fn encode_zigzag32(v: i32) -> u64 {
+    u64::from(((v << 1) ^ (v >> 31)) as u32)
 }
 
 #[cfg(test)]
@@ -396,9 +421,29 @@ mod tests {
     }
 
     #[test]
+    fn zigzag32_round_trip() {
+        for v in [0i32, -1, 1, i32::MIN, i32::MAX, -123456] {
+            assert_eq!(decode_zigzag32(encode_zigzag32(v)), v);
+        }
+        // Only the low 32 bits count, as in protobuf's sint32.
+        assert_eq!(decode_zigzag32((1 << 32) | 3), -2);
+    }
+
+    #[test]
+    fn varint_len_is_what_put_varint_writes() {
+        for shift in 0..64 {
+            for v in [1u64 << shift, (1u64 << shift) - 1, u64::MAX >> shift] {
+                let mut out = Vec::new();
+                put_varint(&mut out, v);
+                assert_eq!(varint_len(v), out.len(), "{v}");
+            }
+        }
+    }
+
+    #[test]
     fn zigzag_round_trip() {
         for v in [0i64, -1, 1, i64::MIN, i64::MAX, -123456789] {
-            assert_eq!(zigzag(unzigzag(v)), v);
+            assert_eq!(decode_zigzag(encode_zigzag(v)), v);
         }
     }
 

@@ -4,12 +4,12 @@
 
 use pbf_format::block::decode_block;
 use pbf_format::scan::{Accumulator, scan_block};
-use pbf_format::wire::{put_bytes, put_varint, unzigzag};
+use pbf_format::wire::{encode_zigzag, put_bytes, put_varint};
 
 fn packed(v: &[i64]) -> Vec<u8> {
     let mut out = Vec::new();
     for &x in v {
-        put_varint(&mut out, unzigzag(x));
+        put_varint(&mut out, encode_zigzag(x));
     }
     out
 }

@@ -92,12 +92,6 @@ fn packed_len(v: &Value<'_>) -> usize {
     }
 }
 
-/// `sint32` zigzag, as prost decodes it (from the low 32 bits).
-fn zigzag32(v: u64) -> i32 {
-    let v = v as u32;
-    ((v >> 1) as i32) ^ -((v & 1) as i32)
-}
-
 /// The fields of a PrimitiveBlock, not yet decoded.
 struct BlockFields<'a> {
     strings: Vec<&'a [u8]>,
@@ -421,11 +415,11 @@ fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
-            1 => id = wire::zigzag(wire::expect_varint(v, "Node.id")?),
+            1 => id = wire::decode_zigzag(wire::expect_varint(v, "Node.id")?),
             2 | 3 => tag_field(n, v, s)?,
             4 => merge_info(&mut info, v)?,
-            8 => lat = wire::zigzag(wire::expect_varint(v, "Node.lat")?),
-            9 => lon = wire::zigzag(wire::expect_varint(v, "Node.lon")?),
+            8 => lat = wire::decode_zigzag(wire::expect_varint(v, "Node.lat")?),
+            9 => lon = wire::decode_zigzag(wire::expect_varint(v, "Node.lon")?),
             _ => {}
         }
     }
@@ -452,12 +446,12 @@ fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) ->
                 refs.reserve(packed_len(&v));
                 let mut acc = refs.last().copied().unwrap_or(0i64);
                 each_varint(v, "Way.refs", |x| {
-                    acc = acc.wrapping_add(wire::zigzag(x));
+                    acc = acc.wrapping_add(wire::decode_zigzag(x));
                     refs.push(acc);
                 })?
             }
-            9 => each_varint(v, "Way.lat", |x| s.lat.push(wire::zigzag(x)))?,
-            10 => each_varint(v, "Way.lon", |x| s.lon.push(wire::zigzag(x)))?,
+            9 => each_varint(v, "Way.lat", |x| s.lat.push(wire::decode_zigzag(x)))?,
+            10 => each_varint(v, "Way.lon", |x| s.lon.push(wire::decode_zigzag(x)))?,
             _ => {}
         }
     }
@@ -520,7 +514,7 @@ fn decode_relation(
             9 => {
                 let mut acc = s.memids.last().copied().unwrap_or(0i64);
                 each_varint(v, "Relation.memids", |x| {
-                    acc = acc.wrapping_add(wire::zigzag(x));
+                    acc = acc.wrapping_add(wire::decode_zigzag(x));
                     s.memids.push(acc);
                 })?
             }
@@ -597,13 +591,17 @@ impl DenseColumns {
         let mut r = Reader::new(data);
         while let Some((n, v)) = r.field()? {
             match n {
-                1 => each_varint(v, "DenseNodes.id", |x| self.id.push(wire::zigzag(x)))?,
+                1 => each_varint(v, "DenseNodes.id", |x| self.id.push(wire::decode_zigzag(x)))?,
                 5 => {
                     self.has_info = true;
                     self.read_info(wire::expect_bytes(v, "DenseInfo")?)?
                 }
-                8 => each_varint(v, "DenseNodes.lat", |x| self.lat.push(wire::zigzag(x)))?,
-                9 => each_varint(v, "DenseNodes.lon", |x| self.lon.push(wire::zigzag(x)))?,
+                8 => each_varint(v, "DenseNodes.lat", |x| {
+                    self.lat.push(wire::decode_zigzag(x))
+                })?,
+                9 => each_varint(v, "DenseNodes.lon", |x| {
+                    self.lon.push(wire::decode_zigzag(x))
+                })?,
                 10 => each_varint(v, "DenseNodes.keys_vals", |x| self.keys_vals.push(x as i32))?,
                 _ => {}
             }
@@ -631,10 +629,10 @@ impl DenseColumns {
             let what = "DenseInfo";
             match n {
                 1 => each_varint(v, what, |x| self.version.push(x as i32))?,
-                2 => each_varint(v, what, |x| self.timestamp.push(wire::zigzag(x)))?,
-                3 => each_varint(v, what, |x| self.changeset.push(wire::zigzag(x)))?,
-                4 => each_varint(v, what, |x| self.uid.push(zigzag32(x)))?,
-                5 => each_varint(v, what, |x| self.user_sid.push(zigzag32(x)))?,
+                2 => each_varint(v, what, |x| self.timestamp.push(wire::decode_zigzag(x)))?,
+                3 => each_varint(v, what, |x| self.changeset.push(wire::decode_zigzag(x)))?,
+                4 => each_varint(v, what, |x| self.uid.push(wire::decode_zigzag32(x)))?,
+                5 => each_varint(v, what, |x| self.user_sid.push(wire::decode_zigzag32(x)))?,
                 6 => each_varint(v, what, |x| self.visible.push(x != 0))?,
                 _ => {}
             }

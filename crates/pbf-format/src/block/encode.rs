@@ -14,6 +14,10 @@ use super::columns::{Columns, NO_USER};
 use super::{Element, EncodeOptions, InfoView, Obj};
 use crate::Kind;
 use crate::hash::FxBuild;
+use crate::wire::{
+    WireType, encode_zigzag, encode_zigzag32, put_bytes, put_key, put_varint, put_varint_field,
+    tag, varint_len,
+};
 
 /// Encode elements, in the given order, into one PrimitiveBlock (not
 /// compressed). Consecutive elements of one kind share a PrimitiveGroup;
@@ -49,10 +53,10 @@ pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
     }
     debug_assert_eq!(e.next, first.sids.len(), "every string written");
     if scale.granularity != 100 {
-        varint_field(&mut out, 17, 1);
+        put_varint_field(&mut out, 17, 1);
     }
     if scale.date_granularity != 1000 {
-        varint_field(&mut out, 18, 1);
+        put_varint_field(&mut out, 18, 1);
     }
     out
 }
@@ -71,61 +75,27 @@ fn group_class(element: &Obj<'_>, dense: bool) -> (Kind, u8) {
 
 // ------------------------------------------------------------ wire output
 
-/// Append a varint (byte by byte: a slice copy of a few bytes would be a
-/// `memcpy` call).
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    out.reserve(10);
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Bytes of `v` as a varint.
-fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn zigzag32(v: i32) -> u64 {
-    u64::from(((v << 1) ^ (v >> 31)) as u32)
-}
-
 /// `int32` and `int64` fields: negative values as ten-byte varints.
 fn int(v: i64) -> u64 {
     v as u64
 }
 
-fn varint_field(out: &mut Vec<u8>, number: u32, v: u64) {
-    varint(out, u64::from(number) << 3);
-    varint(out, v);
-}
-
 /// The key and length of a length-delimited field of `len` bytes.
 fn bytes_head(out: &mut Vec<u8>, number: u32, len: usize) {
-    varint(out, (u64::from(number) << 3) | 2);
-    varint(out, len as u64);
-}
-
-fn bytes_field(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
-    bytes_head(out, number, bytes.len());
-    out.extend_from_slice(bytes);
+    put_key(out, number, WireType::Len);
+    put_varint(out, len as u64);
 }
 
 /// Bytes of a length-delimited field holding `len` bytes.
 fn bytes_field_len(number: u32, len: usize) -> usize {
-    varint_len((u64::from(number) << 3) | 2) + varint_len(len as u64) + len
+    varint_len(tag(number, WireType::Len)) + varint_len(len as u64) + len
 }
 
 /// Delta-coded varints, wrapping on overflow (decoding wraps back).
 fn delta_zigzag(out: &mut Vec<u8>, values: impl Iterator<Item = i64>) {
     let mut prev = 0i64;
     for v in values {
-        varint(out, zigzag(v.wrapping_sub(prev)));
+        put_varint(out, encode_zigzag(v.wrapping_sub(prev)));
         prev = v;
     }
 }
@@ -154,9 +124,9 @@ impl Field<'_> {
 
     fn write(self, out: &mut Vec<u8>) {
         match self {
-            Field::Varint(number, v) => varint_field(out, number, v),
+            Field::Varint(number, v) => put_varint_field(out, number, v),
             Field::Packed(_, []) => {}
-            Field::Packed(number, b) | Field::Message(number, b) => bytes_field(out, number, b),
+            Field::Packed(number, b) | Field::Message(number, b) => put_bytes(out, number, b),
         }
     }
 }
@@ -178,7 +148,7 @@ const GROUP_LEN_GUESS: usize = 3;
 /// behind room for its length; when the length needs more or fewer bytes
 /// than guessed, the body moves once.
 fn nested(out: &mut Vec<u8>, number: u32, write: impl FnOnce(&mut Vec<u8>)) {
-    varint(out, (u64::from(number) << 3) | 2);
+    put_varint(out, (u64::from(number) << 3) | 2);
     let at = out.len();
     out.resize(at + GROUP_LEN_GUESS, 0);
     write(out);
@@ -193,7 +163,7 @@ fn nested(out: &mut Vec<u8>, number: u32, write: impl FnOnce(&mut Vec<u8>)) {
         out.truncate(at + need + body);
     }
     let mut len = Vec::with_capacity(need);
-    varint(&mut len, body as u64);
+    put_varint(&mut len, body as u64);
     out[at..at + need].copy_from_slice(&len);
 }
 
@@ -419,7 +389,7 @@ impl<'a> StringTable<'a> {
     fn write(&self, out: &mut Vec<u8>, len: usize) {
         bytes_head(out, 1, len);
         for s in &self.strings {
-            bytes_field(out, 1, s);
+            put_bytes(out, 1, s);
         }
     }
 }
@@ -489,8 +459,8 @@ impl Encoder<'_> {
         keys.clear();
         vals.clear();
         for _ in 0..element.tag_count() {
-            varint(&mut keys, u64::from(self.sid()));
-            varint(&mut vals, u64::from(self.sid()));
+            put_varint(&mut keys, u64::from(self.sid()));
+            put_varint(&mut vals, u64::from(self.sid()));
         }
         (self.s.keys, self.s.vals) = (keys, vals);
         self.s.info.clear();
@@ -498,14 +468,14 @@ impl Encoder<'_> {
             let user = self.sid();
             let out = &mut self.s.info;
             if info.version != -1 {
-                varint_field(out, 1, int(i64::from(info.version)));
+                put_varint_field(out, 1, int(i64::from(info.version)));
             }
-            varint_field(out, 2, int(self.scale.timestamp(info.timestamp_ms)));
-            varint_field(out, 3, int(info.changeset));
-            varint_field(out, 4, int(i64::from(info.uid)));
-            varint_field(out, 5, u64::from(user));
+            put_varint_field(out, 2, int(self.scale.timestamp(info.timestamp_ms)));
+            put_varint_field(out, 3, int(info.changeset));
+            put_varint_field(out, 4, int(i64::from(info.uid)));
+            put_varint_field(out, 5, u64::from(user));
             if let Some(visible) = info.visible {
-                varint_field(out, 6, u64::from(visible));
+                put_varint_field(out, 6, u64::from(visible));
             }
         }
     }
@@ -526,12 +496,12 @@ impl Encoder<'_> {
             group,
             1,
             &[
-                Field::Varint(1, zigzag(node.id())),
+                Field::Varint(1, encode_zigzag(node.id())),
                 Field::Packed(2, &s.keys),
                 Field::Packed(3, &s.vals),
                 self.info_field(node),
-                Field::Varint(8, zigzag(self.scale.coord(lat))),
-                Field::Varint(9, zigzag(self.scale.coord(lon))),
+                Field::Varint(8, encode_zigzag(self.scale.coord(lat))),
+                Field::Varint(9, encode_zigzag(self.scale.coord(lon))),
             ],
         );
     }
@@ -572,13 +542,13 @@ impl Encoder<'_> {
         ids.clear();
         let mut prev = 0i64;
         for (kind, id, _) in relation.members() {
-            varint(types, kind as u64);
-            varint(ids, zigzag(id.wrapping_sub(prev)));
+            put_varint(types, kind as u64);
+            put_varint(ids, encode_zigzag(id.wrapping_sub(prev)));
             prev = id;
         }
         for _ in 0..relation.member_count() {
             let role = i32::try_from(self.sid()).unwrap_or(i32::MAX);
-            varint(&mut roles, int(i64::from(role)));
+            put_varint(&mut roles, int(i64::from(role)));
         }
         self.s.a = roles;
         let s = &self.s;
@@ -676,16 +646,16 @@ impl<'s> DenseWriter<'s> {
         let id = node.id();
         let (lat, lon) = node.position();
         let (lat, lon) = (scale.coord(lat), scale.coord(lon));
-        varint(self.id, zigzag(id.wrapping_sub(p.id)));
-        varint(self.lat, zigzag(lat.wrapping_sub(p.lat)));
-        varint(self.lon, zigzag(lon.wrapping_sub(p.lon)));
+        put_varint(self.id, encode_zigzag(id.wrapping_sub(p.id)));
+        put_varint(self.lat, encode_zigzag(lat.wrapping_sub(p.lat)));
+        put_varint(self.lon, encode_zigzag(lon.wrapping_sub(p.lon)));
         (p.id, p.lat, p.lon) = (id, lat, lon);
         if tags {
             for _ in 0..node.tag_count() {
-                varint(self.keys_vals, int(i64::from(sids.next_i32())));
-                varint(self.keys_vals, int(i64::from(sids.next_i32())));
+                put_varint(self.keys_vals, int(i64::from(sids.next_i32())));
+                put_varint(self.keys_vals, int(i64::from(sids.next_i32())));
             }
-            varint(self.keys_vals, 0);
+            put_varint(self.keys_vals, 0);
         }
         if let Some(info) = node.info() {
             let user_sid = sids.next_i32();
@@ -697,13 +667,16 @@ impl<'s> DenseWriter<'s> {
         let p = &mut self.prev;
         let [version, timestamp, changeset, uid, user, visible] = &mut *self.info;
         let ts = scale.timestamp(info.timestamp_ms);
-        varint(version, int(i64::from(info.version)));
-        varint(timestamp, zigzag(ts.wrapping_sub(p.timestamp)));
-        varint(changeset, zigzag(info.changeset.wrapping_sub(p.changeset)));
-        varint(uid, zigzag32(info.uid.wrapping_sub(p.uid)));
-        varint(user, zigzag32(user_sid.wrapping_sub(p.user_sid)));
+        put_varint(version, int(i64::from(info.version)));
+        put_varint(timestamp, encode_zigzag(ts.wrapping_sub(p.timestamp)));
+        put_varint(
+            changeset,
+            encode_zigzag(info.changeset.wrapping_sub(p.changeset)),
+        );
+        put_varint(uid, encode_zigzag32(info.uid.wrapping_sub(p.uid)));
+        put_varint(user, encode_zigzag32(user_sid.wrapping_sub(p.user_sid)));
         if let Some(v) = info.visible {
-            varint(visible, u64::from(v));
+            put_varint(visible, u64::from(v));
         }
         (p.timestamp, p.changeset, p.uid, p.user_sid) = (ts, info.changeset, info.uid, user_sid);
     }

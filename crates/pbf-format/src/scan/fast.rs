@@ -86,7 +86,7 @@ fn object(data: &[u8], kind: Kind) -> Option<Key> {
         }
     }
     let id = match kind {
-        Kind::Node => wire::zigzag(id?),
+        Kind::Node => wire::decode_zigzag(id?),
         _ => id? as i64,
     };
     Some(Key::new(kind, id, version))
@@ -145,14 +145,14 @@ fn walk_dense(ids: &[u8], versions: Option<&[u8]>, acc: &mut Accumulator) -> Opt
     let mut id = 0i64;
     let Some(versions) = versions else {
         while !ids.is_empty() {
-            id = id.wrapping_add(wire::zigzag(ids.try_varint()?));
+            id = id.wrapping_add(wire::decode_zigzag(ids.try_varint()?));
             acc.push(Key::new(Kind::Node, id, 0));
         }
         return Some(());
     };
     let mut versions = Reader::new(versions);
     while !ids.is_empty() {
-        id = id.wrapping_add(wire::zigzag(ids.try_varint()?));
+        id = id.wrapping_add(wire::decode_zigzag(ids.try_varint()?));
         let version = key_version(versions.try_varint()? as i32);
         acc.push(Key::new(Kind::Node, id, version));
     }
@@ -164,7 +164,7 @@ mod tests {
     use super::*;
     use crate::proto;
     use crate::scan::{scan_block, scan_block_checked};
-    use crate::wire::{put_bytes, put_key, put_varint, unzigzag};
+    use crate::wire::{encode_zigzag, put_bytes, put_key, put_varint};
     use prost::Message;
 
     /// Where the fast path answers it gives the checked scan's result, and
@@ -190,7 +190,7 @@ mod tests {
     }
 
     fn ids(deltas: &[i64]) -> Vec<u8> {
-        packed(&deltas.iter().map(|&d| unzigzag(d)).collect::<Vec<_>>())
+        packed(&deltas.iter().map(|&d| encode_zigzag(d)).collect::<Vec<_>>())
     }
 
     /// A block of one group holding one DenseNodes message.
@@ -255,7 +255,7 @@ mod tests {
         let mut dense = Vec::new();
         for d in [5, 2, -10] {
             put_key(&mut dense, 1, wire::WireType::Varint);
-            put_varint(&mut dense, unzigzag(d));
+            put_varint(&mut dense, encode_zigzag(d));
         }
         put_bytes(&mut dense, 5, &info);
         let block = dense_block(&dense);
