@@ -66,8 +66,7 @@ pub fn permute(input: &Path, out: &Path, seed: u64) {
         .unwrap_or_else(|e| panic!("{}: {e:#}", out.display()));
     pbf_bench_gen::frames::permute(input, &mut output, seed)
         .unwrap_or_else(|e| panic!("permute {}: {e:#}", input.display()));
-    pbf_bench_gen::output::finish(output)
-        .unwrap_or_else(|e| panic!("{}: {e:#}", out.display()));
+    pbf_bench_gen::output::finish(output).unwrap_or_else(|e| panic!("{}: {e:#}", out.display()));
 }
 
 /// Write `input`'s header frame, then its data frames in `order` (indexes

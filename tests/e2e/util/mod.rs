@@ -10,8 +10,6 @@
 //! - [`oracle`]: what osmium says of a file;
 //! - [`failures`]: a failed run's stderr, checked.
 
-#![allow(dead_code)]
-
 pub mod commands;
 pub mod failures;
 pub mod files;
