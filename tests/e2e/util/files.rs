@@ -1,24 +1,12 @@
-//! Files: where the real PBF files are, inputs built from them (frames
+//! Files: where the real PBF files are (the test kit's data directory,
+//! shared with the crates' own tests), inputs built from them (frames
 //! reordered, permuted, repeated), and the directories a test looks into.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use pbf_format::frame::{BlobType, PbfFile};
-
-/// The directory of real PBF files: `$PBF_SORT_TEST_DATA`, else the
-/// repository's `tests/fixtures`.
-pub fn data_dir() -> PathBuf {
-    let dir = std::env::var_os("PBF_SORT_TEST_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"));
-    assert!(
-        dir.is_dir(),
-        "test data directory {} is missing (set PBF_SORT_TEST_DATA)",
-        dir.display()
-    );
-    dir
-}
+pub use pbf_testkit::{data, data_dir, entries};
 
 /// Every PBF file in the data directory, sorted by name.
 pub fn all_files() -> Vec<PathBuf> {
@@ -43,13 +31,6 @@ pub fn good_files() -> Vec<PathBuf> {
         .into_iter()
         .filter(|p| !name(p).starts_with("bad-"))
         .collect()
-}
-
-/// A data file by name.
-pub fn data(name: &str) -> PathBuf {
-    let p = data_dir().join(name);
-    assert!(p.is_file(), "{} is missing", p.display());
-    p.canonicalize().expect("canonical path")
 }
 
 /// File name as a string.
@@ -115,16 +96,6 @@ pub fn overlapping_copies(name: &str, reps: usize, out: &Path) {
         }
     }
     std::fs::write(out, bytes).expect("write input");
-}
-
-/// Names in a directory, sorted.
-pub fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .expect("ls")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// A scratch directory and a fresh, empty output directory inside it.

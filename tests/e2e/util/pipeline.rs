@@ -7,11 +7,12 @@ use std::process::Output;
 
 use pbf_format::header::{BBox, Header};
 use pbf_stream::{
-    BlobRecord, CopyOp, FrameKeys, IndexRecord, OutputHeader, PlanEnd, PlanHeader, PlanRecord,
-    SourceRecord, SourceRef, Writer,
+    BlobRecord, CopyOp, FrameKeys, IndexRecord, OutputHeader, PlanHeader, PlanRecord, SourceRecord,
+    SourceRef, Writer,
 };
 
 use crate::util::{bin, fileinfo, opl, run_with_input, succeeds};
+pub use pbf_testkit::plan_bytes;
 
 /// Parse JSON Lines into typed records.
 pub fn records<T: for<'de> serde::Deserialize<'de>>(jsonl: &[u8]) -> Vec<T> {
@@ -79,42 +80,15 @@ pub fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
 
 /// The plan header for one source, with the sorted flag in its header.
 pub fn plan_header(src: &SourceRecord) -> PlanHeader {
-    let mut header = src.header.clone();
-    header.optional_features.retain(|f| !f.starts_with("Sort."));
-    header.optional_features.push("Sort.Type_then_ID".into());
-    PlanHeader {
-        schema: pbf_stream::PLAN_SCHEMA.into(),
-        version: pbf_stream::SCHEMA_VERSION,
-        sources: vec![SourceRef {
-            id: 0,
-            path: src.path.clone(),
-            size: src.size,
-            mtime: src.mtime,
-            mtime_nsec: src.mtime_nsec,
-            spool: false,
-        }],
-        header,
-        early: false,
-    }
-}
-
-/// A plan as JSON Lines: header, the ops, and (when `end`) the end record.
-pub fn plan_bytes(header: &PlanHeader, ops: &[PlanRecord], end: bool) -> Vec<u8> {
-    let mut w = Writer::new(Vec::new());
-    w.write(&PlanRecord::Plan(header.clone())).expect("plan");
-    let mut tally = PlanEnd::default();
-    for op in ops {
-        match op {
-            PlanRecord::Copy(c) => tally.add_copy(c),
-            PlanRecord::Merge(m) => tally.add_merge(m),
-            _ => panic!("not an op"),
-        }
-        w.write(op).expect("op");
-    }
-    if end {
-        w.write(&PlanRecord::End(tally)).expect("end");
-    }
-    w.finish().expect("finish")
+    let source = SourceRef {
+        id: 0,
+        path: src.path.clone(),
+        size: src.size,
+        mtime: src.mtime,
+        mtime_nsec: src.mtime_nsec,
+        spool: false,
+    };
+    pbf_testkit::plan_header(vec![source], &src.header)
 }
 
 /// The generator the header of [`with_header_record`] names.
