@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pbf_format::compress::decode_blob;
+use pbf_format::compress::{Codec, blob_data, decode_blob};
 use pbf_format::frame::{BlobType, PbfFile};
 use pbf_format::header::{Header, read_file_header};
 use pbf_format::scan::{Summary, scan_block};
@@ -183,6 +183,8 @@ pub struct Written {
     /// gives when it checks against the Blob, and the summary a key scan of
     /// the block gives.
     pub summaries: Vec<(Option<Summary>, Summary)>,
+    /// For each of those frames: how its Blob stores the block.
+    pub codecs: Vec<Codec>,
 }
 
 /// Read a PBF file back: header, data frames, what their indexdata says.
@@ -192,13 +194,16 @@ pub fn written(path: &Path) -> Written {
     let (_, header) = read_file_header(&file, &mut walk).expect("OSMHeader");
     let mut frames = Vec::new();
     let mut summaries = Vec::new();
+    let mut codecs = Vec::new();
     for fh in walk {
         let fh = fh.expect("frame header");
         assert_eq!(fh.blob_type, BlobType::OsmData, "{}", path.display());
-        let raw = decode_blob(&file.read_body(&fh).expect("read")).expect("blob");
+        let body = file.read_body(&fh).expect("read");
+        let raw = decode_blob(&body).expect("blob");
         let Some(scanned) = scan_block(&raw).expect("key scan") else {
             continue;
         };
+        codecs.push(blob_data(&body).expect("blob").compression);
         let from_indexdata = fh
             .indexdata
             .as_deref()
@@ -214,6 +219,7 @@ pub fn written(path: &Path) -> Written {
         header,
         frames,
         summaries,
+        codecs,
     }
 }
 
