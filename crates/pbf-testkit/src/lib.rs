@@ -9,6 +9,9 @@
 //! a `header` record put in) to reach the paths they test.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{ArgMatches, Command};
 
 use pbf_format::compress::{Codec, blob_data, decode_blob};
 use pbf_format::frame::{BlobType, PbfFile};
@@ -35,6 +38,35 @@ pub fn data(name: &str) -> PathBuf {
     let p = data_dir().join(name);
     assert!(p.is_file(), "{} is missing", p.display());
     p.canonicalize().expect("canonical path")
+}
+
+/// Run a tool's `run()` in-process with `args` as its command line (after
+/// the tool's name), parsed by its `command()`, as `pbf_cli::main` would.
+/// Arguments the command refuses fail the test: those are checked on the
+/// command itself.
+pub fn run_tool(
+    command: Command,
+    run: fn(&ArgMatches) -> anyhow::Result<ExitCode>,
+    args: &[&str],
+) -> anyhow::Result<ExitCode> {
+    let name = command.get_name().to_owned();
+    let m = command
+        .try_get_matches_from(std::iter::once(name.as_str()).chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("{args:?} do not parse: {e}"));
+    run(&m)
+}
+
+/// A path as a command-line argument.
+pub fn arg(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+/// The real file `name` copied into `dir` as `in.osm.pbf` (a test may
+/// change it), and its index.
+pub fn copied(dir: &Path, name: &str) -> Indexed {
+    let path = dir.join("in.osm.pbf");
+    std::fs::copy(data(name), &path).expect("copy the input");
+    indexed(&path)
 }
 
 /// Names in a directory, sorted.

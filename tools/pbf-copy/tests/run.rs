@@ -13,25 +13,16 @@ use std::process::ExitCode;
 use pbf_format::compress::Codec;
 use pbf_format::header::Header;
 use pbf_stream::{OutputHeader, PlanHeader, PlanRecord, Unsorted};
-use pbf_testkit::{Indexed, data, data_frames, indexed, sorted_plan, written};
+use pbf_testkit::{Indexed, arg, copied, data_frames, run_tool, sorted_plan, written};
 
-/// Parse `args` as the command line and run it.
+/// Run pbf-copy with `args`.
 fn run(args: &[&str]) -> anyhow::Result<ExitCode> {
-    let m = pbf_copy::command()
-        .try_get_matches_from(std::iter::once("pbf-copy").chain(args.iter().copied()))
-        .expect("arguments parse");
-    pbf_copy::run(&m)
+    run_tool(pbf_copy::command(), pbf_copy::run, args)
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
-
-/// A real sorted file copied into `dir`, and its index.
+/// The real sorted file this file's tests copy, copied into `dir`.
 fn input(dir: &Path) -> Indexed {
-    let path = dir.join("in.osm.pbf");
-    std::fs::copy(data("sorted-liechtenstein.osm.pbf"), &path).expect("copy the input");
-    indexed(&path)
+    copied(dir, "sorted-liechtenstein.osm.pbf")
 }
 
 /// The sorted plan of `file`, its plan record marked `early`, and its
@@ -53,7 +44,7 @@ fn copy(dir: &Path, plan: &[u8], args: &[&str]) -> Vec<u8> {
     let path = dir.join("plan.jsonl");
     std::fs::write(&path, plan).expect("write plan");
     let out = dir.join("out.osm.pbf");
-    let mut all = vec!["-q", "-O", s(&path), "-o", s(&out)];
+    let mut all = vec!["-q", "-O", arg(&path), "-o", arg(&out)];
     all.extend_from_slice(args);
     run(&all).unwrap_or_else(|e| panic!("{all:?}: {e:#}"));
     std::fs::read(&out).expect("output")
@@ -156,17 +147,18 @@ fn an_existing_output_needs_overwrite_and_an_input_is_never_the_output() {
     std::fs::write(&plan_file, plan(&file, false, Vec::new(), &[])).expect("write plan");
     let out = dir.path().join("out.osm.pbf");
     std::fs::write(&out, b"an older output").expect("write");
-    let err = run(&["-q", s(&plan_file), "-o", s(&out)]).expect_err("exists");
+    let err = run(&["-q", arg(&plan_file), "-o", arg(&out)]).expect_err("exists");
     assert!(err.downcast_ref::<pbf_cli::Usage>().is_some(), "{err:#}");
     assert!(
         pbf_cli::one_line(&err).contains("use -O/--overwrite"),
         "{err:#}"
     );
     assert_eq!(std::fs::read(&out).expect("out"), b"an older output");
-    run(&["-q", "-O", s(&plan_file), "-o", s(&out)]).expect("-O replaces it");
+    run(&["-q", "-O", arg(&plan_file), "-o", arg(&out)]).expect("-O replaces it");
     assert_eq!(written(&out).frames, data_frames(&file));
     let before = std::fs::read(&file.source.path).expect("input");
-    let err = run(&["-q", "-O", s(&plan_file), "-o", s(&file.source.path)]).expect_err("the input");
+    let err =
+        run(&["-q", "-O", arg(&plan_file), "-o", arg(&file.source.path)]).expect_err("the input");
     assert!(pbf_cli::one_line(&err).contains("in.osm.pbf"), "{err:#}");
     assert_eq!(std::fs::read(&file.source.path).expect("input"), before);
 }

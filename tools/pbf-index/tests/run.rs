@@ -3,17 +3,13 @@
 //! combinations the parser refuses; the index itself is tested end to end
 //! (tests/e2e/index.rs), where its records on standard output are read.
 
-use std::path::Path;
 use std::process::ExitCode;
 
-use pbf_testkit::data;
+use pbf_testkit::{arg, data, run_tool};
 
-/// Parse `args` as the command line and run it.
+/// Run pbf-index with `args`.
 fn run(args: &[&str]) -> anyhow::Result<ExitCode> {
-    let m = pbf_index::command()
-        .try_get_matches_from(std::iter::once("pbf-index").chain(args.iter().copied()))
-        .expect("arguments parse");
-    pbf_index::run(&m)
+    run_tool(pbf_index::command(), pbf_index::run, args)
 }
 
 /// The error of a run that must fail as a usage error (exit status 2: one
@@ -27,10 +23,6 @@ fn usage_error(args: &[&str]) -> String {
     pbf_cli::one_line(&err)
 }
 
-fn path(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
-
 #[test]
 fn standard_input_is_refused_with_the_way_out() {
     let line = usage_error(&["-"]);
@@ -42,9 +34,9 @@ fn standard_input_is_refused_with_the_way_out() {
 fn arguments_that_are_no_regular_file_are_refused_before_any_work() {
     let dir = tempfile::tempdir().expect("dir");
     let missing = dir.path().join("missing.osm.pbf");
-    let line = usage_error(&[path(&missing)]);
-    assert!(line.starts_with(path(&missing)), "{line}");
-    let line = usage_error(&[path(dir.path())]);
+    let line = usage_error(&[arg(&missing)]);
+    assert!(line.starts_with(arg(&missing)), "{line}");
+    let line = usage_error(&[arg(dir.path())]);
     assert!(line.ends_with("is a directory"), "{line}");
     let fifo = dir.path().join("fifo");
     let made = std::process::Command::new("mkfifo")
@@ -52,7 +44,7 @@ fn arguments_that_are_no_regular_file_are_refused_before_any_work() {
         .status()
         .expect("mkfifo");
     assert!(made.success());
-    let line = usage_error(&[path(&fifo)]);
+    let line = usage_error(&[arg(&fifo)]);
     assert!(
         line.contains("not a regular file (a pipe or device)"),
         "{line}"
@@ -63,7 +55,7 @@ fn arguments_that_are_no_regular_file_are_refused_before_any_work() {
 fn a_bad_argument_after_good_ones_stops_the_run_before_any_work() {
     let dir = tempfile::tempdir().expect("dir");
     let good = data("sorted-andorra.osm.pbf");
-    let line = usage_error(&[path(&good), path(dir.path())]);
+    let line = usage_error(&[arg(&good), arg(dir.path())]);
     assert!(line.contains("is a directory"), "{line}");
 }
 
@@ -76,7 +68,7 @@ fn validate_accepts_pbf_files_even_when_damaged_inside() {
         "bad-changeset-range.osm.pbf",
     ] {
         let file = data(name);
-        let code = run(&["--validate", path(&file)]).expect(name);
+        let code = run(&["--validate", arg(&file)]).expect(name);
         assert_eq!(code, ExitCode::SUCCESS, "{name}");
     }
 }
@@ -92,21 +84,21 @@ fn validate_names_what_a_file_that_is_not_pbf_is() {
     .expect("write");
     let line = usage_error(&[
         "--validate",
-        path(&data("sorted-andorra.osm.pbf")),
-        path(&xml),
+        arg(&data("sorted-andorra.osm.pbf")),
+        arg(&xml),
     ]);
     assert!(line.contains("OSM XML"), "{line}");
     assert!(line.contains("region.osm"), "{line}");
     let bz2 = dir.path().join("region.osm.bz2");
     std::fs::write(&bz2, b"BZh91AY&SY\x00\x00\x00\x00\x00\x00").expect("write");
-    let line = usage_error(&["--validate", path(&bz2)]);
+    let line = usage_error(&["--validate", arg(&bz2)]);
     assert!(line.contains("bzip2-compressed"), "{line}");
 }
 
 #[test]
 fn a_file_without_its_osmheader_fails_naming_it() {
     let file = data("bad-no-header.osm.pbf");
-    let err = run(&["-q", path(&file)]).expect_err("no OSMHeader");
+    let err = run(&["-q", arg(&file)]).expect_err("no OSMHeader");
     let line = pbf_cli::one_line(&err);
     assert!(line.contains("bad-no-header.osm.pbf"), "{line}");
     assert!(
@@ -118,7 +110,7 @@ fn a_file_without_its_osmheader_fails_naming_it() {
 #[test]
 fn option_combinations_the_parser_refuses() {
     let file = data("sorted-andorra.osm.pbf");
-    let f = path(&file);
+    let f = arg(&file);
     for args in [
         vec!["--decode", "--trust-indexdata", "pbfhogg", f],
         vec!["--trust-indexdata", "osmium", f],

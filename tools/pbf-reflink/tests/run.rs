@@ -10,25 +10,18 @@ use std::process::{Command, ExitCode};
 
 use pbf_format::header::Header;
 use pbf_stream::{OutputHeader, PlanRecord, Unsorted};
-use pbf_testkit::{Indexed, data, data_frames, entries, indexed, sorted_plan, write_plan, written};
+use pbf_testkit::{
+    Indexed, arg, copied, data_frames, entries, run_tool, sorted_plan, write_plan, written,
+};
 
-/// Parse `args` as the command line and run it.
+/// Run pbf-reflink with `args`.
 fn run(args: &[&str]) -> anyhow::Result<ExitCode> {
-    let m = pbf_reflink::command()
-        .try_get_matches_from(std::iter::once("pbf-reflink").chain(args.iter().copied()))
-        .expect("arguments parse");
-    pbf_reflink::run(&m)
+    run_tool(pbf_reflink::command(), pbf_reflink::run, args)
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().expect("UTF-8 path")
-}
-
-/// A real sorted file copied into `dir`, and its index.
+/// The real sorted file this file's tests copy, copied into `dir`.
 fn input(dir: &Path) -> Indexed {
-    let path = dir.join("in.osm.pbf");
-    std::fs::copy(data("sorted-liechtenstein.osm.pbf"), &path).expect("copy the input");
-    indexed(&path)
+    copied(dir, "sorted-liechtenstein.osm.pbf")
 }
 
 /// The sorted plan of `file` with `records` put after the plan record,
@@ -57,7 +50,7 @@ fn a_sorted_plan_keeps_every_data_frame_as_it_is() {
     let file = input(dir.path());
     let plan = plan_with(dir.path(), &file, false, Vec::new());
     let out = dir.path().join("out.osm.pbf");
-    run(&["-q", s(&plan), "-o", s(&out)]).expect("run");
+    run(&["-q", arg(&plan), "-o", arg(&out)]).expect("run");
     let w = written(&out);
     assert!(w.header.claims_sorted());
     // Cloned with padding frames between the ranges, or copied like
@@ -87,10 +80,10 @@ fn require_reflink_writes_nothing_where_the_output_cannot_clone() {
     let plan = plan_with(dir.path(), &file, false, Vec::new());
     let out = dir.path().join("out.osm.pbf");
     let err =
-        run(&["-q", "--require-reflink", s(&plan), "-o", s(&out)]).expect_err("no clones here");
+        run(&["-q", "--require-reflink", arg(&plan), "-o", arg(&out)]).expect_err("no clones here");
     let line = pbf_cli::one_line(&err);
     assert!(line.ends_with("(--require-reflink)"), "{line}");
-    assert!(line.contains(s(&out)), "names the output: {line}");
+    assert!(line.contains(arg(&out)), "names the output: {line}");
     assert!(!out.exists());
     assert_eq!(entries(dir.path()), ["in.osm.pbf", "plan.jsonl"]);
 }
@@ -101,7 +94,8 @@ fn add_indexdata_binds_each_frame_and_needs_the_frame_keys() {
     let file = input(dir.path());
     let out = dir.path().join("out.osm.pbf");
     let plan = plan_with(dir.path(), &file, false, Vec::new());
-    let err = run(&["-q", "--add-indexdata", s(&plan), "-o", s(&out)]).expect_err("no frame keys");
+    let err =
+        run(&["-q", "--add-indexdata", arg(&plan), "-o", arg(&out)]).expect_err("no frame keys");
     let line = pbf_cli::one_line(&err);
     assert!(
         line.contains("--add-indexdata needs the per-frame keys"),
@@ -109,7 +103,7 @@ fn add_indexdata_binds_each_frame_and_needs_the_frame_keys() {
     );
     assert!(!out.exists());
     let plan = plan_with(dir.path(), &file, true, Vec::new());
-    run(&["-q", "--add-indexdata", s(&plan), "-o", s(&out)]).expect("run");
+    run(&["-q", "--add-indexdata", arg(&plan), "-o", arg(&out)]).expect("run");
     let w = written(&out);
     assert_eq!(w.summaries.len(), file.blobs.len());
     for (i, (from_indexdata, scanned)) in w.summaries.iter().enumerate() {
@@ -134,7 +128,7 @@ fn a_header_record_replaces_the_output_header() {
         })],
     );
     let out = dir.path().join("out.osm.pbf");
-    run(&["-q", s(&plan), "-o", s(&out)]).expect("run");
+    run(&["-q", arg(&plan), "-o", arg(&out)]).expect("run");
     let w = written(&out);
     assert_eq!(w.header.writingprogram, header.writingprogram);
     assert_eq!(w.frames, data_frames(&file));
@@ -151,7 +145,7 @@ fn an_unsorted_record_changes_nothing() {
         vec![PlanRecord::Unsorted(Unsorted {})],
     );
     let out = dir.path().join("out.osm.pbf");
-    run(&["-q", s(&plan), "-o", s(&out)]).expect("run");
+    run(&["-q", arg(&plan), "-o", arg(&out)]).expect("run");
     assert_eq!(written(&out).frames, data_frames(&file));
 }
 
@@ -163,7 +157,7 @@ fn the_temporary_file_goes_to_temp_dir_and_leaves_nothing() {
     let temp = dir.path().join("temp");
     std::fs::create_dir(&temp).expect("temp dir");
     let out = dir.path().join("out.osm.pbf");
-    run(&["-q", "--temp-dir", s(&temp), s(&plan), "-o", s(&out)]).expect("run");
+    run(&["-q", "--temp-dir", arg(&temp), arg(&plan), "-o", arg(&out)]).expect("run");
     assert!(entries(&temp).is_empty(), "{:?}", entries(&temp));
     assert_eq!(written(&out).frames, data_frames(&file));
 }
