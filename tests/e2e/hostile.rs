@@ -631,7 +631,8 @@ fn broken_blocks(out: &mut Vec<Case>) {
 /// Files that are not PBF at all.
 fn not_pbf(out: &mut Vec<Case>) {
     let mut rng = Rng::new(7, 0);
-    let random = |n: usize, rng: &mut Rng| (0..n).map(|_| rng.next() as u8).collect::<Vec<u8>>();
+    let random =
+        |n: usize, rng: &mut Rng| (0..n).map(|_| rng.next_u64() as u8).collect::<Vec<u8>>();
     let xml =
         b"<?xml version='1.0' encoding='UTF-8'?>\n<osm version=\"0.6\" generator=\"test\">\n  \
                 <node id=\"1\" version=\"1\" lat=\"1.0\" lon=\"1.0\"/>\n</osm>\n"
