@@ -4,16 +4,6 @@
 //! files; plus `copy`, the plain copy_file_range + fsync that serves as the
 //! disk's floor in the benchmark tables.
 
-mod encode;
-mod frames;
-mod history;
-mod input;
-mod output;
-mod rng;
-mod shift;
-mod shuffle;
-mod tile;
-
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -23,7 +13,8 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 
-use crate::encode::Codec;
+use pbf_bench_gen::encode::Codec;
+use pbf_bench_gen::{frames, history, output, shuffle, tile};
 
 /// Default blob compression of re-encoded output (see `bench/README.md`).
 const DEFAULT_COMPRESSION: &str = "zlib:6";

@@ -3,27 +3,15 @@
 //! must be the same, `check-refs` for reference consistency of tiled copies,
 //! and indexdata that agrees with a key scan.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use pbf_format::compress::decode_blob;
 use pbf_format::frame::PbfFile;
 use pbf_format::indexdata;
 use pbf_format::scan::scan_block;
+use pbf_testkit::data;
 use serde_json::Value;
-
-fn data(name: &str) -> PathBuf {
-    let dir = std::env::var_os("PBF_SORT_TEST_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures"));
-    let p = dir.join(name);
-    assert!(
-        p.is_file(),
-        "{} is missing (set PBF_SORT_TEST_DATA)",
-        p.display()
-    );
-    p
-}
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd

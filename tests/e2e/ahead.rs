@@ -12,19 +12,13 @@ use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use pbf_stream::{BlobRecord, CopyOp, PlanHeader, PlanRecord, SourceRecord};
+use pbf_stream::{BlobRecord, PlanHeader, PlanRecord, SourceRecord};
 
 use crate::util::*;
 
 /// How long the ops are held back: long enough for the copy ahead of a
 /// test file to finish.
 const PAUSE: Duration = Duration::from_millis(400);
-
-fn index_bytes(path: &Path) -> Vec<u8> {
-    let mut c = bin("pbf-index");
-    c.arg("-q").arg(path);
-    succeeds(c)
-}
 
 /// A plan copying `blobs` of `src`, one op per blob, in the given order,
 /// whose record says it was written early (before the blobs were planned).
@@ -40,18 +34,7 @@ fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
 fn copy_ops(blobs: &[&BlobRecord]) -> Vec<PlanRecord> {
     blobs
         .iter()
-        .map(|b| {
-            PlanRecord::Copy(CopyOp {
-                source: 0,
-                offset: b.offset,
-                length: b.length,
-                blobs: 1,
-                first: b.first,
-                last: b.last,
-                elements: b.counts.total(),
-                frames: Vec::new(),
-            })
-        })
+        .map(|b| PlanRecord::Copy(copy_op(b, false)))
         .collect()
 }
 
@@ -357,7 +340,7 @@ fn early_record(index: &[u8], blobs: usize) -> (Option<String>, bool) {
 
 #[test]
 fn sources_writes_the_plan_record_once_the_first_blobs_are_in_order() {
-    let index = index_bytes(&data("sorted-kualalumpur.osm.pbf"));
+    let index = index_stream(&data("sorted-kualalumpur.osm.pbf"));
     assert_eq!(
         early_record(&index, 15),
         (None, true),
@@ -377,14 +360,14 @@ fn sources_waits_when_the_first_blobs_are_out_of_order() {
     let dir = tempfile::tempdir().expect("dir");
     let permuted = dir.path().join("permuted.osm.pbf");
     permute(&data("sorted-kualalumpur.osm.pbf"), &permuted, 7);
-    let index = index_bytes(&permuted);
+    let index = index_stream(&permuted);
     let lines = index.iter().filter(|&&b| b == b'\n').count();
     assert_eq!(
         early_record(&index, lines - 2),
         (None, false),
         "a plan record for a permuted file"
     );
-    let unsorted = index_bytes(&data("unsorted-vex.osm.pbf"));
+    let unsorted = index_stream(&data("unsorted-vex.osm.pbf"));
     assert_eq!(
         early_record(&unsorted, 16),
         (None, false),
@@ -396,7 +379,8 @@ fn sources_waits_when_the_first_blobs_are_out_of_order() {
 fn sources_waits_when_a_merge_could_change_the_header() {
     // Without DenseNodes among the input's required features, a merge would
     // add it, so the header is known only once the ops are.
-    let index = String::from_utf8(index_bytes(&data("sorted-kualalumpur.osm.pbf"))).expect("utf-8");
+    let index =
+        String::from_utf8(index_stream(&data("sorted-kualalumpur.osm.pbf"))).expect("utf-8");
     let dense = r#""required_features":["OsmSchema-V0.6","DenseNodes"]"#;
     assert!(index.contains(dense));
     let plain = index.replacen(dense, r#""required_features":["OsmSchema-V0.6"]"#, 1);
@@ -409,10 +393,10 @@ fn sources_waits_when_a_merge_could_change_the_header() {
 
 #[test]
 fn sources_must_match_the_index() {
-    let a = index_bytes(&data("sorted-andorra.osm.pbf"));
+    let a = index_stream(&data("sorted-andorra.osm.pbf"));
     let both = [
         a.clone(),
-        index_bytes(&data("sorted-liechtenstein.osm.pbf")),
+        index_stream(&data("sorted-liechtenstein.osm.pbf")),
     ]
     .concat();
     for (input, n, message) in [
@@ -450,7 +434,7 @@ fn sources_must_match_the_index() {
 fn merge_passes_the_plan_record_on_at_once() {
     let dir = tempfile::tempdir().expect("dir");
     let spool = dir.path().join("spool.pbf");
-    let index = index_bytes(&data("sorted-kualalumpur.osm.pbf"));
+    let index = index_stream(&data("sorted-kualalumpur.osm.pbf"));
     let args = ["--spool", spool.to_str().expect("utf-8")];
     for (args_of_overlap, flagged) in [(&[][..], false), (&["--sources", "1"], true)] {
         let plan = plan_of(&index, args_of_overlap);
@@ -471,7 +455,7 @@ fn the_driver_copies_a_sorted_input_ahead() {
     let dir = tempfile::tempdir().expect("dir");
     let input = data("sorted-kualalumpur.osm.pbf");
     let out = dir.path().join("out.osm.pbf");
-    let mut c = crate::sort::pbf_sort();
+    let mut c = pbf_sort();
     c.args(["-v", "--copier", "copy", "-o"])
         .arg(&out)
         .arg(&input);
@@ -494,7 +478,7 @@ fn the_driver_copies_a_sorted_input_ahead() {
 fn the_driver_copies_nothing_ahead_of_a_merge() {
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
-    let mut c = crate::sort::pbf_sort();
+    let mut c = pbf_sort();
     c.args(["-v", "--copier", "copy", "-o"])
         .arg(&out)
         .arg(data("unsorted-vex.osm.pbf"));
@@ -528,7 +512,7 @@ fn an_unsorted_record_follows_an_early_plan_record_at_the_first_disorder() {
     let dir = tempfile::tempdir().expect("dir");
     let input = dir.path().join("twice.osm.pbf");
     twice("sorted-kualalumpur.osm.pbf", &input);
-    let index = index_bytes(&input);
+    let index = index_stream(&input);
     let spool = dir.path().join("spool");
     for merge in [false, true] {
         let mut plan = plan_of(&index, &["--sources", "1"]);
@@ -554,7 +538,7 @@ fn an_unsorted_record_follows_an_early_plan_record_at_the_first_disorder() {
     }
     // A sorted input gets none.
     let sorted = plan_of(
-        &index_bytes(&data("sorted-kualalumpur.osm.pbf")),
+        &index_stream(&data("sorted-kualalumpur.osm.pbf")),
         &["--sources", "1"],
     );
     assert!(!String::from_utf8_lossy(&sorted).contains("\"unsorted\""));
@@ -571,7 +555,7 @@ fn the_unsorted_record_halts_the_copy_ahead() {
     let dir = tempfile::tempdir().expect("dir");
     let input = dir.path().join("twice.osm.pbf");
     twice("sorted-kualalumpur.osm.pbf", &input);
-    let plan = plan_of(&index_bytes(&input), &["--sources", "1"]);
+    let plan = plan_of(&index_stream(&input), &["--sources", "1"]);
     let mut c = bin("pbf-merge");
     c.arg("--spool").arg(dir.path().join("spool"));
     let o = run_with_input(c, &plan);

@@ -8,8 +8,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::reflink::LoopMount;
-use crate::sort::tools_path;
 use crate::util::*;
 
 /// A fenced block of the cookbook: its language and its text.

@@ -13,33 +13,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use pbf_format::{Key, Kind};
-use pbf_stream::{
-    BlobRecord, CopyOp, FrameKeys, IndexRecord, MergeInput, MergeOp, PlanRecord, SourceRecord,
-};
+use pbf_stream::{BlobRecord, IndexRecord, MergeInput, MergeOp, PlanRecord, SourceRecord};
 
 use crate::util::*;
-
-fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
-    let frames = with_frames
-        .then_some(FrameKeys {
-            length: b.length,
-            first: b.first,
-            last: b.last,
-            counts: b.counts,
-        })
-        .into_iter()
-        .collect();
-    CopyOp {
-        source: 0,
-        offset: b.offset,
-        length: b.length,
-        blobs: 1,
-        first: b.first,
-        last: b.last,
-        elements: b.counts.total(),
-        frames,
-    }
-}
 
 /// A plan copying `blobs` of `src` in the given order.
 fn plan_for(src: &SourceRecord, blobs: &[&BlobRecord], frames: bool) -> Vec<u8> {
@@ -90,28 +66,12 @@ fn copy_fails(plan: &[u8], out: &Path, args: &[&str], message: &str) {
     assert_eq!(err.lines().count(), 1, "one error line: {err}");
 }
 
-/// Names in a directory.
-fn entries(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 /// Length of the first frame (the OSMHeader) of PBF bytes.
 fn first_frame_len(bytes: &[u8]) -> usize {
     let hl = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
     let fh = pbf_format::frame::parse_blob_header(&bytes[4..4 + hl]).expect("blob header");
     assert_eq!(fh.0, pbf_format::frame::BlobType::OsmHeader);
     4 + hl + fh.2 as usize
-}
-
-fn ordered(path: &Path) -> bool {
-    fileinfo(path)["data"]["objects_ordered"]
-        .as_bool()
-        .expect("objects_ordered")
 }
 
 fn sorted_files() -> Vec<PathBuf> {
@@ -178,14 +138,17 @@ fn permuted_blobs_are_put_back_in_order() {
     let input = data("sorted-kualalumpur.osm.pbf");
     let shuffled = dir.path().join("shuffled.osm.pbf");
     permute(&input, &shuffled, 7);
-    assert!(!ordered(&shuffled), "a permuted file is not in order");
+    assert!(
+        !osmium_ordered(&shuffled),
+        "a permuted file is not in order"
+    );
 
     let (src2, blobs2) = index(&shuffled);
     let mut by_key: Vec<&BlobRecord> = blobs2.iter().collect();
     by_key.sort_by_key(|b| Key::from(b.first));
     let sorted = dir.path().join("sorted.osm.pbf");
     copy_ok(&plan_for(&src2, &by_key, false), &sorted, &["-v"]);
-    assert!(ordered(&sorted));
+    assert!(osmium_ordered(&sorted));
     assert_eq!(opl(&sorted), opl(&input));
     let (got, orig) = (
         fs::read(&sorted).expect("out"),
@@ -297,7 +260,7 @@ fn add_indexdata_makes_the_next_index_header_only() {
             assert!(a.sorted);
         }
         assert_eq!(opl(&out), opl(&input), "osmium reads the new BlobHeaders");
-        assert!(ordered(&out));
+        assert!(osmium_ordered(&out));
         // The same keys come out of a full scan.
         let mut c = bin("pbf-index");
         c.args(["-q", "--decode"]).arg(&out);
@@ -709,40 +672,9 @@ fn spool_sources_are_checked_per_range_and_removed_unless_kept() {
     assert_eq!(entries(dir.path()), ["out.pbf"]);
 }
 
-/// A small tmpfs mounted for one test, unmounted on drop.
-struct SmallFs(tempfile::TempDir);
-
-impl SmallFs {
-    /// `None` (and a note on stderr) when mounting is not permitted here.
-    fn mount(size: &str) -> Option<SmallFs> {
-        let dir = tempfile::tempdir().expect("dir");
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            eprintln!("SKIPPED: cannot mount a tmpfs here (needs root); disk-full test not run");
-            return None;
-        }
-        Some(SmallFs(dir))
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 fn other_filesystem_falls_back_and_disk_full_leaves_nothing() {
-    let Some(fs_small) = SmallFs::mount("4m") else {
+    let Some(fs_small) = Mount::tmpfs_or_skip("4m", "disk full under pbf-copy") else {
         return;
     };
     let input = data("sorted-liechtenstein.osm.pbf");

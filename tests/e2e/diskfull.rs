@@ -7,19 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::faults::*;
-use crate::sort::pbf_sort;
 use crate::util::*;
-
-fn mount_or_skip(size: &str, what: &str) -> Option<Mount> {
-    match Mount::tmpfs(size, "") {
-        Ok(m) => Some(m),
-        Err(why) => {
-            eprintln!("SKIPPED: {what}: {why}");
-            None
-        }
-    }
-}
 
 fn sort_into(input: &Path, out: &Path, scratch: &Path) -> Outcome {
     let mut c = pbf_sort();
@@ -38,7 +26,7 @@ fn disk_full_mid_run_leaves_nothing() {
         (&merge_in, "4m", "merge path"),
         (&copy_in, "1m", "copy path"),
     ] {
-        let Some(fs) = mount_or_skip(size, what) else {
+        let Some(fs) = Mount::tmpfs_or_skip(size, what) else {
             return;
         };
         let out = fs.path().join("sorted.osm.pbf");
@@ -68,7 +56,7 @@ fn disk_full_mid_run_leaves_nothing() {
 #[test]
 fn read_only_output_directory_is_refused() {
     let dir = tempfile::tempdir().expect("dir");
-    let Some(fs) = mount_or_skip("4m", "read-only output") else {
+    let Some(fs) = Mount::tmpfs_or_skip("4m", "read-only output") else {
         return;
     };
     if let Err(why) = fs.read_only() {

@@ -10,8 +10,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::faults::{Mount, entries};
-use crate::sort::pbf_sort;
 use crate::util::*;
 
 #[test]
@@ -243,12 +241,8 @@ fn a_pipe_that_ends_early_fails_cleanly_without_output() {
 
 #[test]
 fn tmpdir_on_another_filesystem_holds_the_spool() {
-    let mnt = match Mount::tmpfs("64m", "") {
-        Ok(m) => m,
-        Err(why) => {
-            eprintln!("SKIPPED: --tmpdir on another filesystem: {why}");
-            return;
-        }
+    let Some(mnt) = Mount::tmpfs_or_skip("64m", "--tmpdir on another filesystem") else {
+        return;
     };
     let dir = tempfile::tempdir().expect("dir");
     let input = data("unsorted-vex.osm.pbf");
@@ -447,7 +441,7 @@ fn dry_run_prints_a_command_that_runs_as_printed() {
         assert_no_temporaries(d, "--dry-run");
         let mut sh = Command::new("bash");
         sh.current_dir(d)
-            .env("PATH", crate::sort::tools_path())
+            .env("PATH", tools_path())
             .args(["-c", &printed]);
         let o = run_with_input(sh, if *stdin { &bytes } else { b"" });
         assert!(o.status.success(), "{printed}\nfailed: {}", stderr(&o));
@@ -720,7 +714,7 @@ fn a_reader_that_stops_early_gets_no_success_line() {
     let script = "set -o pipefail; \"$0\" -v \"$1\" -o - | head -c 1000 > /dev/null";
     let sort = pbf_sort();
     let mut c = Command::new("bash");
-    c.env("PATH", crate::sort::tools_path())
+    c.env("PATH", tools_path())
         .args(["-c", script])
         .arg(sort.get_program())
         .arg(&input);

@@ -17,8 +17,6 @@ use pbf_format::compress::{Codec, Compression, blob_data, encode_blob};
 use pbf_format::frame::{FrameHeader, PbfFile};
 use pbf_format::wire::{WireType, encode_zigzag, put_bytes, put_key, put_varint, put_varint_field};
 
-use crate::faults::*;
-use crate::sort::pbf_sort;
 use crate::util::*;
 
 /// One hostile file.
@@ -627,8 +625,9 @@ fn broken_blocks(out: &mut Vec<Case>) {
 
 /// Files that are not PBF at all.
 fn not_pbf(out: &mut Vec<Case>) {
-    let mut rng = Rng::new(7);
-    let random = |n: usize, rng: &mut Rng| (0..n).map(|_| rng.next() as u8).collect::<Vec<u8>>();
+    let mut rng = Rng::new(7, 0);
+    let random =
+        |n: usize, rng: &mut Rng| (0..n).map(|_| rng.next_u64() as u8).collect::<Vec<u8>>();
     let xml =
         b"<?xml version='1.0' encoding='UTF-8'?>\n<osm version=\"0.6\" generator=\"test\">\n  \
                 <node id=\"1\" version=\"1\" lat=\"1.0\" lon=\"1.0\"/>\n</osm>\n"
@@ -680,12 +679,12 @@ fn bit_flips(count: u64, seed: u64, out: &mut Vec<Case>) {
         "negative-ids-graphhopper.osm.pbf",
     ];
     let parsed: Vec<_> = files.iter().map(|n| frames(n)).collect();
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::new(seed, 0);
     for i in 0..count {
-        let k = rng.below(parsed.len() as u64) as usize;
+        let k = rng.below(parsed.len());
         let (bytes, fr) = &parsed[k];
         let mut b = bytes.clone();
-        let fh = &fr[rng.below(fr.len() as u64) as usize];
+        let fh = &fr[rng.below(fr.len())];
         let flips = 1 + rng.below(3);
         let mut where_ = Vec::new();
         for _ in 0..flips {
@@ -695,7 +694,7 @@ fn bit_flips(count: u64, seed: u64, out: &mut Vec<Case>) {
                 2 => (fh.body_offset(), u64::from(fh.datasize).min(16)),
                 _ => (fh.offset, fh.frame_len()),
             };
-            let pos = (lo + rng.below(len)) as usize;
+            let pos = (lo as usize) + rng.below(len as usize);
             b[pos] ^= 1 << rng.below(8);
             where_.push(pos);
         }

@@ -10,16 +10,10 @@ use pbf_stream::{IndexRecord, KeysFrom};
 
 use crate::util::*;
 
-fn index(path: &std::path::Path) -> Vec<IndexRecord> {
-    let mut c = bin("pbf-index");
-    c.arg("-q").arg(path);
-    records(&succeeds(c))
-}
-
 #[test]
 fn counts_agree_with_osmium() {
     for path in good_files() {
-        let recs = index(&path);
+        let recs: Vec<IndexRecord> = records(&index_stream(&path));
         let Some(IndexRecord::End(end)) = recs.last() else {
             panic!("{}: no end record", name(&path))
         };
@@ -49,7 +43,7 @@ fn counts_agree_with_osmium() {
 fn keys_and_sorted_flags_agree_with_a_full_decode() {
     for path in good_files() {
         let file = PbfFile::open(&path).expect("open");
-        for rec in index(&path) {
+        for rec in records::<IndexRecord>(&index_stream(&path)) {
             let IndexRecord::Blob(b) = rec else { continue };
             assert_eq!(b.from, KeysFrom::Decoded);
             let fh = file.frame_header_at(b.offset).expect("frame");
@@ -115,7 +109,7 @@ fn broken_files_fail_with_one_line_and_no_end() {
 
 #[test]
 fn changeset_range_file_is_indexed() {
-    let recs = index(&data("bad-changeset-range.osm.pbf"));
+    let recs: Vec<IndexRecord> = records(&index_stream(&data("bad-changeset-range.osm.pbf")));
     assert!(matches!(recs.last(), Some(IndexRecord::End(e)) if e.counts[Kind::Node] == 6));
 }
 

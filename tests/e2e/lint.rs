@@ -130,7 +130,8 @@ fn the_lint_sees_what_it_must() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let files = all_sources(root, true);
     for must in [
-        "tests/e2e/util.rs",
+        "tests/e2e/util/mod.rs",
+        "tools/pbf-index/tests/run.rs",
         "bench/tests/gen.rs",
         "crates/pbf-format/src/walk.rs",
     ] {

@@ -9,7 +9,6 @@ mod cookbook;
 mod copy;
 mod diskfull;
 mod driver;
-mod faults;
 mod hostile;
 mod index;
 mod index_io;

@@ -403,7 +403,7 @@ fn bars_fit_80_columns_and_label_what_happens() {
     let out = dir.path().join("out.osm.pbf");
     let cmd = format!(
         "stty cols 80 rows 24; PATH='{}' '{}' -j1 '{}' -o '{}'",
-        crate::sort::tools_path().to_string_lossy(),
+        tools_path().to_string_lossy(),
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("pbf-sort")
             .display(),

@@ -6,7 +6,6 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use crate::sort::pbf_sort;
 use crate::util::*;
 
 /// Write `src` as `format` (an osmium output format) to `out`.
@@ -304,9 +303,7 @@ fn the_dry_run_script_fails_when_the_run_would() {
     };
     let bash = |path: &Path| {
         let mut c = std::process::Command::new("bash");
-        c.current_dir(d)
-            .env("PATH", crate::sort::tools_path())
-            .arg(path);
+        c.current_dir(d).env("PATH", tools_path()).arg(path);
         c.output().expect("bash")
     };
     for extra in [&[][..], &["--check"][..]] {
@@ -353,7 +350,7 @@ fn the_dry_run_script_fails_when_the_run_would() {
     std::fs::write(d.join("big.sh"), succeeds(c)).expect("write script");
     let mut child = std::process::Command::new("bash")
         .current_dir(d)
-        .env("PATH", crate::sort::tools_path())
+        .env("PATH", tools_path())
         .arg(d.join("big.sh"))
         .process_group(0)
         .spawn()

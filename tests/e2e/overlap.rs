@@ -9,20 +9,6 @@ use pbf_stream::{IndexRecord, KeyRecord, PlanReader, PlanRecord};
 
 use crate::util::*;
 
-/// The index stream of one file (`pbf-index -q`).
-pub fn index(path: &Path) -> Vec<u8> {
-    let mut c = bin("pbf-index");
-    c.arg("-q").arg(path);
-    succeeds(c)
-}
-
-/// `pbf-overlap ARGS` with `input` on standard input.
-pub fn overlap(args: &[&str], input: &[u8]) -> std::process::Output {
-    let mut c = bin("pbf-overlap");
-    c.args(args);
-    run_with_input(c, input)
-}
-
 /// The plan of an index, read and validated by `PlanReader`.
 fn plan(idx: &[u8]) -> (pbf_stream::PlanHeader, Vec<PlanRecord>) {
     let out = overlap(&[], idx);
@@ -40,7 +26,7 @@ fn plan(idx: &[u8]) -> (pbf_stream::PlanHeader, Vec<PlanRecord>) {
 }
 
 /// `osmium_objects_ordered` of SOURCES.tsv for a file.
-fn osmium_ordered(path: &Path) -> bool {
+fn ordered_in_sources_tsv(path: &Path) -> bool {
     let tsv = std::fs::read_to_string(data_dir().join("SOURCES.tsv")).expect("SOURCES.tsv");
     let mut lines = tsv.lines();
     let cols: Vec<&str> = lines.next().expect("header line").split('\t').collect();
@@ -80,7 +66,7 @@ fn op_ranges(ops: &[PlanRecord]) -> Vec<(Key, Key)> {
 fn plans_account_for_every_object_in_key_order() {
     for path in good_files() {
         let file = name(&path);
-        let idx = index(&path);
+        let idx = index_stream(&path);
         let recs: Vec<IndexRecord> = records(&idx);
         let Some(IndexRecord::End(end)) = recs.last() else {
             panic!("{file}: index has no end record")
@@ -116,10 +102,10 @@ fn plans_account_for_every_object_in_key_order() {
 fn check_agrees_with_osmium_on_which_files_are_in_order() {
     for path in good_files() {
         let file = name(&path);
-        let idx = index(&path);
+        let idx = index_stream(&path);
         let out = overlap(&["--check"], &idx);
         assert!(out.stdout.is_empty(), "{file}: --check wrote to stdout");
-        let ordered = osmium_ordered(&path);
+        let ordered = ordered_in_sources_tsv(&path);
         let want = if ordered { 0 } else { 1 };
         assert_eq!(
             out.status.code(),
@@ -155,7 +141,7 @@ fn check_agrees_with_osmium_on_which_files_are_in_order() {
 fn blob_permuted_file_is_all_copies_but_not_in_order() {
     // osmconvert wrote the relations blob before the ways blob: every blob is
     // sorted and none overlaps, so the plan only reorders copies.
-    let idx = index(&data("unsorted-osmconvert-claims-sorted.osm.pbf"));
+    let idx = index_stream(&data("unsorted-osmconvert-claims-sorted.osm.pbf"));
     let (header, ops) = plan(&idx);
     assert!(ops.iter().all(|op| matches!(op, PlanRecord::Copy(_))));
     assert_eq!(ops.len(), 3);
@@ -173,12 +159,12 @@ fn check_objects_of_compares_counts_per_kind() {
     let dir = tempfile::tempdir().expect("dir");
     let write = |name: &str, file: &str| {
         let p = dir.path().join(name);
-        std::fs::write(&p, index(&data(file))).expect("write");
+        std::fs::write(&p, index_stream(&data(file))).expect("write");
         p.to_str().expect("utf-8").to_owned()
     };
     let same = write("same.jsonl", "sorted-andorra.osm.pbf");
     let other = write("other.jsonl", "sorted-kualalumpur.osm.pbf");
-    let idx = index(&data("sorted-andorra.osm.pbf"));
+    let idx = index_stream(&data("sorted-andorra.osm.pbf"));
     let out = overlap(&["--check", "--objects-of", &same], &idx);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
@@ -206,7 +192,7 @@ fn check_objects_of_compares_counts_per_kind() {
 #[test]
 fn unsorted_files_need_merges_and_say_why() {
     for f in ["unsorted-vex.osm.pbf", "unsorted-josm-negative-ids.osm.pbf"] {
-        let idx = index(&data(f));
+        let idx = index_stream(&data(f));
         let (_, ops) = plan(&idx);
         assert!(
             ops.iter().any(|op| matches!(op, PlanRecord::Merge(_))),
@@ -224,8 +210,8 @@ fn unsorted_files_need_merges_and_say_why() {
 
 #[test]
 fn concatenated_indexes_are_numbered_sources() {
-    let a = index(&data("sorted-andorra.osm.pbf"));
-    let b = index(&data("history-niue.osh.pbf"));
+    let a = index_stream(&data("sorted-andorra.osm.pbf"));
+    let b = index_stream(&data("history-niue.osh.pbf"));
     let both = [a.as_slice(), b.as_slice()].concat();
     let (header, ops) = plan(&both);
     let ids: Vec<u32> = header.sources.iter().map(|s| s.id).collect();
@@ -242,7 +228,7 @@ fn concatenated_indexes_are_numbered_sources() {
     // Each file is judged on its own: both are in order.
     let out = overlap(&["--check", "-"], &both);
     assert_eq!(out.status.code(), Some(0));
-    let vex = index(&data("unsorted-vex.osm.pbf"));
+    let vex = index_stream(&data("unsorted-vex.osm.pbf"));
     let out = overlap(&["--check", "-"], &[a.as_slice(), vex.as_slice()].concat());
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -254,7 +240,7 @@ fn concatenated_indexes_are_numbered_sources() {
 
 #[test]
 fn the_same_file_twice_is_refused() {
-    let a = index(&data("sorted-andorra.osm.pbf"));
+    let a = index_stream(&data("sorted-andorra.osm.pbf"));
     let out = overlap(&[], &[a.as_slice(), a.as_slice()].concat());
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
@@ -264,7 +250,7 @@ fn the_same_file_twice_is_refused() {
 
 #[test]
 fn missing_end_record_fails_without_output() {
-    let idx = index(&data("sorted-andorra.osm.pbf"));
+    let idx = index_stream(&data("sorted-andorra.osm.pbf"));
     let text = String::from_utf8(idx).expect("UTF-8");
     let cut: Vec<&str> = text.lines().collect();
     let short = cut[..cut.len() - 1].join("\n") + "\n";
@@ -285,7 +271,7 @@ fn missing_end_record_fails_without_output() {
 fn index_files_are_named_in_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let p = dir.path().join("v2.idx");
-    let idx = String::from_utf8(index(&data("sorted-64bit-ids.osm.pbf"))).expect("UTF-8");
+    let idx = String::from_utf8(index_stream(&data("sorted-64bit-ids.osm.pbf"))).expect("UTF-8");
     std::fs::write(&p, idx.replace("\"version\":3", "\"version\":9")).expect("write");
     let out = overlap(&[p.to_str().expect("path")], b"");
     assert_eq!(out.status.code(), Some(1));

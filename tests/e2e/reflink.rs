@@ -12,97 +12,7 @@ use std::process::Command;
 
 use pbf_stream::IndexRecord;
 
-use crate::sort::pbf_sort;
 use crate::util::*;
-
-/// A loop-mounted XFS or btrfs image; unmounted and removed on drop,
-/// whatever happened.
-pub struct LoopMount {
-    _dir: tempfile::TempDir,
-    mnt: PathBuf,
-}
-
-impl LoopMount {
-    /// XFS with reflink (xfsprogs), or why not.
-    pub fn xfs() -> Result<LoopMount, String> {
-        LoopMount::new("mkfs.xfs", &["-q", "-m", "reflink=1"], "xfsprogs")
-    }
-
-    /// btrfs (btrfs-progs; the kernel must know btrfs), or why not.
-    pub fn btrfs() -> Result<LoopMount, String> {
-        let known = std::fs::read_to_string("/proc/filesystems")
-            .is_ok_and(|fs| fs.lines().any(|l| l.trim_end().ends_with("btrfs")));
-        if !known {
-            return Err("the kernel has no btrfs (not in /proc/filesystems)".into());
-        }
-        LoopMount::new("mkfs.btrfs", &["-q"], "btrfs-progs")
-    }
-
-    /// Format a sparse 1 GiB image with `mkfs ARGS` and mount it, or say why not.
-    fn new(mkfs: &str, args: &[&str], package: &str) -> Result<LoopMount, String> {
-        if !is_root() {
-            return Err(format!("loop-mounting a {mkfs} image needs root"));
-        }
-        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
-        let img = dir.path().join("fs.img");
-        let mnt = dir.path().join("mnt");
-        std::fs::create_dir(&mnt).map_err(|e| format!("mount point: {e}"))?;
-        std::fs::File::create(&img)
-            .and_then(|f| f.set_len(1 << 30))
-            .map_err(|e| format!("image: {e}"))?;
-        let made = Command::new(mkfs)
-            .args(args)
-            .arg(&img)
-            .output()
-            .map_err(|e| format!("{mkfs} not runnable (install {package}): {e}"))?;
-        if !made.status.success() {
-            return Err(format!(
-                "{mkfs} failed: {}",
-                String::from_utf8_lossy(&made.stderr).trim()
-            ));
-        }
-        let mount = Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&img)
-            .arg(&mnt)
-            .output()
-            .map_err(|e| format!("mount not runnable: {e}"))?;
-        if !mount.status.success() {
-            return Err(format!(
-                "mounting a loop device is not permitted here: {}",
-                String::from_utf8_lossy(&mount.stderr).trim()
-            ));
-        }
-        Ok(LoopMount { _dir: dir, mnt })
-    }
-
-    /// The mount point.
-    pub fn path(&self) -> &Path {
-        &self.mnt
-    }
-
-    /// Copy a data file onto the mount (sources and output must share it).
-    fn put(&self, name: &str) -> PathBuf {
-        let to = self.mnt.join(name);
-        std::fs::copy(data(name), &to).expect("copy onto the mount");
-        to
-    }
-}
-
-impl Drop for LoopMount {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.mnt)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            // Busy (a failed assertion left a process?): detach lazily so the
-            // loop device is freed when the last user goes.
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
-        }
-        // `_dir` (image and mount point) is removed after this, as a field.
-    }
-}
 
 /// Objects counted by pyosmium (fails when pyosmium cannot read the file).
 fn pyosmium_count(path: &Path) -> u64 {
@@ -266,7 +176,7 @@ fn clones_on_xfs() {
             return;
         }
     };
-    let mnt = xfs.mnt.clone();
+    let mnt = xfs.path().to_path_buf();
     let (sorted, out, padding) = clone_sorted(&xfs, "sorted");
     assert!(padding >= 1, "no padding frame");
     let size = std::fs::metadata(&out).expect("out").len();

@@ -15,8 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::faults::*;
-use crate::sort::pbf_sort;
 use crate::util::*;
 
 fn hash(path: &Path) -> u64 {
@@ -102,7 +100,7 @@ struct Tally {
 #[test]
 fn killed_at_random_moments_nothing_is_lost() {
     let budget = Duration::from_secs(env_budget("PBF_SORT_SOAK_SECS", 40));
-    let mut rng = Rng::new(env_budget("PBF_SORT_SOAK_SEED", 1));
+    let mut rng = Rng::new(env_budget("PBF_SORT_SOAK_SEED", 1), 0);
     let dir = tempfile::tempdir().expect("dir");
     let merge_in = dir.path().join("overlapping.osm.pbf");
     overlapping_copies("sorted-kualalumpur.osm.pbf", 4, &merge_in);
@@ -139,8 +137,8 @@ fn killed_at_random_moments_nothing_is_lost() {
     };
     let started = Instant::now();
     while started.elapsed() < budget || t.rounds < 6 {
-        let (input, input_hash, took, complete) = &inputs[rng.below(2) as usize];
-        let s = rng.below(3) as usize;
+        let (input, input_hash, took, complete) = &inputs[rng.below(2)];
+        let s = rng.below(3);
         let signal = signals[s];
         // Before: no OUT, an OUT from an earlier run, or junk that must survive.
         let before: Option<Vec<u8>> = match rng.below(3) {
@@ -154,14 +152,15 @@ fn killed_at_random_moments_nothing_is_lost() {
                 let _ = std::fs::remove_file(&out);
             }
         }
-        let delay = Duration::from_micros(rng.below(took.as_micros() as u64 * 11 / 10 + 1));
+        let delay =
+            Duration::from_micros(rng.below(took.as_micros() as usize * 11 / 10 + 1) as u64);
         let mut child = start(input, &out);
         let driver = child.id();
         std::thread::sleep(delay);
         let stages = stages(driver);
         let at_stage = rng.below(2) == 0 && !stages.is_empty();
         let victim = if at_stage {
-            stages[rng.below(stages.len() as u64) as usize].clone()
+            stages[rng.below(stages.len())].clone()
         } else {
             (driver, "pbf-sort".into())
         };

@@ -25,26 +25,6 @@ const PASSTHROUGH: &[&str] = &[
     "negative-ids-graphhopper.osm.pbf",
 ];
 
-/// The driver, with our binaries first on PATH.
-pub fn pbf_sort() -> Command {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("pbf-sort");
-    let mut c = Command::new(script);
-    c.env("PATH", tools_path());
-    c
-}
-
-/// PATH with the directory of our binaries and the driver's first.
-pub fn tools_path() -> std::ffi::OsString {
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pbf-index"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs = vec![bin_dir, PathBuf::from(env!("CARGO_MANIFEST_DIR"))];
-    dirs.extend(std::env::split_paths(&path));
-    std::env::join_paths(dirs).expect("PATH")
-}
-
 #[test]
 fn sorted_and_permuted_files_pass_through_byte_for_byte() {
     let dir = tempfile::tempdir().expect("tempdir");

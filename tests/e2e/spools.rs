@@ -8,7 +8,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::faults::{entries, kill_group, wait_for_group_gone};
 use crate::util::*;
 
 /// `pbf-index IN | pbf-overlap | pbf-merge MERGE_ARGS | pbf-copy COPY_ARGS -o OUT`

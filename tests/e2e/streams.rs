@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::faults::*;
 use crate::util::*;
 
 /// A copy of a data file in `dir` (so it can be changed), with its index and plans.

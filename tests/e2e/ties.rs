@@ -14,8 +14,6 @@ use pbf_format::header::{self, Header};
 use pbf_format::{Key, Kind};
 use proptest::prelude::*;
 
-use crate::overlap::{index, overlap};
-use crate::sort::pbf_sort;
 use crate::util::*;
 
 /// A PBF file made by osmium from OPL lines, in the given order.
@@ -136,7 +134,7 @@ fn check_judges_order_by_type_and_id_like_osmium() {
             info["data"]["objects_ordered"],
             serde_json::Value::Bool(ordered)
         );
-        let out = overlap(&["--check"], &index(file));
+        let out = overlap(&["--check"], &index_stream(file));
         let want = if ordered { 0 } else { 1 };
         assert_eq!(
             out.status.code(),

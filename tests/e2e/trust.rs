@@ -15,7 +15,6 @@ use pbf_format::header::Header;
 use pbf_format::indexdata;
 use pbf_stream::{IndexRecord, KeysFrom};
 
-use crate::sort::pbf_sort;
 use crate::util::*;
 
 /// A node version with metadata.
@@ -91,10 +90,6 @@ fn pbfhogg_like(dir: &Path) -> PathBuf {
     path
 }
 
-fn objects_ordered(path: &Path) -> bool {
-    fileinfo(path)["data"]["objects_ordered"] == serde_json::Value::Bool(true)
-}
-
 /// Where each blob record of `pbf-index ARGS FILE` took its keys from.
 fn keys_from(file: &Path, args: &[&str]) -> Vec<KeysFrom> {
     let mut c = bin("pbf-index");
@@ -133,10 +128,7 @@ fn fails_cleanly(mut c: std::process::Command, out: &Path, want: &[&str]) {
 fn pbfhogg_indexdata_is_not_trusted_by_default() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = pbfhogg_like(dir.path());
-    assert!(
-        !objects_ordered(&input),
-        "the forged input must be unsorted"
-    );
+    assert!(!osmium_ordered(&input), "the forged input must be unsorted");
     assert_eq!(keys_from(&input, &[]), [KeysFrom::Decoded; 2]);
     let trusted = keys_from(&input, &["--trust-indexdata", "pbfhogg"]);
     assert_eq!(trusted, [KeysFrom::Indexdata; 2]);
@@ -172,7 +164,7 @@ fn check_decodes_and_refuses_an_output_that_trusted_a_lie() {
         .arg("-o")
         .arg(&out);
     succeeds(c);
-    assert!(!objects_ordered(&out));
+    assert!(!osmium_ordered(&out));
     // And the check by hand, as the README gives it, says so too.
     let mut idx = bin("pbf-index");
     idx.arg("-q").arg("--decode").arg(&out);
@@ -480,7 +472,7 @@ fn check_never_passes_an_unsorted_output() {
                     assert!(o.status.success(), "{what}: {err}");
                     assert_sorted_like_osmium(&out, &[&input], dir.path(), &what);
                 } else if check && o.status.success() {
-                    assert!(objects_ordered(&out), "{what}: --check passed it");
+                    assert!(osmium_ordered(&out), "{what}: --check passed it");
                 } else if check {
                     assert_eq!(o.status.code(), Some(1), "{what}: {err}");
                     assert!(err.contains("--check"), "{what}: {err}");

@@ -1,9 +1,12 @@
-//! The protobuf messages of `osmformat.proto` that are decoded whole, written
-//! by hand as prost derives so the build needs no protoc and no codegen step.
+//! The protobuf messages of `osmformat.proto` as prost derives them, written
+//! out by hand so the build needs no protoc and no codegen step.
 //!
-//! These types are the lossless wire representation; the rest of the crate
-//! converts them to owned elements ([`crate::block`]) or scans them without
-//! decoding ([`crate::scan`]).
+//! No tool uses them: the block codec ([`crate::block`]) reads and writes
+//! the wire format by hand, and the key scan ([`crate::scan`]) reads it the
+//! same way. They are the
+//! oracle of the crate's tests, an independent decoder and encoder that the
+//! codec must agree with (it reads what these messages would and writes
+//! what prost writes for them).
 #![allow(missing_docs)]
 
 // `fileformat.proto` BlobHeader and Blob are read and written by hand

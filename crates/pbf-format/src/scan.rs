@@ -362,8 +362,9 @@ mod tests {
         assert_eq!(summary(&[(n, 1, 1), (n, -1, 1)]), (false, false, false));
     }
 
-    /// The accumulator as it was before it touched `first` and `last` only
-    /// where keys do not increase: min, max and the three flags per key.
+    /// The plain reference the accumulator must equal: min, max and the
+    /// three flags from every key (the accumulator touches `first` and
+    /// `last` only where keys do not increase).
     fn reference_summary(keys: &[Key]) -> Option<Summary> {
         let packed: Vec<u128> = keys.iter().map(Key::packed).collect();
         let pairs = || packed.windows(2).map(|w| (w[0], w[1]));

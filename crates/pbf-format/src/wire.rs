@@ -292,8 +292,8 @@ mod tests {
         }
     }
 
-    /// The varint decoder as it was (a `Result` per read, a bounds check per
-    /// byte): the value and length, or the error message.
+    /// A plain reference varint decoder (a `Result` per read, a bounds check
+    /// per byte): the value and length, or the error message.
     fn reference_varint(b: &[u8]) -> std::result::Result<(u64, usize), String> {
         let mut value: u64 = 0;
         for (i, shift) in (0..70).step_by(7).enumerate() {

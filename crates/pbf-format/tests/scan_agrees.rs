@@ -35,9 +35,9 @@ fn assert_agree(block: &[u8]) {
     );
 }
 
-/// The decoder used to read the group with prost, which merges a repeated
-/// `dense` field into one delta sequence (ids 5, 6, 7), while the scan and
-/// libosmium decode each DenseNodes on its own (ids 5, 6, 1).
+/// Two DenseNodes fields in one group: prost merges them into one delta
+/// sequence (ids 5, 6, 7), while the decoder, the scan and libosmium decode
+/// each DenseNodes on its own (ids 5, 6, 1).
 #[test]
 fn two_dense_fields_in_one_group() {
     // Group with DenseNodes [5, 6] then DenseNodes [1] (delta-coded ids).

@@ -34,7 +34,7 @@
 //! common case (whole seconds and a changeset that fit 4 bytes; coordinates
 //! on the usual grid of 100 nanodegrees) is written at a fixed width
 //! instead, which costs neither side a loop or a mispredicted branch
-//! (bench/merge-perf.md, "The shuffled shape: memory stalls and mispredicts").
+//! (bench/merge-perf.md, "Spill records").
 //!
 //! The payload is compressed as a PBF Blob (so its raw size is checked on
 //! the way back) and framed by its length. Reading validates every count

@@ -1,0 +1,27 @@
+//! Helpers of the end-to-end tests, by topic; the topic modules of the
+//! suite import them from here alone.
+//!
+//! - [`files`]: the real PBF files, inputs built from them, directories;
+//! - [`mounts`]: a tmpfs and loop-mounted XFS and btrfs images;
+//! - [`random`]: the seeded generator and the budgets of randomised tests;
+//! - [`commands`]: our binaries, the driver and system tools, run captured
+//!   or bounded in time;
+//! - [`pipeline`]: the index and plan streams, read and built;
+//! - [`oracle`]: what osmium says of a file;
+//! - [`failures`]: a failed run's stderr, checked.
+
+pub mod commands;
+pub mod failures;
+pub mod files;
+pub mod mounts;
+pub mod oracle;
+pub mod pipeline;
+pub mod random;
+
+pub use commands::*;
+pub use failures::*;
+pub use files::*;
+pub use mounts::*;
+pub use oracle::*;
+pub use pipeline::*;
+pub use random::*;
