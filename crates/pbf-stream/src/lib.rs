@@ -20,6 +20,7 @@
 
 mod counts;
 mod error;
+mod fastblob;
 mod lines;
 mod order;
 mod records;
