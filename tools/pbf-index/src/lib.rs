@@ -601,7 +601,10 @@ mod tests {
         assert_eq!(spans(&small, |_| true), vec![Range { start: 0, end: 10 }]);
         let per_span = (SPAN_BYTES / 300) as usize;
         let many = contiguous(&vec![300; per_span + 5]);
-        assert_eq!(spans(&many, |_| true), [0..per_span, per_span..per_span + 5]);
+        assert_eq!(
+            spans(&many, |_| true),
+            [0..per_span, per_span..per_span + 5]
+        );
         let big = SPAN_BYTES as u32 + 1;
         let mixed = contiguous(&[300, big, 300, 300]);
         assert_eq!(spans(&mixed, |_| true), [0..1, 1..2, 2..4]);
