@@ -156,7 +156,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
     };
     let mut plan = PlanOut::new(program, m.get_one::<u32>("sources").copied());
-    let mut input = Input::new(Blobs::Planned(plan::Blobs::default()));
+    let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
     read_input(m, &mut input, &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if m.get_flag("verbose") {
@@ -172,13 +172,13 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 /// For `--check`: the input, and the name and object counts of the
 /// `--objects-of` index when given.
 fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)> {
-    let mut input = Input::new(Blobs::Judged(check::Judge::default()));
+    let mut input = Input::new(Purpose::Check(check::Judge::default()));
     read_input(m, &mut input, &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
         return Ok((input, None));
     };
     let name = pbf_cli::input_name(arg).to_owned();
-    let mut other = Input::new(Blobs::Counted);
+    let mut other = Input::new(Purpose::Count);
     other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
     Ok((input, Some((name, other.counts))))
 }
@@ -197,28 +197,28 @@ fn read_input(m: &ArgMatches, input: &mut Input, on_record: &mut OnRecord<'_>) -
     for name in &names {
         input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_record)?;
     }
-    if let Blobs::Planned(blobs) = &mut input.blobs {
+    if let Purpose::Plan(blobs) = &mut input.blobs {
         blobs.sort();
     }
     input.started = Some(started);
     Ok(())
 }
 
-/// What becomes of the blob records read.
-enum Blobs {
+/// What the blob records are read for.
+enum Purpose {
     /// Kept, to plan.
-    Planned(plan::Blobs),
+    Plan(plan::Blobs),
     /// Judged in file order as they come (`--check`).
-    Judged(check::Judge),
+    Check(check::Judge),
     /// Only counted, by the end records (`--objects-of`).
-    Counted,
+    Count,
 }
 
 /// Everything read from the index streams.
 struct Input {
     sources: Vec<SourceRef>,
     headers: Vec<Header>,
-    blobs: Blobs,
+    blobs: Purpose,
     /// Blob records read.
     blob_records: u64,
     paths: HashSet<PathBuf>,
@@ -231,7 +231,7 @@ struct Input {
 }
 
 impl Input {
-    fn new(blobs: Blobs) -> Input {
+    fn new(blobs: Purpose) -> Input {
         Input {
             sources: Vec::new(),
             headers: Vec::new(),
@@ -247,7 +247,7 @@ impl Input {
     /// The blob read last, when planning.
     fn last_planned(&self) -> Option<&Segment> {
         match &self.blobs {
-            Blobs::Planned(blobs) => blobs.last(),
+            Purpose::Plan(blobs) => blobs.last(),
             _ => None,
         }
     }
@@ -322,9 +322,9 @@ impl Input {
         let source = self.sources.len() as u32 - 1;
         self.blob_records += 1;
         match &mut self.blobs {
-            Blobs::Planned(blobs) => blobs.push(source, b)?,
-            Blobs::Judged(judge) => judge.blob(source, b),
-            Blobs::Counted => {}
+            Purpose::Plan(blobs) => blobs.push(source, b)?,
+            Purpose::Check(judge) => judge.blob(source, b),
+            Purpose::Count => {}
         }
         Ok(())
     }
@@ -467,7 +467,7 @@ impl PlanOut {
                 input.sources.len()
             );
         }
-        let Blobs::Planned(blobs) = &input.blobs else {
+        let Purpose::Plan(blobs) = &input.blobs else {
             bail!("internal error: no blobs were kept to plan");
         };
         let merges = blobs.runs().any(|r| !plan::is_copy(r));
@@ -545,7 +545,7 @@ fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> Ex
         .map(|s| s.path.display().to_string())
         .collect();
     let reasons = match &input.blobs {
-        Blobs::Judged(judge) => judge.reasons(&names),
+        Purpose::Check(judge) => judge.reasons(&names),
         _ => Vec::new(),
     };
     let mut why: Vec<String> = reasons
