@@ -21,19 +21,22 @@ Usage: bench/run.sh [--scaling] [--no-build] [--report-only] [--help]
 
 Environment (defaults in brackets):
   BENCH_SIZE            size of the main inputs [1G]
+  BENCH_SMALLBLOB_SIZE  size of the smallblobs input (five objects per blob:
+                        180M holds about 580,000 blobs) [180M]
   BENCH_SHAPES          shapes to run [sorted permuted indexdata manyblobs interleaved
-                        shuffled]
+                        shuffled smallblobs]
   BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5]
   BENCH_REPEATS         runs per tool and input; the median is reported [3]
   BENCH_INDEXDATA_REPEATS runs per tool on the indexdata shape, whose runs take
                         about a second and whose ratio to the disk floor is
                         the figure of interest there [7]
   BENCH_MERGE_REPEATS   runs per tool on the shapes pbf-sort merges (interleaved,
-                        shuffled; 20 to 60 s each at 1 GB): their medians are
+                        shuffled, smallblobs; 20 to 60 s each at 1 GB): their medians are
                         the figures issue 19 sets targets for, and single
                         runs here differ by 5 % or more [3]
   BENCH_OSMIUM_REPEATS  runs of `osmium sort` (minutes each at 1 GB) [1]
-  BENCH_OSMIUM_SHAPES   shapes `osmium sort` runs on [sorted permuted interleaved shuffled]
+  BENCH_OSMIUM_SHAPES   shapes `osmium sort` runs on [sorted permuted interleaved shuffled
+                        smallblobs]
                         (indexdata holds the same elements as sorted)
   BENCH_INDEX_SHAPES    shapes of the index table [sorted indexdata]
   BENCH_INDEX_REPEATS   runs of pbf-index per cache state [2]
@@ -42,7 +45,9 @@ Environment (defaults in brackets):
                         ratios use the warm run either way) [0]
   BENCH_SCALING         1 to add the scaling run (same as --scaling) [0]
   BENCH_SCALING_SIZES   sizes of the scaling run [256M 512M 1G 2G 4G]
-  BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled interleaved]
+  BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled interleaved smallblobs]
+  BENCH_SMALLBLOB_SCALING_SIZES sizes of the smallblobs shape in the scaling
+                        run (about 0.58, 1.2 and 2.4 million blobs) [180M 360M 720M]
   BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -v run, each
                         stage's time parsing and serialising JSON Lines [manyblobs]
   BENCH_OSMIUM_MEMORY_KB memory osmium sort may use, in KiB: a run that would
@@ -74,18 +79,20 @@ script_arg() {
 }
 parse_args "$@"
 
-SHAPES=${BENCH_SHAPES:-sorted permuted indexdata manyblobs interleaved shuffled}
+SHAPES=${BENCH_SHAPES:-sorted permuted indexdata manyblobs interleaved shuffled smallblobs}
 TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-3}
 INDEXDATA_REPEATS=${BENCH_INDEXDATA_REPEATS:-7}
-OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled}
+OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled smallblobs}
 INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata}
 INDEX_REPEATS=${BENCH_INDEX_REPEATS:-2}
 INFO_REPEATS=${BENCH_INFO_REPEATS:-1}
 INFO_COLD=${BENCH_INFO_COLD:-0}
 SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G 4G}
-SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled interleaved}
+SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled interleaved smallblobs}
+SMALLBLOB_SIZE=${BENCH_SMALLBLOB_SIZE:-180M}
+SMALLBLOB_SCALING_SIZES=${BENCH_SMALLBLOB_SCALING_SIZES:-180M 360M 720M}
 STREAM_SHAPES=${BENCH_STREAM_SHAPES:-manyblobs}
 SOURCE2=${BENCH_SOURCE2:-$ROOT/tests/fixtures/sorted-liechtenstein.osm.pbf}
 RESULTS=${BENCH_RESULTS:-$BENCH/RESULTS.md}
@@ -95,6 +102,7 @@ REGEN=${BENCH_REGEN:-0}
 OUT=$DATA/out
 WORK=$DATA/work
 ROWS=$WORK/rows.tsv
+AHEAD=$WORK/ahead.tsv
 NOTES=$WORK/notes.txt
 PENDING=$WORK/pending
 
@@ -115,15 +123,17 @@ find_sort() {
     fi
 }
 
+# Verbose (each stage's -v line goes to stderr, a few lines in all), so
+# pbf-copy says how much it copied ahead and dropped.
 sort_cmd() { # IN OUT
     if [[ $SORT_KIND == "pbf-sort driver ($ROOT/pbf-sort)" ]]; then
-        printf '%q -q -O %q -o %q' "$ROOT/pbf-sort" "$1" "$2"
+        printf '%q -v -O %q -o %q' "$ROOT/pbf-sort" "$1" "$2"
     elif [[ $SORT_KIND == pbf-sort* ]]; then
-        printf 'pbf-sort -q -O %q -o %q' "$1" "$2"
+        printf 'pbf-sort -v -O %q -o %q' "$1" "$2"
     else
         local merge=""
         if have pbf-merge; then merge="pbf-merge --spool $(printf %q "$2.spool") |"; fi
-        printf 'set -o pipefail; pbf-index -q %q | pbf-overlap | %s pbf-copy -O -o %q; rm -f %q' \
+        printf 'set -o pipefail; pbf-index -q %q | pbf-overlap | %s pbf-copy -v -O -o %q; rm -f %q' \
             "$1" "$merge" "$2" "$2.spool"
     fi
 }
@@ -172,13 +182,22 @@ print(c["nodes"], c["ways"], c["relations"], "yes" if d["objects_ordered"] else 
 # The counts an output must have: the input's, from pbf-index (5 s per GB
 # against 30 s for osmium; an output is accepted only when osmium's count
 # of it agrees, so a miscount here fails runs, it cannot pass one).
-expected_counts() { # IN -> "n w r", cached beside the input
-    local cache=$1.counts
-    if [[ ! -s $cache || $cache -ot $1 ]]; then
-        pbf-index -q "$1" | index_counts >"$cache"
+expected_counts() { # IN -> "n w r", cached beside the input with its blob count
+    local cache=$1.counts end=$WORK/end.json
+    if [[ ! -s $cache || $cache -ot $1 || ! -s $1.blobs ]]; then
+        pbf-index -q "$1" | tail -n 1 >"$end"
+        index_counts <"$end" >"$cache"
         [[ -s $cache ]] || die "pbf-index could not count $1"
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["blobs"])' <"$end" >"$1.blobs" ||
+            rm -f "$1.blobs"
     fi
     cat "$cache"
+}
+
+# ", N blobs" for the report, when expected_counts has counted IN's blobs.
+blobs_of() { # IN
+    [[ -s $1.blobs ]] && printf ', %s blobs' "$(<"$1.blobs")"
+    return 0
 }
 
 # "nodes ways relations" from the end record of an index stream on stdin.
@@ -310,6 +329,20 @@ row() { # TABLE IN SIZE TOOL RUN VERDICT
         "$T_WALL" "$T_RSS" "$T_STATUS" "$6" >>"$ROWS"
 }
 
+# The copy ahead of the pbf-sort run just timed, from pbf-copy's -v line
+# ("copied ahead: N bytes kept, M bytes dropped") in its stderr: table,
+# size, run, input bytes, kept, dropped; "-" and "-" when pbf-copy did not
+# copy ahead (no early plan record, or another copier).
+ahead_row() { # TABLE IN SIZE RUN
+    local kept=- dropped=- line
+    line=$(grep -o 'copied ahead: [0-9]* bytes kept, [0-9]* bytes dropped' "$WORK/cmd.err" | tail -n 1 || true)
+    if [[ -n $line ]]; then
+        line=$(tr -cs '0-9' ' ' <<<"$line")
+        read -r kept dropped _ <<<"$line"
+    fi
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$3" "$4" "$(file_size "$2")" "$kept" "$dropped" >>"$AHEAD"
+}
+
 # ---------------------------------------------------------- generation
 
 # Copies of SRC needed for about BYTES of output (tiled with ARGS).
@@ -319,6 +352,23 @@ copies_for() { # SRC BYTES [ARGS...]
     one=$(file_size "$probe")
     rm -f "$probe"
     echo $((($2 + one - 1) / one))
+}
+
+# Copies of SRC nearest to BYTES of output (at least one).
+copies_near() { # SRC BYTES
+    local probe=$WORK/probe.osm.pbf one
+    "$GEN" -j 0 tile -n 1 --compression "$COMPRESSION" "$1" -o "$probe" 2>/dev/null
+    one=$(file_size "$probe")
+    rm -f "$probe"
+    echo $((($2 + one / 2) / one > 0 ? ($2 + one / 2) / one : 1))
+}
+
+# The size of SHAPE's input in the main run, and its sizes in the scaling run.
+size_of() { # SHAPE
+    if [[ $1 == smallblobs ]]; then echo "$SMALLBLOB_SIZE"; else echo "$SIZE"; fi
+}
+scaling_sizes_of() { # SHAPE
+    if [[ $1 == smallblobs ]]; then echo "$SMALLBLOB_SCALING_SIZES"; else echo "$SCALING_SIZES"; fi
 }
 
 # Path of the input of SHAPE at SIZE, generated if missing.
@@ -352,6 +402,16 @@ input_for() { # SHAPE SIZE
             # of 2/5 the size so the shuffled input is about SIZE.
             "$GEN" shuffle --seed 1 --compression "$COMPRESSION" \
                 "$(input_for sorted $((target * 2 / 5)))" -o "$f" ;;
+        smallblobs)
+            # Shuffled into blobs of five objects (osmium-tool issue 179 is
+            # a real file of 2.4 million blobs): 5.44 times the size of the
+            # sorted tiles, so 10 copies of kualalumpur at 180M (580,414
+            # blobs), 42 at 720M (2.4 million).
+            local tiles=$WORK/smallblob-tiles.osm.pbf n
+            n=$(copies_near "$SOURCE" $((target * 100 / 544)))
+            "$GEN" tile -n "$n" --compression "$COMPRESSION" "$SOURCE" -o "$tiles"
+            "$GEN" shuffle --seed 1 --blob-elements 5 --compression "$COMPRESSION" "$tiles" -o "$f"
+            rm -f "$tiles" ;;
         interleaved)
             local a=$WORK/half-a.osm.pbf b=$WORK/half-b.osm.pbf half=$((target / 2))
             "$GEN" tile -n "$(copies_for "$SOURCE" "$half")" --compression "$COMPRESSION" \
@@ -408,14 +468,17 @@ render_streams() { # TSV
 wants() { [[ " ${2:-$TOOLS} " == *" $1 "* ]]; }
 
 # Does osmium sort fit in memory? It holds every object: about 100 bytes
-# per object here (8.7 GB for 89 million objects, measured), plus a margin.
-# When it does not, OSMIUM_UNFIT says so with the figures.
+# per object here (8.7 GB for 89 million objects, measured), and about
+# 4 KiB per blob (2.6 GB for the 2.9 million objects of the 580,414-blob
+# smallblobs file, measured), plus a margin. When it does not,
+# OSMIUM_UNFIT says so with the figures.
 osmium_fits() { # IN
-    local need avail
-    need=$(expected_counts "$1" | awk '{print int(($1 + $2 + $3) * 100 / 1024)}')
+    local need avail blobs
+    blobs=$(cat "$1.blobs" 2>/dev/null || echo 0)
+    need=$(expected_counts "$1" | awk -v b="$blobs" '{print int((($1 + $2 + $3) * 100 + b * 4096) / 1024)}')
     avail=${BENCH_OSMIUM_MEMORY_KB:-$(awk '/MemAvailable/ {print $2}' /proc/meminfo)}
     OSMIUM_UNFIT=$(awk -v n="$need" -v a="$avail" 'BEGIN {
-        printf "not run: needs about %.1f GiB (100 bytes per object), %.1f GiB available less 2", n / 1048576, a / 1048576 }')
+        printf "not run: needs about %.1f GiB (100 bytes per object and 4 KiB per blob), %.1f GiB available less 2", n / 1048576, a / 1048576 }')
     [[ $need -lt $((avail - (2 << 20))) ]]
 }
 
@@ -425,7 +488,7 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
     if [[ $osmium != yes ]] && wants osmium-sort; then
         echo "$table: osmium sort not run: shape not in BENCH_OSMIUM_SHAPES" >>"$NOTES"
     fi
-    if wants "${table#*-}" "interleaved shuffled"; then
+    if wants "${table#*-}" "interleaved shuffled smallblobs"; then
         repeats=$MERGE_REPEATS
     elif [[ $table == sort-indexdata ]]; then
         repeats=$INDEXDATA_REPEATS
@@ -452,6 +515,7 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
                 pbf-sort)
                     [[ -n $SORT_KIND ]] || continue
                     timed "$(sort_cmd "$in" "$out")"
+                    ahead_row "$table" "$in" "$size" "$rep"
                     verify_sorted "$in" "$out"
                     row "$table" "$in" "$size" "pbf-sort" "$rep" "$VERDICT" ;;
                 osmium-sort)
@@ -582,15 +646,46 @@ for tool in tools:
 EOF
 }
 
+# The copy ahead of each pbf-sort run of TABLE (ahead_row): bytes copied
+# ahead and kept, copied ahead and dropped, and the dropped bytes as a part
+# of the input.
+render_ahead() { # TABLE
+    python3 - "$AHEAD" "$1" <<'EOF'
+import sys
+path, table = sys.argv[1:3]
+try:
+    rows = [l.rstrip("\n").split("\t") for l in open(path) if l.startswith(table + "\t")]
+except FileNotFoundError:
+    rows = []
+print("Copied ahead by `pbf-copy` in each pbf-sort run (its `-v` line), then kept or dropped:")
+print()
+if not rows:
+    print("- no pbf-sort run")
+    sys.exit()
+print("| size | run | kept bytes | dropped bytes | dropped, part of the input |")
+print("|---|---|---|---|---|")
+for _, size, run, total, kept, dropped in rows:
+    if dropped == "-":
+        print(f"| {size} | {run} | no copy ahead | | 0 % |")
+    else:
+        share = 100 * int(dropped) / max(int(total), 1)
+        print(f"| {size} | {run} | {int(kept):,} | {int(dropped):,} | {share:.1f} % |")
+EOF
+}
+
 # Scaling table of one shape: per size, median wall and peak RSS per tool.
 render_scaling() { # SHAPE
     python3 - "$ROWS" "scaling-$1" <<'EOF'
 import statistics, sys
 path, table = sys.argv[1:3]
 rows = [l.rstrip("\n").split("\t") for l in open(path) if l.startswith(table + "\t")]
-sizes, tools, cell, why = [], [], {}, {}
+sizes, tools, cell, why, blobs = [], [], {}, {}, {}
 for _, inp, size, tool, run, wall, rss, status, verdict in rows:
     if size not in sizes: sizes.append(size)
+    try:
+        blobs[size] = int(open(inp + ".blobs").read())
+    except (OSError, ValueError):
+        pass
     if tool not in tools: tools.append(tool)
     if status == "0" and verdict == "verified":
         cell.setdefault((size, tool), []).append((float(wall), int(rss)))
@@ -608,7 +703,8 @@ for s in sizes:
             out.append(f"{statistics.median(w for w, _ in v):.2f} / {max(r for _, r in v) / 1024:.0f}")
         else:
             out.append("; ".join(sorted(why.get((s, t), {"not run"}))))
-    print(f"| {s} | " + " | ".join(out) + " |")
+    label = f"{s} ({blobs[s]:,} blobs)" if s in blobs else s
+    print(f"| {label} | " + " | ".join(out) + " |")
 EOF
 }
 
@@ -637,14 +733,16 @@ report() {
         for shape in $SHAPES; do
             grep -q "^sort-$shape	" "$ROWS" || continue
             echo
-            echo "## Shape: $shape, $SIZE ($(describe "$shape"))"
+            echo "## Shape: $shape, $(size_of "$shape") ($(describe "$shape"))"
             echo
-            in=$(input_for "$shape" "$SIZE")
-            echo "Input: $(basename "$in"), $(file_size "$in" 2>/dev/null || echo '(since deleted) ') bytes."
+            in=$(input_for "$shape" "$(size_of "$shape")")
+            echo "Input: $(basename "$in"), $(file_size "$in" 2>/dev/null || echo '(since deleted) ') bytes$(blobs_of "$in")."
             echo
             echo "### Sort"
             echo
             render_table "sort-$shape" "osmium sort"
+            echo
+            render_ahead "sort-$shape"
             if wants index && wants "$shape" "$INDEX_SHAPES"; then
                 echo
                 echo "### Index (pbf-index vs osmium fileinfo -e)"
@@ -665,6 +763,8 @@ report() {
                 echo "## Scaling: $shape ($(describe "$shape"))"
                 echo
                 render_scaling "$shape"
+                echo
+                render_ahead "scaling-$shape"
             done
         fi
         echo
@@ -700,6 +800,7 @@ describe() {
         indexdata) echo "sorted, with pbf-sort indexdata in every BlobHeader" ;;
         interleaved) echo "two sorted tiled files with interleaving ids, concatenated" ;;
         shuffled) echo "every element in random order, re-encoded" ;;
+        smallblobs) echo "every element in random order, re-encoded five to a blob" ;;
         manyblobs) echo "sorted, 64 elements per blob, 1.4 times the size: a planet's blob count" ;;
     esac
 }
@@ -715,6 +816,7 @@ main() {
     LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
     mkdir -p "$DATA" "$WORK"
     : >"$ROWS"
+    : >"$AHEAD"
     : >"$NOTES"
     if [[ $BUILD == 1 ]]; then
         log "building release binaries"
@@ -734,12 +836,13 @@ main() {
         echo "all shapes: pbfhogg 0.5 sort not run: ${PBFHOGG05_SORT%% *} missing" >>"$NOTES"
     local shape in size
     for shape in $SHAPES; do
-        in=$(input_for "$shape" "$SIZE")
+        size=$(size_of "$shape")
+        in=$(input_for "$shape" "$size")
         log "shape $shape: $in"
         expected_counts "$in" >/dev/null
-        run_sorts "sort-$shape" "$in" "$SIZE" "$(wants "$shape" "$OSMIUM_SHAPES" && echo yes || echo no)"
+        run_sorts "sort-$shape" "$in" "$size" "$(wants "$shape" "$OSMIUM_SHAPES" && echo yes || echo no)"
         if wants "$shape" "$INDEX_SHAPES"; then
-            run_index "index-$shape" "$in" "$SIZE"
+            run_index "index-$shape" "$in" "$size"
         fi
         if wants "$shape" "$STREAM_SHAPES"; then
             run_streams "$shape" "$in"
@@ -748,7 +851,7 @@ main() {
     done
     if [[ $SCALING == 1 ]]; then
         for shape in $SCALING_SHAPES; do
-            for size in $SCALING_SIZES; do
+            for size in $(scaling_sizes_of "$shape"); do
                 in=$(input_for "$shape" "$size")
                 log "scaling $shape $size: $in"
                 expected_counts "$in" >/dev/null

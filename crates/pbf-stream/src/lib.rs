@@ -20,6 +20,7 @@
 
 mod counts;
 mod error;
+mod fastblob;
 mod lines;
 mod order;
 mod records;
@@ -27,7 +28,7 @@ mod source;
 
 pub use counts::Counts;
 pub use error::{Error, ErrorKind};
-pub use lines::{IndexReader, LineReader, MAX_LINE, PlanReader, StreamTime, Writer};
+pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_PIECE, PlanReader, StreamTime, Writer};
 pub use pbf_format::ijson;
 pub use records::*;
 pub use source::{check_source, mtime};

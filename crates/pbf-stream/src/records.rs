@@ -358,8 +358,14 @@ impl PlanEnd {
 
     /// Account for one merge op.
     pub fn add_merge(&mut self, op: &MergeOp) {
+        self.add_merge_of(op.inputs.len() as u64, op.elements);
+    }
+
+    /// Account for one merge op of `inputs` blobs holding `elements`
+    /// objects (written with `Writer::write_merge`).
+    pub fn add_merge_of(&mut self, inputs: u64, elements: u64) {
         self.ops += 1;
-        self.merge_inputs += op.inputs.len() as u64;
-        self.elements += op.elements;
+        self.merge_inputs += inputs;
+        self.elements += elements;
     }
 }

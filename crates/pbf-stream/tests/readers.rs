@@ -274,6 +274,52 @@ fn records_round_trip_through_the_writer() {
     );
 }
 
+/// A merge op written input by input is the line `write` makes of the
+/// whole op, whether it fits one piece or takes many.
+#[test]
+fn a_merge_op_written_input_by_input_is_the_same_line() {
+    let key = |id: i64| KeyRecord {
+        kind: pbf_format::Kind::Way,
+        id,
+        version: 1,
+    };
+    for n in [1u64, 3, 2000] {
+        let inputs: Vec<MergeInput> = (0..n)
+            .map(|i| MergeInput {
+                source: (i % 3) as u32,
+                offset: 1000 * i,
+                length: 900 + i,
+                first: key(i as i64),
+                last: key(1 << 60),
+                sorted: i % 2 == 0,
+                elements: i + 1,
+            })
+            .collect();
+        let op = MergeOp {
+            inputs: inputs.clone(),
+            first: key(0),
+            last: key(1 << 60),
+            elements: 77,
+        };
+        let mut whole = Writer::new(Vec::new());
+        whole.write(&PlanRecord::Merge(op)).expect("write");
+        let mut pieces = Writer::new(Vec::new());
+        pieces
+            .write_merge(key(0), key(1 << 60), 77, inputs)
+            .expect("write_merge");
+        let (whole, pieces) = (
+            whole.finish().expect("whole"),
+            pieces.finish().expect("pieces"),
+        );
+        assert!(
+            n < 2000 || pieces.len() > 2 * MERGE_PIECE,
+            "{}",
+            pieces.len()
+        );
+        assert_eq!(String::from_utf8(pieces), String::from_utf8(whole));
+    }
+}
+
 /// A blob record as our writer orders it (the fast path) and with its keys
 /// in another order (the general path) reads the same; a broken blob line
 /// fails either way.

@@ -18,11 +18,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{
-    Counts, IndexReader, IndexRecord, OutputHeader, PlanEnd, PlanHeader, PlanRecord, SourceRecord,
-    SourceRef, StreamTime, Unsorted, Writer,
+    BlobRecord, CopyOp, Counts, IndexReader, IndexRecord, OutputHeader, PlanEnd, PlanHeader,
+    PlanRecord, SourceRecord, SourceRef, StreamTime, Unsorted, Writer,
 };
 
-use plan::Segment;
+use plan::{Op, Segment};
 
 const NAME: &str = "pbf-overlap";
 
@@ -123,7 +123,8 @@ pub fn command() -> Command {
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print one summary line on standard error: blobs passed through in copy ops and \
                   their bytes, blobs and elements to merge in merge ops, time, and the time \
-                  spent parsing the index streams and serialising the plan",
+                  spent parsing the index streams and serialising the plan (with --check: \
+                  the blobs checked, time and parsing time)",
         quiet: "With --check, do not explain why the input is not in order",
     };
     pbf_cli::verbosity_args(cmd, help)
@@ -140,7 +141,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
                         parsing: input.parsing,
                         writing: Duration::ZERO,
                     };
-                    pbf_cli::warn(NAME, summary(&input, streams));
+                    pbf_cli::warn(NAME, check_summary(&input, streams));
                 }
                 check(&input, objects_of, m.get_flag("quiet"))
             }
@@ -155,14 +156,15 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
     };
     let mut plan = PlanOut::new(program, m.get_one::<u32>("sources").copied());
-    let input = read_input(m, &mut |input| plan.record_read(input))?;
-    let writing = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
+    let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
+    read_input(m, &mut input, &mut |input| plan.record_read(input))?;
+    let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if m.get_flag("verbose") {
         let streams = StreamTime {
             parsing: input.parsing,
             writing,
         };
-        pbf_cli::warn(NAME, summary(&input, streams));
+        pbf_cli::warn(NAME, summary(&input, &tally, streams));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -170,12 +172,13 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 /// For `--check`: the input, and the name and object counts of the
 /// `--objects-of` index when given.
 fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)> {
-    let input = read_input(m, &mut |_| Ok(()))?;
+    let mut input = Input::new(Purpose::Check(check::Judge::default()));
+    read_input(m, &mut input, &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
         return Ok((input, None));
     };
     let name = pbf_cli::input_name(arg).to_owned();
-    let mut other = Input::default();
+    let mut other = Input::new(Purpose::Count);
     other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
     Ok((input, Some((name, other.counts))))
 }
@@ -183,28 +186,41 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)>
 /// Called after each source and blob record with everything read so far.
 type OnRecord<'a> = dyn FnMut(&Input) -> Result<()> + 'a;
 
-/// Read and sort every index stream named on the command line.
-fn read_input(m: &ArgMatches, on_record: &mut OnRecord<'_>) -> Result<Input> {
+/// Read every index stream named on the command line into `input`, and
+/// sort the blobs to plan.
+fn read_input(m: &ArgMatches, input: &mut Input, on_record: &mut OnRecord<'_>) -> Result<()> {
     let names: Vec<String> = match m.get_many::<String>("index") {
         Some(v) => v.cloned().collect(),
         None => vec!["-".to_owned()],
     };
     let started = Instant::now();
-    let mut input = Input::default();
     for name in &names {
         input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_record)?;
     }
-    plan::sort(&mut input.segs);
+    if let Purpose::Plan(blobs) = &mut input.blobs {
+        blobs.sort();
+    }
     input.started = Some(started);
-    Ok(input)
+    Ok(())
+}
+
+/// What the blob records are read for.
+enum Purpose {
+    /// Kept, to plan.
+    Plan(plan::Blobs),
+    /// Judged in file order as they come (`--check`).
+    Check(check::Judge),
+    /// Only counted, by the end records (`--objects-of`).
+    Count,
 }
 
 /// Everything read from the index streams.
-#[derive(Default)]
 struct Input {
     sources: Vec<SourceRef>,
     headers: Vec<Header>,
-    segs: Vec<Segment>,
+    blobs: Purpose,
+    /// Blob records read.
+    blob_records: u64,
     paths: HashSet<PathBuf>,
     /// Objects per kind, from the end records.
     counts: Counts,
@@ -215,6 +231,27 @@ struct Input {
 }
 
 impl Input {
+    fn new(blobs: Purpose) -> Input {
+        Input {
+            sources: Vec::new(),
+            headers: Vec::new(),
+            blobs,
+            blob_records: 0,
+            paths: HashSet::new(),
+            counts: Counts::default(),
+            parsing: Duration::ZERO,
+            started: None,
+        }
+    }
+
+    /// The blob read last, when planning.
+    fn last_planned(&self) -> Option<&Segment> {
+        match &self.blobs {
+            Purpose::Plan(blobs) => blobs.last(),
+            _ => None,
+        }
+    }
+
     /// Read one index stream (one or more sections) named `name`.
     fn read(
         &mut self,
@@ -233,11 +270,9 @@ impl Input {
                     on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
                 }
                 IndexRecord::Blob(b) => {
-                    let source = self.sources.len() as u32 - 1;
-                    let seg = Segment::from_record(source, &b).map_err(at)?;
-                    self.check_range(&seg, end_of_last).map_err(at)?;
-                    end_of_last = seg.end();
-                    self.segs.push(seg);
+                    self.check_range(&b, end_of_last).map_err(at)?;
+                    end_of_last = b.offset + b.length;
+                    self.add_blob(&b).map_err(at)?;
                     on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
                 }
                 IndexRecord::Header(h) => self.add_header(h.header).map_err(at)?,
@@ -282,21 +317,34 @@ impl Input {
         Ok(())
     }
 
-    /// Blobs must lie inside their file, after the previous one.
-    fn check_range(&self, seg: &Segment, end_of_last: u64) -> Result<(), String> {
-        let src = &self.sources[seg.source as usize];
-        if seg.offset < end_of_last {
+    /// A blob of the source read last, in file order.
+    fn add_blob(&mut self, b: &BlobRecord) -> Result<(), String> {
+        let source = self.sources.len() as u32 - 1;
+        self.blob_records += 1;
+        match &mut self.blobs {
+            Purpose::Plan(blobs) => blobs.push(source, b)?,
+            Purpose::Check(judge) => judge.blob(source, b),
+            Purpose::Count => {}
+        }
+        Ok(())
+    }
+
+    /// Blobs must lie inside their file (the source read last), after the
+    /// previous one.
+    fn check_range(&self, b: &BlobRecord, end_of_last: u64) -> Result<(), String> {
+        let src = &self.sources[self.sources.len() - 1];
+        if b.offset < end_of_last {
             return Err(format!(
                 "blob {} at offset {} starts before the previous blob ends ({end_of_last})",
-                seg.seq, seg.offset
+                b.seq, b.offset
             ));
         }
-        if seg.end() > src.size {
+        if b.offset + b.length > src.size {
             return Err(format!(
                 "blob {} at offset {} (length {}) extends past the end of {} ({} bytes)",
-                seg.seq,
-                seg.offset,
-                seg.length,
+                b.seq,
+                b.offset,
+                b.length,
                 src.path.display(),
                 src.size
             ));
@@ -357,7 +405,10 @@ impl PlanOut {
         if self.in_order.is_none() || have < want as usize {
             return Ok(());
         }
-        let Some(seg) = input.segs.last().filter(|s| s.source as usize + 1 == have) else {
+        let Some(seg) = input
+            .last_planned()
+            .filter(|s| s.source() as usize + 1 == have)
+        else {
             return Ok(());
         };
         self.follow(seg);
@@ -382,8 +433,8 @@ impl PlanOut {
     /// order: still in order when sorted inside and after the blob before.
     fn follow(&mut self, seg: &Segment) {
         self.in_order = self.in_order.and_then(|(n, last)| {
-            let next = seg.sorted && (n == 0 || seg.first > last);
-            next.then_some((n + 1, seg.last))
+            let next = seg.sorted() && (n == 0 || seg.first() > last);
+            next.then_some((n + 1, seg.last()))
         });
     }
 
@@ -391,12 +442,12 @@ impl PlanOut {
     /// of file order, say so at once (a copier copying that source ahead
     /// stops), long before the ops.
     fn watch_order(&mut self, input: &Input) -> Result<()> {
-        let Some(seg) = input.segs.last() else {
+        let Some(seg) = input.last_planned() else {
             return Ok(());
         };
         // The early record needed the source in order so far: once that
         // ends, the record below has gone out.
-        if self.in_order.is_none() || seg.source as usize + 1 != input.sources.len() {
+        if self.in_order.is_none() || seg.source() as usize + 1 != input.sources.len() {
             return Ok(());
         }
         self.follow(seg);
@@ -408,15 +459,18 @@ impl PlanOut {
     }
 
     /// Write the plan record (unless it went out early), the ops and the end;
-    /// returns the time spent serialising them.
-    fn finish(mut self, input: &Input, frame_keys: bool) -> Result<Duration> {
+    /// returns what was planned and the time spent serialising it.
+    fn finish(mut self, input: &Input, frame_keys: bool) -> Result<(Tally, Duration)> {
         if let Some(want) = self.sources.filter(|&n| n as usize != input.sources.len()) {
             bail!(
                 "--sources {want}, but the index streams hold {} source(s)",
                 input.sources.len()
             );
         }
-        let merges = plan::runs(&input.segs).any(|r| !plan::is_copy(r));
+        let Purpose::Plan(blobs) = &input.blobs else {
+            bail!("internal error: no blobs were kept to plan");
+        };
+        let merges = blobs.runs().any(|r| !plan::is_copy(r));
         let header = header::output_header(&input.headers, merges, &self.program);
         match self.early.take() {
             None => self.out.write(&plan_record(input, header, false))?,
@@ -426,19 +480,49 @@ impl PlanOut {
             }
             Some(_) => {}
         }
-        let mut end = PlanEnd::default();
-        for op in plan::ops(&input.segs, frame_keys) {
-            match &op {
-                PlanRecord::Copy(c) => end.add_copy(c),
-                PlanRecord::Merge(m) => end.add_merge(m),
-                _ => bail!("internal error: the planner produced a record that is not an op"),
+        let mut tally = Tally::default();
+        for op in blobs.ops(frame_keys) {
+            match op {
+                Op::Copy(c) => {
+                    tally.copy(&c);
+                    self.out.write(&PlanRecord::Copy(c))?;
+                }
+                Op::Merge(m) => {
+                    let elements = m.elements();
+                    self.out
+                        .write_merge(m.first(), m.last(), elements, m.inputs())?;
+                    tally.merge(m.len(), elements);
+                }
             }
-            self.out.write(&op)?;
         }
-        self.out.write(&PlanRecord::End(end))?;
+        self.out.write(&PlanRecord::End(tally.end))?;
         let writing = self.out.serialise_time();
         self.out.finish()?;
-        Ok(writing)
+        Ok((tally, writing))
+    }
+}
+
+/// What the ops of a plan hold, for its end record and `-v`.
+#[derive(Default)]
+struct Tally {
+    end: PlanEnd,
+    copy_ops: u64,
+    copy_blobs: u64,
+    merge_ops: u64,
+    merge_elements: u64,
+}
+
+impl Tally {
+    fn copy(&mut self, c: &CopyOp) {
+        self.end.add_copy(c);
+        self.copy_ops += 1;
+        self.copy_blobs += c.blobs;
+    }
+
+    fn merge(&mut self, inputs: u64, elements: u64) {
+        self.end.add_merge_of(inputs, elements);
+        self.merge_ops += 1;
+        self.merge_elements += elements;
     }
 }
 
@@ -460,7 +544,11 @@ fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> Ex
         .iter()
         .map(|s| s.path.display().to_string())
         .collect();
-    let mut why: Vec<String> = check::reasons(&input.segs, &names)
+    let reasons = match &input.blobs {
+        Purpose::Check(judge) => judge.reasons(&names),
+        _ => Vec::new(),
+    };
+    let mut why: Vec<String> = reasons
         .into_iter()
         .map(|line| format!("not in order: {line}"))
         .collect();
@@ -489,31 +577,32 @@ fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> Ex
     ExitCode::from(pbf_cli::EXIT_NO)
 }
 
-/// The `-v` line; the time includes waiting for the index streams.
-fn summary(input: &Input, streams: StreamTime) -> String {
-    let segs = &input.segs;
-    let (mut copy_ops, mut copy_blobs, mut copy_bytes) = (0u64, 0u64, 0u64);
-    let (mut merge_ops, mut merge_blobs, mut merge_elements) = (0u64, 0u64, 0u64);
-    for op in plan::ops(segs, false) {
-        match op {
-            PlanRecord::Copy(c) => {
-                copy_ops += 1;
-                copy_blobs += c.blobs;
-                copy_bytes += c.length;
-            }
-            PlanRecord::Merge(m) => {
-                merge_ops += 1;
-                merge_blobs += m.inputs.len() as u64;
-                merge_elements += m.elements;
-            }
-            _ => {}
-        }
-    }
+/// The `-v` line of a plan; the time includes waiting for the index streams.
+fn summary(input: &Input, tally: &Tally, streams: StreamTime) -> String {
     format!(
-        "{} blobs: {copy_blobs} passed through in {copy_ops} copy op(s) of {copy_bytes} bytes, \
-         {merge_blobs} to merge in {merge_ops} merge op(s) of {merge_elements} elements; {:.3}s; \
-         {streams}",
-        segs.len(),
-        input.started.map_or(0.0, |t| t.elapsed().as_secs_f64())
+        "{} blobs: {} passed through in {} copy op(s) of {} bytes, {} to merge in {} merge \
+         op(s) of {} elements; {:.3}s; {streams}",
+        input.blob_records,
+        tally.copy_blobs,
+        tally.copy_ops,
+        tally.end.copy_bytes,
+        tally.end.merge_inputs,
+        tally.merge_ops,
+        tally.merge_elements,
+        elapsed(input)
     )
+}
+
+/// The `-v` line of `--check`.
+fn check_summary(input: &Input, streams: StreamTime) -> String {
+    format!(
+        "{} blobs checked; {:.3}s; {streams}",
+        input.blob_records,
+        elapsed(input)
+    )
+}
+
+/// Seconds since reading began.
+fn elapsed(input: &Input) -> f64 {
+    input.started.map_or(0.0, |t| t.elapsed().as_secs_f64())
 }

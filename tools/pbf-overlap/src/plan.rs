@@ -4,71 +4,117 @@
 //! copied; every other run is merged. Copies of blobs that are contiguous in
 //! the same source are coalesced into one copy op.
 //!
-//! A planet has about 1.3 million blobs, so a blob is held as a fixed-size
-//! [`Segment`] (no strings, no per-blob allocation) and ops are produced
-//! lazily by [`Ops`], one at a time, while they are written.
+//! Memory is per blob, and a file of small blobs has millions (a planet
+//! about 1.3 million, a file of five objects per blob 2.4 million at
+//! 700 MB), so a blob is a fixed 48-byte [`Segment`] with no strings and no
+//! allocation: its two keys packed ([`Key::packed`], 99 bits each), with the
+//! source id and the sorted flag in the bits the first key leaves free,
+//! the frame's offset and length, and its number of objects. Per-kind
+//! counts are needed only for the frames of copy ops (a copy op's `frames`),
+//! and a sorted blob's objects are nearly always of one kind, its keys'
+//! kind: only a sorted blob whose counts say otherwise keeps them, in
+//! [`Blobs`]' side list. Ops are produced lazily by [`Ops`], and a merge op
+//! is a slice of segments that the writer serialises input by input
+//! (`pbf_stream::Writer::write_merge`), so no op is held whole.
 
 use std::iter::Peekable;
 
-use pbf_format::Key;
-use pbf_stream::{
-    BlobRecord, CopyOp, Counts, FrameKeys, KeyRecord, MergeInput, MergeOp, PlanRecord,
-};
+use pbf_format::{Key, Kind};
+use pbf_stream::{BlobRecord, CopyOp, Counts, FrameKeys, KeyRecord, MergeInput};
 
 /// Most frames in one copy op. Longer contiguous stretches are split into
 /// several copy ops (still contiguous), so no plan line and no `frames`
 /// vector grows with the input: 16384 frames are about 2.5 MB of JSON.
 pub const MAX_COPY_FRAMES: usize = 16_384;
 
-/// One OSMData blob of one source, as the planner needs it.
+/// Bits of a packed key ([`Key::packed`]): kind, sign, |id| and version.
+const KEY_BITS: u32 = 99;
+const KEY_MASK: u128 = (1 << KEY_BITS) - 1;
+/// Above the first key: the sorted flag, then the source id.
+const SORTED_BIT: u32 = KEY_BITS;
+const SOURCE_SHIFT: u32 = KEY_BITS + 1;
+/// Sources a plan can name: the bits left above the first key.
+pub const MAX_SOURCES: u32 = 1 << (128 - SOURCE_SHIFT);
+
+/// A `u128` stored as two `u64`s, so a [`Segment`] is aligned to 8 bytes
+/// and has no padding (a `u128` field would align it to 16 and make it 64).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Wide {
+    hi: u64,
+    lo: u64,
+}
+
+impl Wide {
+    fn new(v: u128) -> Wide {
+        Wide {
+            hi: (v >> 64) as u64,
+            lo: v as u64,
+        }
+    }
+
+    fn get(self) -> u128 {
+        (u128::from(self.hi) << 64) | u128::from(self.lo)
+    }
+}
+
+/// One OSMData blob of one source, as the planner needs it.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
-    /// Smallest key, packed ([`Key::packed`]).
-    pub first: u128,
-    /// Largest key, packed.
-    pub last: u128,
+    /// The smallest key, packed, with the sorted flag and the source id
+    /// above it.
+    head: Wide,
+    /// The largest key, packed.
+    last: Wide,
     /// Frame offset in the source.
     pub offset: u64,
-    /// Objects per kind (node, way, relation, changeset).
-    pub counts: [u32; 4],
     /// Frame length.
     pub length: u32,
-    /// Source id.
-    pub source: u32,
-    /// Position among the source's data blobs (the index's `seq`).
-    pub seq: u32,
-    /// Keys strictly increase inside the blob.
-    pub sorted: bool,
-    /// Keys never decrease inside the blob but some repeat. The planner
-    /// merges such a blob like an unsorted one (so `pbf-merge --dedupe` sees
-    /// the repeats); only `--check` tells the two apart.
-    pub repeats: bool,
-    /// Keys decrease inside the blob, but only between versions of one
-    /// object. Merged like an unsorted blob; `--check` calls it in order.
-    pub versions_unsorted: bool,
+    /// Number of objects.
+    elements: u32,
 }
 
 impl Segment {
-    /// A segment from a validated blob record of source `source`.
-    pub fn from_record(source: u32, b: &BlobRecord) -> Result<Segment, String> {
-        let too_big = |what: &str, n: u64| format!("blob {}: {what} {n} is too large", b.seq);
-        let counts = b.counts.to_array();
-        let mut small = [0u32; 4];
-        for (s, &c) in small.iter_mut().zip(&counts) {
-            *s = u32::try_from(c).map_err(|_| too_big("object count", c))?;
+    /// A segment of source `source` (below [`MAX_SOURCES`]) whose keys run
+    /// from `first` to `last` (packed keys).
+    pub fn new(
+        source: u32,
+        (first, last): (u128, u128),
+        (offset, length): (u64, u32),
+        elements: u32,
+        sorted: bool,
+    ) -> Segment {
+        debug_assert!(source < MAX_SOURCES && first <= KEY_MASK && last <= KEY_MASK);
+        let head =
+            (u128::from(source) << SOURCE_SHIFT) | (u128::from(sorted) << SORTED_BIT) | first;
+        Segment {
+            head: Wide::new(head),
+            last: Wide::new(last),
+            offset,
+            length,
+            elements,
         }
-        Ok(Segment {
-            first: Key::from(b.first).packed(),
-            last: Key::from(b.last).packed(),
-            offset: b.offset,
-            counts: small,
-            length: u32::try_from(b.length).map_err(|_| too_big("frame length", b.length))?,
-            source,
-            seq: u32::try_from(b.seq).map_err(|_| too_big("sequence number", b.seq))?,
-            sorted: b.sorted,
-            repeats: b.repeats,
-            versions_unsorted: b.versions_unsorted,
-        })
+    }
+
+    /// Smallest key, packed ([`Key::packed`]).
+    pub fn first(&self) -> u128 {
+        self.head.get() & KEY_MASK
+    }
+
+    /// Largest key, packed.
+    pub fn last(&self) -> u128 {
+        self.last.get()
+    }
+
+    /// Source id.
+    pub fn source(&self) -> u32 {
+        (self.head.get() >> SOURCE_SHIFT) as u32
+    }
+
+    /// Keys strictly increase inside the blob. A blob whose keys repeat or
+    /// whose versions are out of order is not sorted: the planner merges it
+    /// (so `pbf-merge --dedupe` sees the repeats).
+    pub fn sorted(&self) -> bool {
+        (self.head.get() >> SORTED_BIT) & 1 == 1
     }
 
     /// Offset just past the frame.
@@ -78,37 +124,38 @@ impl Segment {
 
     /// Number of objects.
     pub fn elements(&self) -> u64 {
-        self.counts.iter().map(|&c| u64::from(c)).sum()
+        u64::from(self.elements)
     }
 
     /// True when `next` starts where this frame ends, in the same source.
     pub fn touches(&self, next: &Segment) -> bool {
-        self.source == next.source && self.end() == next.offset
-    }
-
-    fn counts(&self) -> Counts {
-        Counts::from_array(self.counts.map(u64::from))
-    }
-
-    fn frame_keys(&self) -> FrameKeys {
-        FrameKeys {
-            length: u64::from(self.length),
-            first: unpack(self.first),
-            last: unpack(self.last),
-            counts: self.counts(),
-        }
+        self.source() == next.source() && self.end() == next.offset
     }
 
     fn merge_input(&self) -> MergeInput {
         MergeInput {
-            source: self.source,
+            source: self.source(),
             offset: self.offset,
             length: u64::from(self.length),
-            first: unpack(self.first),
-            last: unpack(self.last),
-            sorted: self.sorted,
+            first: unpack(self.first()),
+            last: unpack(self.last()),
+            sorted: self.sorted(),
             elements: self.elements(),
         }
+    }
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("source", &self.source())
+            .field("offset", &self.offset)
+            .field("length", &self.length)
+            .field("first", &Key::from_packed(self.first()))
+            .field("last", &Key::from_packed(self.last()))
+            .field("elements", &self.elements)
+            .field("sorted", &self.sorted())
+            .finish()
     }
 }
 
@@ -117,10 +164,111 @@ pub fn unpack(packed: u128) -> KeyRecord {
     KeyRecord::from(Key::from_packed(packed))
 }
 
-/// Sort segments into planning order: by first key, then last key, source
-/// and offset (so the plan does not depend on the order of the input).
-pub fn sort(segs: &mut [Segment]) {
-    segs.sort_unstable_by_key(|s| (s.first, s.last, s.source, s.offset));
+/// The per-kind counts of a sorted blob whose objects are not all of its
+/// first key's kind.
+#[derive(Clone, Copy, Debug)]
+struct Mixed {
+    source: u32,
+    offset: u64,
+    counts: [u32; 4],
+}
+
+/// The blobs of every source read so far: a [`Segment`] each, and the
+/// per-kind counts a segment cannot tell.
+#[derive(Debug, Default)]
+pub struct Blobs {
+    segs: Vec<Segment>,
+    /// Sorted by (source, offset) by [`Blobs::sort`].
+    mixed: Vec<Mixed>,
+}
+
+impl Blobs {
+    /// Add a validated blob record of source `source`.
+    pub fn push(&mut self, source: u32, b: &BlobRecord) -> Result<(), String> {
+        let too_big = |what: &str, n: u64| format!("blob {}: {what} {n} is too large", b.seq);
+        if source >= MAX_SOURCES {
+            return Err(format!("too many sources (at most {MAX_SOURCES})"));
+        }
+        let mut counts = [0u32; 4];
+        for (c, &n) in counts.iter_mut().zip(&b.counts.to_array()) {
+            *c = u32::try_from(n).map_err(|_| too_big("object count", n))?;
+        }
+        let total = b.counts.total();
+        let elements = u32::try_from(total).map_err(|_| too_big("object count", total))?;
+        let length = u32::try_from(b.length).map_err(|_| too_big("frame length", b.length))?;
+        let seg = Segment::new(
+            source,
+            (Key::from(b.first).packed(), Key::from(b.last).packed()),
+            (b.offset, length),
+            elements,
+            b.sorted,
+        );
+        if b.sorted && counts != one_kind(b.first.kind, elements) {
+            let offset = b.offset;
+            self.mixed.push(Mixed {
+                source,
+                offset,
+                counts,
+            });
+        }
+        self.segs.push(seg);
+        Ok(())
+    }
+
+    /// The blob read last.
+    pub fn last(&self) -> Option<&Segment> {
+        self.segs.last()
+    }
+
+    /// Sort into planning order: by first key, then last key, source and
+    /// offset (so the plan does not depend on the order of the input).
+    pub fn sort(&mut self) {
+        self.segs
+            .sort_unstable_by_key(|s| (s.first(), s.last(), s.source(), s.offset));
+        self.mixed.sort_unstable_by_key(|m| (m.source, m.offset));
+    }
+
+    /// The runs of the sorted blobs; see [`runs`].
+    pub fn runs(&self) -> Runs<'_> {
+        runs(&self.segs)
+    }
+
+    /// The ops of the sorted blobs, in output order.
+    pub fn ops(&self, frame_keys: bool) -> Ops<'_> {
+        Ops {
+            runs: self.runs().peekable(),
+            blobs: self,
+            frame_keys,
+        }
+    }
+
+    /// Objects per kind of a segment.
+    fn counts(&self, seg: &Segment) -> Counts {
+        let found = self
+            .mixed
+            .binary_search_by_key(&(seg.source(), seg.offset), |m| (m.source, m.offset));
+        let counts = match found {
+            Ok(i) => self.mixed[i].counts,
+            Err(_) => one_kind(Key::from_packed(seg.first()).kind, seg.elements),
+        };
+        Counts::from_array(counts.map(u64::from))
+    }
+
+    fn frame_keys(&self, seg: &Segment) -> FrameKeys {
+        FrameKeys {
+            length: u64::from(seg.length),
+            first: unpack(seg.first()),
+            last: unpack(seg.last()),
+            counts: self.counts(seg),
+        }
+    }
+}
+
+/// Counts of `n` objects all of kind `kind`.
+fn one_kind(kind: Kind, n: u32) -> [u32; 4] {
+    let mut counts = [0; 4];
+    counts[kind.index()] = n;
+    counts
 }
 
 /// The runs of sorted segments: maximal stretches in which every segment
@@ -140,10 +288,10 @@ impl<'a> Iterator for Runs<'a> {
 
     fn next(&mut self) -> Option<&'a [Segment]> {
         let head = self.rest.first()?;
-        let mut max = head.last;
+        let mut max = head.last();
         let mut n = 1;
-        while let Some(s) = self.rest.get(n).filter(|s| s.first <= max) {
-            max = max.max(s.last);
+        while let Some(s) = self.rest.get(n).filter(|s| s.first() <= max) {
+            max = max.max(s.last());
             n += 1;
         }
         let (run, rest) = self.rest.split_at(n);
@@ -154,105 +302,169 @@ impl<'a> Iterator for Runs<'a> {
 
 /// True when a run is copied as is: one blob, sorted inside.
 pub fn is_copy(run: &[Segment]) -> bool {
-    matches!(run, [s] if s.sorted)
+    matches!(run, [s] if s.sorted())
 }
 
-/// The ops of a sorted segment slice, in output order.
-pub fn ops(segs: &[Segment], frame_keys: bool) -> Ops<'_> {
-    Ops {
-        runs: runs(segs).peekable(),
-        frame_keys,
+/// One op of the plan.
+#[derive(Clone, Debug)]
+pub enum Op<'a> {
+    /// A copy op, whole (at most [`MAX_COPY_FRAMES`] frames).
+    Copy(CopyOp),
+    /// A merge op: its run of overlapping (or unsorted) blobs, ordered by
+    /// first key, which may hold millions of blobs.
+    Merge(Merge<'a>),
+}
+
+/// A merge op as a run of segments; [`Merge::inputs`] gives its inputs one
+/// at a time.
+#[derive(Clone, Copy, Debug)]
+pub struct Merge<'a> {
+    run: &'a [Segment],
+}
+
+impl<'a> Merge<'a> {
+    /// The op's inputs, in order.
+    pub fn inputs(&self) -> impl Iterator<Item = MergeInput> + 'a {
+        self.run.iter().map(Segment::merge_input)
+    }
+
+    /// Number of inputs.
+    pub fn len(&self) -> u64 {
+        self.run.len() as u64
+    }
+
+    /// Smallest key of the run.
+    pub fn first(&self) -> KeyRecord {
+        unpack(self.run.first().map(Segment::first).unwrap_or_default())
+    }
+
+    /// Largest key of the run.
+    pub fn last(&self) -> KeyRecord {
+        unpack(self.run.iter().map(Segment::last).max().unwrap_or_default())
+    }
+
+    /// Objects in the run.
+    pub fn elements(&self) -> u64 {
+        self.run.iter().map(Segment::elements).sum()
     }
 }
 
-/// Iterator over plan ops (`Copy` and `Merge` records); see [`ops`].
+/// Iterator over plan ops; see [`Blobs::ops`].
 #[derive(Clone, Debug)]
 pub struct Ops<'a> {
     runs: Peekable<Runs<'a>>,
+    blobs: &'a Blobs,
     /// Give copy ops their per-frame keys (`pbf-copy --add-indexdata` needs them).
     frame_keys: bool,
 }
 
-impl Iterator for Ops<'_> {
-    type Item = PlanRecord;
+impl<'a> Iterator for Ops<'a> {
+    type Item = Op<'a>;
 
-    fn next(&mut self) -> Option<PlanRecord> {
+    fn next(&mut self) -> Option<Op<'a>> {
         let run = self.runs.next()?;
-        let [seg] = run else {
-            return Some(PlanRecord::Merge(merge_op(run)));
+        let seg = match run {
+            [seg] if seg.sorted() => seg,
+            _ => return Some(Op::Merge(Merge { run })),
         };
-        if !seg.sorted {
-            return Some(PlanRecord::Merge(merge_op(run)));
-        }
         let mut op = CopyOp {
-            source: seg.source,
+            source: seg.source(),
             offset: seg.offset,
             length: 0,
             blobs: 0,
-            first: unpack(seg.first),
-            last: unpack(seg.last),
+            first: unpack(seg.first()),
+            last: unpack(seg.last()),
             elements: 0,
             frames: Vec::new(),
         };
         let mut prev = *seg;
-        add_frame(&mut op, seg, self.frame_keys);
+        self.add_frame(&mut op, seg);
         while op.blobs < MAX_COPY_FRAMES as u64 {
             let next = match self.runs.peek() {
-                Some(&[next]) if next.sorted && prev.touches(next) => next,
+                Some(&[next]) if next.sorted() && prev.touches(next) => next,
                 _ => break,
             };
             self.runs.next();
-            add_frame(&mut op, next, self.frame_keys);
-            op.last = unpack(next.last);
+            self.add_frame(&mut op, next);
+            op.last = unpack(next.last());
             prev = *next;
         }
-        Some(PlanRecord::Copy(op))
+        Some(Op::Copy(op))
     }
 }
 
-fn add_frame(op: &mut CopyOp, seg: &Segment, frame_keys: bool) {
-    op.length += u64::from(seg.length);
-    op.blobs += 1;
-    op.elements += seg.elements();
-    if frame_keys {
-        op.frames.push(seg.frame_keys());
-    }
-}
-
-fn merge_op(run: &[Segment]) -> MergeOp {
-    let last = run.iter().map(|s| s.last).max().unwrap_or_default();
-    MergeOp {
-        inputs: run.iter().map(Segment::merge_input).collect(),
-        first: unpack(run.first().map(|s| s.first).unwrap_or_default()),
-        last: unpack(last),
-        elements: run.iter().map(Segment::elements).sum(),
+impl Ops<'_> {
+    fn add_frame(&self, op: &mut CopyOp, seg: &Segment) {
+        op.length += u64::from(seg.length);
+        op.blobs += 1;
+        op.elements += seg.elements();
+        if self.frame_keys {
+            op.frames.push(self.blobs.frame_keys(seg));
+        }
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use pbf_format::Kind;
+    use pbf_stream::{KeysFrom, MergeOp, PlanRecord};
 
-    /// A sorted segment of ways [first, last] at offset..offset+length of source 0.
-    pub fn way(first: i64, last: i64, offset: u64, length: u32) -> Segment {
-        Segment {
-            first: Key::new(Kind::Way, first, 1).packed(),
-            last: Key::new(Kind::Way, last, 1).packed(),
-            offset,
-            counts: [0, 2, 0, 0],
-            length,
-            source: 0,
+    /// A sorted blob record of two ways [first, last] at offset..offset+length.
+    pub fn way(first: i64, last: i64, offset: u64, length: u64) -> BlobRecord {
+        BlobRecord {
             seq: 0,
+            offset,
+            length,
+            compression: "zlib".into(),
+            raw_size: None,
+            first: Key::new(Kind::Way, first, 1).into(),
+            last: Key::new(Kind::Way, last, 1).into(),
+            counts: Counts::from_array([0, 2, 0, 0]),
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            from: KeysFrom::Decoded,
         }
     }
 
-    fn planned(mut segs: Vec<Segment>) -> Vec<PlanRecord> {
-        sort(&mut segs);
-        ops(&segs, true).collect()
+    fn unsorted(mut b: BlobRecord) -> BlobRecord {
+        b.sorted = false;
+        b
+    }
+
+    /// Blobs of (source, record), sorted for planning.
+    fn blobs(records: &[(u32, BlobRecord)]) -> Blobs {
+        let mut blobs = Blobs::default();
+        for (source, b) in records {
+            blobs.push(*source, b).expect("a valid record");
+        }
+        blobs.sort();
+        blobs
+    }
+
+    fn of_source_0(records: Vec<BlobRecord>) -> Vec<(u32, BlobRecord)> {
+        records.into_iter().map(|b| (0, b)).collect()
+    }
+
+    /// The op as the record it stands for.
+    fn owned(op: Op<'_>) -> PlanRecord {
+        match op {
+            Op::Copy(c) => PlanRecord::Copy(c),
+            Op::Merge(m) => PlanRecord::Merge(MergeOp {
+                inputs: m.inputs().collect(),
+                first: m.first(),
+                last: m.last(),
+                elements: m.elements(),
+            }),
+        }
+    }
+
+    fn planned_with(records: &[(u32, BlobRecord)], frame_keys: bool) -> Vec<PlanRecord> {
+        blobs(records).ops(frame_keys).map(owned).collect()
+    }
+
+    fn planned(records: Vec<BlobRecord>) -> Vec<PlanRecord> {
+        planned_with(&of_source_0(records), true)
     }
 
     fn copies(ops: &[PlanRecord]) -> Vec<(u32, u64, u64, u64)> {
@@ -265,12 +477,12 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_segment_is_a_few_dozen_bytes() {
-        assert!(std::mem::size_of::<Segment>() <= 80);
+    fn a_segment_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Segment>(), 48);
     }
 
     #[test]
-    fn unpack_inverts_packed() {
+    fn a_segment_keeps_what_it_is_given() {
         for (kind, id, version) in [
             (Kind::Node, 0, 0),
             (Kind::Node, -1, 3),
@@ -278,9 +490,61 @@ pub(crate) mod tests {
             (Kind::Relation, i64::MAX, u32::MAX),
             (Kind::Changeset, 42, 7),
         ] {
-            let k = Key::new(kind, id, version);
-            assert_eq!(unpack(k.packed()), KeyRecord::from(k));
+            let k = Key::new(kind, id, version).packed();
+            assert_eq!(unpack(k), KeyRecord::from(Key::new(kind, id, version)));
+            for (source, sorted) in [(0, true), (MAX_SOURCES - 1, false), (7, true)] {
+                let last = Key::new(Kind::Changeset, i64::MIN, u32::MAX).packed();
+                let s = Segment::new(source, (k, last), (u64::MAX - 9, u32::MAX), 5, sorted);
+                assert_eq!(
+                    (s.first(), s.last(), s.source(), s.sorted()),
+                    (k, last, source, sorted)
+                );
+                assert_eq!(
+                    (s.offset, s.length, s.elements()),
+                    (u64::MAX - 9, u32::MAX, 5)
+                );
+            }
         }
+    }
+
+    #[test]
+    fn what_a_segment_cannot_hold_is_refused() {
+        let mut b = way(1, 2, 100, 10);
+        b.length = 1 << 32;
+        let e = Blobs::default().push(0, &b).expect_err("too long");
+        assert!(e.contains("frame length 4294967296 is too large"), "{e}");
+        let mut b = way(1, 2, 100, 10);
+        b.counts = Counts::from_array([u64::from(u32::MAX), 1, 0, 0]);
+        let e = Blobs::default().push(0, &b).expect_err("too many");
+        assert!(e.contains("object count 4294967296 is too large"), "{e}");
+        let e = Blobs::default()
+            .push(MAX_SOURCES, &way(1, 2, 100, 10))
+            .expect_err("too many sources");
+        assert!(e.contains("too many sources"), "{e}");
+    }
+
+    #[test]
+    fn per_kind_counts_survive_in_frame_keys() {
+        // A blob of nodes, one of ways whose counts name relations too (the
+        // index's word is kept), and a blob of ways and relations.
+        let mut nodes = way(1, 2, 100, 10);
+        nodes.first = Key::new(Kind::Node, 1, 1).into();
+        nodes.last = Key::new(Kind::Node, 2, 1).into();
+        nodes.counts = Counts::from_array([2, 0, 0, 0]);
+        let mut odd = way(5, 6, 110, 10);
+        odd.counts = Counts::from_array([0, 1, 4, 0]);
+        let mut mixed = way(10, 11, 130, 10);
+        mixed.last = Key::new(Kind::Relation, 1, 1).into();
+        mixed.counts = Counts::from_array([0, 3, 2, 0]);
+        let records = [nodes, odd, way(7, 9, 120, 10), mixed];
+        let ops = planned(records.to_vec());
+        let [PlanRecord::Copy(c)] = ops.as_slice() else {
+            panic!("expected one copy, got {ops:?}")
+        };
+        let counts: Vec<Counts> = c.frames.iter().map(|f| f.counts).collect();
+        let want: Vec<Counts> = records.iter().map(|r| r.counts).collect();
+        assert_eq!(counts, want);
+        assert_eq!(c.elements, 2 + 5 + 2 + 5);
     }
 
     #[test]
@@ -289,38 +553,35 @@ pub(crate) mod tests {
         let b = way(8000, 16000, 200, 10);
         let c = way(16000, 24000, 300, 10);
         let d = way(1_000_001, 1_000_002, 400, 10);
-        let mut segs = vec![c, d, b, a];
-        sort(&mut segs);
-        let lens: Vec<usize> = runs(&segs).map(<[Segment]>::len).collect();
+        let records = of_source_0(vec![c, d, b, a.clone()]);
+        let lens: Vec<usize> = blobs(&records).runs().map(<[Segment]>::len).collect();
         assert_eq!(lens, [3, 1]);
-        let ops = planned(segs);
+        let ops = planned_with(&records, true);
         let PlanRecord::Merge(m) = &ops[0] else {
             panic!("expected a merge, got {:?}", ops[0])
         };
         let offsets: Vec<u64> = m.inputs.iter().map(|i| i.offset).collect();
         assert_eq!(offsets, [100, 200, 300]);
-        assert_eq!(m.first, unpack(a.first));
-        assert_eq!(m.last, unpack(a.last));
+        assert_eq!((m.first, m.last), (a.first, a.last));
         assert_eq!(m.elements, 6);
         assert_eq!(copies(&ops[1..]), [(0, 400, 10, 1)]);
     }
 
     #[test]
     fn a_chain_is_one_run_even_where_ends_do_not_meet() {
-        let mut segs = vec![
+        let records = of_source_0(vec![
             way(1, 10, 100, 10),
             way(5, 20, 110, 10),
             way(15, 30, 120, 10),
-        ];
-        sort(&mut segs);
-        assert_eq!(runs(&segs).count(), 1);
+        ]);
+        assert_eq!(blobs(&records).runs().count(), 1);
     }
 
     #[test]
     fn equal_boundary_keys_overlap() {
         let b = way(8000, 16000, 100, 10);
         let c = way(16000, 24000, 110, 10);
-        let ops = planned(vec![b, c]);
+        let ops = planned(vec![b.clone(), c]);
         assert_eq!(ops.len(), 1);
         assert!(matches!(&ops[0], PlanRecord::Merge(m) if m.inputs.len() == 2));
         let d = way(16001, 24000, 110, 10);
@@ -329,9 +590,7 @@ pub(crate) mod tests {
 
     #[test]
     fn unsorted_singleton_is_merged() {
-        let mut s = way(1, 10, 100, 10);
-        s.sorted = false;
-        let ops = planned(vec![s]);
+        let ops = planned(vec![unsorted(way(1, 10, 100, 10))]);
         let [PlanRecord::Merge(m)] = ops.as_slice() else {
             panic!("expected one merge, got {ops:?}")
         };
@@ -344,10 +603,10 @@ pub(crate) mod tests {
         let a = way(1, 10, 100, 10);
         let b = way(11, 20, 110, 10);
         let gap = way(21, 30, 125, 10);
-        let mut other = way(31, 40, 135, 10);
-        other.source = 1;
+        let other = way(31, 40, 135, 10);
         let c = way(41, 50, 145, 10);
-        let ops = planned(vec![a, b, gap, other, c]);
+        let records = [(0, a), (0, b.clone()), (0, gap), (1, other), (0, c)];
+        let ops = planned_with(&records, true);
         assert_eq!(
             copies(&ops),
             [
@@ -362,19 +621,19 @@ pub(crate) mod tests {
         };
         assert_eq!(first.elements, 4);
         assert_eq!(first.frames.len(), 2);
-        assert_eq!(first.frames[1].first, unpack(b.first));
-        assert_eq!(first.frames[1].counts[pbf_format::Kind::Way], 2);
+        assert_eq!(first.frames[1].first, b.first);
+        assert_eq!(first.frames[1].counts[Kind::Way], 2);
     }
 
     #[test]
     fn without_frame_keys_the_ops_are_the_same_minus_the_keys() {
         // Longer than one copy op may hold, so the cut must not depend on the keys.
-        let mut segs: Vec<Segment> = (0..MAX_COPY_FRAMES as u64 + 3)
+        let records: Vec<BlobRecord> = (0..MAX_COPY_FRAMES as u64 + 3)
             .map(|i| way(2 * i as i64 + 1, 2 * i as i64 + 2, 100 + 10 * i, 10))
             .collect();
-        sort(&mut segs);
-        let with: Vec<PlanRecord> = ops(&segs, true).collect();
-        let without: Vec<PlanRecord> = ops(&segs, false).collect();
+        let records = of_source_0(records);
+        let with = planned_with(&records, true);
+        let without = planned_with(&records, false);
         assert_eq!(copies(&with), copies(&without));
         assert_eq!(copies(&without).len(), 2);
         for (w, wo) in with.iter().zip(&without) {
@@ -392,12 +651,12 @@ pub(crate) mod tests {
         let a = way(1, 10, 100, 10);
         let b = way(11, 20, 110, 10);
         let c = way(21, 30, 120, 10);
-        let ops = planned(vec![c, a, b]);
+        let ops = planned(vec![c.clone(), a, b]);
         assert_eq!(copies(&ops), [(0, 100, 30, 3)]);
         // Stored out of order: same keys at swapped offsets.
-        let swapped = [way(1, 10, 110, 10), way(11, 20, 100, 10), c];
+        let swapped = vec![way(1, 10, 110, 10), way(11, 20, 100, 10), c];
         assert_eq!(
-            copies(&planned(swapped.to_vec())),
+            copies(&planned(swapped)),
             [(0, 110, 10, 1), (0, 100, 10, 1), (0, 120, 10, 1)]
         );
     }
@@ -405,10 +664,10 @@ pub(crate) mod tests {
     #[test]
     fn long_stretches_are_split_at_the_frame_limit() {
         let n = MAX_COPY_FRAMES + 5;
-        let segs: Vec<Segment> = (0..n as i64)
+        let records: Vec<BlobRecord> = (0..n as i64)
             .map(|i| way(2 * i, 2 * i + 1, 100 + 10 * i as u64, 10))
             .collect();
-        let ops = planned(segs);
+        let ops = planned(records);
         let c = copies(&ops);
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].3, MAX_COPY_FRAMES as u64);
