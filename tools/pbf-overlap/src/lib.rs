@@ -84,7 +84,8 @@ pub fn command() -> Command {
                 .help(
                     "With --check, also exit 1 unless the input holds as many nodes, ways, \
                      relations and changesets as the index stream INDEX (its end records); when \
-                     it does, say so in one line on standard error (unless -q)",
+                     it does, say so in one line on standard error (unless -q). Messages name \
+                     each side by the files its index describes",
                 ),
         )
         .arg(
@@ -167,7 +168,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// For `--check`: the input, and the name and object counts of the
+/// For `--check`: the input, and the files and object counts of the
 /// `--objects-of` index when given.
 fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)> {
     let input = read_input(m, &mut |_| Ok(()))?;
@@ -177,7 +178,19 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)>
     let name = pbf_cli::input_name(arg).to_owned();
     let mut other = Input::default();
     other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
-    Ok((input, Some((name, other.counts))))
+    let files = files_of(&other).unwrap_or(name);
+    Ok((input, Some((files, other.counts))))
+}
+
+/// The files an index describes, for messages: `a.osm.pbf` or
+/// `a.osm.pbf, b.osm.pbf` (`None` for an index without sources).
+fn files_of(input: &Input) -> Option<String> {
+    let names: Vec<String> = input
+        .sources
+        .iter()
+        .map(|s| s.path.display().to_string())
+        .collect();
+    (!names.is_empty()).then(|| names.join(", "))
 }
 
 /// Called after each source and blob record with everything read so far.
@@ -465,12 +478,14 @@ fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> Ex
         .map(|line| format!("not in order: {line}"))
         .collect();
     let mut same = None;
-    if let Some((name, want)) = objects_of {
+    if let Some((files, want)) = objects_of {
+        // Each side named by its files: the index checked, and the other.
+        let checked = files_of(input).unwrap_or_else(|| "the input".into());
         if want == input.counts {
-            same = Some(format!("the input holds the objects of {name}: {want}"));
+            same = Some(format!("{checked} holds the objects of {files}: {want}"));
         } else {
             why.push(format!(
-                "objects differ: the input holds {}, {name} holds {want}",
+                "objects differ: {checked} holds {}; {files} hold {want}",
                 input.counts
             ));
         }
