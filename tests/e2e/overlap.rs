@@ -205,7 +205,7 @@ fn check_objects_of_compares_counts_per_kind() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!("objects differ: {andorra} holds "))
-            && err.contains(&format!("; {kl} hold "))
+            && err.contains(&format!("; {kl} holds "))
             && err.contains(" node, "),
         "{err}"
     );

@@ -168,9 +168,16 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// For `--check`: the input, and the files and object counts of the
-/// `--objects-of` index when given.
-fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)> {
+/// The `--objects-of` index of `--check`: the files it describes (for
+/// messages) and their objects per kind.
+struct Reference {
+    files: String,
+    several: bool,
+    counts: Counts,
+}
+
+/// For `--check`: the input, and the `--objects-of` index when given.
+fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
     let input = read_input(m, &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
         return Ok((input, None));
@@ -178,8 +185,12 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)>
     let name = pbf_cli::input_name(arg).to_owned();
     let mut other = Input::default();
     other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
-    let files = files_of(&other).unwrap_or(name);
-    Ok((input, Some((files, other.counts))))
+    let reference = Reference {
+        files: files_of(&other).unwrap_or(name),
+        several: other.sources.len() > 1,
+        counts: other.counts,
+    };
+    Ok((input, Some(reference)))
 }
 
 /// The files an index describes, for messages: `a.osm.pbf` or
@@ -467,7 +478,7 @@ fn plan_record(input: &Input, header: Header, early: bool) -> PlanRecord {
 
 /// `--check`: exit 0 when the input is in order (and holds the objects of
 /// `objects_of`, when given), else 1 with the reasons on standard error.
-fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> ExitCode {
+fn check(input: &Input, objects_of: Option<Reference>, quiet: bool) -> ExitCode {
     let names: Vec<String> = input
         .sources
         .iter()
@@ -478,14 +489,16 @@ fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> Ex
         .map(|line| format!("not in order: {line}"))
         .collect();
     let mut same = None;
-    if let Some((files, want)) = objects_of {
+    if let Some(other) = objects_of {
         // Each side named by its files: the index checked, and the other.
         let checked = files_of(input).unwrap_or_else(|| "the input".into());
+        let (files, want) = (other.files, other.counts);
+        let verb = if other.several { "hold" } else { "holds" };
         if want == input.counts {
             same = Some(format!("{checked} holds the objects of {files}: {want}"));
         } else {
             why.push(format!(
-                "objects differ: {checked} holds {}; {files} hold {want}",
+                "objects differ: {checked} holds {}; {files} {verb} {want}",
                 input.counts
             ));
         }
