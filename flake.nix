@@ -59,7 +59,8 @@
         pkgs.osmium-tool
         # The man page lint.
         pkgs.mandoc
-        # script(1): the progress tests run pbf-merge on a pseudo terminal.
+        # script(1): the progress tests run pbf-merge on a pseudo terminal;
+        # getopt(1): the driver parses its options with it.
         pkgs.util-linux
         # GNU time: the fault tests measure each run's peak RSS.
         pkgs.time
@@ -100,6 +101,9 @@
           # compilation of the workspace beside the release build.
           checkType = "debug";
 
+          # The driver's PATH: this package's stages first, then exactly the
+          # commands the script runs (getopt from util-linux; cat, mkdir, rm,
+          # stat, tee from coreutils).
           postInstall = ''
             install -Dm755 pbf-sort $out/bin/pbf-sort
             wrapProgram $out/bin/pbf-sort \
@@ -107,8 +111,7 @@
               --suffix PATH : ${
                 lib.makeBinPath [
                   pkgs.coreutils
-                  pkgs.gnugrep
-                  pkgs.gawk
+                  pkgs.util-linux
                 ]
               }
             installManPage man/*.1 man/*.5

@@ -463,7 +463,8 @@ fn a_reader_that_stops_early_ends_the_copy_by_sigpipe() {
 /// Start pbf-copy on a plan fed through a pipe that stays open after the
 /// header and the first ops: the copy is under way, its temporary file holds
 /// data, and it waits for the rest of the plan. Returns the child, its plan
-/// pipe and the temporary file.
+/// pipe and what the temporary file's descriptor shows: `/DIR/#INODE
+/// (deleted)` for an unnamed file in DIR.
 // The child is handed to the caller, which waits for it; clippy cannot see that.
 #[allow(clippy::zombie_processes)]
 fn copy_in_progress(
@@ -499,11 +500,13 @@ fn copy_in_progress(
     stdin.flush().expect("flush");
     let expected = blobs[..ops.len() / 2].iter().map(|b| b.length).sum::<u64>();
     let deadline = Instant::now() + Duration::from_secs(30);
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
     loop {
-        let temp = fs::read_dir(dir).expect("dir").find_map(|e| {
-            let p = e.expect("entry").path();
-            let len = fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-            (name(&p).contains(".pbf-sort.") && len > expected).then_some(p)
+        let temp = fs::read_dir(&fds).into_iter().flatten().find_map(|e| {
+            let fd = e.ok()?.path();
+            let target = fs::read_link(&fd).ok()?;
+            let len = fs::metadata(&fd).map(|m| m.len()).unwrap_or(0);
+            (target.parent() == Some(dir) && len > expected).then_some(target)
         });
         if let Some(t) = temp {
             return (child, stdin, t);
@@ -531,7 +534,7 @@ fn sigint_and_sigterm_mid_copy_remove_the_temporary_file() {
         let dir = tempfile::tempdir().expect("dir");
         let out = dir.path().join("out.osm.pbf");
         let (mut child, stdin, temp) = copy_in_progress(dir.path(), &out, &[]);
-        assert!(temp.exists());
+        assert!(name(&temp).ends_with(" (deleted)"), "unnamed: {temp:?}");
         send(&child, signal);
         let number = match ignored(number) {
             // A signal ignored here (SIGHUP under nohup, SIGINT in a
@@ -565,36 +568,74 @@ fn ignored(number: i32) -> bool {
         .is_some_and(|mask| mask >> (number - 1) & 1 != 0)
 }
 
+/// The temporary file has no name (ext4, XFS, btrfs, tmpfs): SIGKILL
+/// leaves nothing behind, beside OUT or in --temp-dir.
 #[test]
-fn sigkill_mid_copy_leaves_no_output() {
+fn sigkill_mid_copy_leaves_nothing() {
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
-    let (mut child, stdin, temp) = copy_in_progress(dir.path(), &out, &[]);
-    child.kill().expect("SIGKILL");
-    let st = child.wait().expect("wait");
-    drop(stdin);
-    assert_eq!(st.signal(), Some(9));
-    assert!(!out.exists(), "no OUT after SIGKILL");
-    // The leftover cannot be taken for the output: hidden, marked, not *.pbf.
-    let left = entries(dir.path());
-    assert_eq!(left.len(), 1, "{left:?}");
-    assert_eq!(left[0], name(&temp));
-    assert!(left[0].starts_with(".out.osm.pbf.pbf-sort.") && left[0].ends_with(".tmp"));
-}
-
-#[test]
-fn temp_dir_takes_the_leftover_of_a_sigkill() {
-    let dir = tempfile::tempdir().expect("dir");
     let work = dir.path().join("work");
     fs::create_dir(&work).expect("work");
+    let work_s = work.to_str().expect("utf-8");
+    let runs: [(&Path, &[&str]); 2] = [(dir.path(), &[]), (&work, &["--temp-dir", work_s])];
+    for (temp_dir, args) in runs {
+        let (mut child, stdin, temp) = copy_in_progress(temp_dir, &out, args);
+        assert!(name(&temp).ends_with(" (deleted)"), "unnamed: {temp:?}");
+        child.kill().expect("SIGKILL");
+        let st = child.wait().expect("wait");
+        drop(stdin);
+        assert_eq!(st.signal(), Some(9));
+        assert_eq!(entries(dir.path()), ["work"], "{args:?}");
+        assert!(entries(&work).is_empty(), "{args:?}: {:?}", entries(&work));
+    }
+}
+
+/// `--check-cmd` judges the complete output under a temporary name before
+/// OUT is written: a no leaves OUT as it was and nothing else behind.
+#[test]
+fn check_cmd_decides_whether_out_is_written() {
+    let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
-    let temp_dir = work.to_str().expect("path");
-    let (mut child, stdin, temp) = copy_in_progress(&work, &out, &["--temp-dir", temp_dir]);
-    child.kill().expect("SIGKILL");
-    child.wait().expect("wait");
-    drop(stdin);
-    assert_eq!(entries(dir.path()), ["work"], "nothing beside OUT");
-    assert_eq!(entries(&work), [name(&temp)]);
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let plan = plan_in_file_order(&input);
+    let out_s = out.to_str().expect("utf-8");
+    // The check sees the whole file, by a name beside OUT.
+    let seen = dir.path().join("seen");
+    let record = format!("cat \"$1\" > {}; exit 1", seen.display());
+    for existing in [None, Some(&b"the previous output"[..])] {
+        if let Some(bytes) = existing {
+            fs::write(&out, bytes).expect("write");
+        }
+        let o = pbf_copy(&plan, &["-O", "-o", out_s, "--check-cmd", &record]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--check-cmd failed (exit 1)") && err.contains("was not written"),
+            "{err}"
+        );
+        assert_eq!(fs::read(&out).ok().as_deref(), existing);
+        let mut left = entries(dir.path());
+        left.retain(|e| e != "out.osm.pbf" && e != "seen");
+        assert!(left.is_empty(), "{left:?}");
+    }
+    fs::remove_file(&out).expect("rm");
+    let check = format!(
+        "{} -q --decode \"$1\" | {} --check",
+        bin_quoted("pbf-index"),
+        bin_quoted("pbf-overlap")
+    );
+    copy_ok(&plan, &out, &["--check-cmd", &check]);
+    assert_eq!(fs::read(&out).expect("out"), fs::read(&seen).expect("seen"));
+    assert_eq!(opl(&out), opl(&input));
+    let o = pbf_copy(&plan, &["-o", "-", "--check-cmd", "true"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.is_empty());
 }
 
 #[test]

@@ -33,6 +33,17 @@ fn sort_ok(args: &[&str], what: &str) -> Output {
     o
 }
 
+/// Run the driver with `args` on `input` into `out`; it must exit `code`.
+/// Returns what it said on stderr.
+fn sort_exits(args: &[&str], input: &Path, out: &Path, code: i32) -> String {
+    let mut c = pbf_sort();
+    c.args(args).arg(input).arg("-o").arg(out);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    err
+}
+
 /// No `.pbf-sort.*` directory (the driver's temporaries) is left in `dir`.
 fn assert_no_temporaries(dir: &Path, what: &str) {
     let mut left = entries(dir);
@@ -95,8 +106,9 @@ fn option_values_are_checked_before_any_stage_also_under_dry_run() {
             &["-q", "-v"],
             "-q/--quiet and -v/--verbose exclude each other",
         ),
-        (&["--bogus"], "unknown option '--bogus'"),
-        (&["-Z"], "unknown option '-Z'"),
+        // getopt(1)'s words.
+        (&["--bogus"], "unrecognized option '--bogus'"),
+        (&["-Z"], "invalid option -- 'Z'"),
     ];
     for (extra, needle) in cases {
         for dry in [false, true] {
@@ -218,25 +230,130 @@ fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
     assert_no_temporaries(d, "fifo and file");
 }
 
+/// Standard input cut short, or not PBF at all: one clean error naming
+/// standard input (never the copy the driver saved it to), no output.
 #[test]
-fn a_pipe_that_ends_early_fails_cleanly_without_output() {
+fn a_pipe_that_ends_early_or_is_not_pbf_fails_naming_standard_input() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
     let bytes = std::fs::read(data("unsorted-vex.osm.pbf")).expect("read");
-    for cut in [0, 100, bytes.len() / 3] {
+    let xml = b"<?xml version='1.0' encoding='UTF-8'?>\n<osm version=\"0.6\">\n</osm>\n";
+    let cuts: [(&[u8], &str); 4] = [
+        (&[], "empty"),
+        (&bytes[..100], "truncated"),
+        (&bytes[..bytes.len() / 3], "truncated"),
+        (xml, "OSM XML"),
+    ];
+    for (input, says) in cuts {
         let out = d.join("o.osm.pbf");
         let mut c = pbf_sort();
         c.args(["-q", "-", "-o"]).arg(&out);
-        let o = run_with_input(c, &bytes[..cut]);
+        let o = run_with_input(c, input);
         let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "cut {cut}: {err}");
+        let what = format!("{} bytes", input.len());
+        assert_eq!(o.status.code(), Some(1), "{what}: {err}");
         assert!(
-            err.contains("stdin.osm.pbf") && err.contains("standard input"),
-            "cut {cut}: {err}"
+            err.starts_with("pbf-index: error: /dev/stdin: ") && err.contains(says),
+            "{what}: {err}"
+        );
+        assert!(
+            !err.contains(".pbf-sort."),
+            "{what}: names the saved copy: {err}"
+        );
+        assert!(
+            err.contains("pbf-sort: error: index stage 'pbf-index' failed (exit "),
+            "{what}: {err}"
         );
         assert!(!err.contains("panicked"), "{err}");
-        assert!(entries(d).is_empty(), "cut {cut}: left {:?}", entries(d));
+        assert!(entries(d).is_empty(), "{what}: left {:?}", entries(d));
     }
+}
+
+/// A swapped stage that fails is named by its role and its command as
+/// given, after its own line; never by a line number of the driver.
+#[test]
+fn a_failing_swapped_stage_is_named_by_role_and_command() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = dir.path().join("o.osm.pbf");
+    let err = sort_exits(&["--merge-cmd", "pbf-merge --memry 64M"], &input, &out, 1);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with("pbf-merge: error: ") && lines[0].contains("'--memry'"),
+        "{err}"
+    );
+    assert_eq!(
+        lines[1],
+        "pbf-sort: error: merge stage 'pbf-merge --memry 64M' failed (exit 2); no output was written"
+    );
+    assert!(
+        entries(dir.path()).is_empty(),
+        "left {:?}",
+        entries(dir.path())
+    );
+    // A program that is not there is found before any stage starts.
+    assert_eq!(
+        sort_exits(&["--merge-cmd", "pbf-mrge"], &input, &out, 2),
+        "pbf-sort: error: merge stage 'pbf-mrge': pbf-mrge: command not found (see 'pbf-sort --help')\n"
+    );
+}
+
+/// When `--check` finds other objects per kind than the inputs hold, the
+/// line names the output (by the copier's name for it while it is checked,
+/// which the copier's line gives as the output) and the inputs: no index of
+/// the driver's.
+#[test]
+fn check_names_the_output_and_the_inputs_when_counts_differ() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    // A planner that plans the first input only: its index stream is cut
+    // after the first end record.
+    let planner = d.join("first-only");
+    let text = format!(
+        "#!/bin/sh\nsed '/\"type\":\"end\"/q' | {} --no-frame-keys\n",
+        bin_quoted("pbf-overlap")
+    );
+    write_script(&planner, &text);
+    let a = data("sorted-andorra.osm.pbf");
+    let b = data("sorted-liechtenstein.osm.pbf");
+    let out = d.join("o.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg("--check")
+        .arg("--overlap-cmd")
+        .arg(&planner)
+        .args([&a, &b])
+        .arg("-o")
+        .arg(&out);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let canonical = |p: &Path| {
+        std::fs::canonicalize(p)
+            .expect("path")
+            .display()
+            .to_string()
+    };
+    let differ = err
+        .lines()
+        .find_map(|l| l.strip_prefix("pbf-overlap: objects differ: "))
+        .unwrap_or_else(|| panic!("no objects line: {err}"));
+    let (checked, inputs) = differ.split_once(" holds ").expect("the checked side");
+    assert!(checked.contains("/.o.osm.pbf.pbf-sort."), "{err}");
+    assert!(
+        inputs.contains(&format!("; {}, {} hold ", canonical(&a), canonical(&b))),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "the output, checked as {checked}, was not written"
+        )),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let mut left = entries(d);
+    left.retain(|e| e != "first-only");
+    assert!(left.is_empty(), "left {left:?}");
 }
 
 #[test]
@@ -367,8 +484,9 @@ fn check_judges_the_output_before_it_replaces_out() {
     let o = run(c);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
+    // pbf-overlap says why, the copier that it did not write OUT.
     assert!(
-        err.contains("--check: the output is not sorted") && err.contains("was not written"),
+        err.contains("pbf-overlap: not in order: ") && err.contains("was not written"),
         "{err}"
     );
     assert!(entries(&work).is_empty(), "left {:?}", entries(&work));
@@ -540,14 +658,7 @@ fn copier_reflink_clones_or_fails_naming_the_output_directory() {
     }
     let input = data("sorted-andorra.osm.pbf");
     let out = d.join("o.osm.pbf");
-    let mut c = pbf_sort();
-    c.args(["--copier", "reflink"])
-        .arg(&input)
-        .arg("-o")
-        .arg(&out);
-    let o = run(c);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let err = sort_exits(&["--copier", "reflink"], &input, &out, 1);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains(&format!(

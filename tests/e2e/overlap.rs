@@ -168,7 +168,19 @@ fn check_objects_of_compares_counts_per_kind() {
     let out = overlap(&["--check", "--objects-of", &same], &idx);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("the input holds the objects of "), "{said}");
+    // Each side is named by its files.
+    let canonical = |f: &str| {
+        std::fs::canonicalize(data(f))
+            .expect("path")
+            .display()
+            .to_string()
+    };
+    let andorra = canonical("sorted-andorra.osm.pbf");
+    let kl = canonical("sorted-kualalumpur.osm.pbf");
+    assert!(
+        said.contains(&format!("{andorra} holds the objects of {andorra}: ")),
+        "{said}"
+    );
     let quiet = overlap(&["--check", "-q", "--objects-of", &same], &idx);
     assert!(
         quiet.status.success() && quiet.stderr.is_empty(),
@@ -178,7 +190,9 @@ fn check_objects_of_compares_counts_per_kind() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("objects differ: the input holds ") && err.contains(" node, "),
+        err.contains(&format!("objects differ: {andorra} holds "))
+            && err.contains(&format!("; {kl} holds "))
+            && err.contains(" node, "),
         "{err}"
     );
     assert!(!err.contains("not in order"), "{err}");

@@ -147,6 +147,24 @@ fn reflink(plan: &[u8], out: &Path, args: &[&str]) -> std::process::Output {
     run_with_input(c, plan)
 }
 
+/// `pbf-reflink --probe -q -o OUT`: its exit status and standard output
+/// (the block size when OUT's directory can receive clones).
+fn reflink_probe(out: &Path) -> (Option<i32>, String) {
+    let mut c = bin("pbf-reflink");
+    c.args(["--probe", "-q", "-o"]).arg(out);
+    let o = run(c);
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.exists(), "the probe wrote OUT");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
 /// A sorted file on `mount`: one range, cloned but for its unaligned edges.
 /// Returns the input, the output and its padding frames (`check_output`).
 fn clone_sorted(mount: &LoopMount, what: &str) -> (PathBuf, PathBuf, u64) {
@@ -177,6 +195,10 @@ fn clones_on_xfs() {
         }
     };
     let mnt = xfs.path().to_path_buf();
+    assert_eq!(
+        reflink_probe(&mnt.join("x.pbf")),
+        (Some(0), "4096\n".into())
+    );
     let (sorted, out, padding) = clone_sorted(&xfs, "sorted");
     assert!(padding >= 1, "no padding frame");
     let size = std::fs::metadata(&out).expect("out").len();
@@ -326,6 +348,10 @@ fn falls_back_where_clones_are_impossible() {
         );
         return;
     }
+    assert_eq!(
+        reflink_probe(&dir.path().join("x.pbf")),
+        (Some(1), String::new())
+    );
     let input = data("sorted-liechtenstein.osm.pbf");
     let mut c = pbf_sort();
     c.arg("--dry-run")

@@ -5,10 +5,11 @@
 //! so the process still dies of the signal and its exit status shows it.
 //!
 //! What this cannot cover, by design:
-//! - SIGKILL (and a power cut) cannot be caught. The temporary file stays,
-//!   but it is never named like the output: it is `.OUT.pbf-sort.XXXXXX.tmp`
-//!   (see [`crate::TEMP_MARKER`]), so nobody mistakes it for a finished file;
-//!   the `pbf-sort` driver removes stale temporaries in its own directory.
+//! - SIGKILL (and a power cut) cannot be caught. A named temporary file
+//!   stays, but it is never named like the output: it is
+//!   `.OUT.pbf-sort.XXXXXX.tmp` (see [`crate::TEMP_MARKER`]), so nobody
+//!   mistakes it for a finished file. (An output's temporary file has no
+//!   name at all where the filesystem allows it, so nothing stays.)
 //! - SIGPIPE stays ignored (Rust's default): a write into a closed pipe fails
 //!   with `EPIPE`, which is an ordinary error, and the normal error path
 //!   (dropping the [`crate::OutputFile`]) removes the temporary file.

@@ -1,21 +1,23 @@
 //! Writing a pbf-sort output safely and copying byte ranges into it: what
 //! `pbf-copy`, `pbf-reflink` and `pbf-merge` (its spools) share. It holds no
 //! command-line code: the copiers' shared options and plan loop live in
-//! `pbf-copier-cli`.
+//! `pbf-copier`.
 //!
-//! - [`OutputFile`]: the output is written to a temporary file beside OUT with
-//!   an exclusive, unpredictable name (`.OUT.pbf-sort.XXXXXX.tmp`), fsynced,
-//!   renamed onto OUT only by [`OutputFile::commit`], and the directory fsynced.
-//!   Dropped without a commit (an error, a panic) it removes the temporary
-//!   file. It refuses an existing OUT unless overwriting is allowed
+//! - [`OutputFile`]: the output is written to a temporary file in OUT's
+//!   directory, unnamed where the filesystem allows (`O_TMPFILE`), else with
+//!   an exclusive, unpredictable name (`.OUT.pbf-sort.XXXXXX.tmp`); it is
+//!   fsynced, put in place as OUT only by [`OutputFile::commit`] (or by
+//!   [`OutputFile::commit_checked`] once a check has passed on the complete
+//!   file), and the directory fsynced. Dropped without a commit (an error, a
+//!   panic) it removes the temporary file. It refuses an existing OUT unless overwriting is allowed
 //!   (`-O/--overwrite`, osmium's convention) and an OUT that is one of the
 //!   inputs. `-` streams to standard output instead (a pipe or a file); a
 //!   stream cannot be taken back, so one that fails after its first byte
 //!   ends with [`STREAM_POISON`], which makes every reader fail too.
 //! - [`cleanup`]: SIGINT, SIGTERM and SIGHUP remove every registered temporary
-//!   file before the process dies of the signal. SIGKILL cannot be caught: the
-//!   temporary file then stays, but its name can never be taken for the
-//!   output (the pbf-sort driver removes stale ones in its own directory).
+//!   file before the process dies of the signal. SIGKILL cannot be caught: an
+//!   unnamed temporary output leaves nothing then, a named one stays, but its
+//!   name can never be taken for the output.
 //! - [`copy_range`]: `copy_file_range(2)` in 1 GiB calls, falling back to
 //!   `pread`/`pwrite` (or `write` for a pipe) when the kernel refuses, with
 //!   [`CopyStats`] telling how many bytes went which way.
@@ -61,9 +63,11 @@ mod output;
 pub mod recompress;
 pub mod reflink;
 mod sources;
+mod temp;
 
 pub use ahead::{CopyAhead, Landed};
 pub use copy::{CHUNK, CopyStats, copy_range};
 pub use error::{Error, ErrorKind, Result};
-pub use output::{OutputFile, OutputOptions, STREAM_POISON, TEMP_MARKER};
+pub use output::{Check, OutputFile, OutputOptions, STREAM_POISON};
 pub use sources::{Source, Sources};
+pub use temp::TEMP_MARKER;

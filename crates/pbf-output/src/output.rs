@@ -1,26 +1,22 @@
 //! The output file: never visible under its final name until it is complete.
-//! Bytes go to an exclusive temporary file beside OUT; [`OutputFile::commit`]
-//! fsyncs it, renames it onto OUT and fsyncs the directory. Anything else (an
-//! error, a panic, a signal) removes the temporary file and leaves an
-//! existing OUT untouched.
+//! Bytes go to a temporary file in OUT's directory (unnamed where the
+//! filesystem allows, see [`crate::temp`]); [`OutputFile::commit`] fsyncs it,
+//! puts it in place as OUT and fsyncs the directory, and
+//! [`OutputFile::commit_checked`] first lets a check judge the complete
+//! file. Anything else (an error, a panic, a signal, a check that says no)
+//! removes the temporary file and leaves an existing OUT untouched.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::OsString;
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use tempfile::{Builder, NamedTempFile};
-
-use crate::cleanup::{Registration, remove_on_signal};
 use crate::copy::{CopyStats, copy_range};
 use crate::error::{Error, ErrorKind, Result};
 use crate::frames;
-
-/// Every temporary output is named `.` + OUT's file name + this marker +
-/// six random characters + `.tmp`, e.g. `.out.osm.pbf.pbf-sort.Ab3xZ9.tmp`:
-/// hidden, never ending in `.pbf`, recognisable by cleanup scripts.
-pub const TEMP_MARKER: &str = ".pbf-sort.";
+use crate::temp::Temp;
 
 /// What an output may replace.
 #[derive(Clone, Debug, Default)]
@@ -31,10 +27,9 @@ pub struct OutputOptions {
     /// Files OUT must not be (inputs, plan sources): compared by device and
     /// inode when both exist, and by canonical path.
     pub inputs: Vec<PathBuf>,
-    /// Where the temporary file goes instead of OUT's directory (e.g. the
-    /// `pbf-sort` driver's own temporary directory, which it removes even
-    /// after a SIGKILL). Must be on OUT's filesystem: the final rename never
-    /// copies.
+    /// Where the temporary file goes instead of OUT's directory. Must be on
+    /// OUT's filesystem: the file is put in place by a link or a rename,
+    /// never copied.
     pub temp_dir: Option<PathBuf>,
 }
 
@@ -56,18 +51,21 @@ pub struct OutputFile {
     stats: CopyStats,
 }
 
+/// A check of the complete output, given its temporary path
+/// ([`OutputFile::commit_checked`]).
+pub type Check<'a> = dyn FnMut(&Path) -> Result<()> + 'a;
+
 /// Bytes written between two writeback hints.
 pub(crate) const WRITEBACK_STEP: u64 = 16 << 20;
 
 #[derive(Debug)]
 enum Target {
-    /// Fields drop in order: the file is removed before the path is forgotten
-    /// by the signal handler.
+    /// A temporary file, to become `dest` (whose file name is `file_name`).
     Temp {
-        temp: NamedTempFile,
+        temp: Temp,
         dest: PathBuf,
+        file_name: OsString,
         overwrite: bool,
-        _registration: Registration,
     },
     Stream(StreamOut),
 }
@@ -127,13 +125,13 @@ impl OutputFile {
             }
             None => out_dir,
         };
-        let (temp, registration) = create_temp(dir, file_name)?;
+        let temp = Temp::create(dir, file_name)?;
         Ok(OutputFile {
             target: Target::Temp {
                 temp,
                 dest: out.to_path_buf(),
+                file_name: file_name.to_os_string(),
                 overwrite: opts.overwrite,
-                _registration: registration,
             },
             name,
             pos: 0,
@@ -180,10 +178,10 @@ impl OutputFile {
         &self.name
     }
 
-    /// The temporary file's path (`None` for standard output).
-    pub fn temp_path(&self) -> Option<&Path> {
+    /// The directory of the temporary file (`None` for standard output).
+    pub fn temp_dir(&self) -> Option<&Path> {
         match &self.target {
-            Target::Temp { temp, .. } => Some(temp.path()),
+            Target::Temp { temp, .. } => Some(temp.dir()),
             Target::Stream(_) => None,
         }
     }
@@ -191,7 +189,7 @@ impl OutputFile {
     /// The open file being written.
     pub fn file(&self) -> &File {
         match &self.target {
-            Target::Temp { temp, .. } => temp.as_file(),
+            Target::Temp { temp, .. } => temp.file(),
             Target::Stream(s) => &s.file,
         }
     }
@@ -262,7 +260,7 @@ impl OutputFile {
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
         self.started();
         let res = match &self.target {
-            Target::Temp { temp, .. } => temp.as_file().write_all_at(bytes, self.pos),
+            Target::Temp { temp, .. } => temp.file().write_all_at(bytes, self.pos),
             Target::Stream(s) => (&s.file).write_all(bytes),
         };
         res.map_err(|e| Error::io(format!("{}: write at offset {}", self.name, self.pos), e))?;
@@ -281,7 +279,7 @@ impl OutputFile {
     fn hand_to_disk(&mut self) {
         if let Target::Temp { temp, .. } = &self.target {
             if self.pos - self.handed >= WRITEBACK_STEP {
-                start_writeback(temp.as_file(), self.handed, self.pos - self.handed);
+                start_writeback(temp.file(), self.handed, self.pos - self.handed);
                 self.handed = self.pos;
             }
         }
@@ -293,7 +291,7 @@ impl OutputFile {
         self.started();
         let dst_off = (!self.is_stream()).then_some(self.pos);
         let dst = match &self.target {
-            Target::Temp { temp, .. } => temp.as_file(),
+            Target::Temp { temp, .. } => temp.file(),
             Target::Stream(s) => &s.file,
         };
         copy_range(src, offset, len, dst, dst_off, &mut self.stats).map_err(|e| {
@@ -331,39 +329,68 @@ impl OutputFile {
     }
 
     /// Finish: cut off anything past the position (a copy ahead the plan did
-    /// not want in full), fsync, rename onto OUT (refusing, without `overwrite`, an OUT
-    /// that appeared meanwhile), fsync the directory. For standard output
-    /// this only marks the stream complete; a stream dropped without a commit
-    /// after its first byte ends with [`STREAM_POISON`].
+    /// not want in full), fsync, put the file in place as OUT (refusing,
+    /// without `overwrite`, an OUT that appeared meanwhile), fsync the
+    /// directory. For standard output this only marks the stream complete;
+    /// a stream dropped without a commit after its first byte ends with
+    /// [`STREAM_POISON`].
     pub fn commit(self) -> Result<()> {
-        let (temp, dest, overwrite, _registration) = match self.target {
+        self.finish(None)
+    }
+
+    /// [`OutputFile::commit`], but first let `check` judge the complete,
+    /// fsynced file under a temporary name in its directory: OUT is
+    /// written only when `check` says yes; otherwise the file is removed,
+    /// an existing OUT stays as it was, and `check`'s error is returned.
+    /// For standard output the check is refused (the bytes went out).
+    pub fn commit_checked(self, check: &mut Check<'_>) -> Result<()> {
+        self.finish(Some(check))
+    }
+
+    fn finish(self, check: Option<&mut Check<'_>>) -> Result<()> {
+        let name = self.name;
+        let (temp, dest, file_name, overwrite) = match self.target {
             Target::Temp {
                 temp,
                 dest,
+                file_name,
                 overwrite,
-                _registration,
-            } => (temp, dest, overwrite, _registration),
-            Target::Stream(mut s) => {
+            } => (temp, dest, file_name, overwrite),
+            Target::Stream(mut s) if check.is_none() => {
                 s.finished = true;
                 return Ok(());
             }
+            Target::Stream(_) => {
+                return Err(Error::invalid(
+                    name,
+                    "standard output cannot be checked before it is written",
+                ));
+            }
         };
-        let name = self.name;
-        cut_at(temp.as_file(), self.pos, &name)?;
-        temp.as_file()
+        cut_at(temp.file(), self.pos, &name)?;
+        temp.file()
             .sync_all()
             .map_err(|e| Error::io(format!("{name}: fsync"), e))?;
-        let persisted = if overwrite {
-            temp.persist(&dest)
-        } else {
-            temp.persist_noclobber(&dest)
+        let placed = match (check, overwrite) {
+            // No name is needed on the way: link the file as OUT.
+            (None, false) => match temp.link_as(&dest) {
+                Ok(linked) => linked,
+                Err(named) => named.into_named(&file_name)?.persist(&dest, false),
+            },
+            (check, _) => {
+                let named = temp.into_named(&file_name)?;
+                if let Some(check) = check {
+                    check(named.path())?;
+                }
+                named.persist(&dest, overwrite)
+            }
         };
-        if let Err(e) = persisted {
-            if e.error.kind() == io::ErrorKind::AlreadyExists {
+        match placed {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(Error::new(name, ErrorKind::Exists));
             }
-            let tmp = e.file.path().display().to_string();
-            return Err(Error::io(format!("{name}: rename {tmp} onto it"), e.error));
+            Err(e) => return Err(Error::io(format!("{name}: putting the output in place"), e)),
         }
         let dir = parent_dir(&dest);
         File::open(dir)
@@ -402,53 +429,6 @@ pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
             nix::libc::SYNC_FILE_RANGE_WRITE,
         )
     };
-}
-
-/// Create `.NAME.pbf-sort.XXXXXX.tmp` in `dir`, registered for removal on a
-/// signal before it exists.
-fn create_temp(dir: &Path, file_name: &std::ffi::OsStr) -> Result<(NamedTempFile, Registration)> {
-    let mut prefix = std::ffi::OsString::from(".");
-    prefix.push(file_name);
-    prefix.push(TEMP_MARKER.trim_end_matches('.'));
-    prefix.push(".");
-    let mut registration = None;
-    let mut failure = None;
-    let temp = Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        .rand_bytes(6)
-        .make_in(dir, |path| {
-            let reg = remove_on_signal(path).map_err(|e| {
-                let msg = e.to_string();
-                failure = Some(e);
-                io::Error::other(msg)
-            })?;
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o666)
-                .open(path)?;
-            registration = Some(reg);
-            Ok(file)
-        });
-    let temp = match (temp, failure) {
-        (Err(_), Some(e)) => return Err(e),
-        (Err(e), None) => {
-            return Err(Error::io(
-                format!("cannot create a temporary file in {}", dir.display()),
-                e,
-            ));
-        }
-        (Ok(t), _) => t,
-    };
-    let registration = registration.ok_or_else(|| {
-        Error::invalid(
-            dir.display().to_string(),
-            "temporary file was not registered",
-        )
-    })?;
-    Ok((temp, registration))
 }
 
 /// The directory a path's entry lives in.
@@ -532,21 +512,12 @@ mod tests {
     }
 
     #[test]
-    fn commit_renames_onto_out() {
+    fn commit_puts_the_unnamed_file_in_place_as_out() {
         let dir = tempfile::tempdir().expect("dir");
         let out = dir.path().join("out.osm.pbf");
         let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
-        let temp = o.temp_path().expect("temp").to_path_buf();
-        let tname = temp
-            .file_name()
-            .expect("name")
-            .to_string_lossy()
-            .into_owned();
-        assert!(
-            tname.starts_with(".out.osm.pbf.pbf-sort.") && tname.ends_with(".tmp"),
-            "{tname}"
-        );
-        assert!(!out.exists());
+        // ext4, XFS, btrfs and tmpfs have unnamed files: nothing to see.
+        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
         o.write_all(b"hello ").expect("write");
         let src = dir.path().join("src");
         fs::write(&src, b"0123456789world").expect("src");
@@ -555,8 +526,56 @@ mod tests {
         assert_eq!(o.position(), 11);
         o.commit().expect("commit");
         assert_eq!(fs::read(&out).expect("out"), b"hello world");
-        assert!(!temp.exists());
         assert_eq!(entries(dir.path()), ["out.osm.pbf", "src"]);
+    }
+
+    #[test]
+    fn a_named_temporary_file_is_marked_and_moved_onto_out() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.osm.pbf");
+        let temp = Temp::create(dir.path(), std::ffi::OsStr::new("out.osm.pbf")).expect("temp");
+        let named = temp
+            .into_named(std::ffi::OsStr::new("out.osm.pbf"))
+            .expect("named");
+        let tname = named
+            .path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            tname.starts_with(".out.osm.pbf.pbf-sort.") && tname.ends_with(".tmp"),
+            "{tname}"
+        );
+        assert_eq!(entries(dir.path()), [tname]);
+        named.persist(&out, false).expect("persist");
+        assert_eq!(entries(dir.path()), ["out.osm.pbf"]);
+    }
+
+    #[test]
+    fn commit_checked_writes_out_only_when_the_check_says_yes() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.osm.pbf");
+        for overwrite in [false, true] {
+            let mut o = OutputFile::create(&out, &opts(overwrite, &[])).expect("create");
+            o.write_all(b"complete").expect("write");
+            let mut seen = None;
+            let mut refuse = |p: &Path| {
+                seen = Some(fs::read(p).expect("the check reads the file"));
+                Err(Error::invalid("check", "no"))
+            };
+            let err = o.commit_checked(&mut refuse).expect_err("refused");
+            assert_eq!(err.to_string(), "check: no");
+            assert_eq!(seen.as_deref(), Some(&b"complete"[..]));
+            let left = entries(dir.path());
+            assert!(left.iter().all(|e| e == "out.osm.pbf"), "{left:?}");
+            let mut o = OutputFile::create(&out, &opts(overwrite, &[])).expect("create");
+            o.write_all(b"checked").expect("write");
+            o.commit_checked(&mut |_| Ok(())).expect("commit");
+            assert_eq!(fs::read(&out).expect("out"), b"checked");
+            assert_eq!(entries(dir.path()), ["out.osm.pbf"]);
+            fs::remove_file(&out).expect("rm");
+        }
     }
 
     #[test]
@@ -570,7 +589,7 @@ mod tests {
             ..OutputOptions::default()
         };
         let mut f = OutputFile::create(&out, &o).expect("create");
-        assert_eq!(f.temp_path().and_then(Path::parent), Some(work.as_path()));
+        assert_eq!(f.temp_dir(), Some(work.as_path()));
         f.write_all(b"x").expect("write");
         f.commit().expect("commit");
         assert_eq!(fs::read(&out).expect("out"), b"x");
@@ -592,10 +611,7 @@ mod tests {
         let out = dir.path().join("out.pbf");
         let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
         o.write_all(b"partial").expect("write");
-        let temp = o.temp_path().expect("temp").to_path_buf();
-        assert!(temp.exists());
         drop(o);
-        assert!(!temp.exists());
         assert!(entries(dir.path()).is_empty());
     }
 

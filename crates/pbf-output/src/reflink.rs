@@ -8,7 +8,8 @@
 //!
 //! [`Cloner::probe`] finds out, before a byte of the output is written,
 //! whether the output's filesystem clones at all (a clone of a scratch file
-//! into the empty temporary output, truncated again), and
+//! into the empty temporary output, truncated again; [`probe_dir`] asks the
+//! same of a directory, with scratch files only), and
 //! [`Cloner::probe_source`] whether a given source is on it. A range is only
 //! aligned when its source is known to clone (or is a spool, which can only
 //! be tried when it is read) and the clone pays for the padding; everything
@@ -141,7 +142,7 @@ impl Cloner {
     /// block of a scratch file created in `out`'s directory into it, then
     /// truncate `out` again. `Ok(Err(reason))` when it cannot.
     pub fn probe(out: &OutputFile) -> Result<std::result::Result<Cloner, String>> {
-        let Some(temp) = out.temp_path() else {
+        let Some(dir) = out.temp_dir() else {
             return Ok(Err("the output is a stream, not a file".into()));
         };
         if out.position() != 0 {
@@ -150,41 +151,13 @@ impl Cloner {
                 "probing for clones after writing",
             ));
         }
-        let dst = out.file();
-        let block = match block_size(dst) {
-            Ok(b) => b,
-            Err(e) => return Ok(Err(format!("no usable filesystem block size ({e})"))),
-        };
-        let dir = temp.parent().unwrap_or(Path::new("."));
-        let mut scratch = tempfile::tempfile_in(dir).map_err(|e| {
-            Error::io(
-                format!("{}: scratch file for a clone probe", dir.display()),
-                e,
-            )
-        })?;
-        scratch.write_all(&vec![0u8; block as usize]).map_err(|e| {
-            Error::io(
-                format!("{}: scratch file for a clone probe", dir.display()),
-                e,
-            )
-        })?;
-        let probed = clone_range(&scratch, 0, block, dst, 0);
+        let probed = probe_into(dir, out.file());
         truncate(out)?;
-        match probed {
-            Ok(()) => Ok(Ok(Cloner {
-                block,
-                states: Vec::new(),
-                stats: CloneStats::default(),
-            })),
-            Err(e) if cannot_clone(e) => Ok(Err(format!(
-                "the filesystem of {} does not support clones ({e})",
-                dir.display()
-            ))),
-            Err(e) => Err(Error::io(
-                format!("{}: clone probe", out.name()),
-                std::io::Error::from(e),
-            )),
-        }
+        Ok(probed?.map(|block| Cloner {
+            block,
+            states: Vec::new(),
+            stats: CloneStats::default(),
+        }))
     }
 
     /// The block size ranges are aligned to.
@@ -363,6 +336,49 @@ impl Cloner {
             }
         }
         Ok(done)
+    }
+}
+
+/// Can files in `dir` receive clones? The block size clones there are
+/// aligned to, or why not. Probes with two unnamed scratch files, so
+/// nothing outlives the call.
+pub fn probe_dir(dir: &Path) -> Result<std::result::Result<u64, String>> {
+    let dst = tempfile::tempfile_in(dir).map_err(|e| {
+        Error::io(
+            format!("{}: scratch file for a clone probe", dir.display()),
+            e,
+        )
+    })?;
+    probe_into(dir, &dst)
+}
+
+/// Clone one block of a scratch file in `dir` into the empty `dst`: the
+/// block size when it works, the reason when the filesystem cannot clone.
+fn probe_into(dir: &Path, dst: &File) -> Result<std::result::Result<u64, String>> {
+    let block = match block_size(dst) {
+        Ok(b) => b,
+        Err(e) => return Ok(Err(format!("no usable filesystem block size ({e})"))),
+    };
+    let scratch_error = |e| {
+        Error::io(
+            format!("{}: scratch file for a clone probe", dir.display()),
+            e,
+        )
+    };
+    let mut scratch = tempfile::tempfile_in(dir).map_err(scratch_error)?;
+    scratch
+        .write_all(&vec![0u8; block as usize])
+        .map_err(scratch_error)?;
+    match clone_range(&scratch, 0, block, dst, 0) {
+        Ok(()) => Ok(Ok(block)),
+        Err(e) if cannot_clone(e) => Ok(Err(format!(
+            "the filesystem of {} does not support clones ({e})",
+            dir.display()
+        ))),
+        Err(e) => Err(Error::io(
+            format!("{}: clone probe", dir.display()),
+            std::io::Error::from(e),
+        )),
     }
 }
 

@@ -8,7 +8,15 @@ pub fn is_cascade(line: &str) -> bool {
     line.contains("upstream stage died")
         || line.contains("empty index stream")
         || line.contains("empty plan stream")
-        || line.starts_with("pbf-sort: error: the pipeline failed")
+        || is_stage_failure(line)
+}
+
+/// The driver's line naming the stage that failed (its cause is the line of
+/// that stage).
+pub fn is_stage_failure(line: &str) -> bool {
+    line.starts_with("pbf-sort: error: ")
+        && line.contains(" stage '")
+        && line.ends_with("; no output was written")
 }
 
 /// Check a failed run's stderr: no panic or abort, every line a clean

@@ -4,8 +4,9 @@
 //! `copy_file_range` (no decoding), and renames the output into place only
 //! after the plan's `end` record was read and validated. All of the file
 //! safety (temporary file, fsync, rename, signals, `-o -`) lives in the
-//! `pbf-output` crate, shared with `pbf-reflink`, and so do the options and
-//! the plan loop (`pbf_copier_cli`): this file holds what copying adds,
+//! `pbf-output` crate, shared with `pbf-reflink`, and so do the options,
+//! the plan loop and the check before the commit (`pbf_copier`): this file
+//! holds what copying adds,
 //! and `guess.rs` the copy ahead of the plan.
 
 mod guess;
@@ -15,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command};
-use pbf_copier_cli as copier;
-use pbf_copier_cli::{Help, Job, Options, OutputHead, Step};
+use pbf_copier as copier;
+use pbf_copier::{Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
@@ -39,9 +40,11 @@ pub fn command() -> Command {
              OSMHeader, then every copied range in order with copy_file_range(2), falling back to \
              read/write where the kernel refuses. Blob bodies are never decoded.\n\n\
              Before writing, every source is checked against the size and mtime recorded in the \
-             plan. The output is written to a temporary file beside OUT, fsynced and renamed onto \
-             OUT only after the plan's end record; on an error or SIGINT/SIGTERM/SIGHUP the \
-             temporary file is removed and an existing OUT is left untouched. A plan that still \
+             plan. The output is written to a temporary file in OUT's directory (unnamed where the \
+             filesystem allows, so not even SIGKILL leaves it behind), fsynced and put in place \
+             as OUT only after the plan's end record, and after --check-cmd passed on it when \
+             given; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed and an \
+             existing OUT is left untouched. A plan that still \
              holds merge ops is refused: run pbf-merge first. So is a plan whose ops are not in \
              output order by the keys they carry, or that copies a byte twice: the output says \
              Sort.Type_then_ID and the bytes are never decoded, so the order the keys show is \
@@ -188,7 +191,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         landed = Some(g.land(plan_name, sources, out)?);
     }
     let parsing = job.plan.parse_time();
-    let (stats, written) = copier::finish(NAME, job.out, &mut job.sources)?;
+    let (stats, written) = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
     if opts.verbose {
         report(ops, written, stats, landed.as_ref(), (started, parsing));
     }

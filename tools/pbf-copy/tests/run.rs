@@ -5,7 +5,7 @@
 //! `--recompress` with and without `--add-indexdata`, the options that need
 //! `--recompress`, and an existing output or an input as the output. What
 //! pbf-copy shares with pbf-reflink (the plan loop, sources, spools) is
-//! tested in crates/pbf-copier-cli.
+//! tested in crates/pbf-copier.
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -66,7 +66,10 @@ pub fn command() -> Command {
         .arg(
             Arg::new("files")
                 .value_name("FILE")
-                .help("PBF files to index (regular files: offsets must be re-readable)")
+                .help(
+                    "PBF files to index (regular files: offsets must be re-readable); - is \
+                     standard input when it is a regular file (pbf-index - < FILE)",
+                )
                 .num_args(1..)
                 .required(true)
                 .value_parser(value_parser!(PathBuf)),
@@ -188,7 +191,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 /// left to the index run, which names the blob.
 fn validate<'a>(files: impl Iterator<Item = &'a PathBuf>) -> Result<ExitCode> {
     for path in files {
-        let file = PbfFile::open(path).map_err(|e| pbf_cli::usage(e.to_string()))?;
+        let file = PbfFile::open(open_path(path)).map_err(|e| pbf_cli::usage(e.to_string()))?;
         if let Err(e) = read_file_header(&file, &mut file.headers()) {
             if matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)) {
                 return Err(e.into());
@@ -210,14 +213,30 @@ struct Tally {
 /// and offset, so the later stages must be able to read it again.
 const SAVE_FIRST: &str = "save it to a regular file first (pbf-sort - does that for you)";
 
+/// `-`: standard input, indexed when it is a regular file (`pbf-index - <
+/// file`), through this name, which says what it is in every message; the
+/// index stream records the file's own path for the later stages.
+const STDIN: &str = "/dev/stdin";
+
+/// The path to open for an argument (`-` is [`STDIN`]).
+fn open_path(path: &Path) -> &Path {
+    if path == Path::new("-") {
+        Path::new(STDIN)
+    } else {
+        path
+    }
+}
+
 /// A file that can be indexed: it exists and is a regular file (checked
 /// before any work, so a wrong argument is a usage error).
 fn usable(path: &Path) -> Result<()> {
-    if path == Path::new("-") {
+    if path == Path::new("-") && !std::fs::metadata(STDIN).is_ok_and(|m| m.is_file()) {
         bail!(
-            "-: standard input cannot be indexed: later stages re-read the file by offset; {SAVE_FIRST}"
+            "-: standard input is not a regular file, and a stream cannot be indexed: later \
+             stages re-read the file by offset; {SAVE_FIRST}"
         );
     }
+    let path = open_path(path);
     // Before canonicalize: /dev/stdin on a pipe resolves to "pipe:[N]", which
     // does not exist, and a FIFO would block the open.
     let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
@@ -237,14 +256,16 @@ fn usable(path: &Path) -> Result<()> {
 fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
     let started = std::time::Instant::now();
     let serialised = out.serialise_time();
+    let path = open_path(path);
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
-    let file = PbfFile::open(&abs)?;
+    // Standard input keeps its name in messages; a file is named by its path.
+    let file = PbfFile::open(if path == Path::new(STDIN) { path } else { &abs })?;
     let mut walk = Walk::new(&file, opts.io);
     if let Some(e) = walk.fallback() {
         if !opts.quiet {
             let msg = format!(
                 "{}: io_uring unavailable ({e}), reading with pread",
-                abs.display()
+                file.path().display()
             );
             pbf_cli::warn("pbf-index", msg);
         }

@@ -84,7 +84,8 @@ pub fn command() -> Command {
                 .help(
                     "With --check, also exit 1 unless the input holds as many nodes, ways, \
                      relations and changesets as the index stream INDEX (its end records); when \
-                     it does, say so in one line on standard error (unless -q)",
+                     it does, say so in one line on standard error (unless -q). Messages name \
+                     each side by the files its index describes",
                 ),
         )
         .arg(
@@ -169,9 +170,16 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// For `--check`: the input, and the name and object counts of the
-/// `--objects-of` index when given.
-fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)> {
+/// The `--objects-of` index of `--check`: the files it describes (for
+/// messages) and their objects per kind.
+struct Reference {
+    files: String,
+    several: bool,
+    counts: Counts,
+}
+
+/// For `--check`: the input, and the `--objects-of` index when given.
+fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
     let mut input = Input::new(Purpose::Check(check::Judge::default()));
     read_input(m, &mut input, &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
@@ -180,7 +188,23 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<(String, Counts)>)>
     let name = pbf_cli::input_name(arg).to_owned();
     let mut other = Input::new(Purpose::Count);
     other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
-    Ok((input, Some((name, other.counts))))
+    let reference = Reference {
+        files: files_of(&other).unwrap_or(name),
+        several: other.sources.len() > 1,
+        counts: other.counts,
+    };
+    Ok((input, Some(reference)))
+}
+
+/// The files an index describes, for messages: `a.osm.pbf` or
+/// `a.osm.pbf, b.osm.pbf` (`None` for an index without sources).
+fn files_of(input: &Input) -> Option<String> {
+    let names: Vec<String> = input
+        .sources
+        .iter()
+        .map(|s| s.path.display().to_string())
+        .collect();
+    (!names.is_empty()).then(|| names.join(", "))
 }
 
 /// Called after each source and blob record with everything read so far.
@@ -538,7 +562,7 @@ fn plan_record(input: &Input, header: Header, early: bool) -> PlanRecord {
 
 /// `--check`: exit 0 when the input is in order (and holds the objects of
 /// `objects_of`, when given), else 1 with the reasons on standard error.
-fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> ExitCode {
+fn check(input: &Input, objects_of: Option<Reference>, quiet: bool) -> ExitCode {
     let names: Vec<String> = input
         .sources
         .iter()
@@ -553,12 +577,16 @@ fn check(input: &Input, objects_of: Option<(String, Counts)>, quiet: bool) -> Ex
         .map(|line| format!("not in order: {line}"))
         .collect();
     let mut same = None;
-    if let Some((name, want)) = objects_of {
+    if let Some(other) = objects_of {
+        // Each side named by its files: the index checked, and the other.
+        let checked = files_of(input).unwrap_or_else(|| "the input".into());
+        let (files, want) = (other.files, other.counts);
+        let verb = if other.several { "hold" } else { "holds" };
         if want == input.counts {
-            same = Some(format!("the input holds the objects of {name}: {want}"));
+            same = Some(format!("{checked} holds the objects of {files}: {want}"));
         } else {
             why.push(format!(
-                "objects differ: the input holds {}, {name} holds {want}",
+                "objects differ: {checked} holds {}; {files} {verb} {want}",
                 input.counts
             ));
         }

@@ -10,9 +10,10 @@
 //! Clone support is probed before the first byte is written. Where the
 //! output cannot receive clones (another filesystem type, a pipe) it writes
 //! exactly what `pbf-copy` writes, after a one-line notice; with
-//! `--require-reflink` it exits 1 instead. The mechanics live in
+//! `--require-reflink` it exits 1 instead; `--probe` answers that question
+//! alone, for a driver choosing its copier. The mechanics live in
 //! `pbf_output::reflink`, the options and plan loop it shares with
-//! `pbf-copy` in `pbf_copier_cli`.
+//! `pbf-copy` in `pbf_copier`.
 
 use std::fs::File;
 use std::path::Path;
@@ -21,8 +22,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use pbf_copier_cli as copier;
-use pbf_copier_cli::{Help, Job, OutputHead, Step};
+use pbf_copier as copier;
+use pbf_copier::{Help, Job, OutputHead, Step};
 use pbf_output::reflink::{CloneStats, Cloner};
 use pbf_output::{CopyStats, OutputFile, Sources, frames};
 use pbf_stream::CopyOp;
@@ -46,21 +47,35 @@ pub fn command() -> Command {
              Before writing, pbf-reflink checks every source like pbf-copy and probes whether \
              the output's filesystem can clone and every source is on it. If not, it prints a \
              one-line notice and writes exactly what pbf-copy writes (no padding); with \
-             --require-reflink it exits 1 without writing anything. The output is written to a \
-             temporary file beside OUT, fsynced and renamed onto OUT only after the plan's end \
-             record; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed. A plan \
+             --require-reflink it exits 1 without writing anything; --probe asks only that. The \
+             output is written to a temporary file in OUT's directory (unnamed where the \
+             filesystem allows), fsynced and put in place as OUT only after the plan's end \
+             record, and after --check-cmd passed on it when given; on an error or \
+             SIGINT/SIGTERM/SIGHUP the temporary file is removed. A plan \
              whose ops are not in output order by the keys they carry, or that reads a byte \
              twice, is refused like pbf-copy refuses it.",
         );
-    let cmd = copier::output_args(cmd, &HELP).arg(
-        Arg::new("require-reflink")
-            .long("require-reflink")
-            .help(
-                "Exit 1 before writing anything when the output cannot receive clones or a \
-                 source is not on its filesystem, and fail if a spool cannot be cloned",
-            )
-            .action(ArgAction::SetTrue),
-    );
+    let cmd = copier::output_args(cmd, &HELP)
+        .arg(
+            Arg::new("require-reflink")
+                .long("require-reflink")
+                .help(
+                    "Exit 1 before writing anything when the output cannot receive clones or a \
+                     source is not on its filesystem, and fail if a spool cannot be cloned",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("probe")
+                .long("probe")
+                .help(
+                    "Read no plan: print the block size clones are aligned to in OUT's \
+                     directory (or --temp-dir) and exit 0 when files there can receive clones, \
+                     1 when they cannot (the reason on standard error unless -q). Only unnamed \
+                     scratch files are written (pbf-sort chooses its copier this way)",
+                )
+                .action(ArgAction::SetTrue),
+        );
     copier::write_args(cmd, &HELP)
 }
 
@@ -119,11 +134,15 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     if opts.require && copier::output_path(m)? == Path::new("-") {
         bail!("-o -: standard output cannot receive clones (--require-reflink)");
     }
+    if m.get_flag("probe") {
+        return probe_only(m, opts);
+    }
     let Job {
         mut plan,
         plan_name,
         mut sources,
         out,
+        check,
     } = Job::open(m)?;
     let cloner = probe(&out, &sources, opts)?;
     let mut w = Placer { out, cloner, opts };
@@ -157,7 +176,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     }
     let Placer { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
-    let (stats, written) = copier::finish(NAME, out, &mut sources)?;
+    let (stats, written) = copier::finish(NAME, out, &mut sources, check.as_deref())?;
     if opts.common.verbose {
         report(
             ops,
@@ -169,6 +188,32 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--probe`: can files in the output's directory receive clones?
+fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
+    let out = copier::output_path(m)?;
+    let dir = match m.get_one::<std::path::PathBuf>("temp-dir") {
+        Some(d) => d.as_path(),
+        None if out == Path::new("-") => {
+            notice(opts, "standard output cannot receive clones".into());
+            return Ok(ExitCode::from(pbf_cli::EXIT_NO));
+        }
+        None => match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        },
+    };
+    match pbf_output::reflink::probe_dir(dir)? {
+        Ok(block) => {
+            println!("{block}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(why) => {
+            notice(opts, why);
+            Ok(ExitCode::from(pbf_cli::EXIT_NO))
+        }
+    }
 }
 
 /// Probe clone support before anything is written; `None` means "copy like

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{ArgMatches, Command};
-use pbf_copier_cli::{Help, Job, Options, OutputHead, Step, for_each_copy, progress};
+use pbf_copier::{Help, Job, Options, OutputHead, Step, for_each_copy, progress};
 use pbf_format::header::Header;
 use pbf_stream::{MergeInput, MergeOp, OutputHeader, PlanRecord, SourceRef, Unsorted};
 use pbf_testkit::{
@@ -26,8 +26,8 @@ const HELP: Help = Help {
 
 /// A copier's command line: the crate's shared options.
 fn command() -> Command {
-    pbf_copier_cli::write_args(
-        pbf_copier_cli::output_args(Command::new("test-copier"), &HELP),
+    pbf_copier::write_args(
+        pbf_copier::output_args(Command::new("test-copier"), &HELP),
         &HELP,
     )
 }
@@ -77,7 +77,7 @@ fn copy(args: &[&str]) -> anyhow::Result<Vec<Seen>> {
     head.write(out)?;
     let copies = seen.iter().filter(|s| matches!(s, Seen::Copy(_))).count();
     assert_eq!(ops, copies as u64, "the loop counts the copy ops");
-    pbf_copier_cli::finish("test-copier", job.out, &mut job.sources)?;
+    pbf_copier::finish("test-copier", job.out, &mut job.sources, None)?;
     Ok(seen)
 }
 

@@ -1,20 +1,23 @@
-//! The command-line half that `pbf-copy` and `pbf-reflink` share, kept out
-//! of `pbf-output` so the I/O library depends on no command-line code. Both
-//! execute a copy-only plan with the same options and guarantees and differ
-//! only in how a range reaches the output, so this module holds the rest: the
+//! The copier that `pbf-copy` and `pbf-reflink` share: both execute a
+//! copy-only plan with the same options and guarantees and differ only in how
+//! a range reaches the output, so this crate holds the rest of the job: the
 //! common options (each tool keeps its own help texts), opening the plan, its
 //! sources and the output, the loop over the plan's copy ops and header
 //! records (a merge op or a stray record is refused; the plan reader has
 //! checked the ops' order), the output header, which a plan `header` record
-//! can replace before the first op, and committing the output and removing spools
-//! (by default: once read, on success, failure or signal; `--keep-spools`
-//! keeps them).
+//! can replace before the first op, and finishing: the check of the complete
+//! output (`--check-cmd`), the commit, and removing spools (by default: once
+//! read, on success, failure or signal; `--keep-spools` keeps them). It is
+//! kept out of `pbf-output` so the I/O library depends on no command-line
+//! code.
 //! It answers in `anyhow` errors with the plan's name and line, as the tools
 //! print them.
 #![deny(missing_docs)]
 
 use std::io::BufRead;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+use std::process::{Command as Process, Stdio};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
@@ -36,7 +39,8 @@ pub struct Help {
     pub quiet: &'static str,
 }
 
-/// Add the plan argument and the `-o`, `-O` and `--temp-dir` options.
+/// Add the plan argument and the `-o`, `-O`, `--temp-dir` and `--check-cmd`
+/// options.
 pub fn output_args(cmd: Command, help: &Help) -> Command {
     cmd.arg(
         Arg::new("plan")
@@ -66,9 +70,21 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
             .value_name("DIR")
             .help(
                 "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
-                 filesystem (pbf-sort passes its own temporary directory)",
+                 filesystem",
             )
             .value_parser(value_parser!(PathBuf)),
+    )
+    .arg(
+        Arg::new("check-cmd")
+            .long("check-cmd")
+            .value_name("CMD")
+            .help(
+                "Before OUT is written, run CMD with sh -c on the complete, fsynced output \
+                 under a temporary name, which CMD gets as $1: OUT is written only when CMD \
+                 exits 0; otherwise the output is removed, an existing OUT is left as it was, \
+                 and the exit status is 1 (pbf-sort --check passes its check this way). Not \
+                 with -o -",
+            ),
     )
 }
 
@@ -152,6 +168,8 @@ pub struct Job {
     pub sources: Sources,
     /// The output.
     pub out: OutputFile,
+    /// `--check-cmd`: run on the complete output before it becomes OUT.
+    pub check: Option<String>,
 }
 
 impl Job {
@@ -166,6 +184,12 @@ impl Job {
                 "{}: exists (use -O/--overwrite to replace it)",
                 output.display()
             )));
+        }
+        let check = m.get_one::<String>("check-cmd").cloned();
+        if check.is_some() && output.as_os_str() == "-" {
+            return Err(pbf_cli::usage(
+                "--check-cmd needs an output file: standard output cannot be taken back",
+            ));
         }
         let plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
         let mut sources = Sources::open(plan.header())?;
@@ -183,6 +207,7 @@ impl Job {
             plan_name,
             sources,
             out,
+            check,
         })
     }
 }
@@ -334,11 +359,23 @@ pub fn frames_missing(op: &CopyOp, path: &Path) -> anyhow::Error {
     )
 }
 
-/// Commit the output, then remove the spools (unless `--keep-spools`);
-/// returns the output's copy statistics and length.
-pub fn finish(name: &str, out: OutputFile, sources: &mut Sources) -> Result<(CopyStats, u64)> {
+/// Commit the output (after `check` passed on it, when given), then remove
+/// the spools (unless `--keep-spools`); returns the output's copy
+/// statistics and length.
+pub fn finish(
+    name: &str,
+    out: OutputFile,
+    sources: &mut Sources,
+    check: Option<&str>,
+) -> Result<(CopyStats, u64)> {
     let (stats, written) = (out.stats(), out.position());
-    out.commit()?;
+    match check {
+        Some(cmd) => {
+            let out_name = out.name().to_owned();
+            out.commit_checked(&mut |path| run_check(cmd, path, &out_name))?;
+        }
+        None => out.commit()?,
+    }
     // A plan's paths are arbitrary: a spool not provably copied whole is
     // kept, and named (the output stands).
     for (spool, why) in sources.finish_spools() {
@@ -351,4 +388,41 @@ pub fn finish(name: &str, out: OutputFile, sources: &mut Sources) -> Result<(Cop
         );
     }
     Ok((stats, written))
+}
+
+/// Run `--check-cmd` on the complete output at `path` (its standard output
+/// goes to standard error, which belongs to diagnostics): an error unless it
+/// exits 0.
+fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
+    let failed = |what: String| {
+        pbf_output::Error::invalid(
+            out_name,
+            format!(
+                "{what}; the output, checked as {}, was not written",
+                path.display()
+            ),
+        )
+    };
+    let stderr = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| pbf_output::Error::io("--check-cmd: dup of standard error", e))?;
+    let status = Process::new("/bin/sh")
+        .arg("-c")
+        .arg(cmd)
+        .arg("sh")
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stderr))
+        .status()
+        .map_err(|e| pbf_output::Error::io("--check-cmd: starting /bin/sh", e))?;
+    match (
+        status.code(),
+        std::os::unix::process::ExitStatusExt::signal(&status),
+    ) {
+        (Some(0), _) => Ok(()),
+        (Some(code), _) => Err(failed(format!("--check-cmd failed (exit {code})"))),
+        (None, Some(sig)) => Err(failed(format!("--check-cmd was killed by signal {sig}"))),
+        (None, None) => Err(failed("--check-cmd failed".into())),
+    }
 }
