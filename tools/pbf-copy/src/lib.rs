@@ -247,9 +247,12 @@ fn copy_op(
         out.copy_from(file, path, op.offset, op.length)?;
         return Ok(());
     }
+    let src = frames::frame_reader(file, path)?;
     let mut offset = op.offset;
     for keys in &op.frames {
-        out.copy_frame_with_indexdata(file, path, offset, keys)?;
+        let frame = frames::reframe_with_indexdata(&src, offset, keys)?;
+        out.write_all(&frame.prefix)?;
+        out.copy_from(file, path, frame.body_offset, frame.body_len)?;
         offset += keys.length;
     }
     Ok(())

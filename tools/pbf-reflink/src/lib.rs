@@ -324,17 +324,11 @@ impl Placer {
         if op.frames.is_empty() {
             return Err(copier::frames_missing(op, path));
         }
+        let src = frames::frame_reader(file, path)?;
         let mut offset = op.offset;
         for keys in &op.frames {
-            let in_file = |e: pbf_output::Error| e.within(path.display());
-            let fh = frames::read_frame_header(file, path, offset)?;
-            frames::check_data_frame(&fh, keys.length).map_err(in_file)?;
-            let summary = frames::frame_summary(keys).map_err(in_file)?;
-            let start = frames::read_blob_start(file, path, &fh)?;
-            let ix = pbf_format::indexdata::encode(&summary, &start);
-            let prefix = frames::data_frame_prefix(Some(&ix), fh.datasize)?;
-            let body = u64::from(fh.datasize);
-            self.append(op.source, file, path, fh.body_offset(), body, &prefix)?;
+            let f = frames::reframe_with_indexdata(&src, offset, keys)?;
+            self.append(op.source, file, path, f.body_offset, f.body_len, &f.prefix)?;
             offset += keys.length;
         }
         Ok(())
