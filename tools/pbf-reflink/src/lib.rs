@@ -15,7 +15,6 @@
 //! `pbf_output::reflink`, the options and plan loop it shares with
 //! `pbf-copy` in `pbf_copier`.
 
-use std::fs::File;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -24,7 +23,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::{Help, Job, OutputHead, Step};
-use pbf_output::reflink::{CloneStats, Cloner};
+use pbf_output::reflink::{CloneStats, Cloner, SourceRange};
 use pbf_output::{CopyStats, OutputFile, Sources, frames};
 use pbf_stream::CopyOp;
 
@@ -285,33 +284,23 @@ impl Placer {
     /// Write one range of a source.
     fn range(&mut self, p: Pending, sources: &mut Sources) -> Result<()> {
         let (file, path) = sources.range(p.source, p.offset, p.length)?;
-        self.append(p.source, file, path, p.offset, p.length, &[])
+        let r = SourceRange {
+            id: p.source,
+            file,
+            path,
+            offset: p.offset,
+            len: p.length,
+        };
+        self.append(r, &[])
     }
 
-    /// Write `len` bytes at `offset` after `prefix`: cloned when we can.
-    fn append(
-        &mut self,
-        id: u32,
-        file: &File,
-        path: &Path,
-        offset: u64,
-        len: u64,
-        prefix: &[u8],
-    ) -> Result<()> {
+    /// Write the range `r` after `prefix`: cloned when we can.
+    fn append(&mut self, r: SourceRange<'_>, prefix: &[u8]) -> Result<()> {
         match &mut self.cloner {
-            Some(c) => c.append(
-                &mut self.out,
-                id,
-                file,
-                path,
-                offset,
-                len,
-                prefix,
-                self.opts.require,
-            )?,
+            Some(c) => c.append(&mut self.out, r, prefix, self.opts.require)?,
             None => {
                 self.out.write_all(prefix)?;
-                self.out.copy_from(file, path, offset, len)?;
+                self.out.copy_from(r.file, r.path, r.offset, r.len)?;
             }
         }
         Ok(())
@@ -328,7 +317,14 @@ impl Placer {
         let mut offset = op.offset;
         for keys in &op.frames {
             let f = frames::reframe_with_indexdata(&src, offset, keys)?;
-            self.append(op.source, file, path, f.body_offset, f.body_len, &f.prefix)?;
+            let body = SourceRange {
+                id: op.source,
+                file,
+                path,
+                offset: f.body_offset,
+                len: f.body_len,
+            };
+            self.append(body, &f.prefix)?;
             offset += keys.length;
         }
         Ok(())
