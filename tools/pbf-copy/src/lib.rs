@@ -22,7 +22,7 @@ use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
 use pbf_output::recompress::recompress_range;
-use pbf_output::{CopyStats, Landed, OutputFile, Sources, frames};
+use pbf_output::{CopySources, CopyStats, Landed, OutputFile, frames};
 use pbf_stream::{CopyOp, StreamTime};
 
 use guess::Guess;
@@ -211,7 +211,7 @@ struct Recompress {
 /// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`.
 fn copy_op(
     op: &CopyOp,
-    sources: &mut Sources,
+    sources: &mut CopySources,
     out: &mut OutputFile,
     opts: Options,
     recompress: Option<Recompress>,
