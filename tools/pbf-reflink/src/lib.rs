@@ -24,7 +24,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::{Help, Job, OutputHead, Step};
 use pbf_output::reflink::{CloneStats, Cloner, SourceRange};
-use pbf_output::{CopyStats, OutputFile, Sources, frames};
+use pbf_output::{CopySources, CopyStats, OutputFile, frames};
 use pbf_stream::CopyOp;
 
 const NAME: &str = "pbf-reflink";
@@ -108,11 +108,8 @@ struct Pending {
     first_line: u64,
 }
 
-/// Where the bytes go: the output, and the cloner when it can clone. It
-/// places PBF bytes (padding, clones, copies) in the output file, which
-/// `pbf_stream::Writer` (JSON Lines records) has nothing to do with; hence a
-/// name of its own.
-struct Placer {
+/// The output file, written through the cloner when it can clone.
+struct CloningOutput {
     out: OutputFile,
     cloner: Option<Cloner>,
     opts: Options,
@@ -144,7 +141,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         check,
     } = Job::open(m)?;
     let cloner = probe(&out, &sources, opts)?;
-    let mut w = Placer { out, cloner, opts };
+    let mut w = CloningOutput { out, cloner, opts };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
@@ -173,7 +170,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
-    let Placer { out, cloner, .. } = w;
+    let CloningOutput { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
     let (stats, written) = copier::finish(NAME, out, &mut sources, check.as_deref())?;
     if opts.common.verbose {
@@ -217,7 +214,7 @@ fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
 
 /// Probe clone support before anything is written; `None` means "copy like
 /// pbf-copy" (after a notice), and with `--require-reflink` an error.
-fn probe(out: &OutputFile, sources: &Sources, opts: Options) -> Result<Option<Cloner>> {
+fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Option<Cloner>> {
     let mut cloner = match Cloner::probe(out)? {
         Ok(c) => c,
         Err(why) => {
@@ -280,9 +277,9 @@ fn join(pending: &mut Option<Pending>, op: &CopyOp, line: u64) -> Option<Pending
     })
 }
 
-impl Placer {
+impl CloningOutput {
     /// Write one range of a source.
-    fn range(&mut self, p: Pending, sources: &mut Sources) -> Result<()> {
+    fn range(&mut self, p: Pending, sources: &mut CopySources) -> Result<()> {
         let (file, path) = sources.range(p.source, p.offset, p.length)?;
         let r = SourceRange {
             id: p.source,
@@ -308,7 +305,7 @@ impl Placer {
 
     /// Write the frames of `op` with new BlobHeaders carrying indexdata;
     /// each Blob body is aligned and cloned on its own.
-    fn frames(&mut self, op: &CopyOp, sources: &mut Sources) -> Result<()> {
+    fn frames(&mut self, op: &CopyOp, sources: &mut CopySources) -> Result<()> {
         let (file, path) = sources.range(op.source, op.offset, op.length)?;
         if op.frames.is_empty() {
             return Err(copier::frames_missing(op, path));
