@@ -19,7 +19,7 @@ const BATCH: usize = 64;
 
 /// How output blocks are cut, encoded and compressed.
 #[derive(Clone, Copy, Debug)]
-pub struct Codec {
+pub struct FrameEncoder {
     /// Block cutting and node encoding.
     pub opts: EncodeOptions,
     /// Blob compression.
@@ -28,7 +28,7 @@ pub struct Codec {
     pub indexdata: bool,
 }
 
-impl Codec {
+impl FrameEncoder {
     /// Frames for `elements` in the given order, cut by the block limits.
     pub fn frames(&self, elements: &[Element]) -> Result<Vec<u8>> {
         let mut out = Vec::new();

@@ -11,13 +11,18 @@ use pbf_format::block::{Element, Info};
 use pbf_output::OutputFile;
 use pbf_output::frames::header_frame_with;
 
-use crate::encode::{Codec, ordered};
+use crate::encode::{FrameEncoder, ordered};
 use crate::input::Input;
 
 const HOUR_MS: i64 = 3_600_000;
 
 /// Write the history file; returns the bytes written.
-pub fn run(input: &Path, output: &mut OutputFile, versions: u32, codec: Codec) -> Result<()> {
+pub fn run(
+    input: &Path,
+    output: &mut OutputFile,
+    versions: u32,
+    encoder: FrameEncoder,
+) -> Result<()> {
     anyhow::ensure!(versions >= 1, "-k must be at least 1");
     let inp = Input::open(input)?;
     let mut elements = inp.decode_all()?;
@@ -28,13 +33,13 @@ pub fn run(input: &Path, output: &mut OutputFile, versions: u32, codec: Codec) -
             .required_features
             .push("HistoricalInformation".into());
     }
-    let per_task = (codec.opts.max_elements / versions as usize).max(1);
-    output.write_all(&header_frame_with(&header, codec.compression)?)?;
+    let per_task = (encoder.opts.max_elements / versions as usize).max(1);
+    output.write_all(&header_frame_with(&header, encoder.compression)?)?;
     ordered(
         elements.chunks(per_task),
         |chunk| {
             let expanded: Vec<Element> = chunk.iter().flat_map(|e| expand(e, versions)).collect();
-            codec.frames(&expanded)
+            encoder.frames(&expanded)
         },
         output,
     )

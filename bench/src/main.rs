@@ -13,7 +13,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 
-use pbf_bench_gen::encode::Codec;
+use pbf_bench_gen::encode::FrameEncoder;
 use pbf_bench_gen::{frames, history, output, shuffle, tile};
 
 /// Default blob compression of re-encoded output (see `bench/README.md`).
@@ -182,9 +182,9 @@ fn command() -> Command {
         )
 }
 
-fn codec(m: &ArgMatches) -> Result<Codec> {
+fn frame_encoder(m: &ArgMatches) -> Result<FrameEncoder> {
     let elements = m.get_one::<u32>("blob-elements").copied().unwrap_or(8000);
-    Ok(Codec {
+    Ok(FrameEncoder {
         opts: EncodeOptions {
             max_elements: elements as usize,
             dense_nodes: !m.get_flag("plain-nodes"),
@@ -232,7 +232,7 @@ fn run(m: &ArgMatches) -> Result<ExitCode> {
                 stride_of: sub.get_one::<PathBuf>("stride-of").map(PathBuf::as_path),
                 offset: sub.get_one::<i64>("offset").copied().unwrap_or(0),
             };
-            tile::run(input, o, &args, codec(sub)?)?
+            tile::run(input, o, &args, frame_encoder(sub)?)?
         }
         "permute" => frames::permute(input, o, seed())?,
         "concat" => frames::concat(&inputs, o)?,
@@ -245,11 +245,11 @@ fn run(m: &ArgMatches) -> Result<ExitCode> {
                 Some(d) if !d.as_os_str().is_empty() => d,
                 _ => Path::new("."),
             };
-            shuffle::run(input, o, spill_dir, seed(), bucket, codec(sub)?)?
+            shuffle::run(input, o, spill_dir, seed(), bucket, frame_encoder(sub)?)?
         }
         "history" => {
             let k = sub.get_one::<u32>("versions").copied().unwrap_or(1);
-            history::run(input, o, k, codec(sub)?)?
+            history::run(input, o, k, frame_encoder(sub)?)?
         }
         "copy" => frames::copy(input, o)?,
         other => anyhow::bail!("unknown subcommand {other}"),

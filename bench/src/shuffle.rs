@@ -19,7 +19,7 @@ use pbf_output::frames::header_frame_with;
 use rayon::prelude::*;
 use tempfile::NamedTempFile;
 
-use crate::encode::{Codec, ordered};
+use crate::encode::{FrameEncoder, ordered};
 use crate::input::Input;
 use crate::rng::Rng;
 
@@ -33,26 +33,26 @@ pub fn run(
     spill_dir: &Path,
     seed: u64,
     bucket_size: u64,
-    codec: Codec,
+    encoder: FrameEncoder,
 ) -> Result<()> {
     let inp = Input::open(input)?;
     let buckets = inp.file.size().div_ceil(bucket_size.max(1)).max(1) as usize;
     let spills = deal(&inp, seed, buckets, spill_dir)?;
     let mut header = inp.header.clone();
     header.optional_features.retain(|f| !f.starts_with("Sort."));
-    output.write_all(&header_frame_with(&header, codec.compression)?)?;
+    output.write_all(&header_frame_with(&header, encoder.compression)?)?;
     for (b, spill) in spills.into_iter().enumerate() {
         let mut elements = load(&spill)?;
         Rng::new(seed, (1 << 40) + b as u64).shuffle(&mut elements);
-        let ranges = split_points(&elements, &codec.opts);
-        ordered(ranges, |r| codec.frame(&elements[r]), output)?;
+        let ranges = split_points(&elements, &encoder.opts);
+        ordered(ranges, |r| encoder.frame(&elements[r]), output)?;
     }
     Ok(())
 }
 
 /// Pass 1: deal every element to a random bucket file.
 fn deal(inp: &Input, seed: u64, buckets: usize, dir: &Path) -> Result<Vec<NamedTempFile>> {
-    let spill_codec = Codec {
+    let spill_encoder = FrameEncoder {
         opts: EncodeOptions::default(),
         compression: Compression::Lz4,
         indexdata: false,
@@ -90,7 +90,7 @@ fn deal(inp: &Input, seed: u64, buckets: usize, dir: &Path) -> Result<Vec<NamedT
         }
         let encoded: Vec<Vec<u8>> = per_bucket
             .par_iter()
-            .map(|els| spill_codec.frames(els))
+            .map(|els| spill_encoder.frames(els))
             .collect::<Result<_>>()?;
         for (w, bytes) in writers.iter_mut().zip(encoded) {
             w.write_all(&bytes).context("writing a bucket file")?;

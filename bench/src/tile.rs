@@ -20,11 +20,11 @@ use pbf_output::OutputFile;
 use pbf_output::frames::header_frame_with;
 use rayon::prelude::*;
 
-use crate::encode::{Codec, ordered, summarize};
+use crate::encode::{FrameEncoder, ordered, summarize};
 use crate::input::Input;
 use crate::shift::{PerKind, shift_block, shift_id};
 
-/// What `tile` needs besides the codec.
+/// What `tile` needs besides the encoder.
 #[derive(Clone, Debug)]
 pub struct TileArgs<'a> {
     /// Number of copies.
@@ -36,7 +36,12 @@ pub struct TileArgs<'a> {
 }
 
 /// Write the tiled file; returns the bytes written.
-pub fn run(input: &Path, output: &mut OutputFile, args: &TileArgs<'_>, codec: Codec) -> Result<()> {
+pub fn run(
+    input: &Path,
+    output: &mut OutputFile,
+    args: &TileArgs<'_>,
+    encoder: FrameEncoder,
+) -> Result<()> {
     let inp = Input::open(input)?;
     let mut elements = inp.decode_all()?;
     elements.sort_by_key(Element::key);
@@ -52,7 +57,7 @@ pub fn run(input: &Path, output: &mut OutputFile, args: &TileArgs<'_>, codec: Co
     let ranges: Vec<Range<usize>> = groups(&elements)
         .into_iter()
         .flat_map(|g| {
-            let chunks = split_points(&elements[g.clone()], &codec.opts);
+            let chunks = split_points(&elements[g.clone()], &encoder.opts);
             chunks
                 .into_iter()
                 .map(move |c| g.start + c.start..g.start + c.end)
@@ -62,7 +67,7 @@ pub fn run(input: &Path, output: &mut OutputFile, args: &TileArgs<'_>, codec: Co
         .par_iter()
         .map(|r| {
             let part = &elements[r.clone()];
-            Ok((encode_block(part, &codec.opts), summarize(part)?))
+            Ok((encode_block(part, &encoder.opts), summarize(part)?))
         })
         .collect::<Result<_>>()?;
     drop(elements);
@@ -74,7 +79,7 @@ pub fn run(input: &Path, output: &mut OutputFile, args: &TileArgs<'_>, codec: Co
             tasks.extend(group.iter().map(|c| (shift, c)));
         }
     }
-    output.write_all(&header_frame_with(&inp.header, codec.compression)?)?;
+    output.write_all(&header_frame_with(&inp.header, encoder.compression)?)?;
     ordered(
         tasks,
         |(shift, (block, summary))| {
@@ -85,7 +90,7 @@ pub fn run(input: &Path, output: &mut OutputFile, args: &TileArgs<'_>, codec: Co
                 last: key(summary.last),
                 ..*summary
             };
-            codec.wrap(&shifted, &summary)
+            encoder.wrap(&shifted, &summary)
         },
         output,
     )

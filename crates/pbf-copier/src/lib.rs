@@ -24,7 +24,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, PlanReader, PlanRecord};
 
-use pbf_output::{CopyStats, OutputFile, OutputOptions, Sources, frames};
+use pbf_output::{CopySources, CopyStats, OutputFile, OutputOptions, frames};
 
 /// The help texts that differ between the tools.
 #[derive(Clone, Copy, Debug)]
@@ -165,7 +165,7 @@ pub struct Job {
     /// The plan's name for messages.
     pub plan_name: String,
     /// The plan's sources, checked against their recorded size and mtime.
-    pub sources: Sources,
+    pub sources: CopySources,
     /// The output.
     pub out: OutputFile,
     /// `--check-cmd`: run on the complete output before it becomes OUT.
@@ -192,7 +192,7 @@ impl Job {
             ));
         }
         let plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
-        let mut sources = Sources::open(plan.header())?;
+        let mut sources = CopySources::open(plan.header())?;
         if !m.get_flag("keep-spools") {
             sources = sources.remove_spools();
         }
@@ -226,7 +226,7 @@ pub struct Progress {
 }
 
 /// The progress bar of a copier reading `sources`, labelled `message`.
-pub fn progress(sources: &Sources, message: &'static str, bars: pbf_cli::Bars) -> Progress {
+pub fn progress(sources: &CopySources, message: &'static str, bars: pbf_cli::Bars) -> Progress {
     let merge_draws = sources.spools().next().is_some();
     Progress {
         total: sources.known_bytes(),
@@ -365,7 +365,7 @@ pub fn frames_missing(op: &CopyOp, path: &Path) -> anyhow::Error {
 pub fn finish(
     name: &str,
     out: OutputFile,
-    sources: &mut Sources,
+    sources: &mut CopySources,
     check: Option<&str>,
 ) -> Result<(CopyStats, u64)> {
     let (stats, written) = (out.stats(), out.position());

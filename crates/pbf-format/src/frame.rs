@@ -282,6 +282,78 @@ impl PbfFile {
         &self.file
     }
 
+    /// The frame reader over this file and its size when opened.
+    pub fn frames(&self) -> FrameReader<'_> {
+        FrameReader {
+            file: &self.file,
+            path: &self.path,
+            size: self.size,
+        }
+    }
+
+    /// Read exactly `len` bytes at `offset`, or report truncation of `what`.
+    pub fn read_exact_at(&self, offset: u64, len: usize, what: &'static str) -> Result<Vec<u8>> {
+        self.frames().read_exact_at(offset, len, what)
+    }
+
+    /// Read and check the frame header at `offset`. The whole frame must lie
+    /// inside the file, so a truncated last blob is found without reading it.
+    pub fn frame_header_at(&self, offset: u64) -> Result<FrameHeader> {
+        self.frames().frame_header_at(offset)
+    }
+
+    /// How many bytes [`PbfFile::frame_header_at`] reads first at `offset`:
+    /// the length prefix and, for most frames, the whole BlobHeader.
+    pub(crate) fn probe_len(&self, offset: u64) -> usize {
+        self.frames().probe_len(offset)
+    }
+
+    /// See [`FrameReader::probed_header_len`].
+    pub(crate) fn probed_header_len(&self, offset: u64, probe: &[u8]) -> Result<u32> {
+        self.frames().probed_header_len(offset, probe)
+    }
+
+    /// See [`FrameReader::frame_from_probe`].
+    pub(crate) fn frame_from_probe(
+        &self,
+        offset: u64,
+        probe: &[u8],
+        header: &[u8],
+    ) -> Result<FrameHeader> {
+        self.frames().frame_from_probe(offset, probe, header)
+    }
+
+    /// Read the Blob message of a frame.
+    pub fn read_body(&self, fh: &FrameHeader) -> Result<Vec<u8>> {
+        self.read_exact_at(fh.body_offset(), fh.datasize as usize, "Blob")
+            .map_err(|e| e.at(fh.offset))
+    }
+
+    /// Walk all frame headers from the start, without reading blob bodies.
+    pub fn headers(&self) -> HeaderWalk<'_> {
+        HeaderWalk {
+            file: self,
+            offset: 0,
+            failed: false,
+        }
+    }
+}
+
+/// The one frame-header reader: an open file, its name for errors, and
+/// the size the caller knows it to have. A [`PbfFile`] reads through one
+/// with its size when opened; a copier builds one over a file that grows
+/// while it is read (a pbf-merge spool) with the size it just checked.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameReader<'a> {
+    /// The open file.
+    pub file: &'a File,
+    /// Its name in errors.
+    pub path: &'a Path,
+    /// How far it is read: every frame must end by here.
+    pub size: u64,
+}
+
+impl FrameReader<'_> {
     /// Read exactly `len` bytes at `offset`, or report truncation of `what`.
     pub fn read_exact_at(&self, offset: u64, len: usize, what: &'static str) -> Result<Vec<u8>> {
         let available = self.size.saturating_sub(offset);
@@ -291,7 +363,7 @@ impl PbfFile {
         let mut buf = vec![0u8; len];
         self.file
             .read_exact_at(&mut buf, offset)
-            .map_err(|e| Error::from(e).at(offset).in_file(&self.path))?;
+            .map_err(|e| Error::from(e).at(offset).in_file(self.path))?;
         Ok(buf)
     }
 
@@ -302,11 +374,11 @@ impl PbfFile {
             available,
         })
         .at(offset)
-        .in_file(&self.path)
+        .in_file(self.path)
     }
 
     /// Read and check the frame header at `offset`. The whole frame must lie
-    /// inside the file, so a truncated last blob is found without reading it.
+    /// inside `size`, so a truncated last blob is found without reading it.
     pub fn frame_header_at(&self, offset: u64) -> Result<FrameHeader> {
         let probe = self.read_exact_at(offset, self.probe_len(offset), "frame length")?;
         let hl = self.probed_header_len(offset, &probe)? as usize;
@@ -318,15 +390,32 @@ impl PbfFile {
         self.frame_from_probe(offset, &probe, &header)
     }
 
-    /// How many bytes [`PbfFile::frame_header_at`] reads first at `offset`:
-    /// the length prefix and, for most frames, the whole BlobHeader.
-    pub(crate) fn probe_len(&self, offset: u64) -> usize {
+    /// The first bytes of the Blob of `fh`, which our indexdata is bound to:
+    /// those read with the header, else read now.
+    pub fn blob_start(&self, fh: &FrameHeader) -> Result<BlobStart> {
+        if let Some(start) = fh.blob_start {
+            return Ok(start);
+        }
+        let len = BLOB_START_LEN.min(fh.datasize as usize);
+        let prefix = self
+            .read_exact_at(fh.body_offset(), len, "Blob")
+            .map_err(|e| e.at(fh.offset))?;
+        BlobStart::from_prefix(fh.datasize, &prefix).ok_or_else(|| {
+            Error::malformed("Blob start not read")
+                .at(fh.offset)
+                .in_file(self.path)
+        })
+    }
+
+    /// How many bytes [`FrameReader::frame_header_at`] reads first at
+    /// `offset`: the length prefix and, for most frames, the whole BlobHeader.
+    fn probe_len(&self, offset: u64) -> usize {
         (self.size.saturating_sub(offset)).min(HEADER_PROBE as u64) as usize
     }
 
     /// The BlobHeader length at the start of a probe read at `offset`, checked
     /// against the limit. The BlobHeader itself may extend past the probe.
-    pub(crate) fn probed_header_len(&self, offset: u64, probe: &[u8]) -> Result<u32> {
+    fn probed_header_len(&self, offset: u64, probe: &[u8]) -> Result<u32> {
         let Some(&prefix) = probe.first_chunk::<4>() else {
             return Err(self.truncated("frame length", 4, probe.len() as u64, offset));
         };
@@ -337,20 +426,16 @@ impl PbfFile {
                 size: u64::from(header_len),
                 limit: u64::from(MAX_HEADER_LEN),
             });
-            return Err(e.at(offset).in_file(&self.path));
+            return Err(e.at(offset).in_file(self.path));
         }
         Ok(header_len)
     }
 
-    /// Decode the frame at `offset` from its probe (see [`PbfFile::probe_len`])
-    /// and its BlobHeader bytes, and check that the frame fits in the file.
-    pub(crate) fn frame_from_probe(
-        &self,
-        offset: u64,
-        probe: &[u8],
-        header: &[u8],
-    ) -> Result<FrameHeader> {
-        let fail = |e: Error| e.at(offset).in_file(&self.path);
+    /// Decode the frame at `offset` from its probe (see
+    /// [`FrameReader::probe_len`]) and its BlobHeader bytes, and check that
+    /// the frame ends by `size`.
+    fn frame_from_probe(&self, offset: u64, probe: &[u8], header: &[u8]) -> Result<FrameHeader> {
+        let fail = |e: Error| e.at(offset).in_file(self.path);
         let (blob_type, indexdata, datasize) = parse_blob_header(header).map_err(fail)?;
         let body = probe.get(4 + header.len()..).unwrap_or_default();
         let body = &body[..body.len().min(datasize as usize)];
@@ -374,21 +459,6 @@ impl PbfFile {
             ));
         }
         Ok(fh)
-    }
-
-    /// Read the Blob message of a frame.
-    pub fn read_body(&self, fh: &FrameHeader) -> Result<Vec<u8>> {
-        self.read_exact_at(fh.body_offset(), fh.datasize as usize, "Blob")
-            .map_err(|e| e.at(fh.offset))
-    }
-
-    /// Walk all frame headers from the start, without reading blob bodies.
-    pub fn headers(&self) -> HeaderWalk<'_> {
-        HeaderWalk {
-            file: self,
-            offset: 0,
-            failed: false,
-        }
     }
 }
 

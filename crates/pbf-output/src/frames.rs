@@ -5,17 +5,13 @@
 //! rejects any length with a byte >= 0x80.
 
 use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use pbf_format::Key;
 use pbf_format::compress::{Compression, encode_blob};
-use pbf_format::frame::{
-    BLOB_START_LEN, BlobStart, BlobType, FrameHeader, MAX_HEADER_LEN, encode_blob_header,
-    encode_frame, parse_blob_header,
-};
+use pbf_format::frame::{BlobType, FrameHeader, FrameReader, encode_blob_header, encode_frame};
 use pbf_format::header::{Header, encode_header};
+use pbf_format::indexdata;
 use pbf_format::scan::Summary;
 use pbf_stream::FrameKeys;
 
@@ -62,53 +58,50 @@ fn check_blob_header_len(len: usize) -> Result<()> {
     Ok(())
 }
 
-/// Read the frame header (length prefix and BlobHeader, not the Blob) at
-/// `offset` of `file`; `path` names the file in errors.
-pub fn read_frame_header(file: &File, path: &Path, offset: u64) -> Result<FrameHeader> {
-    let at = || frame_at(path, offset);
-    let read = |len: usize, pos: u64| -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        file.read_exact_at(&mut buf, pos).map_err(|e| {
-            if e.kind() == io::ErrorKind::UnexpectedEof {
-                Error::invalid(at(), "file ends inside the frame header")
-            } else {
-                Error::io(at(), e)
-            }
-        })?;
-        Ok(buf)
-    };
-    let len = read(4, offset)?;
-    let header_len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]);
-    if header_len > MAX_HEADER_LEN {
-        return Err(Error::invalid(
-            at(),
-            format!("BlobHeader length is {header_len} bytes, limit is {MAX_HEADER_LEN}"),
-        ));
-    }
-    let bytes = read(header_len as usize, offset + 4)?;
-    let (blob_type, indexdata, datasize) =
-        parse_blob_header(&bytes).map_err(|e| Error::new(at(), ErrorKind::Format(e)))?;
-    Ok(FrameHeader {
-        offset,
-        header_len,
-        blob_type,
-        indexdata,
-        datasize,
-        compression: None,
-        raw_size: None,
-        blob_start: None,
-    })
+/// The frame reader over `file` at its size now: a spool grows while it is
+/// read, and each range the plan copies from it was checked against its
+/// size when it was asked for ([`crate::CopySources::range`]).
+pub fn frame_reader<'a>(file: &'a File, path: &'a Path) -> Result<FrameReader<'a>> {
+    let size = file
+        .metadata()
+        .map_err(|e| Error::io(format!("{}: stat", path.display()), e))?
+        .len();
+    Ok(FrameReader { file, path, size })
 }
 
-/// The first bytes of the Blob of frame `fh` of `file`, which our indexdata
-/// is bound to (`pbf_format::frame::BlobStart`).
-pub fn read_blob_start(file: &File, path: &Path, fh: &FrameHeader) -> Result<BlobStart> {
-    let mut buf = [0u8; BLOB_START_LEN];
-    let len = BLOB_START_LEN.min(fh.datasize as usize);
-    file.read_exact_at(&mut buf[..len], fh.body_offset())
-        .map_err(|e| Error::io(frame_at(path, fh.offset), e))?;
-    BlobStart::from_prefix(fh.datasize, &buf[..len])
-        .ok_or_else(|| Error::invalid(frame_at(path, fh.offset), "Blob start not read"))
+/// A passthrough data frame with a new BlobHeader that carries our
+/// indexdata: the length prefix and BlobHeader to write, then the Blob to
+/// copy from the source as it is.
+#[derive(Debug)]
+pub struct Reframed {
+    /// The 4-byte length and the new BlobHeader.
+    pub prefix: Vec<u8>,
+    /// Where the Blob starts in the source.
+    pub body_offset: u64,
+    /// The Blob's length.
+    pub body_len: u64,
+}
+
+/// Re-frame the data frame at `offset` of `src` with indexdata for `keys`
+/// (pbf-copy and pbf-reflink with `--add-indexdata`). The frame must be an
+/// OSMData frame of exactly `keys.length` bytes.
+pub fn reframe_with_indexdata(
+    src: &FrameReader<'_>,
+    offset: u64,
+    keys: &FrameKeys,
+) -> Result<Reframed> {
+    let in_file = |e: Error| e.within(src.path.display());
+    let format = |e| Error::new("", ErrorKind::Format(e));
+    let fh = src.frame_header_at(offset).map_err(format)?;
+    check_data_frame(&fh, keys.length).map_err(in_file)?;
+    let summary = frame_summary(keys).map_err(in_file)?;
+    let start = src.blob_start(&fh).map_err(format)?;
+    let ix = indexdata::encode(&summary, &start);
+    Ok(Reframed {
+        prefix: data_frame_prefix(Some(&ix), fh.datasize)?,
+        body_offset: fh.body_offset(),
+        body_len: u64::from(fh.datasize),
+    })
 }
 
 /// How errors name a frame: `PATH: frame at offset N`.
@@ -167,8 +160,8 @@ mod tests {
     use super::*;
     use pbf_format::Kind;
     use pbf_format::compress::decode_blob;
+    use pbf_format::frame::{BlobStart, parse_blob_header};
     use pbf_format::header::decode_header;
-    use pbf_format::indexdata;
     use std::io::Write;
 
     #[test]
@@ -214,20 +207,34 @@ mod tests {
     }
 
     #[test]
-    fn reads_and_checks_a_frame_header() {
+    fn reframes_a_data_frame_with_indexdata() {
         let mut f = tempfile::tempfile().expect("temp");
         f.write_all(b"junk").expect("junk");
-        f.write_all(&encode_frame(&BlobType::OsmData, Some(b"ix"), b"body"))
-            .expect("frame");
-        let fh = read_frame_header(&f, Path::new("t.pbf"), 4).expect("header");
-        assert_eq!((fh.blob_type.as_str(), fh.datasize), ("OSMData", 4));
-        assert_eq!(fh.indexdata.as_deref(), Some(&b"ix"[..]));
-        check_data_frame(&fh, fh.frame_len()).expect("matches");
-        let err = check_data_frame(&fh, fh.frame_len() + 1).expect_err("length");
+        let frame = encode_frame(&BlobType::OsmData, Some(b"ix"), b"body");
+        f.write_all(&frame).expect("frame");
+        let src = frame_reader(&f, Path::new("t.pbf")).expect("reader");
+        let counts = pbf_stream::Counts::from_array([1, 0, 0, 0]);
+        let key = pbf_stream::KeyRecord::from(Key::new(Kind::Node, 1, 0));
+        let mut keys = FrameKeys {
+            length: frame.len() as u64,
+            first: key,
+            last: key,
+            counts,
+        };
+        let r = reframe_with_indexdata(&src, 4, &keys).expect("reframed");
+        // 4 bytes of junk before the frame, a Blob of 4 bytes at its end.
+        let body_offset = 4 + frame.len() as u64 - 4;
+        assert_eq!((r.body_offset, r.body_len), (body_offset, 4));
+        let (kind, ix, size) = parse_blob_header(&r.prefix[4..]).expect("new BlobHeader");
+        assert_eq!((kind, size), (BlobType::OsmData, 4));
+        let summary = indexdata::decode(&ix.expect("indexdata"), &BlobStart::of(b"body"));
+        assert_eq!(summary.map(|s| s.first), Some(Key::new(Kind::Node, 1, 0)));
+        keys.length += 1;
+        let err = reframe_with_indexdata(&src, 4, &keys).expect_err("length");
         assert!(err.to_string().contains("plan does not match"), "{err}");
-        let err = read_frame_header(&f, Path::new("t.pbf"), fh.end() - 2).expect_err("eof");
+        let err = reframe_with_indexdata(&src, 4 + frame.len() as u64 - 2, &keys).expect_err("eof");
         assert!(
-            err.to_string().starts_with("t.pbf: frame at offset"),
+            err.to_string().starts_with("t.pbf: blob at offset"),
             "{err}"
         );
     }

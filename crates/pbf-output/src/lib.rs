@@ -29,7 +29,7 @@
 //!   always under 128 bytes (older libosmium rejects longer ones).
 //! - [`reflink`]: `FICLONERANGE` with padding frames that make source and
 //!   destination offsets congruent modulo the block size (`pbf-reflink`).
-//! - [`Sources`]: a plan's source files, identity-checked before anything is
+//! - [`CopySources`]: a plan's source files, identity-checked before anything is
 //!   written, with spool files (still growing) checked range by range.
 //!
 //! ```no_run
@@ -69,5 +69,5 @@ pub use ahead::{CopyAhead, Landed};
 pub use copy::{CHUNK, CopyStats, copy_range};
 pub use error::{Error, ErrorKind, Result};
 pub use output::{Check, OutputFile, OutputOptions, STREAM_POISON};
-pub use sources::{Source, Sources};
+pub use sources::{CopySources, Source};
 pub use temp::TEMP_MARKER;

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 
 use crate::copy::{CopyStats, copy_range};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frames;
 use crate::temp::Temp;
 
 /// What an output may replace.
@@ -305,27 +304,6 @@ impl OutputFile {
         self.pos += len;
         self.hand_to_disk();
         Ok(())
-    }
-
-    /// Append the data frame at `offset` of `src` with a new BlobHeader that
-    /// carries our indexdata for `keys`; the Blob body is still copied with
-    /// [`OutputFile::copy_from`]. The frame must be an OSMData frame of
-    /// exactly `keys.length` bytes.
-    pub fn copy_frame_with_indexdata(
-        &mut self,
-        src: &File,
-        src_name: &Path,
-        offset: u64,
-        keys: &pbf_stream::FrameKeys,
-    ) -> Result<()> {
-        let fh = frames::read_frame_header(src, src_name, offset)?;
-        frames::check_data_frame(&fh, keys.length).map_err(|e| e.within(src_name.display()))?;
-        let summary = frames::frame_summary(keys).map_err(|e| e.within(src_name.display()))?;
-        let start = frames::read_blob_start(src, src_name, &fh)?;
-        let ix = pbf_format::indexdata::encode(&summary, &start);
-        let prefix = frames::data_frame_prefix(Some(&ix), fh.datasize)?;
-        self.write_all(&prefix)?;
-        self.copy_from(src, src_name, fh.body_offset(), u64::from(fh.datasize))
     }
 
     /// Finish: cut off anything past the position (a copy ahead the plan did

@@ -17,7 +17,7 @@ use pbf_format::frame::{BlobStart, FrameHeader, MAX_BLOB_LEN};
 use pbf_format::indexdata;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::frames::{check_data_frame, data_frame_prefix, frame_at, read_frame_header};
+use crate::frames::{check_data_frame, data_frame_prefix, frame_at, frame_reader};
 use crate::output::OutputFile;
 
 /// The indexdata for the i-th frame of a range, re-compressed into a Blob
@@ -91,7 +91,9 @@ fn carried_indexdata(frame: &Frame, start: &BlobStart) -> Option<Vec<u8>> {
 
 /// Read the OSMData frame at `at`, which must end by `end`.
 fn read_frame(src: &File, path: &Path, at: u64, end: u64) -> Result<Frame> {
-    let header = read_frame_header(src, path, at)?;
+    let header = frame_reader(src, path)?
+        .frame_header_at(at)
+        .map_err(|e| Error::new("", ErrorKind::Format(e)))?;
     // The plan gives no per-frame lengths here: the frame's own is checked
     // against the end of the range below.
     check_data_frame(&header, header.frame_len()).map_err(|e| e.within(path.display()))?;

@@ -39,6 +39,22 @@ mod ioctl {
     );
 }
 
+/// A byte range of a plan source, as [`Cloner::append`] places it.
+#[derive(Clone, Copy, Debug)]
+pub struct SourceRange<'a> {
+    /// The source's id in the plan (what is known of whether it clones
+    /// is kept by id).
+    pub id: u32,
+    /// The open source.
+    pub file: &'a File,
+    /// Its name in errors.
+    pub path: &'a Path,
+    /// First byte of the range.
+    pub offset: u64,
+    /// Length of the range.
+    pub len: u64,
+}
+
 /// Largest block size we align to; larger ones are treated as "cannot clone".
 pub const MAX_BLOCK: u64 = 1 << 20;
 
@@ -243,31 +259,25 @@ impl Cloner {
         })
     }
 
-    /// Append `prefix` (e.g. a new BlobHeader) and then `len` bytes at
-    /// `offset` of source `id`, cloning the aligned middle when the source
-    /// clones and the clone pays for its padding. Padding frames go before
-    /// `prefix`. With `require`, a source that turns out unable to clone is
-    /// an error instead of a copy.
-    #[allow(clippy::too_many_arguments)]
+    /// Append `prefix` (e.g. a new BlobHeader) and then the range `r`,
+    /// cloning the aligned middle when its source clones and the clone pays
+    /// for its padding. Padding frames go before `prefix`. With `require`, a
+    /// source that turns out unable to clone is an error instead of a copy.
     pub fn append(
         &mut self,
         out: &mut OutputFile,
-        id: u32,
-        src: &File,
-        src_name: &Path,
-        offset: u64,
-        len: u64,
+        r: SourceRange<'_>,
         prefix: &[u8],
         require: bool,
     ) -> Result<()> {
-        let layout = match self.state(id) {
+        let layout = match self.state(r.id) {
             SourceState::Copies => None,
-            _ => self.layout(out.position(), prefix.len() as u64, offset, len),
+            _ => self.layout(out.position(), prefix.len() as u64, r.offset, r.len),
         };
         let Some(l) = layout else {
             out.write_all(prefix)?;
-            out.copy_from(src, src_name, offset, len)?;
-            self.stats.copied += len;
+            out.copy_from(r.file, r.path, r.offset, r.len)?;
+            self.stats.copied += r.len;
             return Ok(());
         };
         if l.pad > 0 {
@@ -279,27 +289,35 @@ impl Cloner {
             self.stats.padding_frames += if padding::fits(l.pad) { 1 } else { 2 };
         }
         out.write_all(prefix)?;
-        out.copy_from(src, src_name, offset, l.head)?;
-        let done = self.clone_middle(out, id, src, src_name, offset + l.head, l.middle, require)?;
+        out.copy_from(r.file, r.path, r.offset, l.head)?;
+        let middle = SourceRange {
+            offset: r.offset + l.head,
+            len: l.middle,
+            ..r
+        };
+        let done = self.clone_middle(out, middle, require)?;
         let rest = l.middle - done + l.tail;
-        out.copy_from(src, src_name, offset + l.head + done, rest)?;
+        out.copy_from(r.file, r.path, r.offset + l.head + done, rest)?;
         self.stats.copied += l.head + rest;
         Ok(())
     }
 
-    /// Clone `len` aligned bytes in chunks; returns how many were cloned
-    /// before the source turned out unable to clone (all of them normally).
-    #[allow(clippy::too_many_arguments)]
+    /// Clone the aligned range `r` in chunks; returns how many bytes were
+    /// cloned before the source turned out unable to clone (all of them
+    /// normally).
     fn clone_middle(
         &mut self,
         out: &mut OutputFile,
-        id: u32,
-        src: &File,
-        src_name: &Path,
-        offset: u64,
-        len: u64,
+        r: SourceRange<'_>,
         require: bool,
     ) -> Result<u64> {
+        let SourceRange {
+            id,
+            file: src,
+            path: src_name,
+            offset,
+            len,
+        } = r;
         let mut done = 0;
         while done < len {
             let n = (len - done).min(CHUNK);
@@ -439,13 +457,19 @@ mod tests {
         let src_path = dir.path().join("src");
         std::fs::write(&src_path, vec![7u8; 3 * 65_536]).expect("src");
         let src = File::open(&src_path).expect("open");
+        let range = SourceRange {
+            id: 0,
+            file: &src,
+            path: &src_path,
+            offset: 10,
+            len: 2 * 65_536,
+        };
         match Cloner::probe(&out).expect("probe") {
             Ok(mut c) => {
                 // This filesystem clones (XFS, btrfs): a whole range clones.
                 assert!(c.probe_source(&out, 0, &src).expect("source").is_none());
                 out.write_all(b"header").expect("header");
-                c.append(&mut out, 0, &src, &src_path, 10, 2 * 65_536, b"", true)
-                    .expect("append");
+                c.append(&mut out, range, b"", true).expect("append");
                 assert!(c.stats().cloned > 0, "{:?}", c.stats());
             }
             Err(why) => {
@@ -453,8 +477,7 @@ mod tests {
                 let mut c = cloner(4096);
                 c.set_state(0, SourceState::Copies);
                 out.write_all(b"header").expect("header");
-                c.append(&mut out, 0, &src, &src_path, 10, 2 * 65_536, b"ix", false)
-                    .expect("append");
+                c.append(&mut out, range, b"ix", false).expect("append");
                 assert_eq!(c.stats().padding, 0);
                 assert_eq!(c.stats().copied, 2 * 65_536);
             }

@@ -6,10 +6,10 @@
 //! at the moment it is read.
 //!
 //! A spool is useless once its plan has been executed, or has failed: with
-//! [`Sources::remove_spools`], a spool that proves to be one when it is first
+//! [`CopySources::remove_spools`], a spool that proves to be one when it is first
 //! opened (a regular file that starts with an OSMData frame) is removed when
-//! the `Sources` is dropped, on a signal ([`crate::cleanup`]) and, after a
-//! commit, by [`Sources::finish_spools`], which removes only spools whose
+//! the `CopySources` is dropped, on a signal ([`crate::cleanup`]) and, after a
+//! commit, by [`CopySources::finish_spools`], which removes only spools whose
 //! every byte went to the output and keeps (and names) any other.
 
 use std::fs::File;
@@ -31,32 +31,27 @@ pub struct Source {
     /// A growing spool file written by pbf-merge.
     pub spool: bool,
     file: Option<File>,
-    /// Ranges read from a spool, for [`Sources::finish_spools`].
+    /// Ranges read from a spool, for [`CopySources::finish_spools`].
     used: Vec<(u64, u64)>,
     /// Removes the spool on a signal, once it proved to be one.
     on_signal: Option<Registration>,
 }
 
-/// All sources of a plan, by id.
-///
-/// Not `pbf_merge_core::Sources`, on purpose: a merge op reads whole frames
-/// from several decoding threads at once, through `PbfFile`s shared behind an
-/// `Arc` (frame parsing and size checks at read time), and never removes a
-/// source. A copier reads byte ranges from one thread, opens spools on first
-/// use, and owns their removal (the used ranges, the signal registrations),
-/// none of which a merge needs.
+/// All sources of a plan, by id, as a copier reads them: byte ranges
+/// checked against the plan (a spool against its size when the range is
+/// asked for), spools opened on first use and removed once copied.
 #[derive(Debug)]
-pub struct Sources {
+pub struct CopySources {
     list: Vec<Source>,
     remove_spools: bool,
-    /// [`Sources::finish_spools`] ran: the drop leaves spools alone.
+    /// [`CopySources::finish_spools`] ran: the drop leaves spools alone.
     finished: bool,
 }
 
-impl Sources {
+impl CopySources {
     /// Check and open every non-spool source of `plan` (spools are opened
     /// when first used).
-    pub fn open(plan: &PlanHeader) -> Result<Sources> {
+    pub fn open(plan: &PlanHeader) -> Result<CopySources> {
         let mut list = Vec::with_capacity(plan.sources.len());
         for s in &plan.sources {
             let file = if s.spool {
@@ -73,7 +68,7 @@ impl Sources {
                 on_signal: None,
             });
         }
-        Ok(Sources {
+        Ok(CopySources {
             list,
             remove_spools: false,
             finished: false,
@@ -82,8 +77,8 @@ impl Sources {
 
     /// Remove the spools once they are no longer needed: on a signal or a
     /// failure (when this is dropped), and after a commit through
-    /// [`Sources::finish_spools`].
-    pub fn remove_spools(mut self) -> Sources {
+    /// [`CopySources::finish_spools`].
+    pub fn remove_spools(mut self) -> CopySources {
         self.remove_spools = true;
         self
     }
@@ -125,7 +120,7 @@ impl Sources {
     }
 
     /// True when source `id` is a spool (false for an unknown id, which
-    /// [`Sources::range`] refuses).
+    /// [`CopySources::range`] refuses).
     pub fn is_spool(&self, id: u32) -> bool {
         self.list.iter().any(|s| s.id == id && s.spool)
     }
@@ -198,8 +193,8 @@ impl Sources {
     }
 }
 
-impl Drop for Sources {
-    /// A failure or an early return (before [`Sources::finish_spools`]):
+impl Drop for CopySources {
+    /// A failure or an early return (before [`CopySources::finish_spools`]):
     /// remove the spools, each only if it is one.
     fn drop(&mut self) {
         if !self.remove_spools || self.finished {
@@ -313,7 +308,7 @@ mod tests {
         std::fs::write(&a, b"0123456789").expect("a");
         std::fs::write(&spool, b"abc").expect("spool");
         let p = plan(vec![source_ref(0, &a, false), source_ref(1, &spool, true)]);
-        let mut s = Sources::open(&p).expect("open");
+        let mut s = CopySources::open(&p).expect("open");
         assert!(s.range(0, 0, 10).is_ok());
         let err = s.range(1, 0, 10).expect_err("spool too short");
         assert!(err.to_string().contains("spool holds 3 bytes"), "{err}");
@@ -321,7 +316,7 @@ mod tests {
         assert!(s.range(1, 0, 10).is_ok());
         assert_eq!(s.spools().collect::<Vec<_>>(), [spool.as_path()]);
         std::fs::write(&a, b"01234567890").expect("a changes");
-        let err = Sources::open(&p).expect_err("changed");
+        let err = CopySources::open(&p).expect_err("changed");
         assert!(
             err.to_string().contains("changed since it was indexed"),
             "{err}"
@@ -342,14 +337,14 @@ mod tests {
         let n = data.len() as u64;
         std::fs::write(&spool, &bytes).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
-        let mut s = Sources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p).expect("open").remove_spools();
         s.range(0, 0, n).expect("first frame");
         s.range(0, 4096, n).expect("second frame");
         assert!(s.finish_spools().is_empty());
         assert!(!spool.exists(), "copied spool removed");
 
         std::fs::write(&spool, &bytes).expect("spool");
-        let mut s = Sources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p).expect("open").remove_spools();
         s.range(0, 4096, n).expect("second frame only");
         let kept = s.finish_spools();
         assert!(kept[0].1.contains("gap"), "{kept:?}");
@@ -361,7 +356,7 @@ mod tests {
 
         // A data frame where padding would be is a gap.
         std::fs::write(&spool, [data.as_slice(), &data, &data].concat()).expect("spool");
-        let mut s = Sources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p).expect("open").remove_spools();
         s.range(0, 0, n).expect("first");
         s.range(0, 2 * n, n).expect("third");
         assert_eq!(s.finish_spools().len(), 1);
@@ -378,19 +373,19 @@ mod tests {
         );
         std::fs::write(&spool, &data).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
-        let mut s = Sources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p).expect("open").remove_spools();
         s.range(0, 0, 4).expect("a range");
         drop(s);
         assert!(!spool.exists(), "spool removed when the copy fails");
 
         std::fs::write(&spool, &data).expect("spool");
-        let mut s = Sources::open(&p).expect("open");
+        let mut s = CopySources::open(&p).expect("open");
         s.range(0, 0, 4).expect("a range");
         drop(s);
         assert!(spool.exists(), "spools are kept without remove_spools");
 
         std::fs::write(&spool, b"root:x:0:0:root:/root:/bin/bash\n").expect("not a spool");
-        let mut s = Sources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p).expect("open").remove_spools();
         s.range(0, 0, 4).expect("a range");
         drop(s);
         assert!(
@@ -399,7 +394,7 @@ mod tests {
         );
 
         std::fs::remove_file(&spool).expect("rm");
-        let mut s = Sources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p).expect("open").remove_spools();
         assert!(
             s.finish_spools().is_empty(),
             "an unused spool that is gone is not news"

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
-use pbf_output::{CopyAhead, Landed, OutputFile, Sources, frames};
+use pbf_output::{CopyAhead, CopySources, Landed, OutputFile, frames};
 use pbf_stream::CopyOp;
 
 /// A copy ahead and how far the plan has confirmed it.
@@ -32,7 +32,7 @@ impl Guess {
     /// there is no such source or it does not start with an OSMHeader frame:
     /// the plan is then followed as it comes, and any problem with the file
     /// is reported there.
-    pub fn start(sources: &Sources, out: &OutputFile) -> Result<Option<Guess>> {
+    pub fn start(sources: &CopySources, out: &OutputFile) -> Result<Option<Guess>> {
         let mut files = sources.files();
         let (Some((source, file, path)), None) = (files.next(), files.next()) else {
             return Ok(None);
@@ -85,7 +85,7 @@ impl Guess {
     pub fn land(
         self,
         plan_name: &str,
-        sources: &mut Sources,
+        sources: &mut CopySources,
         out: &mut OutputFile,
     ) -> Result<Landed> {
         let line = self.line;
@@ -93,7 +93,7 @@ impl Guess {
             .with_context(|| format!("{plan_name}: line {line}"))
     }
 
-    fn land_inner(self, sources: &mut Sources, out: &mut OutputFile) -> Result<Landed> {
+    fn land_inner(self, sources: &mut CopySources, out: &mut OutputFile) -> Result<Landed> {
         let (offset, want) = (self.ahead.offset(), self.next - self.ahead.offset());
         let landed = out.land_ahead(self.ahead, want)?;
         let rest = want - landed.kept;
@@ -108,6 +108,9 @@ impl Guess {
 
 /// Where the data frames start: just past the OSMHeader frame at offset 0.
 fn data_start(file: &std::fs::File, path: &Path) -> Option<u64> {
-    let fh = frames::read_frame_header(file, path, 0).ok()?;
+    let fh = frames::frame_reader(file, path)
+        .ok()?
+        .frame_header_at(0)
+        .ok()?;
     (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }

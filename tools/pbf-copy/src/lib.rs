@@ -22,7 +22,7 @@ use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
 use pbf_output::recompress::recompress_range;
-use pbf_output::{CopyStats, Landed, OutputFile, Sources, frames};
+use pbf_output::{CopySources, CopyStats, Landed, OutputFile, frames};
 use pbf_stream::{CopyOp, StreamTime};
 
 use guess::Guess;
@@ -211,7 +211,7 @@ struct Recompress {
 /// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`.
 fn copy_op(
     op: &CopyOp,
-    sources: &mut Sources,
+    sources: &mut CopySources,
     out: &mut OutputFile,
     opts: Options,
     recompress: Option<Recompress>,
@@ -247,9 +247,12 @@ fn copy_op(
         out.copy_from(file, path, op.offset, op.length)?;
         return Ok(());
     }
+    let src = frames::frame_reader(file, path)?;
     let mut offset = op.offset;
     for keys in &op.frames {
-        out.copy_frame_with_indexdata(file, path, offset, keys)?;
+        let frame = frames::reframe_with_indexdata(&src, offset, keys)?;
+        out.write_all(&frame.prefix)?;
+        out.copy_from(file, path, frame.body_offset, frame.body_len)?;
         offset += keys.length;
     }
     Ok(())

@@ -300,8 +300,7 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
     for fh in walk {
         let fh = fh?;
         if fh.blob_type == BlobType::OsmHeader {
-            batches.flush(&mut tally, out)?;
-            batches.flush(&mut tally, out)?;
+            batches.write_remaining(&mut tally, out)?;
             let header = read_header_frame(&file, &fh)?;
             out.write(&IndexRecord::Header(HeaderRecord {
                 offset: fh.offset,
@@ -315,14 +314,13 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         }
         let done = fh.end();
         if batches.push(fh) {
-            batches.flush(&mut tally, out)?;
+            batches.describe_batch_write_previous(&mut tally, out)?;
             bar.set_position(done);
         }
     }
-    batches.flush(&mut tally, out)?;
-    batches.flush(&mut tally, out)?;
+    batches.write_remaining(&mut tally, out)?;
     bar.finish_and_clear();
-    report(path, &tally.end, opts.quiet);
+    warn_skipped_blobs(path, &tally.end, opts.quiet);
     let end = tally.end.clone();
     out.write(&IndexRecord::End(end))?;
     if opts.verbose {
@@ -330,12 +328,13 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
             parsing: Duration::ZERO,
             writing: out.serialise_time() - serialised,
         };
-        summarize(path, &tally, started.elapsed(), streams);
+        print_summary(path, &tally, started.elapsed(), streams);
     }
     Ok(())
 }
 
-fn summarize(path: &Path, tally: &Tally, elapsed: Duration, streams: StreamTime) {
+/// `-v`: one line of what the file held and where its keys came from.
+fn print_summary(path: &Path, tally: &Tally, elapsed: Duration, streams: StreamTime) {
     let end = &tally.end;
     pbf_cli::warn(
         "pbf-index",
@@ -351,7 +350,8 @@ fn summarize(path: &Path, tally: &Tally, elapsed: Duration, streams: StreamTime)
     );
 }
 
-fn report(path: &Path, end: &IndexEnd, quiet: bool) {
+/// Say that empty or other-typed blobs were skipped, when any were.
+fn warn_skipped_blobs(path: &Path, end: &IndexEnd, quiet: bool) {
     if quiet || (end.empty_blobs == 0 && end.skipped_blobs == 0) {
         return;
     }
@@ -387,10 +387,13 @@ impl Batches<'_> {
         self.batch.len() >= BATCH || self.bytes >= BATCH_BYTES
     }
 
-    /// Describe the frames added since the last call while writing the
-    /// records of the batch described before; called twice in a row, the
-    /// second call writes what the first described.
-    fn flush<W: Write + Send>(&mut self, tally: &mut Tally, out: &mut Writer<W>) -> Result<()> {
+    /// Describe the frames added since the last call (on the pool) while
+    /// writing the records of the batch described before.
+    fn describe_batch_write_previous<W: Write + Send>(
+        &mut self,
+        tally: &mut Tally,
+        out: &mut Writer<W>,
+    ) -> Result<()> {
         let frames = std::mem::take(&mut self.batch);
         self.bytes = 0;
         let before = self.described.take();
@@ -404,6 +407,17 @@ impl Batches<'_> {
             self.described = Some((frames, described));
         }
         Ok(())
+    }
+
+    /// Describe the frames added so far and write the records of every
+    /// frame added: the batch before, then this one.
+    fn write_remaining<W: Write + Send>(
+        &mut self,
+        tally: &mut Tally,
+        out: &mut Writer<W>,
+    ) -> Result<()> {
+        self.describe_batch_write_previous(tally, out)?;
+        self.describe_batch_write_previous(tally, out)
     }
 }
 

@@ -15,7 +15,6 @@
 //! `pbf_output::reflink`, the options and plan loop it shares with
 //! `pbf-copy` in `pbf_copier`.
 
-use std::fs::File;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -24,8 +23,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::{Help, Job, OutputHead, Step};
-use pbf_output::reflink::{CloneStats, Cloner};
-use pbf_output::{CopyStats, OutputFile, Sources, frames};
+use pbf_output::reflink::{CloneStats, Cloner, SourceRange};
+use pbf_output::{CopySources, CopyStats, OutputFile, frames};
 use pbf_stream::CopyOp;
 
 const NAME: &str = "pbf-reflink";
@@ -109,11 +108,8 @@ struct Pending {
     first_line: u64,
 }
 
-/// Where the bytes go: the output, and the cloner when it can clone. It
-/// places PBF bytes (padding, clones, copies) in the output file, which
-/// `pbf_stream::Writer` (JSON Lines records) has nothing to do with; hence a
-/// name of its own.
-struct Placer {
+/// The output file, written through the cloner when it can clone.
+struct CloningOutput {
     out: OutputFile,
     cloner: Option<Cloner>,
     opts: Options,
@@ -145,7 +141,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         check,
     } = Job::open(m)?;
     let cloner = probe(&out, &sources, opts)?;
-    let mut w = Placer { out, cloner, opts };
+    let mut w = CloningOutput { out, cloner, opts };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
@@ -174,7 +170,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
-    let Placer { out, cloner, .. } = w;
+    let CloningOutput { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
     let (stats, written) = copier::finish(NAME, out, &mut sources, check.as_deref())?;
     if opts.common.verbose {
@@ -218,7 +214,7 @@ fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
 
 /// Probe clone support before anything is written; `None` means "copy like
 /// pbf-copy" (after a notice), and with `--require-reflink` an error.
-fn probe(out: &OutputFile, sources: &Sources, opts: Options) -> Result<Option<Cloner>> {
+fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Option<Cloner>> {
     let mut cloner = match Cloner::probe(out)? {
         Ok(c) => c,
         Err(why) => {
@@ -281,37 +277,27 @@ fn join(pending: &mut Option<Pending>, op: &CopyOp, line: u64) -> Option<Pending
     })
 }
 
-impl Placer {
+impl CloningOutput {
     /// Write one range of a source.
-    fn range(&mut self, p: Pending, sources: &mut Sources) -> Result<()> {
+    fn range(&mut self, p: Pending, sources: &mut CopySources) -> Result<()> {
         let (file, path) = sources.range(p.source, p.offset, p.length)?;
-        self.append(p.source, file, path, p.offset, p.length, &[])
+        let r = SourceRange {
+            id: p.source,
+            file,
+            path,
+            offset: p.offset,
+            len: p.length,
+        };
+        self.append(r, &[])
     }
 
-    /// Write `len` bytes at `offset` after `prefix`: cloned when we can.
-    fn append(
-        &mut self,
-        id: u32,
-        file: &File,
-        path: &Path,
-        offset: u64,
-        len: u64,
-        prefix: &[u8],
-    ) -> Result<()> {
+    /// Write the range `r` after `prefix`: cloned when we can.
+    fn append(&mut self, r: SourceRange<'_>, prefix: &[u8]) -> Result<()> {
         match &mut self.cloner {
-            Some(c) => c.append(
-                &mut self.out,
-                id,
-                file,
-                path,
-                offset,
-                len,
-                prefix,
-                self.opts.require,
-            )?,
+            Some(c) => c.append(&mut self.out, r, prefix, self.opts.require)?,
             None => {
                 self.out.write_all(prefix)?;
-                self.out.copy_from(file, path, offset, len)?;
+                self.out.copy_from(r.file, r.path, r.offset, r.len)?;
             }
         }
         Ok(())
@@ -319,22 +305,23 @@ impl Placer {
 
     /// Write the frames of `op` with new BlobHeaders carrying indexdata;
     /// each Blob body is aligned and cloned on its own.
-    fn frames(&mut self, op: &CopyOp, sources: &mut Sources) -> Result<()> {
+    fn frames(&mut self, op: &CopyOp, sources: &mut CopySources) -> Result<()> {
         let (file, path) = sources.range(op.source, op.offset, op.length)?;
         if op.frames.is_empty() {
             return Err(copier::frames_missing(op, path));
         }
+        let src = frames::frame_reader(file, path)?;
         let mut offset = op.offset;
         for keys in &op.frames {
-            let in_file = |e: pbf_output::Error| e.within(path.display());
-            let fh = frames::read_frame_header(file, path, offset)?;
-            frames::check_data_frame(&fh, keys.length).map_err(in_file)?;
-            let summary = frames::frame_summary(keys).map_err(in_file)?;
-            let start = frames::read_blob_start(file, path, &fh)?;
-            let ix = pbf_format::indexdata::encode(&summary, &start);
-            let prefix = frames::data_frame_prefix(Some(&ix), fh.datasize)?;
-            let body = u64::from(fh.datasize);
-            self.append(op.source, file, path, fh.body_offset(), body, &prefix)?;
+            let f = frames::reframe_with_indexdata(&src, offset, keys)?;
+            let body = SourceRange {
+                id: op.source,
+                file,
+                path,
+                offset: f.body_offset,
+                len: f.body_len,
+            };
+            self.append(body, &f.prefix)?;
             offset += keys.length;
         }
         Ok(())
