@@ -9,39 +9,90 @@
 //! colouring, for which greedy by start is optimal: the number of chains is
 //! the largest number of blobs that share one key.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use pbf_format::Key;
 
+/// Chains in one list, each chain's blobs in key order: a merge op of
+/// millions of small blobs has about as many chains, and a vector each
+/// would cost more than the blobs' own records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Chains {
+    /// Indexes into the ranges, chain after chain.
+    blobs: Vec<u32>,
+    /// Where each chain starts in `blobs`, and its end as the last entry.
+    starts: Vec<u32>,
+}
+
+impl Chains {
+    /// Number of chains.
+    pub fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// True when there are no chains.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The chains in order, each as indexes into the ranges.
+    pub fn iter(&self) -> impl Iterator<Item = &[u32]> {
+        self.starts
+            .windows(2)
+            .map(|w| &self.blobs[w[0] as usize..w[1] as usize])
+    }
+
+    /// Bytes the chains hold.
+    pub fn heap_size(&self) -> usize {
+        (self.blobs.capacity() + self.starts.capacity()) * size_of::<u32>()
+    }
+}
+
 /// Partition key ranges `[first, last]` into chains of strictly
-/// non-overlapping ranges. Returns indexes into `ranges`, each chain in key
-/// order; chains are ordered by their first range.
-pub fn partition(ranges: &[(Key, Key)]) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..ranges.len()).collect();
-    order.sort_by_key(|&i| (ranges[i].0, i));
-    let mut chains: Vec<Vec<usize>> = Vec::new();
+/// non-overlapping ranges. Chains hold indexes into `ranges`, each chain in
+/// key order; chains are ordered by their first range. At most `u32::MAX`
+/// ranges.
+pub fn partition(ranges: &[(Key, Key)]) -> Chains {
+    assert!(u32::try_from(ranges.len()).is_ok(), "too many ranges");
+    let mut order: Vec<u32> = (0..ranges.len() as u32).collect();
+    order.sort_by_key(|&i| (ranges[i as usize].0, i));
+    let mut chain_of = vec![0u32; ranges.len()];
+    let mut chains = 0u32;
     // Open chains by (last key, chain index).
-    let mut ends: BTreeMap<(u128, usize), ()> = BTreeMap::new();
-    for i in order {
-        let (first, last) = ranges[i];
-        let fit = ends
-            .range(..(first.packed(), 0))
-            .next_back()
-            .map(|(k, _)| *k);
+    let mut ends: BTreeSet<(u128, u32)> = BTreeSet::new();
+    for &i in &order {
+        let (first, last) = ranges[i as usize];
+        let fit = ends.range(..(first.packed(), 0)).next_back().copied();
         let chain = match fit {
             Some(k) => {
                 ends.remove(&k);
                 k.1
             }
             None => {
-                chains.push(Vec::new());
-                chains.len() - 1
+                chains += 1;
+                chains - 1
             }
         };
-        chains[chain].push(i);
-        ends.insert((last.packed(), chain), ());
+        chain_of[i as usize] = chain;
+        ends.insert((last.packed(), chain));
     }
-    chains
+    drop(ends);
+    // A counting sort by chain, keeping key order within each.
+    let mut starts = vec![0u32; chains as usize + 1];
+    for &c in &chain_of {
+        starts[c as usize + 1] += 1;
+    }
+    for c in 0..chains as usize {
+        starts[c + 1] += starts[c];
+    }
+    let mut next = starts.clone();
+    let mut blobs = vec![0u32; ranges.len()];
+    for i in order {
+        let slot = &mut next[chain_of[i as usize] as usize];
+        blobs[*slot as usize] = i;
+        *slot += 1;
+    }
+    Chains { blobs, starts }
 }
 
 #[cfg(test)]
@@ -53,11 +104,20 @@ mod tests {
         (Key::new(Kind::Node, a, 1), Key::new(Kind::Node, b, 1))
     }
 
-    fn check_valid(ranges: &[(Key, Key)], chains: &[Vec<usize>]) {
+    /// The chains as vectors, for comparing.
+    fn vecs(chains: &Chains) -> Vec<Vec<usize>> {
+        chains
+            .iter()
+            .map(|c| c.iter().map(|&i| i as usize).collect())
+            .collect()
+    }
+
+    fn check_valid(ranges: &[(Key, Key)], chains: &Chains) {
+        let chains = vecs(chains);
         let mut seen: Vec<usize> = chains.iter().flatten().copied().collect();
         seen.sort();
         assert_eq!(seen, (0..ranges.len()).collect::<Vec<_>>());
-        for c in chains {
+        for c in &chains {
             for w in c.windows(2) {
                 assert!(ranges[w[0]].1 < ranges[w[1]].0, "{c:?} overlaps");
             }
@@ -77,7 +137,7 @@ mod tests {
         ];
         let chains = partition(&ranges);
         check_valid(&ranges, &chains);
-        assert_eq!(chains, vec![vec![0, 1, 2], vec![3, 4, 5]]);
+        assert_eq!(vecs(&chains), vec![vec![0, 1, 2], vec![3, 4, 5]]);
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod error;
 mod input;
 mod merge;
 mod record;
+mod runs;
 mod sorted;
 mod spill;
 mod spool;
@@ -41,6 +42,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use pbf_format::Key;
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 use pbf_format::scan::Summary;
@@ -51,7 +53,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use input::{LoadProgress, Sources};
 pub use spool::Spool;
 
-use spill::Run;
+use spill::{Budget, Run};
 use stream::Stream;
 use writer::{BlockWriter, Codec, Cut, Encoded, Target};
 
@@ -124,12 +126,22 @@ pub struct MergeStats {
     pub duplicates: u64,
     /// Chains the inputs formed.
     pub chains: u64,
+    /// Batches the blobs of small chains were gathered into, each merged
+    /// as one sorted run.
+    pub batches: u64,
+    /// Bytes held for the inputs' records while merging, taken off the
+    /// memory budget.
+    pub held: u64,
     /// Spill levels (0: merged directly).
     pub spill_levels: u64,
     /// Temporary runs written.
     pub spilled_runs: u64,
     /// Bytes written to spill files.
     pub spilled_bytes: u64,
+    /// Sorted runs of spill records kept in memory.
+    pub kept_runs: u64,
+    /// Bytes of the runs kept in memory.
+    pub kept_bytes: u64,
     /// Estimated decoded memory of the final merge.
     pub final_memory: u64,
     /// Frames written to the spool.
@@ -151,15 +163,15 @@ pub struct Prepared {
 enum Start {
     /// The chains fit the budget; their first blocks are loading.
     Loading(Vec<Stream>),
-    /// The chains must be spilled into fewer runs first.
-    MustSpill(Vec<Run>),
+    /// The runs must be spilled into fewer runs first.
+    MustSpill(Vec<Run>, Budget),
 }
 
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let start = match &self.start {
             Start::Loading(s) => format!("loading {} streams", s.len()),
-            Start::MustSpill(r) => format!("{} runs to spill", r.len()),
+            Start::MustSpill(r, _) => format!("{} runs to spill", r.len()),
         };
         f.debug_struct("Prepared")
             .field("stats", &self.stats)
@@ -209,23 +221,32 @@ impl Merger {
     /// blocks start loading on the pool now; an op that must spill first
     /// does nothing more until [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
-        let blobs = input::inputs(op, &self.sources, &self.opts.on_load)?;
+        let inputs = Arc::new(input::inputs(op, &self.sources, &self.opts.on_load)?);
+        let blobs = &inputs.blobs;
         let mut stats = MergeStats {
             inputs: blobs.len() as u64,
-            elements_in: blobs.iter().map(|b| b.elements).sum(),
+            elements_in: blobs.iter().map(|b| u64::from(b.elements)).sum(),
             ..MergeStats::default()
         };
-        let ranges: Vec<_> = blobs.iter().map(|b| (b.first, b.last)).collect();
-        let runs: Vec<Run> = chains::partition(&ranges)
-            .into_iter()
-            .map(|chain| Run::chain(chain.iter().map(|&i| Arc::clone(&blobs[i])).collect()))
+        let ranges: Vec<_> = blobs
+            .iter()
+            .map(|b| (Key::from_packed(b.first), Key::from_packed(b.last)))
             .collect();
-        stats.chains = runs.len() as u64;
-        let start = if self.fits(&runs) {
+        let chains = chains::partition(&ranges);
+        drop(ranges);
+        stats.chains = chains.len() as u64;
+        // Every blob's record, and its index in the load that reads it.
+        stats.held = (inputs.heap_size() + blobs.len() * size_of::<u32>()) as u64;
+        let threads = self.pool.current_num_threads();
+        let budget = Budget::new(self.opts.memory, stats.held, threads);
+        let runs = runs::plan(&inputs, &chains, budget);
+        drop(chains);
+        stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
+        let start = if budget.fits(&runs) && stats.batches < 2 {
             stats.final_memory = Run::memory_of(&runs);
             Start::Loading(self.streams(runs))
         } else {
-            Start::MustSpill(runs)
+            Start::MustSpill(runs, budget)
         };
         Ok(Prepared { stats, start })
     }
@@ -244,8 +265,9 @@ impl Merger {
         let mut stats = prepared.stats;
         let streams = match prepared.start {
             Start::Loading(streams) => streams,
-            Start::MustSpill(runs) => {
-                let runs = self.fit(runs, &mut stats)?;
+            Start::MustSpill(runs, budget) => {
+                let runs = self.compact(runs, budget, &mut stats)?;
+                let runs = self.fit(runs, budget, &mut stats)?;
                 stats.final_memory = Run::memory_of(&runs);
                 self.streams(runs)
             }

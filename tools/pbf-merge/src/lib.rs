@@ -252,6 +252,7 @@ struct Totals {
     merges: u64,
     stats: MergeStats,
     max_chains: u64,
+    max_batches: u64,
     max_levels: u64,
     streams: StreamTime,
 }
@@ -266,11 +267,14 @@ impl Totals {
         t.duplicates += s.duplicates;
         t.spilled_runs += s.spilled_runs;
         t.spilled_bytes += s.spilled_bytes;
+        t.kept_runs += s.kept_runs;
+        t.kept_bytes += s.kept_bytes;
         t.frames += s.frames;
         t.bytes += s.bytes;
         t.padding += s.padding;
         t.final_memory = t.final_memory.max(s.final_memory);
         self.max_chains = self.max_chains.max(s.chains);
+        self.max_batches = self.max_batches.max(s.batches);
         self.max_levels = self.max_levels.max(s.spill_levels);
     }
 }
@@ -278,8 +282,8 @@ impl Totals {
 fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     let s = &t.stats;
     format!(
-        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains \
-         and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
+        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains, \
+         {} batches of small blobs sorted into {} runs in memory ({} bytes) and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
          alignment padding) in {} ({:.1}s); {}",
         t.merges,
         s.inputs,
@@ -287,6 +291,9 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         s.elements_out,
         s.duplicates,
         t.max_chains,
+        t.max_batches,
+        s.kept_runs,
+        s.kept_bytes,
         t.max_levels,
         s.spilled_runs,
         s.spilled_bytes,
