@@ -60,12 +60,16 @@ impl Sources {
     }
 }
 
+/// The record of every input blob is held while its op is merged, and
+/// counted against the budget.
+const _: () = assert!(size_of::<InputBlob>() == 64);
+
 /// The checked input blobs of one merge op, shared by its loaders.
 #[derive(Debug)]
 pub(crate) struct Inputs {
     /// The op's source files; [`InputBlob::file`] indexes them.
     files: Vec<Arc<PbfFile>>,
-    /// The blobs in plan order.
+    /// The blobs in (source id, offset) order: blob `i` has position `i`.
     pub blobs: Vec<InputBlob>,
     on_load: LoadProgress,
 }
@@ -74,10 +78,11 @@ pub(crate) struct Inputs {
 /// of an op while it is merged (and counted against the budget).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct InputBlob {
-    /// Smallest key according to the plan, packed.
-    pub first: u128,
-    /// Largest key according to the plan, packed.
-    pub last: u128,
+    /// Smallest key according to the plan, packed ([`InputBlob::first`]),
+    /// in two halves: a `u128` would align the record to 16 bytes.
+    first: [u64; 2],
+    /// Largest key according to the plan, likewise.
+    last: [u64; 2],
     /// Offset of the frame.
     offset: u64,
     header_len: u32,
@@ -143,7 +148,7 @@ pub(crate) fn inputs(op: &MergeOp, sources: &Sources, on_load: &LoadProgress) ->
     order.sort_by_key(|&i| (op.inputs[i as usize].source, op.inputs[i as usize].offset));
     let mut files: Vec<Arc<PbfFile>> = Vec::new();
     let mut file_of: HashMap<u32, u32> = HashMap::new();
-    let mut blobs = vec![None; op.inputs.len()];
+    let mut blobs = Vec::with_capacity(op.inputs.len());
     let mut at = 0;
     while at < order.len() {
         let piece = header_piece(op, &order[at..]);
@@ -169,13 +174,13 @@ pub(crate) fn inputs(op: &MergeOp, sources: &Sources, on_load: &LoadProgress) ->
             let from = (input.offset - first.offset) as usize;
             let frame =
                 file.frame_header_in(input.offset, bytes.get(from..).unwrap_or_default())?;
-            blobs[i as usize] = Some(checked(file, &frame, input, position, index)?);
+            blobs.push(checked(file, &frame, input, position, index)?);
         }
         at += piece.len();
     }
     Ok(Inputs {
         files,
-        blobs: blobs.into_iter().flatten().collect(),
+        blobs,
         on_load: on_load.clone(),
     })
 }
@@ -237,8 +242,8 @@ fn checked(
     }
     let estimate = estimate(frame, input.elements);
     Ok(InputBlob {
-        first: first.packed(),
-        last: last.packed(),
+        first: halves(first.packed()),
+        last: halves(last.packed()),
         offset: frame.offset,
         header_len: frame.header_len,
         datasize: frame.datasize,
@@ -267,7 +272,22 @@ fn estimate(frame: &FrameHeader, elements: u64) -> u64 {
     elements * OBJECT_BYTES + 3 * raw
 }
 
+/// A packed key in two halves, high first.
+fn halves(key: u128) -> [u64; 2] {
+    [(key >> 64) as u64, key as u64]
+}
+
 impl InputBlob {
+    /// Smallest key according to the plan, packed.
+    pub fn first(&self) -> u128 {
+        (u128::from(self.first[0]) << 64) | u128::from(self.first[1])
+    }
+
+    /// Largest key according to the plan, packed.
+    pub fn last(&self) -> u128 {
+        (u128::from(self.last[0]) << 64) | u128::from(self.last[1])
+    }
+
     /// Estimated memory of the blob decoded.
     pub fn estimate(&self) -> u64 {
         u64::from(self.estimate)
@@ -408,9 +428,12 @@ impl Inputs {
         let Some((min, max)) = range else {
             return Ok(());
         };
-        if min < blob.first || max > blob.last {
+        if min < blob.first() || max > blob.last() {
             let holds = format!("{}..{}", Key::from_packed(min), Key::from_packed(max));
-            let (first, last) = (Key::from_packed(blob.first), Key::from_packed(blob.last));
+            let (first, last) = (
+                Key::from_packed(blob.first()),
+                Key::from_packed(blob.last()),
+            );
             let said = format!("{first}..{last}");
             return Err(self.disagrees(blob, &said, &holds, |s| (s.first, s.last) == (first, last)));
         }

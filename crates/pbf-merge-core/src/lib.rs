@@ -230,7 +230,7 @@ impl Merger {
         };
         let ranges: Vec<_> = blobs
             .iter()
-            .map(|b| (Key::from_packed(b.first), Key::from_packed(b.last)))
+            .map(|b| (Key::from_packed(b.first()), Key::from_packed(b.last())))
             .collect();
         let chains = chains::partition(&ranges);
         drop(ranges);

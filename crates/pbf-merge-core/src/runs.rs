@@ -36,7 +36,8 @@ pub(crate) fn plan(inputs: &Arc<Inputs>, chains: &Chains, budget: Budget) -> Vec
         let (loads, largest) = cut(chain, SMALL, estimate);
         runs.push(Run::loads(inputs, loads, 2 * largest));
     }
-    small.sort_unstable_by_key(|&i| inputs.blobs[i as usize].position);
+    // File order: blob indexes follow (source id, offset).
+    small.sort_unstable();
     let (batches, _) = cut(&small, budget.batch, estimate);
     for batch in batches {
         let memory = batch.iter().map(|&i| estimate(i)).sum();

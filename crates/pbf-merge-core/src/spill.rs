@@ -168,7 +168,7 @@ impl Budget {
     /// The budget left of `memory` after `held` bytes of records, for a
     /// pool of `threads` threads, each of which may be sorting a batch.
     pub fn new(memory: u64, held: u64, threads: usize) -> Budget {
-        let work = memory.saturating_sub(held).max(MIN_WORK);
+        let work = memory.saturating_sub(held).max(memory.min(MIN_WORK));
         let threads = threads.max(1) as u64;
         let batch = (work / 4 / threads).clamp(1, BATCH);
         Budget {
@@ -188,10 +188,10 @@ impl Budget {
 /// The largest batch of small blobs, in estimated bytes: a batch is sorted
 /// into a compact run (with the others of its group), so larger ones would
 /// only hold more memory for the while.
-const BATCH: u64 = 32 << 20;
+const BATCH: u64 = 16 << 20;
 
-/// The least budget a merge works with, whatever its blobs' records take:
-/// past that, it spills on as many levels as it needs.
+/// The least budget a merge works with, whatever its blobs' records take
+/// (unless given less): past that, it spills on as many levels as it needs.
 const MIN_WORK: u64 = 64 << 10;
 
 /// A sorted run to merge: blobs loaded in turn (a chain, or one batch of

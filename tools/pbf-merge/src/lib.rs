@@ -345,9 +345,9 @@ impl Progress {
         );
     }
 
-    /// A merge op that started at `base` is done: every input byte counts.
-    fn merged(&self, base: u64, op: &MergeOp, totals: &Totals) {
-        let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
+    /// A merge op that started at `base` and read `bytes` of frames is
+    /// done: every input byte counts.
+    fn merged(&self, base: u64, bytes: u64, totals: &Totals) {
         self.bar.set_position(base + bytes);
         pbf_cli::set_message(
             &self.bar,
@@ -459,6 +459,10 @@ fn rewrite(
                     Some(prepared) => prepared?,
                     None => merger.prepare(&op)?,
                 };
+                // The plan's list of an op of millions of blobs is large;
+                // the engine holds its own compact records of them.
+                let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
+                drop(op);
                 let mut report = |frames: &[WrittenFrame]| {
                     let copy = copy_op(spool_id, frames);
                     end.add_copy(&copy);
@@ -470,7 +474,7 @@ fn rewrite(
                 let stats =
                     merger.merge_prepared(prepared, spool, &mut report, &mut prepare_next)?;
                 totals.add(&stats);
-                progress.merged(base, &op, &totals);
+                progress.merged(base, bytes, &totals);
             }
             Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
         }
