@@ -7,12 +7,19 @@
 //!    ([`Sources`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
 //!    non-overlapping blobs ([`chains::partition`]); a chain is one sorted
-//!    stream that holds one decoded blob at a time (plus one read ahead). A
-//!    blob that is unsorted inside is sorted when it is decoded;
-//! 3. if the chains together would hold more than [`Options::memory`],
-//!    groups of chains that fit are merged into sorted temporary runs (spill
-//!    files beside the spool, fast compression, deleted when closed), and
-//!    groups of runs again until what is left fits (multi-level);
+//!    stream that holds one load at a time (plus one read ahead): a blob,
+//!    or consecutive small blobs of up to 1 MiB decoded. A blob that is
+//!    unsorted inside is sorted when it is decoded. The blobs of chains
+//!    smaller than that are gathered into batches, each decoded into one
+//!    block and sorted (see `runs.rs`), and with two batches or more,
+//!    groups of batches are merged into runs of spill records kept in
+//!    memory (or in a spill file past half the budget);
+//! 3. if the runs together would hold more than the budget (what is left
+//!    of [`Options::memory`] after a 64-byte record per input blob, less a
+//!    quarter for the batches being sorted), groups of runs that fit are
+//!    merged into sorted temporary runs (spill files beside the spool,
+//!    fast compression, deleted when closed), and groups of runs again until
+//!    what is left fits (multi-level);
 //! 4. the remaining runs are k-way merged with galloping, cut into blocks of
 //!    up to 8000 elements, encoded and compressed in parallel, and appended to
 //!    the spool in order; each block's BlobHeader carries our indexdata.
@@ -60,8 +67,12 @@ use writer::{BlockWriter, Codec, Cut, Encoded, Target};
 /// How to merge.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Memory budget for decoded elements, in [`pbf_format::block::Element::approx_size`] bytes
-    /// (default 1 GiB). Encoding buffers (a few blocks per thread) come on top.
+    /// Memory budget of a merge op (default 1 GiB): a record of each input
+    /// blob, decoded objects (estimated from the blobs' sizes and object
+    /// counts, and for spill records in
+    /// [`pbf_format::block::Element::approx_size`] bytes) and sorted runs
+    /// kept in memory. Encoding buffers (a few blocks per thread) come on
+    /// top.
     pub memory: u64,
     /// Compression of the output blocks (default zlib:6).
     pub compression: Compression,

@@ -44,9 +44,11 @@ pub fn command() -> Command {
              spool file, and the merge op is replaced by copy ops of those frames. The spool is \
              added to the plan's sources as a growing file. Copy ops pass through unchanged.\n\n\
              Blobs of a run are partitioned into the fewest chains of non-overlapping blobs and \
-             merged k-way, one decoded blob per chain at a time. When the chains do not fit in \
-             --memory, groups that fit are merged into sorted temporary runs beside the spool \
-             (deleted when done), on as many levels as needed. Elements with the same type, id \
+             merged k-way, one decoded blob per chain at a time. Small blobs (a few objects \
+             each, as converters write them) are gathered into batches that are decoded and \
+             sorted together, and sorted into compact runs kept in memory. When the runs do \
+             not fit in --memory, groups that fit are merged into sorted temporary runs beside \
+             the spool (deleted when done), on as many levels as needed. Elements with the same type, id \
              and version sort as osmium sort puts them: by timestamp (whole seconds; an unset \
              timestamp first), then in input order (source, offset, position); --dedupe keeps \
              only the first.\n\n\
@@ -79,8 +81,9 @@ pub fn command() -> Command {
                 .long("memory")
                 .value_name("SIZE")
                 .help(
-                    "Budget for decoded elements, e.g. 512M, 4G; encoding buffers of a few \
-                     blocks per thread come on top",
+                    "Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept \
+                     in memory and 64 bytes per input blob; encoding buffers of a few blocks \
+                     per thread come on top",
                 )
                 .default_value("1G")
                 .value_parser(parse_budget),
