@@ -570,6 +570,15 @@ fn bars_fit_a_narrow_terminal() {
     }
 }
 
+/// A node without tags, metadata or position.
+const NO_NODE: pbf_format::block::Node = pbf_format::block::Node {
+    id: 0,
+    info: None,
+    lat: 0,
+    lon: 0,
+    tags: Vec::new(),
+};
+
 /// A file of `blobs` tiny blobs of two untagged nodes each, every blob
 /// spanning nearly the whole id range (so each is a chain of its own), and
 /// the plan of the one merge op over all of them; generated here, not by
@@ -592,13 +601,11 @@ fn tiny_blobs(out: &Path, blobs: i64) -> Vec<u8> {
     let mut w = std::io::BufWriter::new(fs::File::create(out).expect("create"));
     w.write_all(&header_frame).expect("write");
     let mut offset = header_frame.len() as u64;
+    let blank = Node::clone(&NO_NODE);
     let node = |id| {
         Element::Node(Node {
             id,
-            info: None,
-            lat: 0,
-            lon: 0,
-            tags: Vec::new(),
+            ..blank.clone()
         })
     };
     let key = |id| Key::new(Kind::Node, id, 0).into();

@@ -190,19 +190,22 @@ pub(crate) fn inputs(op: &MergeOp, sources: &Sources, on_load: &LoadProgress) ->
 /// [`READ_PIECE`].
 fn header_piece<'a>(op: &MergeOp, order: &'a [u32]) -> &'a [u32] {
     let input = |i: u32| &op.inputs[i as usize];
-    let first = input(order[0]);
+    piece(order, |first, prev, next| {
+        let (first, prev, next) = (input(first), input(prev), input(next));
+        next.source == first.source
+            && next.offset.saturating_sub(prev.offset) <= READ_GAP
+            && next.offset + PROBE - first.offset <= READ_PIECE
+    })
+}
+
+/// The longest start of `items` (at least one) in which each item is
+/// `close(first, previous, item)`.
+fn piece(items: &[u32], close: impl Fn(u32, u32, u32) -> bool) -> &[u32] {
     let mut n = 1;
-    while let Some(&next) = order.get(n) {
-        let (prev, next) = (input(order[n - 1]), input(next));
-        if next.source != first.source
-            || next.offset.saturating_sub(prev.offset) > READ_GAP
-            || next.offset + PROBE - first.offset > READ_PIECE
-        {
-            break;
-        }
+    while n < items.len() && close(items[0], items[n - 1], items[n]) {
         n += 1;
     }
-    &order[..n]
+    &items[..n.min(items.len())]
 }
 
 /// Bytes `from..to` of a file, or as many of them as it has.
@@ -362,21 +365,14 @@ impl Inputs {
     /// [`READ_PIECE`] (or a single frame).
     fn body_piece<'a>(&self, load: &'a [u32]) -> &'a [u32] {
         let blob = |i: u32| &self.blobs[i as usize];
-        let first = blob(load[0]);
-        let mut n = 1;
-        while let Some(&next) = load.get(n) {
-            let (prev, next) = (blob(load[n - 1]), blob(next));
+        piece(load, |first, prev, next| {
+            let (first, prev, next) = (blob(first), blob(prev), blob(next));
             let prev_end = prev.offset + prev.frame_len();
-            if next.file != first.file
-                || next.offset < prev_end
-                || next.offset - prev_end > READ_GAP
-                || next.offset + next.frame_len() - first.offset > READ_PIECE
-            {
-                break;
-            }
-            n += 1;
-        }
-        &load[..n]
+            next.file == first.file
+                && next.offset >= prev_end
+                && next.offset - prev_end <= READ_GAP
+                && next.offset + next.frame_len() - first.offset <= READ_PIECE
+        })
     }
 
     /// Decompress and decode one blob's body, and check it against the plan.
