@@ -322,8 +322,15 @@ impl Inputs {
         if let [one] = load {
             return self.load_one(&self.blobs[*one as usize]);
         }
-        let mut columns = Columns::default();
-        let mut positions = Vec::new();
+        // The plan's counts, checked as each blob is decoded; a load of
+        // several blobs holds at most max(SMALL, Budget::batch) estimated
+        // bytes, 120 of them an object.
+        let objects: usize = load
+            .iter()
+            .map(|&i| self.blobs[i as usize].elements as usize)
+            .sum();
+        let mut columns = Columns::with_capacity(objects);
+        let mut positions = Vec::with_capacity(objects);
         let mut at = 0;
         while at < load.len() {
             let piece = self.body_piece(&load[at..]);

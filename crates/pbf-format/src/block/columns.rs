@@ -160,6 +160,15 @@ impl Columns {
         (self.locations, self.members) = (out.locations, out.members);
     }
 
+    /// Empty columns with room for `objects` objects (to [`Columns::append`]
+    /// blocks to).
+    pub fn with_capacity(objects: usize) -> Columns {
+        Columns {
+            objects: Vec::with_capacity(objects),
+            ..Columns::default()
+        }
+    }
+
     /// Append the objects of `from` after those of `self`, in stored order:
     /// the bytes its string table spans (not the rest of its block) are
     /// copied, and its string indexes and spans moved past what `self`
