@@ -215,6 +215,82 @@ fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
     }
 }
 
+/// Blobs of a few objects, shuffled over one key range: stamped copies of
+/// the same versions in different blobs (ties ordered by timestamp, then
+/// input order), and every kind.
+fn tiny_shuffled_blobs() -> Vec<Blob> {
+    (0..400i64)
+        .map(|b| {
+            let mut v: Vec<Element> = (0..4i64)
+                .map(|i| {
+                    let mut e = node(
+                        (b * 37 + i * 101) % 300,
+                        1 + (b % 2) as i32,
+                        &format!("{b}"),
+                    );
+                    if let Element::Node(n) = &mut e {
+                        let info = n.info.as_mut().expect("info");
+                        info.timestamp_ms = 1_600_000_000_000 + (b % 5) * 1000;
+                    }
+                    e
+                })
+                .collect();
+            v.push(way(b % 50));
+            v.push(relation(-(b % 20)));
+            v.reverse();
+            blob(v, b % 3 != 0)
+        })
+        .collect()
+}
+
+#[test]
+fn tiny_blobs_are_batched_and_sorted_into_runs_like_a_brute_force_sort() {
+    let dir = tempdir();
+    let blobs = tiny_shuffled_blobs();
+    let (src, ranges) = write_pbf(&dir.path().join("in.pbf"), 0, &blobs);
+    let op = merge_op(
+        blobs
+            .iter()
+            .zip(&ranges)
+            .map(|(x, r)| merge_input(0, *r, x))
+            .collect(),
+    );
+    // 256k: batches of a few dozen blobs, compact runs kept in memory;
+    // 64M: one batch merged as it is; 48k: compact runs spilled to a file,
+    // and spilled again.
+    for (memory, dedupe) in [
+        (256 << 10, false),
+        (256 << 10, true),
+        (64 << 20, false),
+        (48 << 10, false),
+    ] {
+        let sub = tempdir();
+        let opts = Options {
+            memory,
+            dedupe,
+            spill_dir: sub.path().to_path_buf(),
+            ..Options::default()
+        };
+        let (got, stats, _) = run(
+            sub.path(),
+            std::slice::from_ref(&src),
+            std::slice::from_ref(&op),
+            opts,
+        )
+        .expect("merge");
+        let s = stats[0];
+        match memory {
+            m if m == 64 << 20 => {
+                assert_eq!((s.batches, s.kept_runs, s.spilled_runs), (1, 0, 0), "{s:?}")
+            }
+            m if m == 256 << 10 => assert!(s.batches >= 2 && s.kept_runs >= 1, "{s:?}"),
+            _ => assert!(s.batches >= 2 && s.spilled_runs >= 1, "{s:?}"),
+        }
+        let want = brute_force(all_in_input_order(&[&blobs]), dedupe);
+        assert_eq!(got, want, "memory {memory}, dedupe {dedupe}");
+    }
+}
+
 #[test]
 fn output_blocks_hold_at_most_max_elements() {
     let dir = tempdir();
