@@ -34,14 +34,14 @@ pub(crate) fn plan(inputs: &Arc<Inputs>, chains: &Chains, budget: Budget) -> Vec
             continue;
         }
         let (loads, largest) = cut(chain, SMALL, estimate);
-        runs.push(Run::loads(inputs, loads, 2 * largest));
+        runs.push(Run::chain(inputs, loads, 2 * largest));
     }
     // File order: blob indexes follow (source id, offset).
     small.sort_unstable();
     let (batches, _) = cut(&small, budget.batch, estimate);
     for batch in batches {
         let memory = batch.iter().map(|&i| estimate(i)).sum();
-        runs.push(Run::loads(inputs, vec![batch], memory));
+        runs.push(Run::batch(inputs, batch, memory));
     }
     runs
 }

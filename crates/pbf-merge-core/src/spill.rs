@@ -1,8 +1,10 @@
-//! Spilling: when the chains of a merge op would hold more decoded
-//! elements than the memory budget, groups of runs that fit are merged into
-//! one sorted run each, written as spill records ([`crate::record`]) to an
-//! anonymous temporary file beside the spool, and read back one record at a
-//! time; groups of spilled runs are merged again until what is left fits.
+//! Spilling: batches of small blobs are merged, a group at a time, into
+//! runs of spill records ([`crate::record`]) kept in memory (a spill file
+//! past half the budget); when the runs of a merge op would then hold more
+//! than the budget, groups of runs that fit are merged into one sorted run
+//! each, written as spill records to an anonymous temporary file beside the
+//! spool, and read back one record at a time; groups of spilled runs are
+//! merged again until what is left fits.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -133,6 +135,7 @@ impl Merger {
                 Run {
                     memory: decoded + bytes,
                     source: RunSource::Kept(target.kept),
+                    batch: false,
                 }
             }
             Place::File(file) => {
@@ -145,6 +148,7 @@ impl Merger {
                         dir: file.dir.clone(),
                         records: target.offsets,
                     },
+                    batch: false,
                 }
             }
         })
@@ -201,6 +205,8 @@ pub(crate) struct Run {
     /// Decoded memory it needs while merged: for a chain two loads (one
     /// read ahead), for a batch the batch.
     pub(crate) memory: u64,
+    /// A batch of several small blobs, to be sorted into a compact run.
+    batch: bool,
 }
 
 enum RunSource {
@@ -220,16 +226,29 @@ impl Run {
         runs.iter().map(|r| r.memory).sum()
     }
 
-    /// True for a batch of small blobs (one load of several blobs).
+    /// True for a batch of several small blobs ([`Run::batch`]).
     pub(crate) fn is_batch(&self) -> bool {
-        matches!(&self.source, RunSource::Loads(_, loads) if loads.len() == 1 && loads[0].len() > 1)
+        self.batch
     }
 
-    /// A run of loads that follow each other in key order, needing `memory`.
-    pub(crate) fn loads(inputs: &Arc<Inputs>, loads: Vec<Load>, memory: u64) -> Run {
+    /// A chain's run: loads that follow each other in key order, needing
+    /// `memory`.
+    pub(crate) fn chain(inputs: &Arc<Inputs>, loads: Vec<Load>, memory: u64) -> Run {
         Run {
             source: RunSource::Loads(Arc::clone(inputs), loads),
             memory,
+            batch: false,
+        }
+    }
+
+    /// A batch of small blobs of other chains, loaded and sorted as one
+    /// block of `memory` bytes. Only a batch of several blobs counts as a
+    /// batch ([`Run::is_batch`]); one blob is merged as a chain's is.
+    pub(crate) fn batch(inputs: &Arc<Inputs>, load: Load, memory: u64) -> Run {
+        let batch = load.len() > 1;
+        Run {
+            batch,
+            ..Run::chain(inputs, vec![load], memory)
         }
     }
 
