@@ -136,16 +136,27 @@ const READ_GAP: u64 = 64 << 10;
 /// [`PbfFile::frame_header_at`] reads).
 const PROBE: u64 = 256;
 
-/// Read and check the frame headers of a merge op's inputs. Input
-/// positions follow (source id, offset) order, and so do the reads:
-/// headers of frames close together are read in one piece.
-pub(crate) fn inputs(op: &MergeOp, sources: &Sources, on_load: &LoadProgress) -> Result<Inputs> {
+/// The plan indexes of a merge op's inputs in (source id, offset) order:
+/// the inputs' positions.
+pub(crate) fn file_order(op: &MergeOp) -> Result<Vec<u32>> {
     if u32::try_from(op.inputs.len()).is_err() {
         let m = format!("{} inputs in one merge op", op.inputs.len());
         return Err(Error::plan(Path::new("<plan>"), 0, m));
     }
     let mut order: Vec<u32> = (0..op.inputs.len() as u32).collect();
-    order.sort_by_key(|&i| (op.inputs[i as usize].source, op.inputs[i as usize].offset));
+    order.sort_unstable_by_key(|&i| (op.inputs[i as usize].source, op.inputs[i as usize].offset));
+    Ok(order)
+}
+
+/// Read and check the frame headers of a merge op's inputs, in the order
+/// of [`file_order`]: headers of frames close together are read in one
+/// piece.
+pub(crate) fn inputs(
+    op: &MergeOp,
+    order: &[u32],
+    sources: &Sources,
+    on_load: &LoadProgress,
+) -> Result<Inputs> {
     let mut files: Vec<Arc<PbfFile>> = Vec::new();
     let mut file_of: HashMap<u32, u32> = HashMap::new();
     let mut blobs = Vec::with_capacity(op.inputs.len());

@@ -232,19 +232,28 @@ impl Merger {
     /// blocks start loading on the pool now; an op that must spill first
     /// does nothing more until [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
-        let inputs = Arc::new(input::inputs(op, &self.sources, &self.opts.on_load)?);
+        let order = input::file_order(op)?;
+        // The chains need only the plan's keys: they are found while the
+        // frame headers are read.
+        let chains = || {
+            let key = |k: pbf_stream::KeyRecord| Key::from(k);
+            let input = |&i: &u32| &op.inputs[i as usize];
+            let ranges: Vec<_> = order
+                .iter()
+                .map(|i| (key(input(i).first), key(input(i).last)))
+                .collect();
+            chains::partition(&ranges)
+        };
+        let read = || input::inputs(op, &order, &self.sources, &self.opts.on_load);
+        let (inputs, chains) = self.pool.install(|| rayon::join(read, chains));
+        let inputs = Arc::new(inputs?);
+        drop(order);
         let blobs = &inputs.blobs;
         let mut stats = MergeStats {
             inputs: blobs.len() as u64,
             elements_in: blobs.iter().map(|b| u64::from(b.elements)).sum(),
             ..MergeStats::default()
         };
-        let ranges: Vec<_> = blobs
-            .iter()
-            .map(|b| (Key::from_packed(b.first()), Key::from_packed(b.last())))
-            .collect();
-        let chains = chains::partition(&ranges);
-        drop(ranges);
         stats.chains = chains.len() as u64;
         // Every blob's record, and its index in the load that reads it.
         stats.held = (inputs.heap_size() + blobs.len() * size_of::<u32>()) as u64;
