@@ -191,6 +191,10 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
+/// Inputs of a merge op from which its chains are found on a thread of
+/// their own.
+const MANY_INPUTS: usize = 4096;
+
 /// Bytes of frames reported to the caller at a time (a run's last frames
 /// are reported when it ends, whatever their size).
 const REPORT_BYTES: u64 = 8 << 20;
@@ -233,8 +237,10 @@ impl Merger {
     /// does nothing more until [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
         let order = input::file_order(op)?;
-        // The chains need only the plan's keys: they are found while the
-        // frame headers are read.
+        // The chains need only the plan's keys: for an op of many blobs
+        // they are found on a thread of their own while the frame headers
+        // are read (not on the pool, which may still be encoding the
+        // previous op's last blocks).
         let chains = || {
             let key = |k: pbf_stream::KeyRecord| Key::from(k);
             let input = |&i: &u32| &op.inputs[i as usize];
@@ -245,7 +251,19 @@ impl Merger {
             chains::partition(&ranges)
         };
         let read = || input::inputs(op, &order, &self.sources, &self.opts.on_load);
-        let (inputs, chains) = self.pool.install(|| rayon::join(read, chains));
+        let (inputs, chains) = match op.inputs.len() >= MANY_INPUTS {
+            true => std::thread::scope(|s| {
+                let chains = s.spawn(chains);
+                let inputs = read();
+                (inputs, chains.join())
+            }),
+            false => (read(), Ok(chains())),
+        };
+        let chains = chains.map_err(|_| {
+            Error::new(ErrorKind::Internal(
+                "the thread finding chains panicked".into(),
+            ))
+        })?;
         let inputs = Arc::new(inputs?);
         drop(order);
         let blobs = &inputs.blobs;
