@@ -57,23 +57,36 @@ impl Chains {
 /// key order; chains are ordered by their first range. At most `u32::MAX`
 /// ranges.
 pub fn partition(ranges: &[(Key, Key)]) -> Chains {
-    assert!(u32::try_from(ranges.len()).is_ok(), "too many ranges");
-    let mut order: Vec<u32> = (0..ranges.len() as u32).collect();
-    order.sort_unstable_by_key(|&i| (ranges[i as usize].0, i));
-    let mut chain_of = vec![0u32; ranges.len()];
+    partition_by(ranges.len(), |i| {
+        (ranges[i].0.packed(), ranges[i].1.packed())
+    })
+}
+
+/// [`partition`] of `n` ranges of packed keys given by `range`, read twice
+/// each: a merge op's ranges are taken from its plan as they are needed.
+pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
+    assert!(u32::try_from(n).is_ok(), "too many ranges");
+    let firsts: Vec<u128> = (0..n).map(|i| range(i).0).collect();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_unstable_by_key(|&i| (firsts[i as usize], i));
+    drop(firsts);
+    let mut chain_of = vec![0u32; n];
     let mut chains = 0u32;
-    // Open chains by (last key, chain index), smallest on top.
-    let mut ends: BinaryHeap<Reverse<(u128, u32)>> = BinaryHeap::new();
+    // Open chains by (last key in halves, chain index), smallest on top:
+    // 24 bytes an entry, where a `u128` would align it to 32.
+    let mut ends: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
+    let halves = |k: u128| ((k >> 64) as u64, k as u64);
     for &i in &order {
-        let (first, last) = (ranges[i as usize].0.packed(), ranges[i as usize].1.packed());
+        let (first, last) = range(i as usize);
+        let (first, (hi, lo)) = (halves(first), halves(last));
         if let Some(mut top) = ends.peek_mut() {
-            if top.0.0 < first {
-                chain_of[i as usize] = top.0.1;
-                *top = Reverse((last, top.0.1));
+            if (top.0.0, top.0.1) < first {
+                chain_of[i as usize] = top.0.2;
+                *top = Reverse((hi, lo, top.0.2));
                 continue;
             }
         }
-        ends.push(Reverse((last, chains)));
+        ends.push(Reverse((hi, lo, chains)));
         chain_of[i as usize] = chains;
         chains += 1;
     }
@@ -87,7 +100,7 @@ pub fn partition(ranges: &[(Key, Key)]) -> Chains {
         starts[c + 1] += starts[c];
     }
     let mut next = starts.clone();
-    let mut blobs = vec![0u32; ranges.len()];
+    let mut blobs = vec![0u32; n];
     for i in order {
         let slot = &mut next[chain_of[i as usize] as usize];
         blobs[*slot as usize] = i;

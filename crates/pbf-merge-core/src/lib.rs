@@ -242,13 +242,11 @@ impl Merger {
         // are read (not on the pool, which may still be encoding the
         // previous op's last blocks).
         let chains = || {
-            let key = |k: pbf_stream::KeyRecord| Key::from(k);
-            let input = |&i: &u32| &op.inputs[i as usize];
-            let ranges: Vec<_> = order
-                .iter()
-                .map(|i| (key(input(i).first), key(input(i).last)))
-                .collect();
-            chains::partition(&ranges)
+            let key = |k: pbf_stream::KeyRecord| Key::from(k).packed();
+            chains::partition_by(order.len(), |p| {
+                let input = &op.inputs[order[p] as usize];
+                (key(input.first), key(input.last))
+            })
         };
         let read = || input::inputs(op, &order, &self.sources, &self.opts.on_load);
         let (inputs, chains) = match op.inputs.len() >= MANY_INPUTS {

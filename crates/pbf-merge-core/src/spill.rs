@@ -6,6 +6,7 @@
 //! spool, and read back one record at a time; groups of spilled runs are
 //! merged again until what is left fits.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -35,17 +36,10 @@ impl Merger {
             let mut remaining = Run::memory_of(&runs);
             stats.spill_levels += 1;
             let mut file = SpillFile::create(&self.opts.spill_dir)?;
-            let mut rest: std::collections::VecDeque<Run> = runs.into();
+            let mut rest: VecDeque<Run> = runs.into();
             let mut next = Vec::new();
             while remaining > limit && rest.len() >= 2 {
-                let (mut group, mut group_memory) = (Vec::new(), 0u64);
-                while let Some(r) = rest.front() {
-                    if group.len() >= 2 && group_memory + r.memory > limit {
-                        break;
-                    }
-                    group_memory += r.memory;
-                    group.extend(rest.pop_front());
-                }
+                let (group, group_memory) = take_group(&mut rest, limit, 2);
                 let run = self.spill(group, budget, Place::File(&mut file), stats)?;
                 remaining = remaining - group_memory + run.memory;
                 next.push(run);
@@ -74,16 +68,9 @@ impl Merger {
         }
         let mut file = None;
         let mut kept = 0u64;
-        let mut rest: std::collections::VecDeque<Run> = batches.into();
+        let mut rest: VecDeque<Run> = batches.into();
         while !rest.is_empty() {
-            let (mut group, mut group_memory) = (Vec::new(), 0u64);
-            while let Some(r) = rest.front() {
-                if !group.is_empty() && group_memory + r.memory > budget.group {
-                    break;
-                }
-                group_memory += r.memory;
-                group.extend(rest.pop_front());
-            }
+            let (group, _) = take_group(&mut rest, budget.group, 1);
             let place = match kept <= budget.runs / 2 {
                 true => Place::Memory,
                 false => Place::File(match &mut file {
@@ -153,6 +140,20 @@ impl Merger {
             }
         })
     }
+}
+
+/// Take runs from the front of `rest` while they need at most `limit`
+/// together, and at least `least` of them; returns them and what they need.
+fn take_group(rest: &mut VecDeque<Run>, limit: u64, least: usize) -> (Vec<Run>, u64) {
+    let (mut group, mut memory) = (Vec::new(), 0u64);
+    while let Some(r) = rest.front() {
+        if group.len() >= least && memory + r.memory > limit {
+            break;
+        }
+        memory += r.memory;
+        group.extend(rest.pop_front());
+    }
+    (group, memory)
 }
 
 /// How the memory budget of one merge op is spent: the blobs' records come
