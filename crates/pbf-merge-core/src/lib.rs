@@ -172,9 +172,10 @@ pub struct Prepared {
 
 /// How a prepared op starts.
 enum Start {
-    /// The chains fit the budget; their first blocks are loading.
+    /// The runs fit the budget; their first blocks are loading.
     Loading(Vec<Stream>),
-    /// The runs must be spilled into fewer runs first.
+    /// Batches of small blobs must be sorted into compact runs, or runs
+    /// spilled into fewer runs, first.
     MustSpill(Vec<Run>, Budget),
 }
 
@@ -231,10 +232,11 @@ impl Merger {
         self.merge_prepared(self.prepare(op)?, spool, report, &mut || {})
     }
 
-    /// Read and check a merge op's input frame headers and partition its
-    /// blobs into chains. When the chains fit the memory budget, their first
-    /// blocks start loading on the pool now; an op that must spill first
-    /// does nothing more until [`Merger::merge_prepared`].
+    /// Read and check a merge op's input frame headers, partition its
+    /// blobs into chains and plan its runs. When the runs fit the memory
+    /// budget as they are, their first blocks start loading on the pool
+    /// now; an op whose batches must be sorted into runs, or that must
+    /// spill, does nothing more until [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
         let order = input::file_order(op)?;
         // The chains need only the plan's keys: for an op of many blobs
