@@ -380,14 +380,31 @@ impl FrameReader<'_> {
     /// Read and check the frame header at `offset`. The whole frame must lie
     /// inside `size`, so a truncated last blob is found without reading it.
     pub fn frame_header_at(&self, offset: u64) -> Result<FrameHeader> {
-        let probe = self.read_exact_at(offset, self.probe_len(offset), "frame length")?;
-        let hl = self.probed_header_len(offset, &probe)? as usize;
-        let header = if 4 + hl <= probe.len() {
-            probe[4..4 + hl].to_vec()
-        } else {
-            self.read_exact_at(offset + 4, hl, "BlobHeader")?
+        self.frame_header_in(offset, &[])
+    }
+
+    /// [`PbfFile::frame_header_at`] for a frame whose first bytes were read
+    /// already: `bytes` are the file's bytes from `offset` on, as many as
+    /// were read. The file is read only when they do not hold the probe and
+    /// the BlobHeader, so a reader of many small frames that reads the file
+    /// in large pieces checks their headers without a read each.
+    pub fn frame_header_in(&self, offset: u64, bytes: &[u8]) -> Result<FrameHeader> {
+        let probe_len = self.probe_len(offset);
+        let read;
+        let probe = match bytes.get(..probe_len) {
+            Some(probe) => probe,
+            None => {
+                read = self.read_exact_at(offset, probe_len, "frame length")?;
+                &read[..]
+            }
         };
-        self.frame_from_probe(offset, &probe, &header)
+        let hl = self.probed_header_len(offset, probe)? as usize;
+        let header = match bytes.get(4..4 + hl) {
+            Some(header) => header.to_vec(),
+            None if 4 + hl <= probe.len() => probe[4..4 + hl].to_vec(),
+            None => self.read_exact_at(offset + 4, hl, "BlobHeader")?,
+        };
+        self.frame_from_probe(offset, probe, &header)
     }
 
     /// The first bytes of the Blob of `fh`, which our indexdata is bound to:

@@ -5,43 +5,108 @@
 //! however many blobs they have.
 //!
 //! Greedy by first key, placing each blob on the chain whose last key is the
-//! largest one below the blob's first key (best fit). This is interval graph
-//! colouring, for which greedy by start is optimal: the number of chains is
-//! the largest number of blobs that share one key.
+//! smallest, when that is below the blob's first key, else on a new chain.
+//! This is interval graph colouring, for which greedy by start is optimal:
+//! the number of chains is the largest number of blobs that share one key.
+//! The open chains are a binary heap by last key: a shuffled file of
+//! millions of small blobs keeps millions of chains open, and a heap's one
+//! array costs a fraction of an ordered tree's nodes and searches.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use pbf_format::Key;
 
-/// Partition key ranges `[first, last]` into chains of strictly
-/// non-overlapping ranges. Returns indexes into `ranges`, each chain in key
-/// order; chains are ordered by their first range.
-pub fn partition(ranges: &[(Key, Key)]) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..ranges.len()).collect();
-    order.sort_by_key(|&i| (ranges[i].0, i));
-    let mut chains: Vec<Vec<usize>> = Vec::new();
-    // Open chains by (last key, chain index).
-    let mut ends: BTreeMap<(u128, usize), ()> = BTreeMap::new();
-    for i in order {
-        let (first, last) = ranges[i];
-        let fit = ends
-            .range(..(first.packed(), 0))
-            .next_back()
-            .map(|(k, _)| *k);
-        let chain = match fit {
-            Some(k) => {
-                ends.remove(&k);
-                k.1
-            }
-            None => {
-                chains.push(Vec::new());
-                chains.len() - 1
-            }
-        };
-        chains[chain].push(i);
-        ends.insert((last.packed(), chain), ());
+/// Chains in one list, each chain's blobs in key order: a merge op of
+/// millions of small blobs has about as many chains, and a vector each
+/// would cost more than the blobs' own records.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Chains {
+    /// Indexes into the ranges, chain after chain.
+    blobs: Vec<u32>,
+    /// Where each chain starts in `blobs`, and its end as the last entry.
+    starts: Vec<u32>,
+}
+
+impl Chains {
+    /// Number of chains.
+    pub fn len(&self) -> usize {
+        self.starts.len().saturating_sub(1)
     }
-    chains
+
+    /// True when there are no chains.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The chains in order, each as indexes into the ranges.
+    pub fn iter(&self) -> impl Iterator<Item = &[u32]> {
+        self.starts
+            .windows(2)
+            .map(|w| &self.blobs[w[0] as usize..w[1] as usize])
+    }
+
+    /// Bytes the chains hold.
+    pub fn heap_size(&self) -> usize {
+        (self.blobs.capacity() + self.starts.capacity()) * size_of::<u32>()
+    }
+}
+
+/// Partition key ranges `[first, last]` into chains of strictly
+/// non-overlapping ranges. Chains hold indexes into `ranges`, each chain in
+/// key order; chains are ordered by their first range. At most `u32::MAX`
+/// ranges.
+pub fn partition(ranges: &[(Key, Key)]) -> Chains {
+    partition_by(ranges.len(), |i| {
+        (ranges[i].0.packed(), ranges[i].1.packed())
+    })
+}
+
+/// [`partition`] of `n` ranges of packed keys given by `range`, read twice
+/// each: a merge op's ranges are taken from its plan as they are needed.
+pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
+    assert!(u32::try_from(n).is_ok(), "too many ranges");
+    let firsts: Vec<u128> = (0..n).map(|i| range(i).0).collect();
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_unstable_by_key(|&i| (firsts[i as usize], i));
+    drop(firsts);
+    let mut chain_of = vec![0u32; n];
+    let mut chains = 0u32;
+    // Open chains by (last key in halves, chain index), smallest on top:
+    // 24 bytes an entry, where a `u128` would align it to 32.
+    let mut ends: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
+    let halves = |k: u128| ((k >> 64) as u64, k as u64);
+    for &i in &order {
+        let (first, last) = range(i as usize);
+        let (first, (hi, lo)) = (halves(first), halves(last));
+        if let Some(mut top) = ends.peek_mut() {
+            if (top.0.0, top.0.1) < first {
+                chain_of[i as usize] = top.0.2;
+                *top = Reverse((hi, lo, top.0.2));
+                continue;
+            }
+        }
+        ends.push(Reverse((hi, lo, chains)));
+        chain_of[i as usize] = chains;
+        chains += 1;
+    }
+    drop(ends);
+    // A counting sort by chain, keeping key order within each.
+    let mut starts = vec![0u32; chains as usize + 1];
+    for &c in &chain_of {
+        starts[c as usize + 1] += 1;
+    }
+    for c in 0..chains as usize {
+        starts[c + 1] += starts[c];
+    }
+    let mut next = starts.clone();
+    let mut blobs = vec![0u32; n];
+    for i in order {
+        let slot = &mut next[chain_of[i as usize] as usize];
+        blobs[*slot as usize] = i;
+        *slot += 1;
+    }
+    Chains { blobs, starts }
 }
 
 #[cfg(test)]
@@ -53,11 +118,20 @@ mod tests {
         (Key::new(Kind::Node, a, 1), Key::new(Kind::Node, b, 1))
     }
 
-    fn check_valid(ranges: &[(Key, Key)], chains: &[Vec<usize>]) {
+    /// The chains as vectors, for comparing.
+    fn vecs(chains: &Chains) -> Vec<Vec<usize>> {
+        chains
+            .iter()
+            .map(|c| c.iter().map(|&i| i as usize).collect())
+            .collect()
+    }
+
+    fn check_valid(ranges: &[(Key, Key)], chains: &Chains) {
+        let chains = vecs(chains);
         let mut seen: Vec<usize> = chains.iter().flatten().copied().collect();
         seen.sort();
         assert_eq!(seen, (0..ranges.len()).collect::<Vec<_>>());
-        for c in chains {
+        for c in &chains {
             for w in c.windows(2) {
                 assert!(ranges[w[0]].1 < ranges[w[1]].0, "{c:?} overlaps");
             }
@@ -77,7 +151,7 @@ mod tests {
         ];
         let chains = partition(&ranges);
         check_valid(&ranges, &chains);
-        assert_eq!(chains, vec![vec![0, 1, 2], vec![3, 4, 5]]);
+        assert_eq!(vecs(&chains), vec![vec![0, 1, 2], vec![3, 4, 5]]);
     }
 
     #[test]
@@ -96,7 +170,7 @@ mod tests {
     }
 
     #[test]
-    fn best_fit_keeps_the_chain_count_minimal() {
+    fn greedy_keeps_the_chain_count_minimal() {
         let ranges = vec![r(1, 5), r(2, 3), r(4, 8), r(6, 7), r(9, 10), r(8, 12)];
         let chains = partition(&ranges);
         check_valid(&ranges, &chains);

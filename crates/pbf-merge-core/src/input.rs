@@ -1,23 +1,26 @@
 //! The inputs of a merge op: the plan's sources opened and identity-checked,
 //! each input frame validated against the plan before anything is merged,
-//! and the loading of one blob into a sorted [`Block`].
+//! and the loading of blobs into sorted [`Block`]s: one blob alone, or many
+//! small ones gathered into one block (a load), read from the file in large
+//! pieces and decoded on the pool.
 //!
 //! Equal keys are ordered by timestamp, then in input order, so every
 //! element carries a rank ([`Order::rank`]): its timestamp and its blob's
 //! position in (source id, offset) order. Elements of one blob with equal
 //! ranks keep their stored order, so the result does not depend on how
-//! blobs were grouped into chains or spilled.
+//! blobs were grouped into chains, loads or spilled runs.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use pbf_format::block::{self, Element};
+use pbf_format::block::{self, Columns, Object};
 use pbf_format::compress::decode_blob;
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, compress, indexdata};
-use pbf_stream::{MergeOp, SourceRef, check_source};
+use pbf_stream::{MergeInput, MergeOp, SourceRef, check_source};
+use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::sorted::{Block, Order};
@@ -57,23 +60,41 @@ impl Sources {
     }
 }
 
-/// One validated input frame of a merge op.
+/// The record of every input blob is held while its op is merged, and
+/// counted against the budget.
+const _: () = assert!(size_of::<InputBlob>() == 64);
+
+/// The checked input blobs of one merge op, shared by its loaders.
 #[derive(Debug)]
+pub(crate) struct Inputs {
+    /// The op's source files; [`InputBlob::file`] indexes them.
+    files: Vec<Arc<PbfFile>>,
+    /// The blobs in (source id, offset) order: blob `i` has position `i`.
+    pub blobs: Vec<InputBlob>,
+    on_load: LoadProgress,
+}
+
+/// One validated input frame of a merge op: 64 bytes, kept for every blob
+/// of an op while it is merged (and counted against the budget).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct InputBlob {
-    pub file: Arc<PbfFile>,
-    pub frame: FrameHeader,
-    /// Smallest key according to the plan.
-    pub first: Key,
-    /// Largest key according to the plan.
-    pub last: Key,
+    /// Smallest key according to the plan, packed ([`InputBlob::first`]),
+    /// in two halves: a `u128` would align the record to 16 bytes.
+    first: [u64; 2],
+    /// Largest key according to the plan, likewise.
+    last: [u64; 2],
+    /// Offset of the frame.
+    offset: u64,
+    header_len: u32,
+    datasize: u32,
     /// Element count according to the plan.
-    pub elements: u64,
+    pub elements: u32,
     /// The blob's position in (source id, offset) order.
     pub position: u32,
-    /// Estimated memory of the decoded blob, in [`Element::approx_size`] terms.
-    pub estimate: u64,
-    /// Told the frame's length once the blob is decoded.
-    pub on_load: LoadProgress,
+    /// Decoded memory estimate ([`estimate`]), at most `u32::MAX`.
+    estimate: u32,
+    /// Index into [`Inputs::files`].
+    file: u32,
 }
 
 /// A callback told the frame length of every input blob once it is decoded
@@ -104,121 +125,332 @@ impl std::fmt::Debug for LoadProgress {
     }
 }
 
-/// Read and check the frame headers of a merge op's inputs. Input
-/// positions follow (source id, offset) order.
-pub(crate) fn inputs(
-    op: &MergeOp,
-    sources: &Sources,
-    on_load: &LoadProgress,
-) -> Result<Vec<Arc<InputBlob>>> {
+/// Frames whose headers or bodies are read in one piece: at most this many
+/// bytes, with gaps of at most [`READ_GAP`] between frames.
+const READ_PIECE: u64 = 4 << 20;
+
+/// The largest gap between two frames read in one piece.
+const READ_GAP: u64 = 64 << 10;
+
+/// Bytes of a frame's start read to check its header (as
+/// [`PbfFile::frame_header_at`] reads).
+const PROBE: u64 = 256;
+
+/// The plan indexes of a merge op's inputs in (source id, offset) order:
+/// the inputs' positions.
+pub(crate) fn file_order(op: &MergeOp) -> Result<Vec<u32>> {
     if u32::try_from(op.inputs.len()).is_err() {
         let m = format!("{} inputs in one merge op", op.inputs.len());
         return Err(Error::plan(Path::new("<plan>"), 0, m));
     }
-    let mut order: Vec<usize> = (0..op.inputs.len()).collect();
-    order.sort_by_key(|&i| (op.inputs[i].source, op.inputs[i].offset));
-    let mut position_of = vec![0u32; op.inputs.len()];
-    for (position, &i) in (0u32..).zip(&order) {
-        position_of[i] = position;
-    }
-    let mut out = Vec::with_capacity(op.inputs.len());
-    for (i, input) in op.inputs.iter().enumerate() {
-        let file = sources.get(input.source).ok_or_else(|| {
-            Error::plan(
-                Path::new("<plan>"),
-                input.offset,
-                format!("source {} is not open", input.source),
-            )
-        })?;
-        let frame = file.frame_header_at(input.offset)?;
-        let place = |m: String| Error::plan(file.path(), input.offset, m);
-        if frame.frame_len() != input.length {
-            return Err(place(format!(
-                "the plan says the frame is {} bytes, the file says {}",
-                input.length,
-                frame.frame_len()
-            )));
-        }
-        if frame.blob_type != BlobType::OsmData {
-            return Err(place(format!(
-                "frame type is {:?}, not OSMData",
-                frame.blob_type.as_str()
-            )));
-        }
-        if input.elements > u64::from(u32::MAX) {
-            return Err(place(format!("{} elements in one blob", input.elements)));
-        }
-        let (first, last) = (Key::from(input.first), Key::from(input.last));
-        if first > last {
-            return Err(place("first key after last key".into()));
-        }
-        let estimate = estimate(&frame, input.elements);
-        out.push(Arc::new(InputBlob {
-            file: Arc::clone(file),
-            frame,
-            first,
-            last,
-            elements: input.elements,
-            position: position_of[i],
-            estimate,
-            on_load: on_load.clone(),
-        }));
-    }
-    Ok(out)
+    let mut order: Vec<u32> = (0..op.inputs.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| (op.inputs[i as usize].source, op.inputs[i as usize].offset));
+    Ok(order)
 }
 
-/// Memory estimate of a decoded blob: the elements themselves plus their heap
-/// data, taken as three times the uncompressed block (ids and refs widen to
-/// 8 bytes, tags to fat pointers). When the blob header does not tell the
-/// uncompressed size, a compression ratio of 4 is assumed.
+/// Read and check the frame headers of a merge op's inputs, in the order
+/// of [`file_order`]: headers of frames close together are read in one
+/// piece.
+pub(crate) fn inputs(
+    op: &MergeOp,
+    order: &[u32],
+    sources: &Sources,
+    on_load: &LoadProgress,
+) -> Result<Inputs> {
+    let mut files: Vec<Arc<PbfFile>> = Vec::new();
+    let mut file_of: HashMap<u32, u32> = HashMap::new();
+    let mut blobs = Vec::with_capacity(op.inputs.len());
+    let mut at = 0;
+    while at < order.len() {
+        let piece = header_piece(op, &order[at..]);
+        let first = &op.inputs[order[at] as usize];
+        let file = sources.get(first.source).ok_or_else(|| {
+            let m = format!("source {} is not open", first.source);
+            Error::plan(Path::new("<plan>"), first.offset, m)
+        })?;
+        let index = *file_of.entry(first.source).or_insert_with(|| {
+            files.push(Arc::clone(file));
+            files.len() as u32 - 1
+        });
+        let bytes = match piece.len() {
+            1 => Vec::new(),
+            _ => read_piece(
+                file,
+                first.offset,
+                op.inputs[order[at + piece.len() - 1] as usize].offset + PROBE,
+            )?,
+        };
+        for (position, &i) in (at as u32..).zip(piece) {
+            let input = &op.inputs[i as usize];
+            let from = (input.offset - first.offset) as usize;
+            let frame = file
+                .frames()
+                .frame_header_in(input.offset, bytes.get(from..).unwrap_or_default())?;
+            blobs.push(checked(file, &frame, input, position, index)?);
+        }
+        at += piece.len();
+    }
+    Ok(Inputs {
+        files,
+        blobs,
+        on_load: on_load.clone(),
+    })
+}
+
+/// The inputs (in position order) whose headers are read in one piece with
+/// the first: same source, each close to the one before, all within
+/// [`READ_PIECE`].
+fn header_piece<'a>(op: &MergeOp, order: &'a [u32]) -> &'a [u32] {
+    let input = |i: u32| &op.inputs[i as usize];
+    piece(order, |first, prev, next| {
+        let (first, prev, next) = (input(first), input(prev), input(next));
+        next.source == first.source
+            && next.offset.saturating_sub(prev.offset) <= READ_GAP
+            && next.offset + PROBE - first.offset <= READ_PIECE
+    })
+}
+
+/// The longest start of `items` (at least one) in which each item is
+/// `close(first, previous, item)`.
+fn piece(items: &[u32], close: impl Fn(u32, u32, u32) -> bool) -> &[u32] {
+    let mut n = 1;
+    while n < items.len() && close(items[0], items[n - 1], items[n]) {
+        n += 1;
+    }
+    &items[..n.min(items.len())]
+}
+
+/// Bytes `from..to` of a file, or as many of them as it has.
+fn read_piece(file: &PbfFile, from: u64, to: u64) -> Result<Vec<u8>> {
+    let to = to.min(file.size());
+    Ok(file.read_exact_at(from, to.saturating_sub(from) as usize, "frames")?)
+}
+
+/// An input checked against its frame header.
+fn checked(
+    file: &PbfFile,
+    frame: &FrameHeader,
+    input: &MergeInput,
+    position: u32,
+    index: u32,
+) -> Result<InputBlob> {
+    let place = |m: String| Error::plan(file.path(), input.offset, m);
+    if frame.frame_len() != input.length {
+        return Err(place(format!(
+            "the plan says the frame is {} bytes, the file says {}",
+            input.length,
+            frame.frame_len()
+        )));
+    }
+    if frame.blob_type != BlobType::OsmData {
+        return Err(place(format!(
+            "frame type is {:?}, not OSMData",
+            frame.blob_type.as_str()
+        )));
+    }
+    let Ok(elements) = u32::try_from(input.elements) else {
+        return Err(place(format!("{} elements in one blob", input.elements)));
+    };
+    let (first, last) = (Key::from(input.first), Key::from(input.last));
+    if first > last {
+        return Err(place("first key after last key".into()));
+    }
+    let estimate = estimate(frame, input.elements);
+    Ok(InputBlob {
+        first: halves(first.packed()),
+        last: halves(last.packed()),
+        offset: frame.offset,
+        header_len: frame.header_len,
+        datasize: frame.datasize,
+        elements,
+        position,
+        estimate: u32::try_from(estimate).unwrap_or(u32::MAX),
+        file: index,
+    })
+}
+
+/// Decoded memory of one object besides its tags, refs, members and
+/// strings: its record in the columns and its order entry.
+pub(crate) const OBJECT_BYTES: u64 = (size_of::<Object>() + size_of::<Order>()) as u64;
+
+/// Memory estimate of a decoded blob: a record and an order entry per
+/// object, and three times the uncompressed block (the block kept whole for
+/// its strings, the string table's entries, tags, way refs and members).
+/// When the blob header does not tell the uncompressed size, a compression
+/// ratio of 4 is assumed.
 fn estimate(frame: &FrameHeader, elements: u64) -> u64 {
     let raw = frame.raw_size.unwrap_or(match frame.compression {
         Some(compress::Codec::Raw) => u64::from(frame.datasize),
         _ => 4 * u64::from(frame.datasize),
     });
     let raw = raw.min(compress::MAX_RAW_SIZE as u64);
-    elements * (size_of::<Element>() + size_of::<Order>()) as u64 + 3 * raw
+    elements * OBJECT_BYTES + 3 * raw
+}
+
+/// A packed key in two halves, high first.
+fn halves(key: u128) -> [u64; 2] {
+    [(key >> 64) as u64, key as u64]
 }
 
 impl InputBlob {
-    /// Read, decompress and decode the blob, check it against the plan, and
+    /// Smallest key according to the plan, packed.
+    pub fn first(&self) -> u128 {
+        (u128::from(self.first[0]) << 64) | u128::from(self.first[1])
+    }
+
+    /// Largest key according to the plan, packed.
+    pub fn last(&self) -> u128 {
+        (u128::from(self.last[0]) << 64) | u128::from(self.last[1])
+    }
+
+    /// Estimated memory of the blob decoded.
+    pub fn estimate(&self) -> u64 {
+        u64::from(self.estimate)
+    }
+
+    fn frame_len(&self) -> u64 {
+        4 + u64::from(self.header_len) + u64::from(self.datasize)
+    }
+
+    fn body_offset(&self) -> u64 {
+        self.offset + 4 + u64::from(self.header_len)
+    }
+}
+
+/// Blobs to load into one block, given as indexes into [`Inputs::blobs`].
+pub(crate) type Load = Vec<u32>;
+
+impl Inputs {
+    /// Bytes held for the blobs while the op is merged.
+    pub fn heap_size(&self) -> usize {
+        self.blobs.capacity() * size_of::<InputBlob>()
+    }
+
+    /// Read, decompress and decode the blobs of a load, check each against
+    /// the plan, and return their elements sorted by (key, rank). A load of
+    /// several blobs is read in pieces of frames close together, decoded on
+    /// the pool, and gathered into one block.
+    pub fn load(&self, load: &[u32]) -> Result<Block> {
+        if let [one] = load {
+            return self.load_one(&self.blobs[*one as usize]);
+        }
+        // The plan's counts, checked as each blob is decoded; a load of
+        // several blobs holds at most max(SMALL, Budget::batch) estimated
+        // bytes, 120 of them an object.
+        let objects: usize = load
+            .iter()
+            .map(|&i| self.blobs[i as usize].elements as usize)
+            .sum();
+        let mut columns = Columns::with_capacity(objects);
+        let mut positions = Vec::with_capacity(objects);
+        let mut at = 0;
+        while at < load.len() {
+            let piece = self.body_piece(&load[at..]);
+            at += piece.len();
+            let first = &self.blobs[piece[0] as usize];
+            let last = &self.blobs[piece[piece.len() - 1] as usize];
+            let bytes = self.files[first.file as usize]
+                .read_exact_at(
+                    first.offset,
+                    (last.offset + last.frame_len() - first.offset) as usize,
+                    "frames",
+                )
+                .map_err(|e| e.at(first.offset))?;
+            let decoded: Vec<Columns> = piece
+                .par_iter()
+                .map(|&i| {
+                    let blob = &self.blobs[i as usize];
+                    let from = (blob.body_offset() - first.offset) as usize;
+                    let body = &bytes[from..from + blob.datasize as usize];
+                    self.decode(blob, body)
+                })
+                .collect::<Result<_>>()?;
+            for (c, &i) in decoded.iter().zip(piece) {
+                if !columns.append(c) {
+                    let m = format!("a load of {} blobs is too large for one block", load.len());
+                    return Err(Error::new(ErrorKind::Internal(m)));
+                }
+                positions.extend(std::iter::repeat_n(
+                    self.blobs[i as usize].position,
+                    c.len(),
+                ));
+            }
+        }
+        Ok(Block::from_record(columns, positions))
+    }
+
+    /// The blobs of a load (from its start) read in one piece: frames of
+    /// one file in file order, each close after the one before, all within
+    /// [`READ_PIECE`] (or a single frame).
+    fn body_piece<'a>(&self, load: &'a [u32]) -> &'a [u32] {
+        let blob = |i: u32| &self.blobs[i as usize];
+        piece(load, |first, prev, next| {
+            let (first, prev, next) = (blob(first), blob(prev), blob(next));
+            let prev_end = prev.offset + prev.frame_len();
+            next.file == first.file
+                && next.offset >= prev_end
+                && next.offset - prev_end <= READ_GAP
+                && next.offset + next.frame_len() - first.offset <= READ_PIECE
+        })
+    }
+
+    /// Decompress and decode one blob's body, and check it against the plan.
+    fn decode(&self, blob: &InputBlob, body: &[u8]) -> Result<Columns> {
+        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(self.path(blob));
+        let raw = decode_blob(body).map_err(place)?;
+        let columns = block::decode_columns(raw).map_err(place)?;
+        let keys = (0..columns.len()).map(|i| columns.get(i).key().packed());
+        let range = keys.clone().min().zip(keys.max());
+        self.check(blob, columns.len(), range)?;
+        self.on_load.loaded(blob.frame_len());
+        Ok(columns)
+    }
+
+    /// Read, decompress and decode one blob, check it against the plan, and
     /// return its elements sorted by (key, rank).
-    pub fn load(&self) -> Result<Block> {
-        let body = self.file.read_body(&self.frame)?;
-        let place = |e: pbf_format::Error| e.at(self.frame.offset).in_file(self.file.path());
+    fn load_one(&self, blob: &InputBlob) -> Result<Block> {
+        let file = &self.files[blob.file as usize];
+        let body = file
+            .read_exact_at(blob.body_offset(), blob.datasize as usize, "Blob")
+            .map_err(|e| e.at(blob.offset))?;
+        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(file.path());
         let raw = decode_blob(&body).map_err(place)?;
         drop(body);
         let columns = block::decode_columns(raw).map_err(place)?;
-        let block = Block::from_columns(columns, self.position);
-        self.check(&block)?;
-        self.on_load.loaded(self.frame.frame_len());
+        let block = Block::from_columns(columns, blob.position);
+        // The block is sorted: its first and last keys are its extremes.
+        let range = block.rest().first().zip(block.rest().last());
+        self.check(blob, block.len(), range.map(|(a, b)| (a.key, b.key)))?;
+        self.on_load.loaded(blob.frame_len());
         Ok(block)
     }
 
+    fn path(&self, blob: &InputBlob) -> &Path {
+        self.files[blob.file as usize].path()
+    }
+
     /// The decoded elements must be as many as planned and inside the
-    /// planned key range, or the chains built from the plan would be wrong.
-    fn check(&self, block: &Block) -> Result<()> {
-        let elements = block.len() as u64;
-        if elements != self.elements {
-            let said = format!("{} elements", self.elements);
-            return Err(self.disagrees(&said, &format!("{elements}"), |s| {
-                s.elements() == self.elements
+    /// planned key range (`range`: the smallest and largest packed key
+    /// found), or the chains built from the plan would be wrong.
+    fn check(&self, blob: &InputBlob, elements: usize, range: Option<(u128, u128)>) -> Result<()> {
+        let elements = elements as u64;
+        if elements != u64::from(blob.elements) {
+            let said = format!("{} elements", blob.elements);
+            return Err(self.disagrees(blob, &said, &format!("{elements}"), |s| {
+                s.elements() == u64::from(blob.elements)
             }));
         }
-        // The block is sorted: its first and last keys are its extremes.
-        let (Some(min), Some(max)) = (block.rest().first(), block.rest().last()) else {
+        let Some((min, max)) = range else {
             return Ok(());
         };
-        if min.key < self.first.packed() || max.key > self.last.packed() {
-            let holds = format!(
-                "{}..{}",
-                Key::from_packed(min.key),
-                Key::from_packed(max.key)
+        if min < blob.first() || max > blob.last() {
+            let holds = format!("{}..{}", Key::from_packed(min), Key::from_packed(max));
+            let (first, last) = (
+                Key::from_packed(blob.first()),
+                Key::from_packed(blob.last()),
             );
-            let said = format!("{}..{}", self.first, self.last);
-            return Err(self.disagrees(&said, &holds, |s| {
-                (s.first, s.last) == (self.first, self.last)
-            }));
+            let said = format!("{first}..{last}");
+            return Err(self.disagrees(blob, &said, &holds, |s| (s.first, s.last) == (first, last)));
         }
         Ok(())
     }
@@ -226,19 +458,28 @@ impl InputBlob {
     /// The error for a blob that holds `holds` where the plan said `said`:
     /// the blob's indexdata is named as the culprit when it makes the same
     /// claim (`claims_it`), else the plan.
-    fn disagrees(&self, said: &str, holds: &str, claims_it: impl Fn(&Summary) -> bool) -> Error {
-        let path = self.file.path();
-        let offset = self.frame.offset;
-        if indexdata_of(&self.frame).is_some_and(|s| claims_it(&s)) {
+    fn disagrees(
+        &self,
+        blob: &InputBlob,
+        said: &str,
+        holds: &str,
+        claims_it: impl Fn(&Summary) -> bool,
+    ) -> Error {
+        let file = &self.files[blob.file as usize];
+        let frame = file.frame_header_at(blob.offset).ok();
+        if frame
+            .and_then(|f| indexdata_of(&f))
+            .is_some_and(|s| claims_it(&s))
+        {
             return Error::new(ErrorKind::Indexdata {
-                path: path.to_path_buf(),
-                offset,
+                path: file.path().to_path_buf(),
+                offset: blob.offset,
                 message: format!("claims {said}, the blob holds {holds}"),
             });
         }
         Error::plan(
-            path,
-            offset,
+            file.path(),
+            blob.offset,
             format!("the plan says {said}, the blob holds {holds}"),
         )
     }

@@ -7,12 +7,19 @@
 //!    ([`Sources`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
 //!    non-overlapping blobs ([`chains::partition`]); a chain is one sorted
-//!    stream that holds one decoded blob at a time (plus one read ahead). A
-//!    blob that is unsorted inside is sorted when it is decoded;
-//! 3. if the chains together would hold more than [`Options::memory`],
-//!    groups of chains that fit are merged into sorted temporary runs (spill
-//!    files beside the spool, fast compression, deleted when closed), and
-//!    groups of runs again until what is left fits (multi-level);
+//!    stream that holds one load at a time (plus one read ahead): a blob,
+//!    or consecutive small blobs of up to 1 MiB decoded. A blob that is
+//!    unsorted inside is sorted when it is decoded. The blobs of chains
+//!    smaller than that are gathered into batches, each decoded into one
+//!    block and sorted (see `runs.rs`), and with two batches or more,
+//!    groups of batches are merged into runs of spill records kept in
+//!    memory (or in a spill file past half the budget);
+//! 3. if the runs together would hold more than the budget (what is left
+//!    of [`Options::memory`] after a 64-byte record per input blob, less a
+//!    quarter for the batches being sorted), groups of runs that fit are
+//!    merged into sorted temporary runs (spill files beside the spool,
+//!    fast compression, deleted when closed), and groups of runs again until
+//!    what is left fits (multi-level);
 //! 4. the remaining runs are k-way merged with galloping, cut into blocks of
 //!    up to 8000 elements, encoded and compressed in parallel, and appended to
 //!    the spool in order; each block's BlobHeader carries our indexdata.
@@ -31,6 +38,7 @@ mod error;
 mod input;
 mod merge;
 mod record;
+mod runs;
 mod sorted;
 mod spill;
 mod spool;
@@ -41,6 +49,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use pbf_format::Key;
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 use pbf_format::scan::Summary;
@@ -51,15 +60,19 @@ pub use error::{Error, ErrorKind, Result};
 pub use input::{LoadProgress, Sources};
 pub use spool::Spool;
 
-use spill::Run;
+use spill::{Budget, Run};
 use stream::Stream;
 use writer::{BlockWriter, Codec, Cut, Encoded, Target};
 
 /// How to merge.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Memory budget for decoded elements, in [`pbf_format::block::Element::approx_size`] bytes
-    /// (default 1 GiB). Encoding buffers (a few blocks per thread) come on top.
+    /// Memory budget of a merge op (default 1 GiB): a record of each input
+    /// blob, decoded objects (estimated from the blobs' sizes and object
+    /// counts, and for spill records in
+    /// [`pbf_format::block::Element::approx_size`] bytes) and sorted runs
+    /// kept in memory. Encoding buffers (a few blocks per thread) come on
+    /// top.
     pub memory: u64,
     /// Compression of the output blocks (default zlib:6).
     pub compression: Compression,
@@ -124,12 +137,22 @@ pub struct MergeStats {
     pub duplicates: u64,
     /// Chains the inputs formed.
     pub chains: u64,
+    /// Batches the blobs of small chains were gathered into, each merged
+    /// as one sorted run.
+    pub batches: u64,
+    /// Bytes held for the inputs' records while merging, taken off the
+    /// memory budget.
+    pub held: u64,
     /// Spill levels (0: merged directly).
     pub spill_levels: u64,
     /// Temporary runs written.
     pub spilled_runs: u64,
     /// Bytes written to spill files.
     pub spilled_bytes: u64,
+    /// Sorted runs of spill records kept in memory.
+    pub kept_runs: u64,
+    /// Bytes of the runs kept in memory.
+    pub kept_bytes: u64,
     /// Estimated decoded memory of the final merge.
     pub final_memory: u64,
     /// Frames written to the spool.
@@ -149,17 +172,18 @@ pub struct Prepared {
 
 /// How a prepared op starts.
 enum Start {
-    /// The chains fit the budget; their first blocks are loading.
+    /// The runs fit the budget; their first blocks are loading.
     Loading(Vec<Stream>),
-    /// The chains must be spilled into fewer runs first.
-    MustSpill(Vec<Run>),
+    /// Batches of small blobs must be sorted into compact runs, or runs
+    /// spilled into fewer runs, first.
+    MustSpill(Vec<Run>, Budget),
 }
 
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let start = match &self.start {
             Start::Loading(s) => format!("loading {} streams", s.len()),
-            Start::MustSpill(r) => format!("{} runs to spill", r.len()),
+            Start::MustSpill(r, _) => format!("{} runs to spill", r.len()),
         };
         f.debug_struct("Prepared")
             .field("stats", &self.stats)
@@ -167,6 +191,10 @@ impl std::fmt::Debug for Prepared {
             .finish()
     }
 }
+
+/// Inputs of a merge op from which its chains are found on a thread of
+/// their own.
+const MANY_INPUTS: usize = 4096;
 
 /// Bytes of frames reported to the caller at a time (a run's last frames
 /// are reported when it ends, whatever their size).
@@ -204,28 +232,59 @@ impl Merger {
         self.merge_prepared(self.prepare(op)?, spool, report, &mut || {})
     }
 
-    /// Read and check a merge op's input frame headers and partition its
-    /// blobs into chains. When the chains fit the memory budget, their first
-    /// blocks start loading on the pool now; an op that must spill first
-    /// does nothing more until [`Merger::merge_prepared`].
+    /// Read and check a merge op's input frame headers, partition its
+    /// blobs into chains and plan its runs. When the runs fit the memory
+    /// budget as they are, their first blocks start loading on the pool
+    /// now; an op whose batches must be sorted into runs, or that must
+    /// spill, does nothing more until [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
-        let blobs = input::inputs(op, &self.sources, &self.opts.on_load)?;
+        let order = input::file_order(op)?;
+        // The chains need only the plan's keys: for an op of many blobs
+        // they are found on a thread of their own while the frame headers
+        // are read (not on the pool, which may still be encoding the
+        // previous op's last blocks).
+        let chains = || {
+            let key = |k: pbf_stream::KeyRecord| Key::from(k).packed();
+            chains::partition_by(order.len(), |p| {
+                let input = &op.inputs[order[p] as usize];
+                (key(input.first), key(input.last))
+            })
+        };
+        let read = || input::inputs(op, &order, &self.sources, &self.opts.on_load);
+        let (inputs, chains) = match op.inputs.len() >= MANY_INPUTS {
+            true => std::thread::scope(|s| {
+                let chains = s.spawn(chains);
+                let inputs = read();
+                (inputs, chains.join())
+            }),
+            false => (read(), Ok(chains())),
+        };
+        let chains = chains.map_err(|_| {
+            Error::new(ErrorKind::Internal(
+                "the thread finding chains panicked".into(),
+            ))
+        })?;
+        let inputs = Arc::new(inputs?);
+        drop(order);
+        let blobs = &inputs.blobs;
         let mut stats = MergeStats {
             inputs: blobs.len() as u64,
-            elements_in: blobs.iter().map(|b| b.elements).sum(),
+            elements_in: blobs.iter().map(|b| u64::from(b.elements)).sum(),
             ..MergeStats::default()
         };
-        let ranges: Vec<_> = blobs.iter().map(|b| (b.first, b.last)).collect();
-        let runs: Vec<Run> = chains::partition(&ranges)
-            .into_iter()
-            .map(|chain| Run::chain(chain.iter().map(|&i| Arc::clone(&blobs[i])).collect()))
-            .collect();
-        stats.chains = runs.len() as u64;
-        let start = if self.fits(&runs) {
+        stats.chains = chains.len() as u64;
+        // Every blob's record, and its index in the load that reads it.
+        stats.held = (inputs.heap_size() + blobs.len() * size_of::<u32>()) as u64;
+        let threads = self.pool.current_num_threads();
+        let budget = Budget::new(self.opts.memory, stats.held, threads);
+        let runs = runs::plan(&inputs, &chains, budget);
+        drop(chains);
+        stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
+        let start = if budget.fits(&runs) && stats.batches < 2 {
             stats.final_memory = Run::memory_of(&runs);
             Start::Loading(self.streams(runs))
         } else {
-            Start::MustSpill(runs)
+            Start::MustSpill(runs, budget)
         };
         Ok(Prepared { stats, start })
     }
@@ -244,8 +303,9 @@ impl Merger {
         let mut stats = prepared.stats;
         let streams = match prepared.start {
             Start::Loading(streams) => streams,
-            Start::MustSpill(runs) => {
-                let runs = self.fit(runs, &mut stats)?;
+            Start::MustSpill(runs, budget) => {
+                let runs = self.compact(runs, budget, &mut stats)?;
+                let runs = self.fit(runs, budget, &mut stats)?;
                 stats.final_memory = Run::memory_of(&runs);
                 self.streams(runs)
             }

@@ -1,16 +1,19 @@
-//! Spilling: when the chains of a merge op would hold more decoded
-//! elements than the memory budget, groups of runs that fit are merged into
-//! one sorted run each, written as spill records ([`crate::record`]) to an
-//! anonymous temporary file beside the spool, and read back one record at a
-//! time; groups of spilled runs are merged again until what is left fits.
+//! Spilling: batches of small blobs are merged, a group at a time, into
+//! runs of spill records ([`crate::record`]) kept in memory (a spill file
+//! past half the budget); when the runs of a merge op would then hold more
+//! than the budget, groups of runs that fit are merged into one sorted run
+//! each, written as spill records to an anonymous temporary file beside the
+//! spool, and read back one record at a time; groups of spilled runs are
+//! merged again until what is left fits.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::input::InputBlob;
+use crate::input::{Inputs, Load};
 use crate::record;
 use crate::sorted::Block;
 use crate::stream::Loader;
@@ -18,34 +21,26 @@ use crate::writer::{BlockWriter, Codec, Cut, Encoded, Target};
 use crate::{MergeStats, Merger, merge};
 
 impl Merger {
-    /// True when `runs` can be merged as they are: one run, or all of them
-    /// within the memory budget.
-    pub(crate) fn fits(&self, runs: &[Run]) -> bool {
-        runs.len() <= 1 || Run::memory_of(runs) <= self.opts.memory
-    }
-
-    /// Spill groups of runs until the runs left fit the memory budget.
-    pub(crate) fn fit(&self, mut runs: Vec<Run>, stats: &mut MergeStats) -> Result<Vec<Run>> {
-        let budget = self.opts.memory;
+    /// Spill groups of runs until the runs left fit the budget for runs.
+    pub(crate) fn fit(
+        &self,
+        mut runs: Vec<Run>,
+        budget: Budget,
+        stats: &mut MergeStats,
+    ) -> Result<Vec<Run>> {
+        let limit = budget.runs;
         loop {
-            if self.fits(&runs) {
+            if budget.fits(&runs) {
                 return Ok(runs);
             }
             let mut remaining = Run::memory_of(&runs);
             stats.spill_levels += 1;
             let mut file = SpillFile::create(&self.opts.spill_dir)?;
-            let mut rest: std::collections::VecDeque<Run> = runs.into();
+            let mut rest: VecDeque<Run> = runs.into();
             let mut next = Vec::new();
-            while remaining > budget && rest.len() >= 2 {
-                let (mut group, mut group_memory) = (Vec::new(), 0u64);
-                while let Some(r) = rest.front() {
-                    if group.len() >= 2 && group_memory + r.memory > budget {
-                        break;
-                    }
-                    group_memory += r.memory;
-                    group.extend(rest.pop_front());
-                }
-                let run = self.spill(group, &mut file, stats)?;
+            while remaining > limit && rest.len() >= 2 {
+                let (group, group_memory) = take_group(&mut rest, limit, 2);
+                let run = self.spill(group, budget, Place::File(&mut file), stats)?;
                 remaining = remaining - group_memory + run.memory;
                 next.push(run);
             }
@@ -54,14 +49,60 @@ impl Merger {
         }
     }
 
-    /// Merge a group of runs into one sorted run in a spill file.
-    fn spill(&self, group: Vec<Run>, file: &mut SpillFile, stats: &mut MergeStats) -> Result<Run> {
+    /// Sort batches of small blobs into compact runs, a group of batches
+    /// at a time: a decoded object takes ten times the bytes of its spill
+    /// record, so a shuffled file of small blobs would otherwise hold all
+    /// its objects decoded. The runs stay in memory while they take at most
+    /// half the budget for runs, and go to a spill file past that. Fewer
+    /// than two batches are left as they are.
+    pub(crate) fn compact(
+        &self,
+        runs: Vec<Run>,
+        budget: Budget,
+        stats: &mut MergeStats,
+    ) -> Result<Vec<Run>> {
+        let (batches, mut out): (Vec<Run>, Vec<Run>) = runs.into_iter().partition(Run::is_batch);
+        if batches.len() < 2 {
+            out.extend(batches);
+            return Ok(out);
+        }
+        let mut file = None;
+        let mut kept = 0u64;
+        let mut rest: VecDeque<Run> = batches.into();
+        while !rest.is_empty() {
+            let (group, _) = take_group(&mut rest, budget.group, 1);
+            let place = match kept <= budget.runs / 2 {
+                true => Place::Memory,
+                false => Place::File(match &mut file {
+                    Some(f) => f,
+                    None => file.insert(SpillFile::create(&self.opts.spill_dir)?),
+                }),
+            };
+            let run = self.spill(group, budget, place, stats)?;
+            if let RunSource::Kept(records) = &run.source {
+                kept += records.iter().map(|r| r.len() as u64).sum::<u64>();
+            }
+            out.push(run);
+        }
+        Ok(out)
+    }
+
+    /// Merge a group of runs into one sorted run of spill records, kept in
+    /// memory or written to a spill file.
+    fn spill(
+        &self,
+        group: Vec<Run>,
+        budget: Budget,
+        place: Place<'_>,
+        stats: &mut MergeStats,
+    ) -> Result<Run> {
         let target = SpillTarget {
-            file,
-            records: Vec::new(),
+            place,
+            offsets: Vec::new(),
+            kept: Vec::new(),
             max_approx: 0,
         };
-        let block_bytes = (self.opts.memory / 16).clamp(16 << 10, 16 << 20) as usize;
+        let block_bytes = (budget.runs / 16).clamp(16 << 10, 16 << 20) as usize;
         let cut = Cut {
             elements: self.opts.encode.max_elements,
             encoded: self.opts.encode.max_bytes,
@@ -72,28 +113,107 @@ impl Merger {
         merge::merge(self.streams(group), &mut w)?;
         stats.duplicates += w.dropped;
         let target = w.finish()?;
-        stats.spilled_runs += 1;
-        stats.spilled_bytes += target.records.iter().map(|r| u64::from(r.1)).sum::<u64>();
-        Ok(Run {
-            memory: 2 * target.max_approx,
-            source: RunSource::Spilled {
-                file: Arc::clone(&target.file.file),
-                dir: target.file.dir.clone(),
-                records: target.records,
-            },
+        let decoded = 2 * target.max_approx;
+        Ok(match target.place {
+            Place::Memory => {
+                let bytes: u64 = target.kept.iter().map(|r| r.len() as u64).sum();
+                stats.kept_runs += 1;
+                stats.kept_bytes += bytes;
+                Run {
+                    memory: decoded + bytes,
+                    source: RunSource::Kept(target.kept),
+                    batch: false,
+                }
+            }
+            Place::File(file) => {
+                stats.spilled_runs += 1;
+                stats.spilled_bytes += target.offsets.iter().map(|r| u64::from(r.1)).sum::<u64>();
+                Run {
+                    memory: decoded,
+                    source: RunSource::Spilled {
+                        file: Arc::clone(&file.file),
+                        dir: file.dir.clone(),
+                        records: target.offsets,
+                    },
+                    batch: false,
+                }
+            }
         })
     }
 }
 
-/// A sorted run to merge: a chain of input blobs or a spilled run.
+/// Take runs from the front of `rest` while they need at most `limit`
+/// together, and at least `least` of them; returns them and what they need.
+fn take_group(rest: &mut VecDeque<Run>, limit: u64, least: usize) -> (Vec<Run>, u64) {
+    let (mut group, mut memory) = (Vec::new(), 0u64);
+    while let Some(r) = rest.front() {
+        if group.len() >= least && memory + r.memory > limit {
+            break;
+        }
+        memory += r.memory;
+        group.extend(rest.pop_front());
+    }
+    (group, memory)
+}
+
+/// How the memory budget of one merge op is spent: the blobs' records come
+/// off the top; of the rest, the sorting of batches being loaded may take up
+/// to a quarter, and the runs merged at once the other three.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Budget {
+    /// For the runs merged at once ([`Run::memory`]).
+    pub runs: u64,
+    /// The most one batch of small blobs may hold.
+    pub batch: u64,
+    /// The most the batches sorted into one compact run may hold together.
+    pub group: u64,
+}
+
+impl Budget {
+    /// The budget left of `memory` after `held` bytes of records, for a
+    /// pool of `threads` threads, each of which may be sorting a batch.
+    pub fn new(memory: u64, held: u64, threads: usize) -> Budget {
+        let work = memory.saturating_sub(held).max(memory.min(MIN_WORK));
+        let threads = threads.max(1) as u64;
+        let batch = (work / 4 / threads).clamp(1, BATCH);
+        Budget {
+            runs: work - work / 4,
+            batch,
+            group: (2 * threads * batch).min(work / 2),
+        }
+    }
+
+    /// True when `runs` can be merged as they are: one run, or all of them
+    /// within the budget.
+    pub fn fits(&self, runs: &[Run]) -> bool {
+        runs.len() <= 1 || Run::memory_of(runs) <= self.runs
+    }
+}
+
+/// The largest batch of small blobs, in estimated bytes: a batch is sorted
+/// into a compact run (with the others of its group), so larger ones would
+/// only hold more memory for the while.
+const BATCH: u64 = 16 << 20;
+
+/// The least budget a merge works with, whatever its blobs' records take
+/// (unless given less): past that, it spills on as many levels as it needs.
+const MIN_WORK: u64 = 64 << 10;
+
+/// A sorted run to merge: blobs loaded in turn (a chain, or one batch of
+/// small blobs) or a spilled run.
 pub(crate) struct Run {
     source: RunSource,
-    /// Decoded memory it needs while merged: two blocks (one read ahead).
+    /// Decoded memory it needs while merged: for a chain two loads (one
+    /// read ahead), for a batch the batch.
     pub(crate) memory: u64,
+    /// A batch of several small blobs, to be sorted into a compact run.
+    batch: bool,
 }
 
 enum RunSource {
-    Chain(Vec<Arc<InputBlob>>),
+    Loads(Arc<Inputs>, Vec<Load>),
+    /// Spill records kept in memory.
+    Kept(Vec<Arc<Vec<u8>>>),
     Spilled {
         file: Arc<File>,
         dir: PathBuf,
@@ -107,19 +227,44 @@ impl Run {
         runs.iter().map(|r| r.memory).sum()
     }
 
-    pub(crate) fn chain(blobs: Vec<Arc<InputBlob>>) -> Run {
-        let largest = blobs.iter().map(|b| b.estimate).max().unwrap_or(0);
+    /// True for a batch of several small blobs ([`Run::batch`]).
+    pub(crate) fn is_batch(&self) -> bool {
+        self.batch
+    }
+
+    /// A chain's run: loads that follow each other in key order, needing
+    /// `memory`.
+    pub(crate) fn chain(inputs: &Arc<Inputs>, loads: Vec<Load>, memory: u64) -> Run {
         Run {
-            source: RunSource::Chain(blobs),
-            memory: 2 * largest,
+            source: RunSource::Loads(Arc::clone(inputs), loads),
+            memory,
+            batch: false,
+        }
+    }
+
+    /// A batch of small blobs of other chains, loaded and sorted as one
+    /// block of `memory` bytes. Only a batch of several blobs counts as a
+    /// batch ([`Run::is_batch`]); one blob is merged as a chain's is.
+    pub(crate) fn batch(inputs: &Arc<Inputs>, load: Load, memory: u64) -> Run {
+        let batch = load.len() > 1;
+        Run {
+            batch,
+            ..Run::chain(inputs, vec![load], memory)
         }
     }
 
     pub(crate) fn loaders(self) -> Vec<Loader> {
         match self.source {
-            RunSource::Chain(blobs) => blobs
+            RunSource::Loads(inputs, loads) => loads
                 .into_iter()
-                .map(|b| Box::new(move || b.load()) as Loader)
+                .map(|load| {
+                    let inputs = Arc::clone(&inputs);
+                    Box::new(move || inputs.load(&load)) as Loader
+                })
+                .collect(),
+            RunSource::Kept(records) => records
+                .into_iter()
+                .map(|record| Box::new(move || read_kept(&record)) as Loader)
                 .collect(),
             RunSource::Spilled { file, dir, records } => records
                 .into_iter()
@@ -130,6 +275,15 @@ impl Run {
                 .collect(),
         }
     }
+}
+
+fn read_kept(record: &[u8]) -> Result<Block> {
+    record::read_record(record).map_err(|e| match e.kind() {
+        ErrorKind::CorruptSpill(m) => {
+            Error::new(ErrorKind::Internal(format!("a record kept in memory: {m}")))
+        }
+        _ => e,
+    })
 }
 
 fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block> {
@@ -164,22 +318,39 @@ impl SpillFile {
     }
 }
 
-/// Writes one spilled run's records into a spill file.
+/// Where a spilled run's records go.
+enum Place<'a> {
+    /// Kept in memory.
+    Memory,
+    /// Written to a spill file.
+    File(&'a mut SpillFile),
+}
+
+/// Writes one spilled run's records.
 struct SpillTarget<'a> {
-    file: &'a mut SpillFile,
-    records: Vec<(u64, u32)>,
+    place: Place<'a>,
+    /// Records in the file: (offset, length).
+    offsets: Vec<(u64, u32)>,
+    /// Records in memory.
+    kept: Vec<Arc<Vec<u8>>>,
     max_approx: u64,
 }
 
 impl Target for SpillTarget<'_> {
     fn write(&mut self, block: Encoded) -> Result<()> {
-        let f = &mut *self.file;
+        self.max_approx = self.max_approx.max(block.approx);
+        let f = match &mut self.place {
+            Place::Memory => {
+                self.kept.push(Arc::new(block.bytes));
+                return Ok(());
+            }
+            Place::File(f) => f,
+        };
         f.file
             .write_all_at(&block.bytes, f.len)
             .map_err(|e| Error::spill(&f.dir, e))?;
-        self.records.push((f.len, block.bytes.len() as u32));
+        self.offsets.push((f.len, block.bytes.len() as u32));
         f.len += block.bytes.len() as u64;
-        self.max_approx = self.max_approx.max(block.approx);
         Ok(())
     }
 }

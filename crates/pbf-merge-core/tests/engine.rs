@@ -153,6 +153,44 @@ fn indexdata_only_when_asked() {
     }
 }
 
+/// `blobs` written to `dir/in.pbf` as source `id`, and the one merge op
+/// over all of them.
+fn written_op(
+    dir: &std::path::Path,
+    id: u32,
+    blobs: &[Blob],
+) -> (pbf_stream::SourceRef, pbf_stream::MergeOp) {
+    let (src, ranges) = write_pbf(&dir.join("in.pbf"), id, blobs);
+    let inputs = blobs.iter().zip(&ranges);
+    let op = merge_op(inputs.map(|(x, r)| merge_input(id, *r, x)).collect());
+    (src, op)
+}
+
+/// Merge one op of one source with spill files in a directory of their own
+/// (returned, with what was merged and the op's stats).
+fn merge_alone(
+    src: &pbf_stream::SourceRef,
+    op: &pbf_stream::MergeOp,
+    memory: u64,
+    dedupe: bool,
+) -> (Vec<Element>, pbf_merge_core::MergeStats, tempfile::TempDir) {
+    let sub = tempdir();
+    let opts = Options {
+        memory,
+        dedupe,
+        spill_dir: sub.path().to_path_buf(),
+        ..Options::default()
+    };
+    let (got, stats, _) = run(
+        sub.path(),
+        std::slice::from_ref(src),
+        std::slice::from_ref(op),
+        opts,
+    )
+    .expect("merge");
+    (got, stats[0], sub)
+}
+
 #[test]
 fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
     let dir = tempdir();
@@ -175,29 +213,10 @@ fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
             blob(v, b % 2 == 0)
         })
         .collect();
-    let (src, ranges) = write_pbf(&dir.path().join("in.pbf"), 3, &blobs);
-    let op = merge_op(
-        blobs
-            .iter()
-            .zip(&ranges)
-            .map(|(x, r)| merge_input(3, *r, x))
-            .collect(),
-    );
+    let (src, op) = written_op(dir.path(), 3, &blobs);
     for dedupe in [false, true] {
-        let sub = tempdir();
-        let opts = Options {
-            memory: 1024,
-            dedupe,
-            spill_dir: sub.path().to_path_buf(),
-            ..Options::default()
-        };
-        let (got, stats, _) = run(
-            sub.path(),
-            std::slice::from_ref(&src),
-            std::slice::from_ref(&op),
-            opts,
-        )
-        .expect("merge");
+        let (got, stats, sub) = merge_alone(&src, &op, 1024, dedupe);
+        let stats = [stats];
         assert!(stats[0].spill_levels >= 2, "{:?}", stats[0]);
         assert!(stats[0].spilled_runs >= 6, "{:?}", stats[0]);
         let want = brute_force(all_in_input_order(&[&blobs]), dedupe);
@@ -212,6 +231,61 @@ fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("spool")]);
+    }
+}
+
+/// Blobs of a few objects, shuffled over one key range: stamped copies of
+/// the same versions in different blobs (ties ordered by timestamp, then
+/// input order), and every kind.
+fn tiny_shuffled_blobs() -> Vec<Blob> {
+    (0..400i64)
+        .map(|b| {
+            let mut v: Vec<Element> = (0..4i64)
+                .map(|i| {
+                    let mut e = node(
+                        (b * 37 + i * 101) % 300,
+                        1 + (b % 2) as i32,
+                        &format!("{b}"),
+                    );
+                    if let Element::Node(n) = &mut e {
+                        let info = n.info.as_mut().expect("info");
+                        info.timestamp_ms = 1_600_000_000_000 + (b % 5) * 1000;
+                    }
+                    e
+                })
+                .collect();
+            v.push(way(b % 50));
+            v.push(relation(-(b % 20)));
+            v.reverse();
+            blob(v, b % 3 != 0)
+        })
+        .collect()
+}
+
+#[test]
+fn tiny_blobs_are_batched_and_sorted_into_runs_like_a_brute_force_sort() {
+    let dir = tempdir();
+    let blobs = tiny_shuffled_blobs();
+    let (src, op) = written_op(dir.path(), 0, &blobs);
+    // 256k: batches of a few dozen blobs, compact runs kept in memory;
+    // 64M: one batch merged as it is; 48k: compact runs spilled to a file,
+    // and spilled again.
+    for (memory, dedupe) in [
+        (256 << 10, false),
+        (256 << 10, true),
+        (64 << 20, false),
+        (48 << 10, false),
+    ] {
+        let (got, s, _) = merge_alone(&src, &op, memory, dedupe);
+        match memory {
+            m if m == 64 << 20 => {
+                assert_eq!((s.batches, s.kept_runs, s.spilled_runs), (1, 0, 0), "{s:?}")
+            }
+            m if m == 256 << 10 => assert!(s.batches >= 2 && s.kept_runs >= 1, "{s:?}"),
+            _ => assert!(s.batches >= 2 && s.spilled_runs >= 1, "{s:?}"),
+        }
+        let want = brute_force(all_in_input_order(&[&blobs]), dedupe);
+        assert_eq!(got, want, "memory {memory}, dedupe {dedupe}");
     }
 }
 

@@ -80,6 +80,11 @@ impl<R: BufRead> LineReader<R> {
     /// The next non-empty line without its newline, or `None` at EOF.
     pub fn next_line(&mut self) -> Result<Option<&[u8]>, Error> {
         loop {
+            // A merge op of millions of blobs is one line of hundreds of
+            // megabytes: its buffer is not kept for the short lines after it.
+            if self.buf.capacity() > KEEP_LINE_BUFFER {
+                self.buf = Vec::new();
+            }
             self.buf.clear();
             self.line += 1;
             if !self.fill_line()? {
@@ -143,6 +148,9 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+/// The largest line buffer kept for the next line.
+const KEEP_LINE_BUFFER: usize = 1 << 20;
+
 /// How every blob record our writer (and `jq -c`, which keeps the order of
 /// keys) writes begins.
 const BLOB_START: &[u8] = br#"{"type":"blob","#;
@@ -160,6 +168,20 @@ fn parse_index_record(line: &[u8]) -> serde_json::Result<IndexRecord> {
             return Ok(IndexRecord::Blob(b));
         }
         return serde_json::from_slice::<BlobRecord>(line).map(IndexRecord::Blob);
+    }
+    serde_json::from_slice(line)
+}
+
+/// How every merge record our writer (and `jq -c`) writes begins.
+const MERGE_START: &[u8] = br#"{"type":"merge","#;
+
+/// One plan record. A merge op is read straight into a [`MergeOp`] (which
+/// ignores the `type` field) for the reason blob records are (see
+/// [`parse_index_record`]): an op of millions of blobs would otherwise be
+/// buffered into a tree several times the size of its line first.
+fn parse_plan_record(line: &[u8]) -> serde_json::Result<PlanRecord> {
+    if line.starts_with(MERGE_START) {
+        return serde_json::from_slice::<MergeOp>(line).map(PlanRecord::Merge);
     }
     serde_json::from_slice(line)
 }
@@ -477,7 +499,7 @@ impl<R: BufRead> PlanReader<R> {
         if self.done {
             return Ok(None);
         }
-        let Some(rec) = self.lines.next_record::<PlanRecord>()? else {
+        let Some(rec) = self.lines.next_parsed(parse_plan_record)? else {
             return Err(Error::new(ErrorKind::MissingEnd).at_line(self.lines.line()));
         };
         let line = self.lines.line();

@@ -77,9 +77,17 @@ impl OrderCheck {
                 )));
             }
         }
-        for (i, input) in op.inputs.iter().enumerate() {
+        // In file order, each input joins the span of the one before: in
+        // the plan's key order the inputs of a shuffled file land all over
+        // the map, a tree search and insert each.
+        let mut order: Vec<u32> = (0..op.inputs.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| {
+            (op.inputs[i as usize].source, op.inputs[i as usize].offset)
+        });
+        for i in order {
+            let input = &op.inputs[i as usize];
             let range = (input.source, input.offset, input.length);
-            self.take(Reading::MergeInput(i + 1), range, line)?;
+            self.take(Reading::MergeInput(i as usize + 1), range, line)?;
         }
         self.before = Some((last, line));
         Ok(())

@@ -34,7 +34,10 @@ fn standard_input_not_a_file_is_refused_with_the_way_out() {
         return;
     }
     let line = usage_error(&["-"]);
-    assert!(line.contains("standard input is not a regular file"), "{line}");
+    assert!(
+        line.contains("standard input is not a regular file"),
+        "{line}"
+    );
     assert!(line.contains("pbf-sort - does that for you"), "{line}");
 }
 

@@ -44,9 +44,11 @@ pub fn command() -> Command {
              spool file, and the merge op is replaced by copy ops of those frames. The spool is \
              added to the plan's sources as a growing file. Copy ops pass through unchanged.\n\n\
              Blobs of a run are partitioned into the fewest chains of non-overlapping blobs and \
-             merged k-way, one decoded blob per chain at a time. When the chains do not fit in \
-             --memory, groups that fit are merged into sorted temporary runs beside the spool \
-             (deleted when done), on as many levels as needed. Elements with the same type, id \
+             merged k-way, one decoded blob per chain at a time. Small blobs (a few objects \
+             each, as converters write them) are gathered into batches that are decoded and \
+             sorted together, and sorted into compact runs kept in memory. When the runs do \
+             not fit in --memory, groups that fit are merged into sorted temporary runs beside \
+             the spool (deleted when done), on as many levels as needed. Elements with the same type, id \
              and version sort as osmium sort puts them: by timestamp (whole seconds; an unset \
              timestamp first), then in input order (source, offset, position); --dedupe keeps \
              only the first.\n\n\
@@ -79,8 +81,9 @@ pub fn command() -> Command {
                 .long("memory")
                 .value_name("SIZE")
                 .help(
-                    "Budget for decoded elements, e.g. 512M, 4G; encoding buffers of a few \
-                     blocks per thread come on top",
+                    "Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept \
+                     in memory and 64 bytes per input blob; encoding buffers of a few blocks \
+                     per thread come on top",
                 )
                 .default_value("1G")
                 .value_parser(parse_budget),
@@ -252,6 +255,7 @@ struct Totals {
     merges: u64,
     stats: MergeStats,
     max_chains: u64,
+    max_batches: u64,
     max_levels: u64,
     streams: StreamTime,
 }
@@ -266,11 +270,14 @@ impl Totals {
         t.duplicates += s.duplicates;
         t.spilled_runs += s.spilled_runs;
         t.spilled_bytes += s.spilled_bytes;
+        t.kept_runs += s.kept_runs;
+        t.kept_bytes += s.kept_bytes;
         t.frames += s.frames;
         t.bytes += s.bytes;
         t.padding += s.padding;
         t.final_memory = t.final_memory.max(s.final_memory);
         self.max_chains = self.max_chains.max(s.chains);
+        self.max_batches = self.max_batches.max(s.batches);
         self.max_levels = self.max_levels.max(s.spill_levels);
     }
 }
@@ -278,8 +285,8 @@ impl Totals {
 fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     let s = &t.stats;
     format!(
-        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains \
-         and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
+        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains, \
+         {} batches of small blobs sorted into {} runs in memory ({} bytes) and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
          alignment padding) in {} ({:.1}s); {}",
         t.merges,
         s.inputs,
@@ -287,6 +294,9 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         s.elements_out,
         s.duplicates,
         t.max_chains,
+        t.max_batches,
+        s.kept_runs,
+        s.kept_bytes,
         t.max_levels,
         s.spilled_runs,
         s.spilled_bytes,
@@ -338,9 +348,9 @@ impl Progress {
         );
     }
 
-    /// A merge op that started at `base` is done: every input byte counts.
-    fn merged(&self, base: u64, op: &MergeOp, totals: &Totals) {
-        let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
+    /// A merge op that started at `base` and read `bytes` of frames is
+    /// done: every input byte counts.
+    fn merged(&self, base: u64, bytes: u64, totals: &Totals) {
         self.bar.set_position(base + bytes);
         pbf_cli::set_message(
             &self.bar,
@@ -452,6 +462,10 @@ fn rewrite(
                     Some(prepared) => prepared?,
                     None => merger.prepare(&op)?,
                 };
+                // The plan's list of an op of millions of blobs is large;
+                // the engine holds its own compact records of them.
+                let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
+                drop(op);
                 let mut report = |frames: &[WrittenFrame]| {
                     let copy = copy_op(spool_id, frames);
                     end.add_copy(&copy);
@@ -463,7 +477,7 @@ fn rewrite(
                 let stats =
                     merger.merge_prepared(prepared, spool, &mut report, &mut prepare_next)?;
                 totals.add(&stats);
-                progress.merged(base, &op, &totals);
+                progress.merged(base, bytes, &totals);
             }
             Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
         }

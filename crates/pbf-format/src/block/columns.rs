@@ -160,6 +160,85 @@ impl Columns {
         (self.locations, self.members) = (out.locations, out.members);
     }
 
+    /// Empty columns with room for `objects` objects (to [`Columns::append`]
+    /// blocks to).
+    pub fn with_capacity(objects: usize) -> Columns {
+        Columns {
+            objects: Vec::with_capacity(objects),
+            ..Columns::default()
+        }
+    }
+
+    /// Append the objects of `from` after those of `self`, in stored order:
+    /// the bytes its string table spans (not the rest of its block) are
+    /// copied, and its string indexes and spans moved past what `self`
+    /// holds. A merge gathers many small decoded blobs into one block this
+    /// way, with a handful of vectors for all of them. Returns `false`, and
+    /// leaves `self` as it was, when the result would not fit the columns'
+    /// 32-bit indexes.
+    pub fn append(&mut self, from: &Columns) -> bool {
+        let lo = from.strings.iter().map(|s| s.0).min().unwrap_or(0);
+        let hi = from.strings.iter().map(|s| s.1).max().unwrap_or(0);
+        let fits = |now: usize, more: usize| u32::try_from(now + more).is_ok();
+        if !(fits(self.data.len(), (hi - lo) as usize)
+            && fits(self.strings.len(), from.strings.len())
+            && fits(self.tags.len(), from.tags.len())
+            && fits(self.refs.len(), from.refs.len())
+            && fits(self.locations.len(), from.locations.len())
+            && fits(self.members.len(), from.members.len()))
+        {
+            return false;
+        }
+        let moved = self.data.len() as u32;
+        self.data
+            .extend_from_slice(&from.data[lo as usize..hi as usize]);
+        let first = self.strings.len() as u32;
+        let string = |i: u32| if i == NO_USER { NO_USER } else { i + first };
+        let to_here = |&(start, end): &(u32, u32)| (start - lo + moved, end - lo + moved);
+        self.strings.extend(from.strings.iter().map(to_here));
+        let shift = |s: Span, by: usize| Span {
+            start: s.start + by as u32,
+            end: s.end + by as u32,
+        };
+        let (tags, refs) = (self.tags.len(), self.refs.len());
+        let (locations, members) = (self.locations.len(), self.members.len());
+        self.objects.extend(from.objects.iter().map(|o| Object {
+            info: o.info.map(|i| InfoColumn {
+                user: string(i.user),
+                ..i
+            }),
+            tags: shift(o.tags, tags),
+            items: match o.kind {
+                Kind::Way => shift(o.items, refs),
+                Kind::Relation => shift(o.items, members),
+                _ => o.items,
+            },
+            locations: shift(o.locations, locations),
+            ..*o
+        }));
+        let tag = |&(k, v): &(u32, u32)| (string(k), string(v));
+        self.tags.extend(from.tags.iter().map(tag));
+        self.refs.extend_from_slice(&from.refs);
+        self.locations.extend_from_slice(&from.locations);
+        self.members
+            .extend(from.members.iter().map(|m| MemberColumn {
+                role: string(m.role),
+                ..*m
+            }));
+        true
+    }
+
+    /// Bytes the columns hold on the heap (their vectors' capacities).
+    pub fn heap_size(&self) -> usize {
+        self.data.capacity()
+            + self.strings.capacity() * size_of::<(u32, u32)>()
+            + self.objects.capacity() * size_of::<Object>()
+            + self.tags.capacity() * size_of::<(u32, u32)>()
+            + self.refs.capacity() * size_of::<i64>()
+            + self.locations.capacity() * size_of::<(i64, i64)>()
+            + self.members.capacity() * size_of::<MemberColumn>()
+    }
+
     /// The view of object `i`. Panics when `i` is out of range.
     pub fn get(&self, i: usize) -> Obj<'_> {
         Obj::Column(self, &self.objects[i])
