@@ -181,6 +181,23 @@ fn check_objects_of_compares_counts_per_kind() {
         said.contains(&format!("{andorra} holds the objects of {andorra}: ")),
         "{said}"
     );
+    // --check-as names the checked file as it will be called.
+    let renamed = overlap(
+        &[
+            "--check",
+            "--check-as",
+            "final.osm.pbf",
+            "--objects-of",
+            &same,
+        ],
+        &idx,
+    );
+    let said = String::from_utf8_lossy(&renamed.stderr);
+    assert!(
+        renamed.status.success()
+            && said.contains(&format!("final.osm.pbf holds the objects of {andorra}: ")),
+        "{said}"
+    );
     let quiet = overlap(&["--check", "-q", "--objects-of", &same], &idx);
     assert!(
         quiet.status.success() && quiet.stderr.is_empty(),

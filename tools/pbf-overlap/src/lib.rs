@@ -89,6 +89,17 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
+            Arg::new("check-as")
+                .long("check-as")
+                .value_name("NAME")
+                .requires("check")
+                .help(
+                    "With --check, name the file the index describes NAME in messages: for a \
+                     check run on a temporary file that becomes NAME once it passes (the \
+                     copiers' --check-cmd)",
+                ),
+        )
+        .arg(
             Arg::new("no-frame-keys")
                 .long("no-frame-keys")
                 .help(
@@ -144,7 +155,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
                     };
                     pbf_cli::warn(NAME, check_summary(&input, streams));
                 }
-                check(&input, objects_of, m.get_flag("quiet"))
+                let checked = m.get_one::<String>("check-as").cloned();
+                check(&input, checked, objects_of, m.get_flag("quiet"))
             }
             Err(err) => {
                 pbf_cli::warn(NAME, format!("error: {}", pbf_cli::one_line(&err)));
@@ -562,11 +574,20 @@ fn plan_record(input: &Input, header: Header, early: bool) -> PlanRecord {
 
 /// `--check`: exit 0 when the input is in order (and holds the objects of
 /// `objects_of`, when given), else 1 with the reasons on standard error.
-fn check(input: &Input, objects_of: Option<Reference>, quiet: bool) -> ExitCode {
+/// `check_as` names the checked file in messages instead of its path.
+fn check(
+    input: &Input,
+    check_as: Option<String>,
+    objects_of: Option<Reference>,
+    quiet: bool,
+) -> ExitCode {
     let names: Vec<String> = input
         .sources
         .iter()
-        .map(|s| s.path.display().to_string())
+        .map(|s| match &check_as {
+            Some(name) => name.clone(),
+            None => s.path.display().to_string(),
+        })
         .collect();
     let reasons = match &input.blobs {
         Purpose::Check(judge) => judge.reasons(&names),
@@ -579,7 +600,9 @@ fn check(input: &Input, objects_of: Option<Reference>, quiet: bool) -> ExitCode 
     let mut same = None;
     if let Some(other) = objects_of {
         // Each side named by its files: the index checked, and the other.
-        let checked = files_of(input).unwrap_or_else(|| "the input".into());
+        let checked = check_as
+            .or_else(|| files_of(input))
+            .unwrap_or_else(|| "the input".into());
         let (files, want) = (other.files, other.counts);
         let verb = if other.several { "hold" } else { "holds" };
         if want == input.counts {
