@@ -89,6 +89,16 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
+            Arg::new("objects-of-as")
+                .long("objects-of-as")
+                .value_name("NAMES")
+                .requires("objects-of")
+                .help(
+                    "With --objects-of, name the files of that index NAMES in messages: for \
+                     inputs the caller saved to files of its own (standard input, pipes)",
+                ),
+        )
+        .arg(
             Arg::new("check-as")
                 .long("check-as")
                 .value_name("NAME")
@@ -200,8 +210,9 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
     let name = pbf_cli::input_name(arg).to_owned();
     let mut other = Input::new(Purpose::Count);
     other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
+    let shown = m.get_one::<String>("objects-of-as").cloned();
     let reference = Reference {
-        files: files_of(&other).unwrap_or(name),
+        files: shown.or_else(|| files_of(&other)).unwrap_or(name),
         several: other.sources.len() > 1,
         counts: other.counts,
     };
