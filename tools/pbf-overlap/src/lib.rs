@@ -222,12 +222,17 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
 /// The files an index describes, for messages: `a.osm.pbf` or
 /// `a.osm.pbf, b.osm.pbf` (`None` for an index without sources).
 fn files_of(input: &Input) -> Option<String> {
-    let names: Vec<String> = input
+    let names = source_names(input);
+    (!names.is_empty()).then(|| names.join(", "))
+}
+
+/// The path of each source of an index, in source order.
+fn source_names(input: &Input) -> Vec<String> {
+    input
         .sources
         .iter()
         .map(|s| s.path.display().to_string())
-        .collect();
-    (!names.is_empty()).then(|| names.join(", "))
+        .collect()
 }
 
 /// Called after each source and blob record with everything read so far.
@@ -592,14 +597,10 @@ fn check(
     objects_of: Option<Reference>,
     quiet: bool,
 ) -> ExitCode {
-    let names: Vec<String> = input
-        .sources
-        .iter()
-        .map(|s| match &check_as {
-            Some(name) => name.clone(),
-            None => s.path.display().to_string(),
-        })
-        .collect();
+    let names = match &check_as {
+        Some(name) => vec![name.clone(); input.sources.len()],
+        None => source_names(input),
+    };
     let reasons = match &input.blobs {
         Purpose::Check(judge) => judge.reasons(&names),
         _ => Vec::new(),
