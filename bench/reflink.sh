@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/reflink.sh: the pbf-reflink benchmark (issue 6). On a loop-mounted
+# bench/reflink.sh: the pbf-reflink benchmark. On a loop-mounted
 # XFS image formatted with reflink=1 it times, on one sorted input with
 # trusted indexdata (pbf-gen tile --indexdata):
 #   pbf-reflink      executing the plan (clones)
@@ -213,7 +213,7 @@ main() {
         echo "- pbf-reflink -v: \`${vline}\`"
         echo "- pbf-copy output: osmium: $copy_verdict."
         echo "- pbf-sort (auto copier) -v: \`${sort_line:-?}\`; osmium: $sort_verdict."
-        echo "- Target of issue 6: pbf-reflink <= 0.1x pbf-copy and >= 99 % cloned: measured $(awk -v a="$reflink_median" -v b="$copy_median" 'BEGIN { if (b + 0 > 0) printf "%.3fx", a / b; else print "?" }') and ${cloned_pct:-?} %."
+        echo "- Target: pbf-reflink <= 0.1x pbf-copy and >= 99 % cloned: measured $(awk -v a="$reflink_median" -v b="$copy_median" 'BEGIN { if (b + 0 > 0) printf "%.3fx", a / b; else print "?" }') and ${cloned_pct:-?} %."
     } >"$RESULTS.tmp"
     mv "$RESULTS.tmp" "$RESULTS"
     log "wrote $RESULTS"

@@ -32,7 +32,7 @@ Environment (defaults in brackets):
                         the figure of interest there [7]
   BENCH_MERGE_REPEATS   runs per tool on the shapes pbf-sort merges (interleaved,
                         shuffled, smallblobs; 20 to 60 s each at 1 GB): their medians are
-                        the figures issue 19 sets targets for, and single
+                        the figures the merge targets are about, and single
                         runs here differ by 5 % or more [3]
   BENCH_OSMIUM_REPEATS  runs of `osmium sort` (minutes each at 1 GB) [1]
   BENCH_OSMIUM_SHAPES   shapes `osmium sort` runs on [sorted permuted interleaved shuffled
