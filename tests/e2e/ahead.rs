@@ -1,10 +1,11 @@
 //! Copying ahead: `pbf-overlap --sources` writes the plan record before it
 //! has read the blobs, `pbf-merge` passes it on at once, and `pbf-copy`
 //! starts copying a single input's data frames on the guess that the ops
-//! will ask for them whole and in order. These tests hold the ops back so
-//! the copy really runs ahead, then send plans that confirm the guess, break
-//! it late, break it at once or stop early: the output must be byte for byte
-//! the one `--no-copy-ahead` writes.
+//! will ask for them whole and in order, as far as `sorted` records say the
+//! input was read in order. These tests hold the ops back so the copy
+//! really runs ahead, then send plans that confirm the guess, break it late,
+//! break it at once or stop early: the output must be byte for byte the one
+//! `--no-copy-ahead` writes.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -12,7 +13,7 @@ use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use pbf_stream::{BlobRecord, PlanHeader, PlanRecord, SourceRecord};
+use pbf_stream::{BlobRecord, IndexRecord, PlanHeader, PlanRecord, SortedThrough, SourceRecord};
 
 use crate::util::*;
 
@@ -21,13 +22,21 @@ use crate::util::*;
 const PAUSE: Duration = Duration::from_millis(400);
 
 /// A plan copying `blobs` of `src`, one op per blob, in the given order,
-/// whose record says it was written early (before the blobs were planned).
+/// whose record says it was written early (before the blobs were planned),
+/// followed by a `sorted` record through the whole file.
 fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
+    plan_sorted_through(src, src.size, blobs)
+}
+
+/// [`plan`] whose `sorted` record says the file is in order up to `through`.
+fn plan_sorted_through(src: &SourceRecord, through: u64, blobs: &[&BlobRecord]) -> Vec<u8> {
     let header = PlanHeader {
         early: true,
         ..plan_header(src)
     };
-    plan_bytes(&header, &copy_ops(blobs), true)
+    let sorted = PlanRecord::Sorted(SortedThrough { source: 0, through });
+    let records: Vec<PlanRecord> = std::iter::once(sorted).chain(copy_ops(blobs)).collect();
+    plan_bytes(&header, &records, true)
 }
 
 /// One copy op per blob, in the given order.
@@ -48,10 +57,16 @@ fn spawn(tool: &str, args: &[&str]) -> Child {
     c.spawn().expect("spawn")
 }
 
-/// Write the first line of `input`, wait `PAUSE`, write the rest, and wait
-/// for the output.
+/// Write the lines of `input` up to the first op (the plan record and any
+/// `sorted` record), wait `PAUSE`, write the rest, and wait for the output.
 fn feed_slowly(mut child: Child, input: &[u8]) -> Output {
-    let split = input.iter().position(|&b| b == b'\n').expect("a line") + 1;
+    let mut split = 0;
+    for line in input.split_inclusive(|&b| b == b'\n') {
+        if !(line.starts_with(br#"{"type":"plan""#) || line.starts_with(br#"{"type":"sorted""#)) {
+            break;
+        }
+        split += line.len();
+    }
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(&input[..split]).expect("first line");
     stdin.flush().expect("flush");
@@ -160,6 +175,33 @@ fn a_disorder_found_after_the_copy_started_keeps_only_the_confirmed_prefix() {
     assert!(dropped > 0, "the copy had not run ahead: {line}");
 }
 
+/// The copy ahead goes no further than the `sorted` records say: with the
+/// file said to be in order through its first third, and ops that follow it
+/// for half of it, the copy ahead keeps at most that third and drops
+/// nothing (the copier copies the rest of the half itself).
+#[test]
+fn the_copy_ahead_stops_where_the_sorted_records_end() {
+    let dir = tempfile::tempdir().expect("dir");
+    let name = "sorted-kualalumpur.osm.pbf";
+    let input = data(name);
+    let n = data_frames(&input).len();
+    let file = dir.path().join("reordered.osm.pbf");
+    reorder(
+        &input,
+        &file,
+        &(0..n / 2).chain((n / 2..n).rev()).collect::<Vec<_>>(),
+    );
+    let (src, blobs) = index(&file);
+    let third = blobs[n / 3].offset;
+    let mut by_key: Vec<&BlobRecord> = blobs.iter().collect();
+    by_key.sort_by_key(|b| pbf_format::Key::from(b.first));
+    let plan = plan_sorted_through(&src, third, &by_key);
+    let line = same_as_without(&plan, dir.path());
+    let (kept, dropped) = kept_and_dropped(&line);
+    assert!(kept > 0 && kept <= third - blobs[0].offset, "{line}");
+    assert_eq!(dropped, 0, "copied past the sorted record: {line}");
+}
+
 #[test]
 fn a_guess_wrong_from_the_first_op_keeps_nothing() {
     let dir = tempfile::tempdir().expect("dir");
@@ -185,7 +227,7 @@ fn a_plan_out_of_output_order_is_refused_with_the_copy_ahead_running() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("<stdin>: line 3: copy op") && err.contains("not in output order"),
+        err.contains("<stdin>: line 4: copy op") && err.contains("not in output order"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -299,13 +341,15 @@ fn plan_of(index: &[u8], args: &[&str]) -> Vec<u8> {
 }
 
 /// The records of a plan stream, the plan record's `early` flag apart (and
-/// the `unsorted` record, which only an early plan record can be followed by).
+/// the `unsorted` and `sorted` records, which only an early plan record can
+/// be followed by).
 fn records_but_early(plan: &[u8]) -> (bool, Vec<PlanRecord>) {
     let mut early = false;
     let records = plan
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
         .filter(|l| !l.starts_with(br#"{"type":"unsorted""#))
+        .filter(|l| !l.starts_with(br#"{"type":"sorted""#))
         .map(
             |l| match serde_json::from_slice(l).expect("a plan record") {
                 PlanRecord::Plan(h) => {
@@ -353,6 +397,84 @@ fn sources_writes_the_plan_record_once_the_first_blobs_are_in_order() {
     assert!(flagged, "the early plan record says so: {early}");
     let (_, whole) = records_but_early(&plan_of(&index, &[]));
     assert_eq!(plan[..], whole[..1], "the same plan record");
+}
+
+/// After the early plan record, `pbf-overlap --sources` says how far the
+/// input is read in order: at once (through the blobs the early record
+/// waited for), then every 16 MiB; pbf-merge passes the records on.
+#[test]
+fn sources_says_how_far_the_input_is_in_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let (_, blobs) = index(&input);
+    let plan = plan_of(&index_stream(&input), &["--sources", "1"]);
+    let mut c = bin("pbf-merge");
+    c.arg("--spool").arg(dir.path().join("spool"));
+    let o = run_with_input(c, &plan);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let at_16 = blobs[15].offset + blobs[15].length;
+    for (stage, plan) in [("pbf-overlap", plan), ("pbf-merge", o.stdout)] {
+        let recs: Vec<PlanRecord> = records(&plan);
+        let PlanRecord::Sorted(first) = recs[1] else {
+            panic!("{stage}: no sorted record after the plan record: {recs:?}")
+        };
+        assert_eq!((first.source, first.through), (0, at_16), "{stage}");
+        let sorted: Vec<u64> = recs
+            .iter()
+            .filter_map(|r| match r {
+                PlanRecord::Sorted(s) => Some(s.through),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(sorted.len(), 1, "{stage}: a file under 16 MiB");
+    }
+}
+
+/// The `sorted` records come a 16 MiB step apart: the index of a file whose
+/// blobs lie 4 MiB apart (the kualalumpur index with its offsets spread;
+/// the planner reads only the index) gets one after the first 16 blobs and
+/// one at each 16 MiB further, up to where the blobs stay in order.
+#[test]
+fn the_sorted_records_are_a_step_apart() {
+    const GAP: u64 = 4 << 20;
+    let mut recs: Vec<IndexRecord> = records(&index_stream(&data("sorted-kualalumpur.osm.pbf")));
+    let mut n = 0;
+    for r in &mut recs {
+        if let IndexRecord::Blob(b) = r {
+            b.offset = 100 + n * GAP;
+            n += 1;
+        }
+    }
+    if let IndexRecord::Source(s) = &mut recs[0] {
+        s.size = 100 + n * GAP;
+    }
+    let mut w = pbf_stream::Writer::new(Vec::new());
+    recs.iter().for_each(|r| w.write(r).expect("record"));
+    let plan = plan_of(&w.finish().expect("index"), &["--sources", "1"]);
+    let through: Vec<u64> = records(&plan)
+        .into_iter()
+        .filter_map(|r| match r {
+            PlanRecord::Sorted(s) => Some(s.through),
+            _ => None,
+        })
+        .collect();
+    let end_of = |i: u64| {
+        let length = recs.iter().find_map(|r| match r {
+            IndexRecord::Blob(b) if b.offset == 100 + i * GAP => Some(b.length),
+            _ => None,
+        });
+        100 + i * GAP + length.expect("blob")
+    };
+    // The first after 16 blobs, then each blob ending 16 MiB or more past
+    // the last record's offset.
+    let mut want: Vec<u64> = vec![end_of(15)];
+    for i in 16..n {
+        if end_of(i) >= want[want.len() - 1] + (16 << 20) {
+            want.push(end_of(i));
+        }
+    }
+    assert!(want.len() >= 3, "{want:?}");
+    assert_eq!(through, want);
 }
 
 #[test]
@@ -531,7 +653,11 @@ fn an_unsorted_record_follows_an_early_plan_record_at_the_first_disorder() {
                 v["type"].as_str().expect("type").to_owned()
             })
             .collect();
-        assert_eq!(types[..2], ["plan", "unsorted"], "merge={merge}: {types:?}");
+        assert_eq!(
+            types[..3],
+            ["plan", "sorted", "unsorted"],
+            "merge={merge}: {types:?}"
+        );
         assert_eq!(types.iter().filter(|t| *t == "unsorted").count(), 1);
         let (early, _) = records_but_early(&plan);
         assert!(early, "the plan record went out early");
@@ -546,10 +672,7 @@ fn an_unsorted_record_follows_an_early_plan_record_at_the_first_disorder() {
 
 /// pbf-copy halts its copy ahead on the `unsorted` record and keeps what
 /// it copied for the ops to confirm: the output is the one written without
-/// a copy ahead. (How much less it copies shows on large inputs only: it
-/// copies in 16 MiB steps; on the twice-over kualalumpur file of 6.7 MB, the
-/// driver's -v said "0 bytes kept, 0 bytes dropped" against 6722350 dropped
-/// before the record existed.)
+/// a copy ahead.
 #[test]
 fn the_unsorted_record_halts_the_copy_ahead() {
     let dir = tempfile::tempdir().expect("dir");

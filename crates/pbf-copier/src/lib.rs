@@ -22,7 +22,7 @@ use std::process::{Command as Process, Stdio};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
-use pbf_stream::{CopyOp, PlanReader, PlanRecord};
+use pbf_stream::{CopyOp, PlanReader, PlanRecord, SortedThrough};
 
 use pbf_output::{CopySources, CopyStats, OutputFile, OutputOptions, frames};
 
@@ -246,6 +246,9 @@ pub enum Step<'a> {
     /// An `unsorted` record: a copy ahead on the early plan record's guess
     /// is wasted (only before the first op).
     Unsorted,
+    /// A `sorted` record: the source is read in order up to this offset, so
+    /// a copy ahead may go that far (only before the first op).
+    Sorted(SortedThrough),
 }
 
 /// Call `each` with every copy op and header record of the plan and its
@@ -273,6 +276,7 @@ pub fn for_each_copy(
             }
             PlanRecord::Header(h) => each(Step::Header(&h.header), line)?,
             PlanRecord::Unsorted(_) => each(Step::Unsorted, line)?,
+            PlanRecord::Sorted(s) => each(Step::Sorted(s), line)?,
             PlanRecord::Merge(_) => return Err(merges_left(plan, plan_name, line)),
             PlanRecord::Plan(_) | PlanRecord::End(_) => {
                 bail!("{plan_name}: line {line}: unexpected record")

@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use clap::{ArgMatches, Command};
 use pbf_copier::{Help, Job, Options, OutputHead, Step, for_each_copy, progress};
 use pbf_format::header::Header;
-use pbf_stream::{MergeInput, MergeOp, OutputHeader, PlanRecord, SourceRef, Unsorted};
+use pbf_stream::{
+    MergeInput, MergeOp, OutputHeader, PlanRecord, SortedThrough, SourceRef, Unsorted,
+};
 use pbf_testkit::{
     Indexed, arg, copied, data_frames, entries, plan_header, sorted_plan, write_plan, written,
 };
@@ -43,6 +45,7 @@ fn matches(args: &[&str]) -> ArgMatches {
 enum Seen {
     Header(Option<String>),
     Unsorted,
+    Sorted(u64),
     Copy(u64),
 }
 
@@ -65,6 +68,7 @@ fn copy(args: &[&str]) -> anyhow::Result<Vec<Seen>> {
                 return head.replace(h, out);
             }
             Step::Unsorted => seen.push(Seen::Unsorted),
+            Step::Sorted(s) => seen.push(Seen::Sorted(s.through)),
             Step::Copy(op) => {
                 seen.push(Seen::Copy(op.offset));
                 head.write(out)?;
@@ -145,6 +149,10 @@ fn records_reach_the_copier_in_plan_order_and_a_header_record_starts_over() {
         dir.path(),
         &file,
         vec![
+            PlanRecord::Sorted(SortedThrough {
+                source: 0,
+                through: 100,
+            }),
             PlanRecord::Header(OutputHeader { header }),
             PlanRecord::Unsorted(Unsorted {}),
         ],
@@ -152,7 +160,11 @@ fn records_reach_the_copier_in_plan_order_and_a_header_record_starts_over() {
     );
     let out = dir.path().join("out.osm.pbf");
     let seen = copy(&["-q", arg(&plan), "-o", arg(&out)]).expect("copy");
-    let mut want = vec![Seen::Header(Some(generator.into())), Seen::Unsorted];
+    let mut want = vec![
+        Seen::Sorted(100),
+        Seen::Header(Some(generator.into())),
+        Seen::Unsorted,
+    ];
     want.extend(file.blobs.iter().map(|b| Seen::Copy(b.0)));
     assert_eq!(seen, want);
     let w = written(&out);

@@ -3,7 +3,10 @@
 //! guesses the plan (one source's data frames, whole and in order) can start
 //! the copy on a thread as soon as it knows the output header, and keep only
 //! what the plan turns out to want: [`OutputFile::land_ahead`] stops the
-//! thread and keeps the copied prefix the plan asks for. The bytes after it
+//! thread and keeps the copied prefix the plan asks for. The thread copies
+//! only as far as it is allowed ([`CopyAhead::allow`]: as far as the input
+//! was read in order), so a guess proved wrong costs at most that much
+//! instead of the whole range. The bytes after the kept prefix
 //! are overwritten by what the plan does copy there, and whatever is left of
 //! them is cut off by the commit, so a wrong guess costs the wasted copy and
 //! never a wrong byte. They are not truncated at once: freeing a gigabyte of
@@ -12,17 +15,16 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::copy::{CopyStats, copy_range};
 use crate::error::{Error, Result};
 use crate::output::{OutputFile, WRITEBACK_STEP, start_writeback};
 
-/// Bytes copied between two looks at the stop flag: small enough that a
-/// wrong guess is dropped within a few tens of milliseconds. Each step is
-/// handed to the disk as it is copied.
+/// Bytes copied between two looks at the gate: small enough that a wrong
+/// guess is dropped within a few tens of milliseconds. Each step is handed
+/// to the disk as it is copied.
 const STEP: u64 = WRITEBACK_STEP;
 
 /// A range of one source being copied into the output on its own thread, at
@@ -35,8 +37,46 @@ pub struct CopyAhead {
     /// Where it starts in the source.
     offset: u64,
     len: u64,
-    stop: Arc<AtomicBool>,
+    gate: Arc<Gate>,
     thread: Option<JoinHandle<Copied>>,
+}
+
+/// How far the thread may copy, and whether it must stop.
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    moved: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// Bytes from the start of the range the thread may copy.
+    allowed: u64,
+    /// Bytes it has copied.
+    done: u64,
+    stop: bool,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        // The state is two plain fields: a panic elsewhere leaves it valid.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn change(&self, f: impl FnOnce(&mut GateState)) {
+        f(&mut self.lock());
+        self.moved.notify_all();
+    }
+
+    /// Wait until more than `done` bytes are allowed; the bytes allowed, or
+    /// `None` once the thread must stop.
+    fn wait_past(&self, done: u64) -> Option<u64> {
+        let mut s = self.lock();
+        while !s.stop && s.allowed <= done {
+            s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        (!s.stop).then_some(s.allowed)
+    }
 }
 
 /// What the thread did: bytes copied from the start of the range (a
@@ -86,18 +126,28 @@ impl CopyAhead {
         self.offset
     }
 
+    /// Let the thread copy the range up to `through`, an offset in the
+    /// source (a `sorted` plan record: the input was read in order that far).
+    /// It starts allowed nothing; an allowance never shrinks.
+    pub fn allow(&self, through: u64) {
+        let upto = through.saturating_sub(self.offset).min(self.len);
+        self.gate.change(|s| s.allowed = s.allowed.max(upto));
+    }
+
     /// Ask the thread to stop after its current step, without waiting: the
     /// guess proved wrong, but what it copied may still be the prefix the
     /// plan keeps ([`OutputFile::land_ahead`] decides when the ops come).
     pub fn halt(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.gate.change(|s| s.stop = true);
     }
 
-    /// Stop (unless `wait`) and wait for the thread.
+    /// Stop, or with `wait` allow the whole range, and wait for the thread.
     fn join(&mut self, wait: bool) -> Copied {
-        if !wait {
-            self.stop.store(true, Ordering::Relaxed);
-        }
+        let len = self.len;
+        self.gate.change(|s| match wait {
+            true => s.allowed = len,
+            false => s.stop = true,
+        });
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(copied)) => copied,
             Some(Err(_)) => Copied {
@@ -115,12 +165,15 @@ impl Drop for CopyAhead {
     }
 }
 
-/// Copy `len` bytes at `offset` of `src` to `dst` at `at`, in steps, until
-/// done, stopped or failed.
-fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, stop: &AtomicBool) -> Copied {
+/// Copy `len` bytes at `offset` of `src` to `dst` at `at`, in steps as far
+/// as the gate allows, until done, stopped or failed.
+fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, gate: &Gate) -> Copied {
     let mut c = Copied::default();
-    while c.done < len && !stop.load(Ordering::Relaxed) {
-        let step = (len - c.done).min(STEP);
+    while c.done < len {
+        let Some(allowed) = gate.wait_past(c.done) else {
+            break;
+        };
+        let step = (allowed - c.done).min(STEP);
         let mut stats = CopyStats::default();
         let res = copy_range(
             src,
@@ -140,13 +193,16 @@ fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, stop: &Ato
         start_writeback(dst, at + c.done, step);
         c.done += step;
         c.steps.push(stats);
+        let done = c.done;
+        gate.change(|s| s.done = done);
     }
     c
 }
 
 impl OutputFile {
-    /// Start copying `len` bytes at `offset` of `src` to the output's
-    /// current position on a new thread. The position does not move: nothing
+    /// Start a thread that copies `len` bytes at `offset` of `src` to the
+    /// output's current position as far as [`CopyAhead::allow`] lets it
+    /// (nothing at first). The position does not move: nothing
     /// else may be written until [`OutputFile::land_ahead`]. Not for
     /// standard output, which cannot be truncated.
     pub fn copy_ahead(
@@ -170,17 +226,17 @@ impl OutputFile {
         let src = dup(src, &name.display().to_string())?;
         let dst = dup(self.file(), self.name())?;
         let at = self.position();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
+        let gate = Arc::new(Gate::default());
+        let shared = Arc::clone(&gate);
         let thread = std::thread::Builder::new()
             .name("copy-ahead".into())
-            .spawn(move || copy_steps(&src, offset, len, &dst, at, &flag))
+            .spawn(move || copy_steps(&src, offset, len, &dst, at, &shared))
             .map_err(|e| Error::io("copy ahead: starting a thread", e))?;
         Ok(CopyAhead {
             at,
             offset,
             len,
-            stop,
+            gate,
             thread: Some(thread),
         })
     }
@@ -258,6 +314,7 @@ mod tests {
     fn a_prefix_is_kept_and_the_rest_cut_off() {
         let (dir, f, src, mut out) = setup(200_000, b"H");
         let ahead = out.copy_ahead(&f, &src, 10, 199_990).expect("start");
+        ahead.allow(200_000);
         // Let the thread finish, so the cut really removes copied bytes.
         std::thread::sleep(std::time::Duration::from_millis(200));
         let landed = out.land_ahead(ahead, 5000).expect("land");
@@ -277,6 +334,7 @@ mod tests {
     fn dropped_bytes_are_overwritten_by_what_the_plan_writes_there() {
         let (dir, f, src, mut out) = setup(100_000, b"H");
         let ahead = out.copy_ahead(&f, &src, 0, 100_000).expect("start");
+        ahead.allow(100_000);
         std::thread::sleep(std::time::Duration::from_millis(200));
         let landed = out.land_ahead(ahead, 10).expect("land");
         assert_eq!(landed.kept, 10);
@@ -284,6 +342,39 @@ mod tests {
         out.write_all(&other).expect("write over the dropped bytes");
         let want = [b"H".as_slice(), &fs::read(&src).expect("src")[..10], &other].concat();
         assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn the_thread_copies_only_what_it_is_allowed() {
+        let (dir, f, src, mut out) = setup(200_000, b"H");
+        let ahead = out.copy_ahead(&f, &src, 1000, 199_000).expect("start");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(ahead.gate.lock().done, 0, "copied before it was allowed");
+        ahead.allow(51_000);
+        let start = std::time::Instant::now();
+        while ahead.gate.lock().done < 50_000 {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "the allowed bytes were not copied"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let landed = out.land_ahead(ahead, 0).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (0, 50_000));
+        assert_eq!(committed(&dir, out), b"H");
+    }
+
+    #[test]
+    fn an_allowance_never_shrinks_nor_passes_the_range() {
+        let (_dir, f, src, mut out) = setup(200_000, b"H");
+        let ahead = out.copy_ahead(&f, &src, 1000, 199_000).expect("start");
+        ahead.allow(300_000);
+        ahead.allow(2000);
+        assert_eq!(ahead.gate.lock().allowed, 199_000);
+        let landed = out.land_ahead(ahead, 199_000).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (199_000, 0));
+        assert!(landed.stopped_by.is_none(), "{landed:?}");
     }
 
     #[test]

@@ -526,6 +526,20 @@ impl<R: BufRead> PlanReader<R> {
                     ));
                 }
             }
+            PlanRecord::Sorted(s) => {
+                if self.seen.ops > 0 {
+                    return Err(Error::invalid(
+                        "sorted record after an op: it is news only before the first op",
+                    ));
+                }
+                let src = self.header.sources.iter().find(|r| r.id == s.source);
+                if !src.is_some_and(|r| !r.spool && s.through <= r.size) {
+                    return Err(Error::invalid(format!(
+                        "sorted record: offset {} of source {} lies outside the plan's sources",
+                        s.through, s.source
+                    )));
+                }
+            }
             PlanRecord::Header(h) => {
                 if self.seen.ops > 0 {
                     return Err(Error::invalid(

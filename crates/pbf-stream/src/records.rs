@@ -199,6 +199,9 @@ pub enum PlanRecord {
     /// order, so a copy ahead on that guess is wasted; only before the
     /// first op.
     Unsorted(Unsorted),
+    /// After an early plan record: how far the last input has been read
+    /// sorted and in file order, so far; only before the first op.
+    Sorted(SortedThrough),
     /// Closes the plan.
     End(PlanEnd),
 }
@@ -210,6 +213,21 @@ pub enum PlanRecord {
 /// then instead of when the first op comes (after a merge stage finishes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unsorted {}
+
+/// The plan stream's `sorted` record:
+/// `{"type":"sorted","source":0,"through":OFFSET}`. A planner that wrote its
+/// plan record early writes it as it reads the last input on in order: every
+/// frame of `source` that ends at or before `through` was read, and they are
+/// sorted and in file order. A copier copies that input ahead only as far as
+/// these records say, so a guess proved wrong costs at most what was read
+/// in order before the first blob out of it, never a copy of the whole file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SortedThrough {
+    /// The source read in order (the plan's last ordinary source).
+    pub source: u32,
+    /// Byte offset in it up to which its frames were read in order.
+    pub through: u64,
+}
 
 /// The plan stream's `header` record. A plan record written early (before
 /// every blob was read) may carry a header that a later OSMHeader of an

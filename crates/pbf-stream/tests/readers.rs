@@ -129,6 +129,18 @@ fn plan_valid() {
     assert!(matches!(&ops[..], [PlanRecord::Copy(c)] if c.length == 90));
 }
 
+const SORTED: &str = r#"{"type":"sorted","source":0,"through":60}"#;
+
+#[test]
+fn a_sorted_record_before_the_ops_is_read() {
+    let ops = read_plan(&[plan_line(100), SORTED.into(), COPY.into(), END.into()].join("\n"))
+        .expect("valid");
+    assert!(
+        matches!(&ops[..], [PlanRecord::Sorted(s), PlanRecord::Copy(_)] if s.through == 60),
+        "{ops:?}"
+    );
+}
+
 #[test]
 fn plan_errors_name_the_line() {
     let past_end = COPY.replace("\"length\":90", "\"length\":91");
@@ -179,6 +191,27 @@ fn plan_errors_name_the_line() {
             "line 1: pbf-sort/plan version 9 is not supported",
         ),
         (vec![], "empty plan stream"),
+        (
+            vec![plan_line(100), COPY.into(), SORTED.into(), END.into()],
+            "line 3: sorted record after an op",
+        ),
+        (
+            vec![
+                plan_line(100),
+                SORTED.replace("60", "101"),
+                COPY.into(),
+                END.into(),
+            ],
+            "line 2: sorted record: offset 101 of source 0 lies outside",
+        ),
+        (
+            vec![
+                plan_line(100),
+                SORTED.replace("\"source\":0", "\"source\":2"),
+                END.into(),
+            ],
+            "line 2: sorted record: offset 60 of source 2 lies outside",
+        ),
     ];
     for (lines, want) in cases {
         let err = read_plan(&lines.join("\n")).expect_err(want);

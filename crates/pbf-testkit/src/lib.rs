@@ -176,7 +176,7 @@ pub fn sorted_plan(file: &Indexed, with_frames: bool) -> (PlanHeader, Vec<PlanRe
 }
 
 /// A plan as JSON Lines: the plan record, `records` (ops, `header` and
-/// `unsorted` records), and, when `end`, the end record counting the ops.
+/// `unsorted` and `sorted` records), and, when `end`, the end record counting the ops.
 pub fn plan_bytes(header: &PlanHeader, records: &[PlanRecord], end: bool) -> Vec<u8> {
     let mut w = Writer::new(Vec::new());
     w.write(&PlanRecord::Plan(header.clone())).expect("plan");
@@ -185,7 +185,7 @@ pub fn plan_bytes(header: &PlanHeader, records: &[PlanRecord], end: bool) -> Vec
         match r {
             PlanRecord::Copy(c) => tally.add_copy(c),
             PlanRecord::Merge(m) => tally.add_merge(m),
-            PlanRecord::Header(_) | PlanRecord::Unsorted(_) => {}
+            PlanRecord::Header(_) | PlanRecord::Unsorted(_) | PlanRecord::Sorted(_) => {}
             PlanRecord::Plan(_) | PlanRecord::End(_) => panic!("not a record inside a plan"),
         }
         w.write(r).expect("record");

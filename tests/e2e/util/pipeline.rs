@@ -113,7 +113,13 @@ pub fn with_header_record(plan: &[u8]) -> Vec<u8> {
         }),
         ..first.header.clone()
     };
-    recs.insert(1, PlanRecord::Header(OutputHeader { header }));
+    // After the plan record and any `sorted` record: the news of a later
+    // OSMHeader comes when the planner reads it.
+    let at = recs
+        .iter()
+        .position(|r| !matches!(r, PlanRecord::Plan(_) | PlanRecord::Sorted(_)))
+        .unwrap_or(recs.len());
+    recs.insert(at, PlanRecord::Header(OutputHeader { header }));
     let mut w = Writer::new(Vec::new());
     for r in &recs {
         w.write(r).expect("record");

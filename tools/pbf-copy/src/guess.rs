@@ -2,7 +2,8 @@
 //! of its only input whole and in file order, which is the plan of a sorted
 //! file. The copy starts as soon as the plan record is read (pbf-overlap
 //! `--sources` writes it before planning, so under pbf-sort this is while
-//! the index is still being built) and runs beside the wait for the ops.
+//! the index is still being built) and runs beside the wait for the ops, as
+//! far as the plan's `sorted` records say the input was read in order.
 //! Each copy op that continues the guess only moves its end; the first one
 //! that does not, or the plan's end, lands it: the copied prefix the plan
 //! asked for stays, the rest is cut off (`pbf_output::CopyAhead`). A plan
@@ -13,7 +14,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
 use pbf_output::{CopyAhead, CopySources, Landed, OutputFile, frames};
-use pbf_stream::CopyOp;
+use pbf_stream::{CopyOp, SortedThrough};
 
 /// A copy ahead and how far the plan has confirmed it.
 #[derive(Debug)]
@@ -64,6 +65,14 @@ impl Guess {
         self.next += op.length;
         self.line = line;
         true
+    }
+
+    /// Copy ahead as far as a plan `sorted` record says the input was read
+    /// in order (a record about another source says nothing of this one).
+    pub fn allow(&self, sorted: SortedThrough) {
+        if sorted.source == self.source {
+            self.ahead.allow(sorted.through);
+        }
     }
 
     /// Stop copying ahead (a plan `unsorted` record: the input is not in

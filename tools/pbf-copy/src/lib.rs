@@ -55,10 +55,11 @@ pub fn command() -> Command {
              Copy ahead: when the plan record says it was written early (pbf-overlap --sources \
              writes it before it plans, once the first blobs are read in order) and the plan \
              has one input file (beside spools), its data frames are copied behind the header \
-             on a second thread as soon as the plan record is read, on the guess that the \
-             input is sorted and the ops will copy them whole and in order, so this copy runs \
-             while the input is still being indexed; each step is handed to the disk as it is \
-             copied. A plan record written after planning starts no copy: its ops follow at \
+             on a second thread, on the guess that the input is sorted and the ops will \
+             copy them whole and in order, so this copy runs while the input is still being \
+             indexed: as far as the plan's sorted records say the input was read in order, \
+             and no further once an unsorted record says it is not. Each step is handed to \
+             the disk as it is copied. A plan record written after planning starts no copy: its ops follow at \
              once, or as pbf-merge finishes them, and a guess would only compete with the \
              merge. Each op that follows the guess is checked \
              against it; the first op that does not, or the end of the plan, stops the thread: \
@@ -168,6 +169,13 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             Step::Unsorted => {
                 if let Some(g) = guess.as_ref() {
                     g.halt();
+                }
+                return Ok(());
+            }
+            // Read in order so far: copy ahead that far.
+            Step::Sorted(s) => {
+                if let Some(g) = guess.as_ref() {
+                    g.allow(s);
                 }
                 return Ok(());
             }

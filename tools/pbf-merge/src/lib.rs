@@ -444,9 +444,10 @@ fn rewrite(
             }
             // A new output header (after an early plan record) comes before
             // any op: passed on at once, so a copier can start over.
-            // So is word that the input is not in order: a copier drops its
-            // copy ahead at once, not when the merge is done.
-            Some(rec @ PlanRecord::Unsorted(_)) => {
+            // So is word of how far the input is in order: a copier copies
+            // ahead that far, and drops its copy ahead at once when it is
+            // not, not when the merge is done.
+            Some(rec @ (PlanRecord::Unsorted(_) | PlanRecord::Sorted(_))) => {
                 out.write(&rec)?;
                 out.flush()?;
             }

@@ -42,6 +42,7 @@ impl OpQueue {
                             | PlanRecord::Merge(_)
                             | PlanRecord::Header(_)
                             | PlanRecord::Unsorted(_)
+                            | PlanRecord::Sorted(_)
                     ))
                 );
                 // A closed channel: the merge failed and nobody reads on.

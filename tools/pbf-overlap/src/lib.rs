@@ -19,7 +19,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{
     BlobRecord, CopyOp, Counts, IndexReader, IndexRecord, OutputHeader, PlanEnd, PlanHeader,
-    PlanRecord, SourceRecord, SourceRef, StreamTime, Unsorted, Writer,
+    PlanRecord, SortedThrough, SourceRecord, SourceRef, StreamTime, Unsorted, Writer,
 };
 
 use plan::{Op, Segment};
@@ -412,6 +412,11 @@ impl Input {
 /// that copy. Sixteen blobs are a moment of indexing.
 const IN_ORDER_FIRST: u32 = 16;
 
+/// Bytes of the last source read in order between two `sorted` records: a
+/// copier copies ahead in steps of this size too, so it follows the index
+/// a step behind, with a record per step.
+const SORTED_STEP: u64 = 16 << 20;
+
 /// The plan stream being written: its record goes out as soon as it is
 /// known (`--sources`), the ops once every blob is read.
 struct PlanOut {
@@ -427,6 +432,8 @@ struct PlanOut {
     /// The header of the plan record, when it went out before the blobs
     /// were read.
     early: Option<Header>,
+    /// The offset of the last `sorted` record.
+    sorted_through: u64,
 }
 
 impl PlanOut {
@@ -437,6 +444,7 @@ impl PlanOut {
             sources,
             in_order: Some((0, 0)),
             early: None,
+            sorted_through: 0,
         }
     }
 
@@ -476,8 +484,22 @@ impl PlanOut {
             return Ok(());
         }
         self.out.write(&plan_record(input, header.clone(), true))?;
-        self.out.flush()?;
         self.early = Some(header);
+        self.sorted(seg)
+    }
+
+    /// Say that the last source is in order through `seg`, now (after the
+    /// early plan record) or once it is a step past the last such record.
+    fn sorted(&mut self, seg: &Segment) -> Result<()> {
+        if self.sorted_through > 0 && seg.end() < self.sorted_through + SORTED_STEP {
+            return Ok(());
+        }
+        self.sorted_through = seg.end();
+        self.out.write(&PlanRecord::Sorted(SortedThrough {
+            source: seg.source(),
+            through: seg.end(),
+        }))?;
+        self.out.flush()?;
         Ok(())
     }
 
@@ -503,10 +525,11 @@ impl PlanOut {
             return Ok(());
         }
         self.follow(seg);
-        if self.in_order.is_none() {
-            self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
-            self.out.flush()?;
+        if self.in_order.is_some() {
+            return self.sorted(seg);
         }
+        self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
+        self.out.flush()?;
         Ok(())
     }
 

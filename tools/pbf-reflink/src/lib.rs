@@ -151,7 +151,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         let op = match step {
             Step::Header(h) => return head.replace(h, &mut w.out),
             // pbf-reflink does not copy ahead.
-            Step::Unsorted => return Ok(()),
+            Step::Unsorted | Step::Sorted(_) => return Ok(()),
             Step::Copy(op) => op,
         };
         head.write(&mut w.out)?;
