@@ -30,7 +30,9 @@ pub mod indexdata;
 pub mod key;
 pub mod padding;
 pub mod prefetch;
-pub mod proto;
+#[cfg(test)]
+#[path = "../tests/proto/mod.rs"]
+mod proto;
 pub mod scan;
 pub mod sniff;
 pub mod walk;

@@ -16,9 +16,11 @@ use pbf_format::block::{
 };
 use pbf_format::compress::{self, Compression};
 use pbf_format::frame::{self, BlobType, PbfFile};
-use pbf_format::{Kind, Result, proto};
+use pbf_format::{Kind, Result};
 use proptest::prelude::*;
 use prost::Message;
+
+mod proto;
 
 // ------------------------------------------------------------ strategies
 

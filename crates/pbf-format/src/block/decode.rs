@@ -4,7 +4,8 @@
 //! block, and tags, refs and members into the block's shared arrays, so a
 //! block costs a handful of allocations however many elements it holds.
 //!
-//! It reads exactly what the prost messages of [`crate::proto`] would:
+//! It reads exactly what prost's messages (the tests' oracle,
+//! `tests/proto`) would:
 //! unknown fields are skipped, a repeated field may be packed or not and may
 //! come in several pieces, a message field that occurs twice is merged (its
 //! arrays appended, its last scalars winning), a missing scalar is its

@@ -5,8 +5,9 @@
 //! source block, not by hashing); the second writes the table, then each
 //! group and message in place behind its length, so every byte is copied
 //! into the output once. No protobuf structs and no per-element vectors are
-//! needed. The output is what the prost messages of [`crate::proto`] would
-//! encode (fields in number order).
+//! needed. The output is what prost would encode for the same messages,
+//! fields in number order (the tests check it against their oracle,
+//! `tests/proto`).
 
 use std::collections::HashMap;
 
