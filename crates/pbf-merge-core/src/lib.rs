@@ -69,9 +69,8 @@ use writer::{BlockWriter, Codec, Cut, Encoded, Target};
 pub struct Options {
     /// Memory budget of a merge op (default 1 GiB): a record of each input
     /// blob, decoded objects (estimated from the blobs' sizes and object
-    /// counts, and for spill records in
-    /// [`pbf_format::block::Element::approx_size`] bytes) and sorted runs
-    /// kept in memory. Encoding buffers (a few blocks per thread) come on
+    /// counts, and for spill records by each object's decoded size as the
+    /// merge counts it) and sorted runs kept in memory. Encoding buffers (a few blocks per thread) come on
     /// top.
     pub memory: u64,
     /// Compression of the output blocks (default zlib:6).

@@ -45,7 +45,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use pbf_format::Kind;
-use pbf_format::block::{BadIndex, ColumnsBuilder, InfoIndex, InfoView, Obj};
+use pbf_format::block::{BadIndex, ColumnsBuilder, Info, Obj, prefetched};
 use pbf_format::compress::{self, Compression};
 use pbf_format::hash::FxBuild;
 
@@ -63,19 +63,7 @@ pub(crate) fn write_record(elements: &[Obj<'_>], blobs: &[u32], c: Compression) 
         id: 0,
     };
     put(&mut w.out, elements.len() as u64);
-    for (i, (&e, &blob)) in elements.iter().zip(blobs).enumerate() {
-        if let Some(ahead) = elements.get(i + 16) {
-            ahead.prefetch();
-        }
-        if let Some(ahead) = elements.get(i + 8) {
-            ahead.prefetch_strings();
-        }
-        if let Some(ahead) = elements.get(i + 4) {
-            ahead.prefetch_bytes();
-        }
-        if let Some(ahead) = elements.get(i + 2) {
-            ahead.prefetch_tag_bytes();
-        }
+    for (e, &blob) in prefetched(elements).zip(blobs) {
         w.element(e, blob);
     }
     let blob = compress::encode_blob(&w.out, c)?;
@@ -136,7 +124,7 @@ struct Compact {
 }
 
 impl Compact {
-    fn of(i: InfoView<'_>) -> Option<Compact> {
+    fn of(i: Info<&[u8]>) -> Option<Compact> {
         if i.timestamp_ms % 1000 != 0 {
             return None;
         }
@@ -456,7 +444,7 @@ impl<'a> Reader<'a> {
         Ok(self.blob)
     }
 
-    fn info(&mut self, flags: u64) -> Result<InfoIndex> {
+    fn info(&mut self, flags: u64) -> Result<Info<u32>> {
         let version = self.i32()?;
         let (timestamp_ms, changeset, uid) = match flags & 32 {
             0 => (self.signed()?, self.signed()?, self.i32()?),
@@ -466,7 +454,7 @@ impl<'a> Reader<'a> {
                 i32::from_le_bytes(self.fixed()?),
             ),
         };
-        Ok(InfoIndex {
+        Ok(Info {
             version,
             timestamp_ms,
             changeset,
@@ -529,7 +517,7 @@ fn bad_index(_: BadIndex) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_format::block::{Changeset, Element, Info, Member, Node, Relation, Str, Way};
+    use pbf_format::block::{Changeset, Columns, Element, Member, Node, Relation, Str, Way};
 
     fn s(x: &str) -> Str {
         Str::from(x.as_bytes())
@@ -642,13 +630,18 @@ mod tests {
         ]
     }
 
+    /// Every object of `columns`, in order.
+    fn views(columns: &Columns) -> Vec<Obj<'_>> {
+        (0..columns.len()).map(|i| columns.get(i)).collect()
+    }
+
     #[test]
     fn records_round_trip_every_field() {
         let elements = sample();
+        let columns = Columns::from_elements(&elements);
         let blobs = [7, 8, 9, 10, 11, 12, 13, 3, 1, u32::MAX, 0, 40, 41];
         for c in [Compression::None, Compression::Lz4] {
-            let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
-            let record = write_record(&views, &blobs, c).expect("write");
+            let record = write_record(&views(&columns), &blobs, c).expect("write");
             let mut block = read_record(&record).expect("read");
             let mut got = Vec::new();
             while let Some((order, e)) = block.take() {
@@ -667,9 +660,8 @@ mod tests {
     /// elsewhere, is written once and referenced after that.
     #[test]
     fn each_string_is_written_once_per_record() {
-        let elements = sample();
-        let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
-        let record = write_record(&views, &[0; 13], Compression::None).expect("write");
+        let columns = Columns::from_elements(&sample());
+        let record = write_record(&views(&columns), &[0; 13], Compression::None).expect("write");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         for word in ["highway", "alice", "stop"] {
             let found = payload
@@ -698,7 +690,8 @@ mod tests {
         let (changeset, uid) = (150_000_000, 20_000_000);
         let flags_of = |timestamp_ms: i64, lat: i64| {
             let e = placed_in(20, (timestamp_ms, changeset, uid), lat, 1_340_000_000);
-            let record = write_record(&[Obj::Element(&e)], &[0], Compression::None).expect("w");
+            let columns = Columns::from_elements(&[e]);
+            let record = write_record(&views(&columns), &[0], Compression::None).expect("w");
             let payload = compress::decode_blob(&record[4..]).expect("blob");
             (payload[1], payload.len())
         };
@@ -711,10 +704,9 @@ mod tests {
 
     #[test]
     fn corrupt_records_are_errors() {
-        let sample = sample();
-        let views: Vec<Obj<'_>> = sample.iter().map(Obj::Element).collect();
-        let blobs: Vec<u32> = (0..views.len() as u32).collect();
-        let record = write_record(&views, &blobs, Compression::None).expect("w");
+        let columns = Columns::from_elements(&sample());
+        let blobs: Vec<u32> = (0..columns.len() as u32).collect();
+        let record = write_record(&views(&columns), &blobs, Compression::None).expect("w");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         // Every truncation and every single-byte change either decodes or
         // fails cleanly; none panics or allocates past the record.

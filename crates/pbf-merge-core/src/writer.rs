@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
 
-use pbf_format::block::{self, Columns, EncodeOptions, Obj};
+use pbf_format::block::{self, BLOCK_SLACK, Columns, EncodeOptions, Obj};
 use pbf_format::compress::{self, Compression};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, frame, indexdata};
@@ -45,7 +45,7 @@ pub(crate) struct Encoded {
     pub bytes: Vec<u8>,
     /// The keys of the block.
     pub summary: Summary,
-    /// Sum of [`Element::approx_size`] of the block's elements.
+    /// Sum of [`Order::approx`] of the block's elements.
     pub approx: u64,
 }
 
@@ -54,14 +54,11 @@ pub(crate) struct Encoded {
 pub(crate) struct Cut {
     /// Most elements.
     pub elements: usize,
-    /// Most bytes by [`Element::encoded_size_bound`].
+    /// Most bytes by [`Order::encoded`].
     pub encoded: usize,
-    /// Most bytes by [`Element::approx_size`] (decoded memory).
+    /// Most bytes by [`Order::approx`] (decoded memory).
     pub approx: usize,
 }
-
-/// Allowance for a block's own fields, as in `block::split_points`.
-const BLOCK_SLACK: usize = 256;
 
 /// Cuts, encodes and writes blocks in order.
 pub(crate) struct BlockWriter<T: Target> {
