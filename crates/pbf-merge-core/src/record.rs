@@ -48,6 +48,7 @@ use pbf_format::Kind;
 use pbf_format::block::{BadIndex, ColumnsBuilder, Info, Obj, prefetched};
 use pbf_format::compress::{self, Compression};
 use pbf_format::hash::FxBuild;
+use pbf_format::wire::{self, decode_zigzag, encode_zigzag, put_varint as put};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::sorted::Block;
@@ -102,16 +103,8 @@ fn corrupt(m: &str) -> Error {
     Error::new(ErrorKind::CorruptSpill(m.into()))
 }
 
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn put_signed(out: &mut Vec<u8>, v: i64) {
-    put(out, ((v << 1) ^ (v >> 63)) as u64);
+    put(out, encode_zigzag(v));
 }
 
 /// Metadata fields at a fixed width: a timestamp in whole seconds and a
@@ -314,8 +307,7 @@ impl<'a> Writer<'a> {
 
 /// A cursor over a payload, building the record's columns.
 struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    r: wire::Reader<'a>,
     out: ColumnsBuilder,
     blob: u32,
     id: i64,
@@ -326,8 +318,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn new(buf: &'a [u8]) -> Reader<'a> {
         Reader {
-            buf,
-            pos: 0,
+            r: wire::Reader::new(buf),
             out: ColumnsBuilder::default(),
             blob: 0,
             id: 0,
@@ -336,40 +327,24 @@ impl<'a> Reader<'a> {
     }
 
     fn is_empty(&self) -> bool {
-        self.pos >= self.buf.len()
+        self.r.is_empty()
     }
 
     #[inline]
     fn varint(&mut self) -> Result<u64> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let &b = self
-                .buf
-                .get(self.pos)
-                .ok_or_else(|| corrupt("truncated varint"))?;
-            self.pos += 1;
-            value |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(value);
-            }
-        }
-        Err(corrupt("varint longer than 10 bytes"))
+        self.r.try_varint().ok_or_else(|| corrupt("bad varint"))
     }
 
     fn signed(&mut self) -> Result<i64> {
-        let v = self.varint()?;
-        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+        Ok(decode_zigzag(self.varint()?))
     }
 
     /// Four bytes of a fixed-width field.
     fn fixed(&mut self) -> Result<[u8; 4]> {
-        let bytes = self
-            .buf
-            .get(self.pos..)
-            .and_then(|rest| rest.first_chunk::<4>())
-            .ok_or_else(|| corrupt("truncated fixed-width field"))?;
-        self.pos += 4;
-        Ok(*bytes)
+        self.r
+            .try_take(4)
+            .and_then(|b| b.first_chunk::<4>().copied())
+            .ok_or_else(|| corrupt("truncated fixed-width field"))
     }
 
     /// A coordinate on the grid of 100 nanodegrees, in nanodegrees.
@@ -385,7 +360,7 @@ impl<'a> Reader<'a> {
     /// against the bytes left before anything is allocated for them.
     fn count(&mut self, min_bytes: usize) -> Result<usize> {
         let n = self.varint()?;
-        let left = self.buf.len() - self.pos.min(self.buf.len());
+        let left = self.r.rest().len();
         match usize::try_from(n) {
             Ok(n) if n.saturating_mul(min_bytes) <= left => Ok(n),
             _ => Err(corrupt("count larger than the record")),
@@ -402,9 +377,11 @@ impl<'a> Reader<'a> {
         }
         let len = self.count(1)?;
         // A record is at most MAX_RAW_SIZE bytes, so offsets fit in u32.
-        let start = self.pos as u32;
-        self.pos += len;
-        Ok(self.out.string(start, self.pos as u32))
+        let start = self.r.position() as u32;
+        self.r
+            .try_take(len)
+            .ok_or_else(|| corrupt("truncated string"))?;
+        Ok(self.out.string(start, self.r.position() as u32))
     }
 
     /// One element into the columns; returns its input blob's position.
