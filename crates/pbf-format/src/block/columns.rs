@@ -390,11 +390,6 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// [`Shape::encoded_bound`] of the object.
-    pub fn encoded_size_bound(self) -> usize {
-        self.shape().encoded_bound()
-    }
-
     /// Start loading the object's fields into the caches.
     #[inline]
     fn prefetch_fields(self) {
