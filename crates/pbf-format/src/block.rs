@@ -1,11 +1,11 @@
-//! A full, lossless PrimitiveBlock codec: decode an OSMData block into owned
-//! elements and encode elements back into a block. Only the tools that must
-//! rewrite blocks (merging overlapping blobs) need it; everything else copies
-//! blobs without decoding.
+//! A full, lossless PrimitiveBlock codec: decode an OSMData block into
+//! [`Columns`], and encode views of their objects ([`Obj`]) back into a
+//! block. Only the tools that must rewrite blocks (merging overlapping
+//! blobs) need it; everything else copies blobs without decoding.
 //!
 //! Lossless means that tags (as raw bytes), every metadata field including
 //! `visible`, way node locations, relation roles and member types, and the
-//! exact coordinates and timestamps survive `decode_block(encode_block(x))`.
+//! exact coordinates and timestamps survive a decode of an encode.
 //! Coordinates are held in absolute nanodegrees and timestamps in
 //! milliseconds, so a block with any granularity or offset decodes without
 //! loss; the encoder picks the coarsest standard scale that is exact.
@@ -14,26 +14,26 @@
 //! string indexes are checked, and delta decoding wraps instead of
 //! overflowing.
 //!
-//! The element types live here; the decoder ([`decode_block`]) and the
-//! encoder ([`encode_block`]) are hand-written on the protobuf wire format in
-//! the submodules `decode` and `encode`, for speed: merging re-encodes every
-//! element it touches.
+//! The submodules: `columns` (the decoded form and its view), `decode`
+//! ([`decode_columns`]) and `encode` ([`encode_objects`]), hand-written on
+//! the protobuf wire format for speed (merging re-encodes every object it
+//! touches), and `element`: [`Element`], one object owned, for programs
+//! that build blocks or read them whole ([`encode_block`], [`decode_block`],
+//! which go by way of columns).
 
-use std::mem::size_of;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::key::{key_version, tie_seconds};
-use crate::{Key, Kind};
+use crate::Kind;
 
 mod columns;
 mod decode;
+mod element;
 mod encode;
 
-pub use columns::{
-    BadIndex, Columns, ColumnsBuilder, InfoIndex, InfoView, MergeParts, Obj, Object, Tags,
-};
+pub use columns::{BadIndex, Columns, ColumnsBuilder, Obj, Object, Tags, prefetched};
 pub use decode::{decode_block, decode_columns};
+pub use element::{Changeset, Element, Member, Node, Relation, Way};
 pub use encode::{encode_block, encode_objects};
 
 /// A string of a block's string table: raw bytes, since PBF does not promise
@@ -44,9 +44,12 @@ pub type Str = Arc<[u8]>;
 pub type Tag = (Str, Str);
 
 /// Metadata of one object version. All fields hold absolute values; a field
-/// the file leaves out decodes to its protobuf default, shown below.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Info {
+/// the file leaves out decodes to its protobuf default, shown below. The
+/// user name is held as the storage needs: owned ([`Str`], in an
+/// [`Element`]), as a string index (`u32`, in [`Columns`] and for
+/// [`ColumnsBuilder`]) or borrowed (`&[u8]`, from an [`Obj`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Info<U = Str> {
     /// Version; -1 when the file stores none (the protobuf default).
     pub version: i32,
     /// Timestamp in milliseconds since the Unix epoch (0 when absent).
@@ -56,217 +59,69 @@ pub struct Info {
     /// User id (0 when absent).
     pub uid: i32,
     /// User name (empty when absent).
-    pub user: Str,
+    pub user: U,
     /// The `visible` flag of history files; `None` when the file stores none.
     pub visible: Option<bool>,
 }
 
-/// A node.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Node {
-    /// Node id (may be zero or negative).
-    pub id: i64,
-    /// Metadata, when the file stores any.
-    pub info: Option<Info>,
-    /// Latitude in nanodegrees.
-    pub lat: i64,
-    /// Longitude in nanodegrees.
-    pub lon: i64,
-    /// Tags in stored order.
-    pub tags: Vec<Tag>,
-}
-
-/// A way.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Way {
-    /// Way id (may be zero or negative).
-    pub id: i64,
-    /// Metadata, when the file stores any.
-    pub info: Option<Info>,
-    /// Tags in stored order.
-    pub tags: Vec<Tag>,
-    /// Node ids, absolute.
-    pub refs: Vec<i64>,
-    /// `LocationsOnWays`: one `(lat, lon)` in nanodegrees per ref, or empty
-    /// when the file stores none.
-    pub locations: Vec<(i64, i64)>,
-}
-
-/// A relation member.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Member {
-    /// Member type: node, way or relation.
-    pub kind: Kind,
-    /// Member id, absolute.
-    pub id: i64,
-    /// Role (may be empty).
-    pub role: Str,
-}
-
-/// A relation.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Relation {
-    /// Relation id (may be zero or negative).
-    pub id: i64,
-    /// Metadata, when the file stores any.
-    pub info: Option<Info>,
-    /// Tags in stored order.
-    pub tags: Vec<Tag>,
-    /// Members in stored order.
-    pub members: Vec<Member>,
-}
-
-/// A changeset: PBF stores only its id.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Changeset {
-    /// Changeset id.
-    pub id: i64,
-}
-
-/// One OSM object version of any kind.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Element {
-    /// A node.
-    Node(Node),
-    /// A way.
-    Way(Way),
-    /// A relation.
-    Relation(Relation),
-    /// A changeset.
-    Changeset(Changeset),
-}
-
-impl Element {
-    /// The sort key: kind, id and version (0 when there is no metadata).
-    pub fn key(&self) -> Key {
-        let version = self.info().map_or(0, |i| key_version(i.version));
-        Key::new(self.kind(), self.id(), version)
+impl<U> Info<U> {
+    /// The same metadata with the user name held as `f` gives it.
+    #[inline]
+    pub fn map_user<V>(self, f: impl FnOnce(U) -> V) -> Info<V> {
+        Info {
+            version: self.version,
+            timestamp_ms: self.timestamp_ms,
+            changeset: self.changeset,
+            uid: self.uid,
+            user: f(self.user),
+            visible: self.visible,
+        }
     }
+}
 
-    /// What orders equal keys before input order ([`crate::key::tie_seconds`]):
-    /// the timestamp in whole seconds, 0 when there is none.
-    pub fn tie_seconds(&self) -> u32 {
-        self.info().map_or(0, |i| tie_seconds(i.timestamp_ms))
-    }
-
+/// What the size estimates of an object count: its kind, and how many
+/// tags, refs, locations and members it has and how many bytes its strings
+/// take. [`Shape::encoded_bound`] is the encoder's bound; the merge's
+/// memory budget is computed from the same shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
     /// The kind of object.
-    pub fn kind(&self) -> Kind {
-        match self {
-            Element::Node(_) => Kind::Node,
-            Element::Way(_) => Kind::Way,
-            Element::Relation(_) => Kind::Relation,
-            Element::Changeset(_) => Kind::Changeset,
-        }
-    }
-
-    /// The object id.
-    pub fn id(&self) -> i64 {
-        match self {
-            Element::Node(n) => n.id,
-            Element::Way(w) => w.id,
-            Element::Relation(r) => r.id,
-            Element::Changeset(c) => c.id,
-        }
-    }
-
-    /// The metadata, if any (changesets have none).
-    pub fn info(&self) -> Option<&Info> {
-        match self {
-            Element::Node(n) => n.info.as_ref(),
-            Element::Way(w) => w.info.as_ref(),
-            Element::Relation(r) => r.info.as_ref(),
-            Element::Changeset(_) => None,
-        }
-    }
-
-    /// The tags (empty for changesets).
-    pub fn tags(&self) -> &[Tag] {
-        match self {
-            Element::Node(n) => &n.tags,
-            Element::Way(w) => &w.tags,
-            Element::Relation(r) => &r.tags,
-            Element::Changeset(_) => &[],
-        }
-    }
-
-    /// Approximate memory use in bytes (inline size plus heap), for memory
-    /// budgets. Strings are counted at every use although decoded elements of
-    /// one block share them, so this errs on the high side.
-    pub fn approx_size(&self) -> usize {
-        let heap = match self {
-            Element::Node(n) => tags_heap(&n.tags) + info_heap(&n.info),
-            Element::Way(w) => {
-                tags_heap(&w.tags)
-                    + info_heap(&w.info)
-                    + w.refs.capacity() * size_of::<i64>()
-                    + w.locations.capacity() * size_of::<(i64, i64)>()
-            }
-            Element::Relation(r) => {
-                let roles: usize = r.members.iter().map(|m| str_heap(&m.role)).sum();
-                tags_heap(&r.tags)
-                    + info_heap(&r.info)
-                    + r.members.capacity() * size_of::<Member>()
-                    + roles
-            }
-            Element::Changeset(_) => 0,
-        };
-        size_of::<Element>() + heap
-    }
-
-    /// An upper bound of this element's share of an encoded block, counting
-    /// every string at every use and every varint at its widest.
-    pub fn encoded_size_bound(&self) -> usize {
-        Obj::Element(self).encoded_size_bound()
-    }
+    pub kind: Kind,
+    /// Number of tags.
+    pub tags: usize,
+    /// Bytes of the tags' keys and values.
+    pub tag_bytes: usize,
+    /// Bytes of the user name, when the object has metadata.
+    pub user: Option<usize>,
+    /// Way refs.
+    pub refs: usize,
+    /// Way locations.
+    pub locations: usize,
+    /// Relation members.
+    pub members: usize,
+    /// Bytes of the members' roles.
+    pub role_bytes: usize,
 }
 
-impl Obj<'_> {
-    /// [`Element::encoded_size_bound`], the same for both kinds of view.
-    pub fn encoded_size_bound(self) -> usize {
-        let tags = self
-            .tags()
-            .map(|(k, v)| str_bound(k) + str_bound(v))
-            .sum::<usize>()
-            + 1;
+impl Shape {
+    /// An upper bound of the object's share of an encoded block, counting
+    /// every string at every use and every varint at its widest.
+    pub fn encoded_bound(&self) -> usize {
+        // A string's table entry and one reference to it, besides its bytes.
+        let string = 1 + 2 * VARINT_MAX;
+        let tags = self.tag_bytes + self.tags * 2 * string + 1;
         let info = self
-            .info()
-            .map_or(0, |i| 6 * (VARINT_MAX + 1) + str_bound(i.user));
-        let common = ELEMENT_SLACK + tags + info;
-        match self.kind() {
-            Kind::Node => common + 3 * VARINT_MAX,
-            Kind::Way => common + VARINT_MAX * (1 + self.refs().len() + 2 * self.locations().len()),
+            .user
+            .map_or(0, |user| 6 * (VARINT_MAX + 1) + user + string);
+        let body = match self.kind {
+            Kind::Node => 3 * VARINT_MAX,
+            Kind::Way => VARINT_MAX * (1 + self.refs + 2 * self.locations),
             Kind::Relation => {
-                let members: usize = self
-                    .members()
-                    .map(|(_, _, role)| 3 * VARINT_MAX + str_bound(role))
-                    .sum();
-                common + VARINT_MAX + members
+                VARINT_MAX + self.members * (3 * VARINT_MAX + string) + self.role_bytes
             }
-            Kind::Changeset => common + VARINT_MAX,
-        }
-    }
-
-    /// Memory for budgets: [`Element::approx_size`] of an owned element; for
-    /// an object of [`Columns`], what it would take as an owned element
-    /// (its own share of the columns is smaller), so budgets do not depend
-    /// on which kind the merge holds.
-    pub fn approx_size(self) -> usize {
-        if let Obj::Element(e) = self {
-            return e.approx_size();
-        }
-        let string = |s: &[u8]| s.len() + 2 * size_of::<usize>();
-        let tags: usize = self.tags().map(|(k, v)| string(k) + string(v)).sum();
-        let members: usize = self
-            .members()
-            .map(|(_, _, role)| size_of::<Member>() + string(role))
-            .sum();
-        size_of::<Element>()
-            + self.tag_count() * size_of::<Tag>()
-            + tags
-            + self.info().map_or(0, |i| string(i.user))
-            + size_of_val(self.refs())
-            + size_of_val(self.locations())
-            + members
+            Kind::Changeset => VARINT_MAX,
+        };
+        ELEMENT_SLACK + tags + info + body
     }
 }
 
@@ -276,27 +131,9 @@ const VARINT_MAX: usize = 10;
 /// Per-element allowance for message, group and field headers.
 const ELEMENT_SLACK: usize = 64;
 
-/// Allowance for the block's own fields (granularities, offsets, headers).
-const BLOCK_SLACK: usize = 256;
-
-fn str_heap(s: &Str) -> usize {
-    // Arc header (two counters) plus the bytes.
-    s.len() + 2 * size_of::<usize>()
-}
-
-fn tags_heap(tags: &Vec<Tag>) -> usize {
-    let strings: usize = tags.iter().map(|(k, v)| str_heap(k) + str_heap(v)).sum();
-    tags.capacity() * size_of::<Tag>() + strings
-}
-
-fn info_heap(info: &Option<Info>) -> usize {
-    info.as_ref().map_or(0, |i| str_heap(&i.user))
-}
-
-/// A string's table entry plus one reference to it.
-fn str_bound(s: &[u8]) -> usize {
-    s.len() + 1 + 2 * VARINT_MAX
-}
+/// Allowance for the block's own fields (granularities, offsets, headers),
+/// besides the [`Shape::encoded_bound`] of its objects.
+pub const BLOCK_SLACK: usize = 256;
 
 /// How to cut and write blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,7 +141,7 @@ pub struct EncodeOptions {
     /// Most elements per block (default 8000), used by [`split_points`].
     pub max_elements: usize,
     /// Most bytes of uncompressed block, as estimated by
-    /// [`Element::encoded_size_bound`] (default 16 MiB; PBF readers refuse
+    /// [`Shape::encoded_bound`] (default 16 MiB; PBF readers refuse
     /// blocks over 32 MiB). Used by [`split_points`].
     pub max_bytes: usize,
     /// Write nodes as DenseNodes (default true); plain nodes otherwise.
@@ -322,14 +159,14 @@ impl Default for EncodeOptions {
 }
 
 /// Split a slice into consecutive chunks that each hold at most
-/// `opts.max_elements` elements and whose [`Element::encoded_size_bound`]
-/// sum stays within `opts.max_bytes`. A single element over the byte limit
+/// `opts.max_elements` elements and whose [`Shape::encoded_bound`] sum
+/// stays within `opts.max_bytes`. A single element over the byte limit
 /// gets a chunk of its own. No chunk is empty.
 pub fn split_points(elements: &[Element], opts: &EncodeOptions) -> Vec<Range<usize>> {
     let mut chunks = Vec::new();
     let (mut start, mut bytes) = (0, BLOCK_SLACK);
     for (i, element) in elements.iter().enumerate() {
-        let size = element.encoded_size_bound();
+        let size = element.shape().encoded_bound();
         let full = i - start >= opts.max_elements || bytes.saturating_add(size) > opts.max_bytes;
         if i > start && full {
             chunks.push(start..i);
@@ -346,7 +183,7 @@ pub fn split_points(elements: &[Element], opts: &EncodeOptions) -> Vec<Range<usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Result, proto};
+    use crate::{Key, Result, proto};
     use prost::Message;
 
     fn s(text: &str) -> Str {
@@ -743,7 +580,10 @@ mod tests {
         assert_eq!((e.kind(), e.id()), (Kind::Node, -9));
         assert_eq!(node(1, None).key().version, 0);
         assert_eq!(node(1, Some(info(-1, None))).key().version, 0);
-        assert!(relation(1).approx_size() > size_of::<Element>());
+        assert_eq!(
+            relation(1).shape().role_bytes,
+            "outersubarea".len() + "inner".len()
+        );
     }
 
     #[test]
@@ -754,7 +594,7 @@ mod tests {
             ..EncodeOptions::default()
         };
         assert_eq!(split_points(&elements, &opts), vec![0..10, 10..20, 20..25]);
-        let one = elements[0].encoded_size_bound();
+        let one = elements[0].shape().encoded_bound();
         let opts = EncodeOptions {
             max_bytes: BLOCK_SLACK + 3 * one,
             ..EncodeOptions::default()

@@ -15,7 +15,12 @@
 //! - [`indexdata`]: per-blob key summaries stored in BlobHeaders;
 //! - [`padding`]: frames of an exact length that hold nothing (block alignment);
 //! - [`sniff`]: what a file that is not PBF probably is (XML, OPL, o5m, compressed);
-//! - [`hash`]: the hash of the maps that deduplicate strings.
+//! - [`wire`]: the protobuf wire format the codecs read and write by hand.
+//!
+//! Two helpers of the block encoder are public because the merge's spill
+//! records, which write the same objects, use them too: [`hash`], the hash
+//! of the maps that deduplicate strings, and [`prefetch`], the cache hint
+//! behind [`block::prefetched`].
 #![deny(missing_docs)]
 
 pub mod block;
@@ -30,7 +35,9 @@ pub mod indexdata;
 pub mod key;
 pub mod padding;
 pub mod prefetch;
-pub mod proto;
+#[cfg(test)]
+#[path = "../tests/proto/mod.rs"]
+mod proto;
 pub mod scan;
 pub mod sniff;
 pub mod walk;

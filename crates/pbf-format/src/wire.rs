@@ -53,8 +53,13 @@ impl<'a> Reader<'a> {
     }
 
     /// The bytes not yet read.
-    fn rest(&self) -> &'a [u8] {
+    pub fn rest(&self) -> &'a [u8] {
         self.buf.get(self.pos..).unwrap_or_default()
+    }
+
+    /// How many bytes were read.
+    pub fn position(&self) -> usize {
+        self.pos
     }
 
     /// True when all bytes are consumed.
@@ -120,8 +125,9 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The next `n` bytes, or `None` when fewer are left.
     #[inline]
-    fn try_take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub fn try_take(&mut self, n: usize) -> Option<&'a [u8]> {
         let s = self.rest().get(..n)?;
         self.pos += n;
         Some(s)

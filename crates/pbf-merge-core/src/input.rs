@@ -27,16 +27,16 @@ use crate::sorted::{Block, Order};
 
 /// The plan's source files, opened once and shared by the decoding threads.
 #[derive(Debug, Default)]
-pub struct Sources {
+pub struct SourceFiles {
     files: HashMap<u32, Arc<PbfFile>>,
 }
 
-impl Sources {
+impl SourceFiles {
     /// Open every source of a plan. Ordinary sources must still have the size
     /// and mtime the plan recorded; spool sources (still growing) are opened
     /// as they are, and every frame read from them is checked against the
     /// file's size at that moment.
-    pub fn open(sources: &[SourceRef]) -> Result<Sources> {
+    pub fn open(sources: &[SourceRef]) -> Result<SourceFiles> {
         let mut files = HashMap::new();
         for src in sources {
             if !src.spool {
@@ -52,7 +52,7 @@ impl Sources {
             }
             files.insert(src.id, Arc::new(file));
         }
-        Ok(Sources { files })
+        Ok(SourceFiles { files })
     }
 
     fn get(&self, id: u32) -> Option<&Arc<PbfFile>> {
@@ -154,7 +154,7 @@ pub(crate) fn file_order(op: &MergeOp) -> Result<Vec<u32>> {
 pub(crate) fn inputs(
     op: &MergeOp,
     order: &[u32],
-    sources: &Sources,
+    sources: &SourceFiles,
     on_load: &LoadProgress,
 ) -> Result<Inputs> {
     let mut files: Vec<Arc<PbfFile>> = Vec::new();

@@ -4,7 +4,7 @@
 //!
 //! How a run is merged:
 //! 1. every input frame header is read and checked against the plan
-//!    ([`Sources`] checked every source's identity when it was opened);
+//!    ([`SourceFiles`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
 //!    non-overlapping blobs ([`chains::partition`]); a chain is one sorted
 //!    stream that holds one load at a time (plus one read ahead): a blob,
@@ -57,21 +57,20 @@ use pbf_stream::MergeOp;
 use rayon::ThreadPool;
 
 pub use error::{Error, ErrorKind, Result};
-pub use input::{LoadProgress, Sources};
+pub use input::{LoadProgress, SourceFiles};
 pub use spool::Spool;
 
 use spill::{Budget, Run};
 use stream::Stream;
-use writer::{BlockWriter, Codec, Cut, Encoded, Target};
+use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 
 /// How to merge.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Memory budget of a merge op (default 1 GiB): a record of each input
     /// blob, decoded objects (estimated from the blobs' sizes and object
-    /// counts, and for spill records in
-    /// [`pbf_format::block::Element::approx_size`] bytes) and sorted runs
-    /// kept in memory. Encoding buffers (a few blocks per thread) come on
+    /// counts, and for spill records by each object's decoded size as the
+    /// merge counts it) and sorted runs kept in memory. Encoding buffers (a few blocks per thread) come on
     /// top.
     pub memory: u64,
     /// Compression of the output blocks (default zlib:6).
@@ -204,7 +203,7 @@ const REPORT_BYTES: u64 = 8 << 20;
 #[derive(Debug)]
 pub struct Merger {
     opts: Options,
-    sources: Sources,
+    sources: SourceFiles,
     pool: Arc<ThreadPool>,
 }
 
@@ -212,7 +211,7 @@ impl Merger {
     /// A merger reading from `sources`, decoding and encoding on `pool`. The
     /// merge itself runs on the calling thread, which must not be one of the
     /// pool's threads.
-    pub fn new(opts: Options, sources: Sources, pool: Arc<ThreadPool>) -> Merger {
+    pub fn new(opts: Options, sources: SourceFiles, pool: Arc<ThreadPool>) -> Merger {
         Merger {
             opts,
             sources,
@@ -327,8 +326,8 @@ impl Merger {
             encoded: encode.max_bytes,
             approx: usize::MAX,
         };
-        let codec = Codec::Frame(self.opts.compression, encode, self.opts.indexdata);
-        let mut w = BlockWriter::new(target, codec, cut, self.opts.dedupe, self.pool.clone());
+        let format = BlockFormat::PbfFrame(self.opts.compression, encode, self.opts.indexdata);
+        let mut w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
         merge::merge(streams, &mut w)?;
         before_tail();
         let (written, dropped) = (w.written, w.dropped);

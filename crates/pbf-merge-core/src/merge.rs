@@ -177,7 +177,7 @@ pub(crate) fn gallop(items: &[Order], bound: Option<(u128, u64)>) -> usize {
 mod tests {
     use super::*;
     use crate::sorted::tests::node;
-    use crate::writer::{Codec, Cut, Encoded};
+    use crate::writer::{BlockFormat, Cut, Encoded};
     use std::sync::Arc;
 
     /// (id, input blob) pairs of nodes without timestamps, whose rank is
@@ -282,13 +282,13 @@ mod tests {
                 Stream::new(loaders, Arc::clone(&pool))
             })
             .collect();
-        let codec = Codec::Spill(pbf_format::compress::Compression::None);
+        let format = BlockFormat::SpillRecord(pbf_format::compress::Compression::None);
         let cut = Cut {
             elements: 3,
             encoded: 1 << 20,
             approx: 1 << 20,
         };
-        let mut w = BlockWriter::new(Collect(Vec::new()), codec, cut, dedupe, pool);
+        let mut w = BlockWriter::new(Collect(Vec::new()), format, cut, dedupe, pool);
         merge(streams, &mut w).expect("merge");
         w.finish().expect("finish").0
     }

@@ -45,9 +45,10 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
 use pbf_format::Kind;
-use pbf_format::block::{BadIndex, ColumnsBuilder, InfoIndex, InfoView, Obj};
+use pbf_format::block::{BadIndex, ColumnsBuilder, Info, Obj, prefetched};
 use pbf_format::compress::{self, Compression};
 use pbf_format::hash::FxBuild;
+use pbf_format::wire::{self, decode_zigzag, encode_zigzag, put_varint as put};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::sorted::Block;
@@ -63,19 +64,7 @@ pub(crate) fn write_record(elements: &[Obj<'_>], blobs: &[u32], c: Compression) 
         id: 0,
     };
     put(&mut w.out, elements.len() as u64);
-    for (i, (&e, &blob)) in elements.iter().zip(blobs).enumerate() {
-        if let Some(ahead) = elements.get(i + 16) {
-            ahead.prefetch();
-        }
-        if let Some(ahead) = elements.get(i + 8) {
-            ahead.prefetch_strings();
-        }
-        if let Some(ahead) = elements.get(i + 4) {
-            ahead.prefetch_bytes();
-        }
-        if let Some(ahead) = elements.get(i + 2) {
-            ahead.prefetch_tag_bytes();
-        }
+    for (e, &blob) in prefetched(elements).zip(blobs) {
         w.element(e, blob);
     }
     let blob = compress::encode_blob(&w.out, c)?;
@@ -114,16 +103,8 @@ fn corrupt(m: &str) -> Error {
     Error::new(ErrorKind::CorruptSpill(m.into()))
 }
 
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn put_signed(out: &mut Vec<u8>, v: i64) {
-    put(out, ((v << 1) ^ (v >> 63)) as u64);
+    put(out, encode_zigzag(v));
 }
 
 /// Metadata fields at a fixed width: a timestamp in whole seconds and a
@@ -136,7 +117,7 @@ struct Compact {
 }
 
 impl Compact {
-    fn of(i: InfoView<'_>) -> Option<Compact> {
+    fn of(i: Info<&[u8]>) -> Option<Compact> {
         if i.timestamp_ms % 1000 != 0 {
             return None;
         }
@@ -326,8 +307,7 @@ impl<'a> Writer<'a> {
 
 /// A cursor over a payload, building the record's columns.
 struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    r: wire::Reader<'a>,
     out: ColumnsBuilder,
     blob: u32,
     id: i64,
@@ -338,8 +318,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn new(buf: &'a [u8]) -> Reader<'a> {
         Reader {
-            buf,
-            pos: 0,
+            r: wire::Reader::new(buf),
             out: ColumnsBuilder::default(),
             blob: 0,
             id: 0,
@@ -348,40 +327,24 @@ impl<'a> Reader<'a> {
     }
 
     fn is_empty(&self) -> bool {
-        self.pos >= self.buf.len()
+        self.r.is_empty()
     }
 
     #[inline]
     fn varint(&mut self) -> Result<u64> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let &b = self
-                .buf
-                .get(self.pos)
-                .ok_or_else(|| corrupt("truncated varint"))?;
-            self.pos += 1;
-            value |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(value);
-            }
-        }
-        Err(corrupt("varint longer than 10 bytes"))
+        self.r.try_varint().ok_or_else(|| corrupt("bad varint"))
     }
 
     fn signed(&mut self) -> Result<i64> {
-        let v = self.varint()?;
-        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+        Ok(decode_zigzag(self.varint()?))
     }
 
     /// Four bytes of a fixed-width field.
     fn fixed(&mut self) -> Result<[u8; 4]> {
-        let bytes = self
-            .buf
-            .get(self.pos..)
-            .and_then(|rest| rest.first_chunk::<4>())
-            .ok_or_else(|| corrupt("truncated fixed-width field"))?;
-        self.pos += 4;
-        Ok(*bytes)
+        self.r
+            .try_take(4)
+            .and_then(|b| b.first_chunk::<4>().copied())
+            .ok_or_else(|| corrupt("truncated fixed-width field"))
     }
 
     /// A coordinate on the grid of 100 nanodegrees, in nanodegrees.
@@ -397,7 +360,7 @@ impl<'a> Reader<'a> {
     /// against the bytes left before anything is allocated for them.
     fn count(&mut self, min_bytes: usize) -> Result<usize> {
         let n = self.varint()?;
-        let left = self.buf.len() - self.pos.min(self.buf.len());
+        let left = self.r.rest().len();
         match usize::try_from(n) {
             Ok(n) if n.saturating_mul(min_bytes) <= left => Ok(n),
             _ => Err(corrupt("count larger than the record")),
@@ -414,9 +377,11 @@ impl<'a> Reader<'a> {
         }
         let len = self.count(1)?;
         // A record is at most MAX_RAW_SIZE bytes, so offsets fit in u32.
-        let start = self.pos as u32;
-        self.pos += len;
-        Ok(self.out.string(start, self.pos as u32))
+        let start = self.r.position() as u32;
+        self.r
+            .try_take(len)
+            .ok_or_else(|| corrupt("truncated string"))?;
+        Ok(self.out.string(start, self.r.position() as u32))
     }
 
     /// One element into the columns; returns its input blob's position.
@@ -456,7 +421,7 @@ impl<'a> Reader<'a> {
         Ok(self.blob)
     }
 
-    fn info(&mut self, flags: u64) -> Result<InfoIndex> {
+    fn info(&mut self, flags: u64) -> Result<Info<u32>> {
         let version = self.i32()?;
         let (timestamp_ms, changeset, uid) = match flags & 32 {
             0 => (self.signed()?, self.signed()?, self.i32()?),
@@ -466,7 +431,7 @@ impl<'a> Reader<'a> {
                 i32::from_le_bytes(self.fixed()?),
             ),
         };
-        Ok(InfoIndex {
+        Ok(Info {
             version,
             timestamp_ms,
             changeset,
@@ -529,7 +494,7 @@ fn bad_index(_: BadIndex) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_format::block::{Changeset, Element, Info, Member, Node, Relation, Str, Way};
+    use pbf_format::block::{Changeset, Columns, Element, Member, Node, Relation, Str, Way};
 
     fn s(x: &str) -> Str {
         Str::from(x.as_bytes())
@@ -642,13 +607,18 @@ mod tests {
         ]
     }
 
+    /// Every object of `columns`, in order.
+    fn views(columns: &Columns) -> Vec<Obj<'_>> {
+        (0..columns.len()).map(|i| columns.get(i)).collect()
+    }
+
     #[test]
     fn records_round_trip_every_field() {
         let elements = sample();
+        let columns = Columns::from_elements(&elements);
         let blobs = [7, 8, 9, 10, 11, 12, 13, 3, 1, u32::MAX, 0, 40, 41];
         for c in [Compression::None, Compression::Lz4] {
-            let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
-            let record = write_record(&views, &blobs, c).expect("write");
+            let record = write_record(&views(&columns), &blobs, c).expect("write");
             let mut block = read_record(&record).expect("read");
             let mut got = Vec::new();
             while let Some((order, e)) = block.take() {
@@ -667,9 +637,8 @@ mod tests {
     /// elsewhere, is written once and referenced after that.
     #[test]
     fn each_string_is_written_once_per_record() {
-        let elements = sample();
-        let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
-        let record = write_record(&views, &[0; 13], Compression::None).expect("write");
+        let columns = Columns::from_elements(&sample());
+        let record = write_record(&views(&columns), &[0; 13], Compression::None).expect("write");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         for word in ["highway", "alice", "stop"] {
             let found = payload
@@ -698,7 +667,8 @@ mod tests {
         let (changeset, uid) = (150_000_000, 20_000_000);
         let flags_of = |timestamp_ms: i64, lat: i64| {
             let e = placed_in(20, (timestamp_ms, changeset, uid), lat, 1_340_000_000);
-            let record = write_record(&[Obj::Element(&e)], &[0], Compression::None).expect("w");
+            let columns = Columns::from_elements(&[e]);
+            let record = write_record(&views(&columns), &[0], Compression::None).expect("w");
             let payload = compress::decode_blob(&record[4..]).expect("blob");
             (payload[1], payload.len())
         };
@@ -711,10 +681,9 @@ mod tests {
 
     #[test]
     fn corrupt_records_are_errors() {
-        let sample = sample();
-        let views: Vec<Obj<'_>> = sample.iter().map(Obj::Element).collect();
-        let blobs: Vec<u32> = (0..views.len() as u32).collect();
-        let record = write_record(&views, &blobs, Compression::None).expect("w");
+        let columns = Columns::from_elements(&sample());
+        let blobs: Vec<u32> = (0..columns.len() as u32).collect();
+        let record = write_record(&views(&columns), &blobs, Compression::None).expect("w");
         let payload = compress::decode_blob(&record[4..]).expect("blob");
         // Every truncation and every single-byte change either decodes or
         // fails cleanly; none panics or allocates past the record.

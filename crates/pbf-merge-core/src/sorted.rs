@@ -11,9 +11,9 @@
 
 use std::sync::Arc;
 
-use pbf_format::block::{Columns, MergeParts};
 #[cfg(test)]
-use pbf_format::block::{Element, Obj};
+use pbf_format::block::Element;
+use pbf_format::block::{Columns, Obj, Shape};
 use pbf_format::prefetch::prefetch;
 
 /// The merge order of one element and its sizes.
@@ -22,25 +22,26 @@ pub(crate) struct Order {
     /// [`pbf_format::Key::packed`] of the element.
     pub key: u128,
     /// What orders equal keys, as `osmium sort` does: the timestamp
-    /// ([`Element::tie_seconds`]) in the high 32 bits, then the input
+    /// ([`Obj::tie_seconds`]) in the high 32 bits, then the input
     /// blob's position in (source id, offset) order ([`Order::blob`]).
     /// Unique across blobs, so across the merge's streams.
     pub rank: u64,
-    /// Decoded memory: [`Element::approx_size`] plus this entry.
+    /// Decoded memory: [`decoded_size`] plus this entry.
     pub approx: u32,
-    /// [`Element::encoded_size_bound`].
+    /// [`Shape::encoded_bound`].
     pub encoded: u32,
 }
 
 impl Order {
-    /// The order of an object of columns, from its [`MergeParts`].
-    pub fn of_parts(p: MergeParts, blob: u32) -> Order {
-        let approx = p.approx + size_of::<Order>();
+    /// The order of an object that came from the blob at position `blob`.
+    pub fn of(object: Obj<'_>, blob: u32) -> Order {
+        let shape = object.shape();
+        let approx = decoded_size(&shape) + size_of::<Order>();
         Order {
-            key: p.key.packed(),
-            rank: u64::from(p.tie_seconds) << 32 | u64::from(blob),
+            key: object.key().packed(),
+            rank: u64::from(object.tie_seconds()) << 32 | u64::from(blob),
             approx: u32::try_from(approx).unwrap_or(u32::MAX),
-            encoded: u32::try_from(p.encoded).unwrap_or(u32::MAX),
+            encoded: u32::try_from(shape.encoded_bound()).unwrap_or(u32::MAX),
         }
     }
 
@@ -92,7 +93,7 @@ impl Block {
     pub fn from_record(mut columns: Columns, blobs: Vec<u32>) -> Block {
         let order: Vec<Order> = (0..columns.len())
             .zip(blobs)
-            .map(|(i, blob)| Order::of_parts(columns.merge_parts(i), blob))
+            .map(|(i, blob)| Order::of(columns.get(i), blob))
             .collect();
         let order = match order.is_sorted_by_key(Order::merge_key) {
             true => order,
@@ -113,7 +114,8 @@ impl Block {
     #[cfg(test)]
     pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {
         let blobs: Vec<u32> = blobs.take(elements.len()).collect();
-        let views: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
+        let columns = Columns::from_elements(&elements);
+        let views: Vec<Obj<'_>> = (0..columns.len()).map(|i| columns.get(i)).collect();
         let c = pbf_format::compress::Compression::None;
         let record = crate::record::write_record(&views, &blobs, c).expect("write record");
         crate::record::read_record(&record).expect("read record")
@@ -143,6 +145,26 @@ impl Block {
     pub fn len(&self) -> usize {
         self.order.len()
     }
+}
+
+/// The decoded memory the merge's budget counts for an object: what an
+/// owned copy of it would take, which is more than its share of the
+/// columns that hold it, so the budget errs on the safe side. An object
+/// counts 128 bytes, a tag or a member 32 and a string 16 besides its
+/// bytes, a way ref 8 and a location 16.
+fn decoded_size(s: &Shape) -> usize {
+    const OBJECT: usize = 128;
+    const TAG: usize = 32;
+    const MEMBER: usize = 32;
+    const STRING: usize = 16;
+    OBJECT
+        + s.tags * (TAG + 2 * STRING)
+        + s.tag_bytes
+        + s.user.map_or(0, |user| user + STRING)
+        + s.refs * size_of::<i64>()
+        + s.locations * size_of::<(i64, i64)>()
+        + s.members * (MEMBER + STRING)
+        + s.role_bytes
 }
 
 /// Sort by (key, rank), keeping stored order among equals, and return the

@@ -17,7 +17,7 @@ use crate::input::{Inputs, Load};
 use crate::record;
 use crate::sorted::Block;
 use crate::stream::Loader;
-use crate::writer::{BlockWriter, Codec, Cut, Encoded, Target};
+use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 use crate::{MergeStats, Merger, merge};
 
 impl Merger {
@@ -108,8 +108,8 @@ impl Merger {
             encoded: self.opts.encode.max_bytes,
             approx: block_bytes,
         };
-        let codec = Codec::Spill(self.opts.spill_compression);
-        let mut w = BlockWriter::new(target, codec, cut, self.opts.dedupe, self.pool.clone());
+        let format = BlockFormat::SpillRecord(self.opts.spill_compression);
+        let mut w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
         merge::merge(self.streams(group), &mut w)?;
         stats.duplicates += w.dropped;
         let target = w.finish()?;

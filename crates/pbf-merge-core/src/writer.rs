@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, sync_channel};
 
-use pbf_format::block::{self, Columns, EncodeOptions, Obj};
+use pbf_format::block::{self, BLOCK_SLACK, Columns, EncodeOptions, Obj};
 use pbf_format::compress::{self, Compression};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, frame, indexdata};
@@ -28,14 +28,14 @@ pub(crate) trait Target {
     fn write(&mut self, block: Encoded) -> Result<()>;
 }
 
-/// How blocks are encoded.
+/// What the writer makes of a block.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Codec {
+pub(crate) enum BlockFormat {
     /// A PBF data frame for the output, with our indexdata when the flag
     /// says so.
-    Frame(Compression, EncodeOptions, bool),
-    /// A spill record ([`crate::spill`]): the elements and their blobs.
-    Spill(Compression),
+    PbfFrame(Compression, EncodeOptions, bool),
+    /// A spill record ([`crate::record`]): the elements and their blobs.
+    SpillRecord(Compression),
 }
 
 /// An encoded block.
@@ -45,7 +45,7 @@ pub(crate) struct Encoded {
     pub bytes: Vec<u8>,
     /// The keys of the block.
     pub summary: Summary,
-    /// Sum of [`Element::approx_size`] of the block's elements.
+    /// Sum of [`Order::approx`] of the block's elements.
     pub approx: u64,
 }
 
@@ -54,19 +54,16 @@ pub(crate) struct Encoded {
 pub(crate) struct Cut {
     /// Most elements.
     pub elements: usize,
-    /// Most bytes by [`Element::encoded_size_bound`].
+    /// Most bytes by [`Order::encoded`].
     pub encoded: usize,
-    /// Most bytes by [`Element::approx_size`] (decoded memory).
+    /// Most bytes by [`Order::approx`] (decoded memory).
     pub approx: usize,
 }
-
-/// Allowance for a block's own fields, as in `block::split_points`.
-const BLOCK_SLACK: usize = 256;
 
 /// Cuts, encodes and writes blocks in order.
 pub(crate) struct BlockWriter<T: Target> {
     target: T,
-    codec: Codec,
+    format: BlockFormat,
     cut: Cut,
     pool: Arc<ThreadPool>,
     in_flight: VecDeque<Receiver<Result<Encoded>>>,
@@ -83,7 +80,7 @@ pub(crate) struct BlockWriter<T: Target> {
 impl<T: Target> BlockWriter<T> {
     pub fn new(
         target: T,
-        codec: Codec,
+        format: BlockFormat,
         cut: Cut,
         dedupe: bool,
         pool: Arc<ThreadPool>,
@@ -91,7 +88,7 @@ impl<T: Target> BlockWriter<T> {
         let max_in_flight = 2 * pool.current_num_threads().max(1);
         BlockWriter {
             target,
-            codec,
+            format,
             cut,
             pool,
             in_flight: VecDeque::new(),
@@ -139,7 +136,7 @@ impl<T: Target> BlockWriter<T> {
             order,
             element,
             stream,
-            matches!(self.codec, Codec::Spill(..)),
+            matches!(self.format, BlockFormat::SpillRecord(..)),
         );
         self.written += 1;
         Ok(())
@@ -149,10 +146,10 @@ impl<T: Target> BlockWriter<T> {
     /// many are pending.
     fn submit(&mut self) -> Result<()> {
         let block = std::mem::take(&mut self.block);
-        let codec = self.codec;
+        let format = self.format;
         let (tx, rx) = sync_channel(1);
         self.pool.spawn(move || {
-            let _ = tx.send(encode(block, codec));
+            let _ = tx.send(encode(block, format));
         });
         self.in_flight.push_back(rx);
         while self.in_flight.len() > self.max_in_flight {
@@ -259,21 +256,21 @@ impl Pending {
     }
 }
 
-/// Encode a block as the codec says.
-fn encode(block: Pending, codec: Codec) -> Result<Encoded> {
+/// Encode a block in `format`.
+fn encode(block: Pending, format: BlockFormat) -> Result<Encoded> {
     if block.items.is_empty() {
         return Err(Error::new(ErrorKind::Internal("empty block".into())));
     }
     let summary = block.summary();
     let views = block.views();
-    let bytes = match codec {
-        Codec::Frame(c, opts, with_indexdata) => {
+    let bytes = match format {
+        BlockFormat::PbfFrame(c, opts, with_indexdata) => {
             let blob = compress::encode_blob(&block::encode_objects(&views, &opts), c)?;
             let ix =
                 with_indexdata.then(|| indexdata::encode(&summary, &frame::BlobStart::of(&blob)));
             frame::encode_frame(&frame::BlobType::OsmData, ix.as_deref(), &blob)
         }
-        Codec::Spill(c) => record::write_record(&views, &block.blobs, c)?,
+        BlockFormat::SpillRecord(c) => record::write_record(&views, &block.blobs, c)?,
     };
     Ok(Encoded {
         bytes,

@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::Compression;
 use pbf_merge_core::{
-    LoadProgress, MergeStats, Merger, Options, Prepared, Sources, Spool, WrittenFrame,
+    LoadProgress, MergeStats, Merger, Options, Prepared, SourceFiles, Spool, WrittenFrame,
 };
 mod alloc;
 mod ops;
@@ -163,7 +163,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let verbose = m.get_flag("verbose");
     let reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
-    let sources = Sources::open(&reader.header().sources)?;
+    let sources = SourceFiles::open(&reader.header().sources)?;
     let mut spool = match m.get_one::<PathBuf>("spool") {
         Some(p) => Spool::create(p)?,
         None => Spool::create_temp()?,
@@ -204,7 +204,7 @@ fn execute<R: io::BufRead + Send + 'static>(
     m: &ArgMatches,
     name: &str,
     reader: PlanReader<R>,
-    sources: Sources,
+    sources: SourceFiles,
     spool: &mut Spool,
 ) -> Result<Totals> {
     let (out, spool_id) = forward_plan_record(&reader, spool)?;

@@ -1,16 +1,18 @@
-//! A decoded block kept as columns: the decompressed block bytes, its string
+//! The decoded form of a block: the decompressed block bytes, its string
 //! table as ranges of them, one fixed-size record per object and shared
 //! arrays for tags, way refs, locations and relation members. Decoding into
 //! columns allocates a handful of vectors per block instead of several per
-//! element, and strings stay in the block's own bytes, so the merge can move
+//! object, and strings stay in the block's own bytes, so the merge can move
 //! 8-byte references to objects and the encoder can read every field in
-//! place. [`Obj`] is the read-only view the encoder and the merge's spill
-//! records take, over either kind of decoded element.
+//! place. [`Obj`] is the read-only view of one object that the encoder and
+//! the merge's spill records take; [`ColumnsBuilder`] builds columns from
+//! another encoding.
 
 use std::ops::Range;
 
-use super::{ELEMENT_SLACK, Element, Info, Member, Node, Relation, Str, Tag, VARINT_MAX, Way};
+use super::{Info, Shape};
 use crate::Kind;
+use crate::prefetch::prefetch;
 
 /// A decoded PrimitiveBlock as columns (see [`super::decode_columns`]).
 /// Every string index in it was checked against the table when decoded.
@@ -30,8 +32,8 @@ pub struct Columns {
     pub(super) members: Vec<MemberColumn>,
 }
 
-/// String index of the absent user name (an empty string of its own, as in
-/// [`Element`]s, where it is not the table's entry 0).
+/// String index of the absent user name (an empty string of its own, not
+/// the table's entry 0).
 pub(super) const NO_USER: u32 = u32::MAX;
 
 /// The arrays of [`Columns::reorder`] being filled.
@@ -92,23 +94,13 @@ pub struct Object {
     /// Nanodegrees (nodes only).
     pub(super) lat: i64,
     pub(super) lon: i64,
-    pub(super) info: Option<InfoColumn>,
+    /// The user name is a string index ([`NO_USER`] when absent).
+    pub(super) info: Option<Info<u32>>,
     pub(super) tags: Span,
     /// Way refs or relation members.
     pub(super) items: Span,
     /// Way locations (empty or as many as the refs).
     pub(super) locations: Span,
-}
-
-/// [`Info`] with the user as a string index ([`NO_USER`] when absent).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct InfoColumn {
-    pub version: i32,
-    pub timestamp_ms: i64,
-    pub changeset: i64,
-    pub uid: i32,
-    pub user: u32,
-    pub visible: Option<bool>,
 }
 
 /// A relation member with its role as a string index.
@@ -203,10 +195,7 @@ impl Columns {
         let (tags, refs) = (self.tags.len(), self.refs.len());
         let (locations, members) = (self.locations.len(), self.members.len());
         self.objects.extend(from.objects.iter().map(|o| Object {
-            info: o.info.map(|i| InfoColumn {
-                user: string(i.user),
-                ..i
-            }),
+            info: o.info.map(|i| i.map_user(string)),
             tags: shift(o.tags, tags),
             items: match o.kind {
                 Kind::Way => shift(o.items, refs),
@@ -241,117 +230,9 @@ impl Columns {
 
     /// The view of object `i`. Panics when `i` is out of range.
     pub fn get(&self, i: usize) -> Obj<'_> {
-        Obj::Column(self, &self.objects[i])
-    }
-
-    /// Every object as an owned [`Element`], in stored order; each distinct
-    /// string of the table is allocated once and shared.
-    pub fn to_elements(&self) -> Vec<Element> {
-        let mut table: Vec<Option<Str>> = vec![None; self.strings.len()];
-        let empty = Str::from(&b""[..]);
-        let mut string = |i: u32| -> Str {
-            if i == NO_USER {
-                return empty.clone();
-            }
-            table[i as usize]
-                .get_or_insert_with(|| Str::from(self.string(i)))
-                .clone()
-        };
-        self.objects
-            .iter()
-            .map(|o| self.element(o, &mut string))
-            .collect()
-    }
-
-    fn element(&self, o: &Object, string: &mut impl FnMut(u32) -> Str) -> Element {
-        let info = o.info.map(|i| Info {
-            version: i.version,
-            timestamp_ms: i.timestamp_ms,
-            changeset: i.changeset,
-            uid: i.uid,
-            user: string(i.user),
-            visible: i.visible,
-        });
-        let tags: Vec<Tag> = self.tags[o.tags.range()]
-            .iter()
-            .map(|&(k, v)| (string(k), string(v)))
-            .collect();
-        let id = o.id;
-        match o.kind {
-            Kind::Node => Element::Node(Node {
-                id,
-                info,
-                lat: o.lat,
-                lon: o.lon,
-                tags,
-            }),
-            Kind::Way => Element::Way(Way {
-                id,
-                info,
-                tags,
-                refs: self.refs[o.items.range()].to_vec(),
-                locations: self.locations[o.locations.range()].to_vec(),
-            }),
-            Kind::Relation => Element::Relation(Relation {
-                id,
-                info,
-                tags,
-                members: self.members[o.items.range()]
-                    .iter()
-                    .map(|m| Member {
-                        kind: m.kind,
-                        id: m.id,
-                        role: string(m.role),
-                    })
-                    .collect(),
-            }),
-            Kind::Changeset => Element::Changeset(super::Changeset { id }),
-        }
-    }
-
-    /// What the merge orders and cuts object `i` by, in one pass over its
-    /// fields: the same values as [`Obj::key`], [`Obj::tie_seconds`],
-    /// [`Obj::approx_size`] and [`Obj::encoded_size_bound`] of its view.
-    pub fn merge_parts(&self, i: usize) -> MergeParts {
-        let o = &self.objects[i];
-        let len = |s: u32| self.string(s).len();
-        let string_heap = 2 * size_of::<usize>();
-        let tags = &self.tags[o.tags.range()];
-        let tag_bytes: usize = tags.iter().map(|&(k, v)| len(k) + len(v)).sum();
-        let user = o.info.map(|i| len(i.user));
-        let mut encoded = ELEMENT_SLACK
-            + tag_bytes
-            + tags.len() * 2 * (1 + 2 * VARINT_MAX)
-            + 1
-            + user.map_or(0, |u| 6 * (VARINT_MAX + 1) + u + 1 + 2 * VARINT_MAX);
-        let mut approx = size_of::<Element>()
-            + tags.len() * (size_of::<Tag>() + 2 * string_heap)
-            + tag_bytes
-            + user.map_or(0, |u| u + string_heap);
-        match o.kind {
-            Kind::Node => encoded += 3 * VARINT_MAX,
-            Kind::Way => {
-                let (refs, locations) = (o.items.len(), o.locations.len());
-                encoded += VARINT_MAX * (1 + refs + 2 * locations);
-                approx += refs * size_of::<i64>() + locations * size_of::<(i64, i64)>();
-            }
-            Kind::Relation => {
-                let members = &self.members[o.items.range()];
-                let roles: usize = members.iter().map(|m| len(m.role)).sum();
-                encoded +=
-                    VARINT_MAX + members.len() * (3 * VARINT_MAX + 1 + 2 * VARINT_MAX) + roles;
-                approx += members.len() * (size_of::<Member>() + string_heap) + roles;
-            }
-            Kind::Changeset => encoded += VARINT_MAX,
-        }
-        let version = o.info.map_or(0, |i| crate::key::key_version(i.version));
-        MergeParts {
-            key: crate::Key::new(o.kind, o.id, version),
-            tie_seconds: o
-                .info
-                .map_or(0, |i| crate::key::tie_seconds(i.timestamp_ms)),
-            approx,
-            encoded,
+        Obj {
+            columns: self,
+            object: &self.objects[i],
         }
     }
 
@@ -372,320 +253,233 @@ impl Columns {
     }
 }
 
-/// What the merge orders and cuts an object by (see [`Columns::merge_parts`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MergeParts {
-    /// [`Obj::key`].
-    pub key: crate::Key,
-    /// [`Obj::tie_seconds`].
-    pub tie_seconds: u32,
-    /// [`Obj::approx_size`].
-    pub approx: usize,
-    /// [`Obj::encoded_size_bound`].
-    pub encoded: usize,
-}
-
-/// Metadata as the encoders read it, from either kind of element.
+/// A read-only view of one object of [`Columns`].
 #[derive(Clone, Copy, Debug)]
-pub struct InfoView<'a> {
-    /// See [`Info::version`].
-    pub version: i32,
-    /// See [`Info::timestamp_ms`].
-    pub timestamp_ms: i64,
-    /// See [`Info::changeset`].
-    pub changeset: i64,
-    /// See [`Info::uid`].
-    pub uid: i32,
-    /// See [`Info::user`].
-    pub user: &'a [u8],
-    /// See [`Info::visible`].
-    pub visible: Option<bool>,
-}
-
-impl<'a> From<&'a Info> for InfoView<'a> {
-    fn from(i: &'a Info) -> InfoView<'a> {
-        InfoView {
-            version: i.version,
-            timestamp_ms: i.timestamp_ms,
-            changeset: i.changeset,
-            uid: i.uid,
-            user: &i.user,
-            visible: i.visible,
-        }
-    }
-}
-
-/// A read-only view of one object: an owned [`Element`] or an object of a
-/// [`Columns`] block. Both give the same answers for the same object, so an
-/// encoder that reads only views writes the same bytes for either.
-#[derive(Clone, Copy, Debug)]
-pub enum Obj<'a> {
-    /// An owned element.
-    Element(&'a Element),
-    /// An object of a columns block.
-    Column(&'a Columns, &'a Object),
+pub struct Obj<'a> {
+    pub(super) columns: &'a Columns,
+    pub(super) object: &'a Object,
 }
 
 impl<'a> Obj<'a> {
     /// The kind of object.
+    #[inline]
     pub fn kind(self) -> Kind {
-        match self {
-            Obj::Element(e) => e.kind(),
-            Obj::Column(_, o) => o.kind,
-        }
+        self.object.kind
     }
 
     /// The object id.
+    #[inline]
     pub fn id(self) -> i64 {
-        match self {
-            Obj::Element(e) => e.id(),
-            Obj::Column(_, o) => o.id,
-        }
+        self.object.id
     }
 
     /// A node's (lat, lon) in nanodegrees; (0, 0) for other kinds.
+    #[inline]
     pub fn position(self) -> (i64, i64) {
-        match self {
-            Obj::Element(Element::Node(n)) => (n.lat, n.lon),
-            Obj::Element(_) => (0, 0),
-            Obj::Column(_, o) => (o.lat, o.lon),
-        }
+        (self.object.lat, self.object.lon)
     }
 
     /// The metadata, if any.
-    pub fn info(self) -> Option<InfoView<'a>> {
-        match self {
-            Obj::Element(e) => e.info().map(InfoView::from),
-            Obj::Column(c, o) => o.info.map(|i| InfoView {
-                version: i.version,
-                timestamp_ms: i.timestamp_ms,
-                changeset: i.changeset,
-                uid: i.uid,
-                user: c.string(i.user),
-                visible: i.visible,
-            }),
-        }
+    #[inline]
+    pub fn info(self) -> Option<Info<&'a [u8]>> {
+        let c = self.columns;
+        self.object.info.map(|i| i.map_user(|user| c.string(user)))
     }
 
     /// Whether the object has metadata, and whether that stores `visible`,
     /// without looking up the user name.
+    #[inline]
     pub fn info_flags(self) -> Option<bool> {
-        match self {
-            Obj::Element(e) => e.info().map(|i| i.visible.is_some()),
-            Obj::Column(_, o) => o.info.map(|i| i.visible.is_some()),
-        }
+        self.object.info.map(|i| i.visible.is_some())
     }
 
     /// The timestamp of the metadata, if any.
+    #[inline]
     pub fn timestamp_ms(self) -> Option<i64> {
-        match self {
-            Obj::Element(e) => e.info().map(|i| i.timestamp_ms),
-            Obj::Column(_, o) => o.info.map(|i| i.timestamp_ms),
-        }
-    }
-
-    /// Start loading the object's fields into the caches (for an owned
-    /// element, nothing): a loop over objects of many blocks calls this a
-    /// few objects ahead.
-    #[inline]
-    pub fn prefetch(self) {
-        if let Obj::Column(_, o) = self {
-            crate::prefetch::prefetch(o);
-        }
-    }
-
-    /// The second stage of [`Obj::prefetch`], called closer to the object:
-    /// reads its fields (fetched by then) and fetches what they point to,
-    /// the table entry of its user name and its first tags.
-    #[inline]
-    pub fn prefetch_strings(self) {
-        if let Obj::Column(c, o) = self {
-            if let Some(user) = o.info.and_then(|i| c.strings.get(i.user as usize)) {
-                crate::prefetch::prefetch(user);
-            }
-            if let Some(tags) = c.tags.get(o.tags.start as usize) {
-                crate::prefetch::prefetch(tags);
-            }
-        }
-    }
-
-    /// The third stage, closer still: reads the table entries fetched by
-    /// [`Obj::prefetch_strings`] and fetches the user name's bytes and the
-    /// table entries of the first tag. Writers that look strings up by
-    /// content read those bytes first.
-    #[inline]
-    pub fn prefetch_bytes(self) {
-        if let Obj::Column(c, o) = self {
-            if let Some(&(start, _)) = o.info.and_then(|i| c.strings.get(i.user as usize)) {
-                if let Some(byte) = c.data.get(start as usize) {
-                    crate::prefetch::prefetch(byte);
-                }
-            }
-            if let Some((k, v)) = c.first_tag(o) {
-                for i in [k, v] {
-                    if let Some(entry) = c.strings.get(i as usize) {
-                        crate::prefetch::prefetch(entry);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The last stage: the bytes of the first tag, whose table entries
-    /// [`Obj::prefetch_bytes`] fetched.
-    #[inline]
-    pub fn prefetch_tag_bytes(self) {
-        if let Obj::Column(c, o) = self {
-            if let Some((k, v)) = c.first_tag(o) {
-                for i in [k, v] {
-                    if let Some(byte) = c
-                        .strings
-                        .get(i as usize)
-                        .and_then(|e| c.data.get(e.0 as usize))
-                    {
-                        crate::prefetch::prefetch(byte);
-                    }
-                }
-            }
-        }
+        self.object.info.map(|i| i.timestamp_ms)
     }
 
     /// Number of tags.
+    #[inline]
     pub fn tag_count(self) -> usize {
-        match self {
-            Obj::Element(e) => e.tags().len(),
-            Obj::Column(_, o) => o.tags.len(),
-        }
+        self.object.tags.len()
     }
 
     /// The tags in stored order, as (key, value) bytes.
+    #[inline]
     pub fn tags(self) -> Tags<'a> {
-        match self {
-            Obj::Element(e) => Tags::Owned(e.tags().iter()),
-            Obj::Column(c, o) => Tags::Column(c, c.tags[o.tags.range()].iter()),
+        let c = self.columns;
+        Tags {
+            columns: c,
+            tags: c.tags[self.object.tags.range()].iter(),
         }
     }
 
     /// A way's refs (empty for other kinds).
+    #[inline]
     pub fn refs(self) -> &'a [i64] {
-        match self {
-            Obj::Element(Element::Way(w)) => &w.refs,
-            Obj::Element(_) => &[],
-            Obj::Column(c, o) if o.kind == Kind::Way => &c.refs[o.items.range()],
-            Obj::Column(..) => &[],
+        match self.object.kind {
+            Kind::Way => &self.columns.refs[self.object.items.range()],
+            _ => &[],
         }
     }
 
     /// A way's locations (empty for other kinds or when none are stored).
+    #[inline]
     pub fn locations(self) -> &'a [(i64, i64)] {
-        match self {
-            Obj::Element(Element::Way(w)) => &w.locations,
-            Obj::Element(_) => &[],
-            Obj::Column(c, o) => &c.locations[o.locations.range()],
+        &self.columns.locations[self.object.locations.range()]
+    }
+
+    /// A relation's members as stored (empty for other kinds).
+    #[inline]
+    fn member_columns(self) -> &'a [MemberColumn] {
+        match self.object.kind {
+            Kind::Relation => &self.columns.members[self.object.items.range()],
+            _ => &[],
         }
     }
 
     /// Number of relation members (0 for other kinds).
+    #[inline]
     pub fn member_count(self) -> usize {
-        match self {
-            Obj::Element(Element::Relation(r)) => r.members.len(),
-            Obj::Element(_) => 0,
-            Obj::Column(_, o) if o.kind == Kind::Relation => o.items.len(),
-            Obj::Column(..) => 0,
-        }
+        self.member_columns().len()
     }
 
     /// A relation's members as (kind, id, role).
+    #[inline]
     pub fn members(self) -> impl ExactSizeIterator<Item = (Kind, i64, &'a [u8])> {
-        let (owned, columns): (&[Member], &[MemberColumn]) = match self {
-            Obj::Element(Element::Relation(r)) => (&r.members, &[]),
-            Obj::Column(c, o) if o.kind == Kind::Relation => (&[], &c.members[o.items.range()]),
-            _ => (&[], &[]),
-        };
-        let column = match self {
-            Obj::Column(c, _) => Some(c),
-            Obj::Element(_) => None,
-        };
-        let owned = owned.iter().map(|m| (m.kind, m.id, &m.role[..]));
-        let columns = columns.iter().map(move |m| match column {
-            Some(c) => (m.kind, m.id, c.string(m.role)),
-            None => (m.kind, m.id, &b""[..]),
-        });
-        Either(owned, columns)
+        let c = self.columns;
+        self.member_columns()
+            .iter()
+            .map(move |m| (m.kind, m.id, c.string(m.role)))
     }
 
-    /// The object as an owned [`Element`], each string allocated anew.
-    pub fn to_element(self) -> Element {
-        if let Obj::Element(e) = self {
-            return e.clone();
-        }
-        let info = self.info().map(|i| Info {
-            version: i.version,
-            timestamp_ms: i.timestamp_ms,
-            changeset: i.changeset,
-            uid: i.uid,
-            user: Str::from(i.user),
-            visible: i.visible,
-        });
-        let tags = self
-            .tags()
-            .map(|(k, v)| (Str::from(k), Str::from(v)))
-            .collect();
-        let (id, (lat, lon)) = (self.id(), self.position());
-        match self.kind() {
-            Kind::Node => Element::Node(Node {
-                id,
-                info,
-                lat,
-                lon,
-                tags,
-            }),
-            Kind::Way => Element::Way(Way {
-                id,
-                info,
-                tags,
-                refs: self.refs().to_vec(),
-                locations: self.locations().to_vec(),
-            }),
-            Kind::Relation => Element::Relation(Relation {
-                id,
-                info,
-                tags,
-                members: self
-                    .members()
-                    .map(|(kind, id, role)| Member {
-                        kind,
-                        id,
-                        role: Str::from(role),
-                    })
-                    .collect(),
-            }),
-            Kind::Changeset => Element::Changeset(super::Changeset { id }),
-        }
-    }
-
-    /// See [`Element::key`].
+    /// See [`super::Element::key`].
+    #[inline]
     pub fn key(self) -> crate::Key {
         let version = self
-            .info()
+            .object
+            .info
             .map_or(0, |i| crate::key::key_version(i.version));
         crate::Key::new(self.kind(), self.id(), version)
     }
 
-    /// See [`Element::tie_seconds`].
+    /// See [`super::Element::tie_seconds`].
+    #[inline]
     pub fn tie_seconds(self) -> u32 {
-        self.info()
-            .map_or(0, |i| crate::key::tie_seconds(i.timestamp_ms))
+        self.timestamp_ms().map_or(0, crate::key::tie_seconds)
     }
+
+    /// What the size estimates count, in one pass over the object's tags
+    /// and members.
+    pub fn shape(self) -> Shape {
+        let c = self.columns;
+        let o = self.object;
+        let len = |s: u32| c.string(s).len();
+        let tags = &c.tags[o.tags.range()];
+        let members = self.member_columns();
+        Shape {
+            kind: o.kind,
+            tags: tags.len(),
+            tag_bytes: tags.iter().map(|&(k, v)| len(k) + len(v)).sum(),
+            user: o.info.map(|i| len(i.user)),
+            refs: self.refs().len(),
+            locations: o.locations.len(),
+            members: members.len(),
+            role_bytes: members.iter().map(|m| len(m.role)).sum(),
+        }
+    }
+
+    /// Start loading the object's fields into the caches.
+    #[inline]
+    fn prefetch_fields(self) {
+        prefetch(self.object);
+    }
+
+    /// The second stage of [`prefetched`]: reads the object's fields
+    /// (fetched by then) and fetches what they point to, the table entry
+    /// of its user name and its first tags.
+    #[inline]
+    fn prefetch_strings(self) {
+        let (c, o) = (self.columns, self.object);
+        if let Some(user) = o.info.and_then(|i| c.strings.get(i.user as usize)) {
+            prefetch(user);
+        }
+        if let Some(tags) = c.tags.get(o.tags.start as usize) {
+            prefetch(tags);
+        }
+    }
+
+    /// The third stage: reads the table entries fetched by the second and
+    /// fetches the user name's bytes and the table entries of the first
+    /// tag. Writers that look strings up by content read those bytes first.
+    #[inline]
+    fn prefetch_bytes(self) {
+        let (c, o) = (self.columns, self.object);
+        if let Some(&(start, _)) = o.info.and_then(|i| c.strings.get(i.user as usize)) {
+            if let Some(byte) = c.data.get(start as usize) {
+                prefetch(byte);
+            }
+        }
+        if let Some((k, v)) = c.first_tag(o) {
+            for i in [k, v] {
+                if let Some(entry) = c.strings.get(i as usize) {
+                    prefetch(entry);
+                }
+            }
+        }
+    }
+
+    /// The last stage: the bytes of the first tag, whose table entries the
+    /// third fetched.
+    #[inline]
+    fn prefetch_tag_bytes(self) {
+        let c = self.columns;
+        if let Some((k, v)) = c.first_tag(self.object) {
+            for i in [k, v] {
+                let entry = c.strings.get(i as usize);
+                if let Some(byte) = entry.and_then(|e| c.data.get(e.0 as usize)) {
+                    prefetch(byte);
+                }
+            }
+        }
+    }
+}
+
+/// How many objects ahead [`prefetched`] works.
+const PREFETCH_AHEAD: usize = 8;
+
+/// The objects in order, each given after the caches were asked, in four
+/// stages, for what the objects a few places ahead will need: their fields
+/// 16 objects ahead, the string table entries those point to 8 ahead, the
+/// user name's bytes and the first tag's entries 4 ahead, the first tag's
+/// bytes 2 ahead. A loop over objects of scattered decoded blocks (the
+/// encoder's first pass, a merge's spill records) reads them through this:
+/// the hardware prefetcher cannot follow such an order.
+pub fn prefetched<'a, 'o>(objects: &'o [Obj<'a>]) -> impl Iterator<Item = Obj<'a>> + 'o {
+    objects.iter().enumerate().map(|(i, &object)| {
+        if let Some(ahead) = objects.get(i + 2 * PREFETCH_AHEAD) {
+            ahead.prefetch_fields();
+        }
+        if let Some(ahead) = objects.get(i + PREFETCH_AHEAD) {
+            ahead.prefetch_strings();
+        }
+        if let Some(ahead) = objects.get(i + PREFETCH_AHEAD / 2) {
+            ahead.prefetch_bytes();
+        }
+        if let Some(ahead) = objects.get(i + PREFETCH_AHEAD / 4) {
+            ahead.prefetch_tag_bytes();
+        }
+        object
+    })
 }
 
 /// The tags of an [`Obj`], as (key, value) bytes.
 #[derive(Clone, Debug)]
-pub enum Tags<'a> {
-    /// Of an owned element.
-    Owned(std::slice::Iter<'a, Tag>),
-    /// Of an object of columns: string indexes into its table.
-    Column(&'a Columns, std::slice::Iter<'a, (u32, u32)>),
+pub struct Tags<'a> {
+    columns: &'a Columns,
+    /// String indexes into the columns' table.
+    tags: std::slice::Iter<'a, (u32, u32)>,
 }
 
 impl<'a> Iterator for Tags<'a> {
@@ -693,69 +487,16 @@ impl<'a> Iterator for Tags<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            Tags::Owned(tags) => tags.next().map(|(k, v)| (&k[..], &v[..])),
-            Tags::Column(c, tags) => tags.next().map(|&(k, v)| (c.string(k), c.string(v))),
-        }
+        let c = self.columns;
+        self.tags.next().map(|&(k, v)| (c.string(k), c.string(v)))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = match self {
-            Tags::Owned(tags) => tags.len(),
-            Tags::Column(_, tags) => tags.len(),
-        };
-        (n, Some(n))
+        self.tags.size_hint()
     }
 }
 
 impl ExactSizeIterator for Tags<'_> {}
-
-/// One of two iterators of the same item (the two kinds of views).
-struct Either<A, B>(A, B);
-
-impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Either<A, B> {
-    type Item = T;
-
-    fn next(&mut self) -> Option<T> {
-        self.0.next().or_else(|| self.1.next())
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.0.len_hint() + self.1.len_hint();
-        (n, Some(n))
-    }
-}
-
-impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> ExactSizeIterator for Either<A, B> {}
-
-/// The exact length of the slice iterators `Either` is built from.
-trait LenHint {
-    fn len_hint(&self) -> usize;
-}
-
-impl<I: Iterator> LenHint for I {
-    fn len_hint(&self) -> usize {
-        self.size_hint().0
-    }
-}
-
-/// Metadata of an object added to a [`ColumnsBuilder`]; the user name is a
-/// string index of the builder.
-#[derive(Clone, Copy, Debug)]
-pub struct InfoIndex {
-    /// See [`Info::version`].
-    pub version: i32,
-    /// See [`Info::timestamp_ms`].
-    pub timestamp_ms: i64,
-    /// See [`Info::changeset`].
-    pub changeset: i64,
-    /// See [`Info::uid`].
-    pub uid: i32,
-    /// The user name: a string index returned by [`ColumnsBuilder::string`].
-    pub user: u32,
-    /// See [`Info::visible`].
-    pub visible: Option<bool>,
-}
 
 /// Builds [`Columns`] from another encoding whose strings lie in one
 /// buffer (the merge's spill records): strings are declared as ranges of
@@ -793,23 +534,21 @@ impl ColumnsBuilder {
         }
     }
 
-    /// Start the next object; (lat, lon) count for nodes only.
+    /// Start the next object; (lat, lon) count for nodes only, and the
+    /// user name of `info` is a string index returned by
+    /// [`ColumnsBuilder::string`].
     pub fn object(
         &mut self,
         kind: Kind,
         id: i64,
         (lat, lon): (i64, i64),
-        info: Option<InfoIndex>,
+        info: Option<Info<u32>>,
     ) -> Result<(), BadIndex> {
         let info = match info {
-            Some(i) => Some(InfoColumn {
-                version: i.version,
-                timestamp_ms: i.timestamp_ms,
-                changeset: i.changeset,
-                uid: i.uid,
-                user: self.check(i.user)?,
-                visible: i.visible,
-            }),
+            Some(i) => {
+                let user = self.check(i.user)?;
+                Some(i.map_user(|_| user))
+            }
             None => None,
         };
         let c = &self.columns;
@@ -884,13 +623,14 @@ impl ColumnsBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::block::Element;
 
     #[test]
     fn builder_makes_the_objects_it_is_given() {
         let data = b"highwayresidentialbob".to_vec();
         let mut b = ColumnsBuilder::with_capacity(2);
         let (k, v, user) = (b.string(0, 7), b.string(7, 18), b.string(18, 21));
-        let info = InfoIndex {
+        let info = Info {
             version: 3,
             timestamp_ms: 5000,
             changeset: 9,

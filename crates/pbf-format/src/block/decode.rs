@@ -4,7 +4,8 @@
 //! block, and tags, refs and members into the block's shared arrays, so a
 //! block costs a handful of allocations however many elements it holds.
 //!
-//! It reads exactly what the prost messages of [`crate::proto`] would:
+//! It reads exactly what prost's messages (the tests' oracle,
+//! `tests/proto`) would:
 //! unknown fields are skipped, a repeated field may be packed or not and may
 //! come in several pieces, a message field that occurs twice is merged (its
 //! arrays appended, its last scalars winning), a missing scalar is its
@@ -14,8 +15,8 @@
 //! Within a group, elements come out in field order: nodes, dense nodes,
 //! ways, relations, changesets.
 
-use super::Element;
-use super::columns::{Columns, InfoColumn, MemberColumn, NO_USER, Object, Span};
+use super::columns::{Columns, MemberColumn, NO_USER, Object, Span};
+use super::{Element, Info};
 use crate::wire::{self, Reader, Value};
 use crate::{Error, Kind, Result};
 
@@ -361,12 +362,12 @@ impl InfoFields {
         Ok(())
     }
 
-    fn decode(&self, ctx: &Context) -> Result<InfoColumn> {
+    fn decode(&self, ctx: &Context) -> Result<Info<u32>> {
         let user = match self.user_sid {
             Some(sid) => ctx.string(sid)?,
             None => NO_USER,
         };
-        Ok(InfoColumn {
+        Ok(Info {
             version: self.version.unwrap_or(-1),
             timestamp_ms: ctx.timestamp(self.timestamp.unwrap_or(0)),
             changeset: self.changeset.unwrap_or(0),
@@ -383,7 +384,7 @@ fn merge_info(info: &mut Option<InfoFields>, v: Value<'_>) -> Result<()> {
         .merge(wire::expect_bytes(v, "Info")?)
 }
 
-fn decode_info(info: &Option<InfoFields>, ctx: &Context) -> Result<Option<InfoColumn>> {
+fn decode_info(info: &Option<InfoFields>, ctx: &Context) -> Result<Option<Info<u32>>> {
     info.as_ref().map(|i| i.decode(ctx)).transpose()
 }
 
@@ -396,7 +397,7 @@ fn tag_field(n: u32, v: Value<'_>, s: &mut Scratch) -> Result<()> {
 }
 
 /// An object with no tags, refs or members yet.
-fn object(kind: Kind, id: i64, info: Option<InfoColumn>) -> Object {
+fn object(kind: Kind, id: i64, info: Option<Info<u32>>) -> Object {
     Object {
         kind,
         id,
@@ -736,7 +737,7 @@ struct DenseInfoDecoder {
 }
 
 impl DenseInfoDecoder {
-    fn next(&mut self, c: &DenseColumns, i: usize, ctx: &Context) -> Result<InfoColumn> {
+    fn next(&mut self, c: &DenseColumns, i: usize, ctx: &Context) -> Result<Info<u32>> {
         self.timestamp = self.timestamp.wrapping_add(at(&c.timestamp, i));
         self.changeset = self.changeset.wrapping_add(at(&c.changeset, i));
         self.uid = self.uid.wrapping_add(at(&c.uid, i));
@@ -745,7 +746,7 @@ impl DenseInfoDecoder {
             true => NO_USER,
             false => ctx.string_i32(self.user_sid)?,
         };
-        Ok(InfoColumn {
+        Ok(Info {
             version: c.version.get(i).copied().unwrap_or(-1),
             timestamp_ms: ctx.timestamp(self.timestamp),
             changeset: self.changeset,

@@ -1,17 +1,17 @@
-//! Encoding elements ([`Obj`] views of owned [`Element`]s or of
-//! [`super::Columns`]) into a PrimitiveBlock, written straight to bytes.
-//! A first pass over the block chooses its scales and builds its string
-//! table (objects of decoded columns find their strings through a table per
-//! source block, not by hashing); the second writes the table, then each
+//! Encoding objects ([`Obj`] views of [`Columns`]) into a PrimitiveBlock,
+//! written straight to bytes. A first pass over the block chooses its
+//! scales and builds its string table (objects find their strings through
+//! a table per source block, not by hashing); the second writes the table, then each
 //! group and message in place behind its length, so every byte is copied
 //! into the output once. No protobuf structs and no per-element vectors are
-//! needed. The output is what the prost messages of [`crate::proto`] would
-//! encode (fields in number order).
+//! needed. The output is what prost would encode for the same messages,
+//! fields in number order (the tests check it against their oracle,
+//! `tests/proto`).
 
 use std::collections::HashMap;
 
 use super::columns::{Columns, NO_USER};
-use super::{Element, EncodeOptions, InfoView, Obj};
+use super::{Element, EncodeOptions, Info, Obj, prefetched};
 use crate::Kind;
 use crate::hash::FxBuild;
 use crate::wire::{
@@ -29,12 +29,13 @@ use crate::wire::{
 /// A member of kind [`Kind::Changeset`] is written as type 3, which no
 /// reader (including [`super::decode_block`]) accepts.
 pub fn encode_block(elements: &[Element], opts: &EncodeOptions) -> Vec<u8> {
-    let objects: Vec<Obj<'_>> = elements.iter().map(Obj::Element).collect();
+    let columns = Columns::from_elements(elements);
+    let objects: Vec<Obj<'_>> = (0..columns.len()).map(|i| columns.get(i)).collect();
     encode_objects(&objects, opts)
 }
 
-/// [`encode_block`] of views: the same bytes for the same objects, whether
-/// they are owned elements or objects of decoded columns.
+/// [`encode_block`] of objects of one or many [`Columns`], in the given
+/// order.
 pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
     let first = FirstPass::read(elements);
     let table_len = first.strings.message_len();
@@ -169,9 +170,6 @@ fn nested(out: &mut Vec<u8>, number: u32, write: impl FnOnce(&mut Vec<u8>)) {
 
 // ------------------------------------------------------------ first pass
 
-/// How many objects ahead a first pass over a block prefetches.
-const PREFETCH_AHEAD: usize = 8;
-
 /// What the first pass over a block finds: its scales, its string table,
 /// and the table index of every string use in the order the second pass
 /// writes them (per object: tag keys and values, user, member roles).
@@ -192,20 +190,8 @@ impl<'a> FirstPass<'a> {
             estimate: 0,
         };
         let (mut coarse, mut whole_seconds) = (true, true);
-        for (i, &element) in elements.iter().enumerate() {
-            // Objects of scattered source blocks: fetch a few ahead.
-            if let Some(ahead) = elements.get(i + 2 * PREFETCH_AHEAD) {
-                ahead.prefetch();
-            }
-            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD) {
-                ahead.prefetch_strings();
-            }
-            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD / 2) {
-                ahead.prefetch_bytes();
-            }
-            if let Some(ahead) = elements.get(i + PREFETCH_AHEAD / 4) {
-                ahead.prefetch_tag_bytes();
-            }
+        // Objects of scattered source blocks: fetched a few ahead.
+        for element in prefetched(elements) {
             if let Some(timestamp_ms) = element.timestamp_ms() {
                 whole_seconds &= timestamp_ms % 1000 == 0;
             }
@@ -276,11 +262,10 @@ const UNSEEN: u32 = u32::MAX;
 /// keys_vals delimiter); every real string, the empty one included, gets an
 /// index of its own in order of first use.
 ///
-/// An object of decoded columns names its strings by index into its block's
-/// table, so each source block gets a map from its indexes to the output's
-/// (an array, filled on first use); only the first use of a source string
-/// hashes its bytes, to share one index among equal strings of different
-/// sources. Owned elements' strings are hashed at every use.
+/// An object names its strings by index into its block's table, so each
+/// source block gets a map from its indexes to the output's (an array,
+/// filled on first use); only the first use of a source string hashes its
+/// bytes, to share one index among equal strings of different sources.
 struct StringTable<'a> {
     index: HashMap<&'a [u8], u32, FxBuild>,
     strings: Vec<&'a [u8]>,
@@ -307,33 +292,18 @@ impl Default for StringTable<'_> {
 impl<'a> StringTable<'a> {
     /// Record the indexes of an object's strings, in writing order.
     fn object(&mut self, o: Obj<'a>, sids: &mut Vec<u32>) {
-        match o {
-            Obj::Column(c, object) => {
-                let source = self.source(c);
-                for &(k, v) in &c.tags[object.tags.range()] {
-                    sids.push(self.column_string(source, c, k));
-                    sids.push(self.column_string(source, c, v));
-                }
-                if let Some(info) = object.info {
-                    sids.push(self.column_string(source, c, info.user));
-                }
-                if object.kind == Kind::Relation {
-                    for m in &c.members[object.items.range()] {
-                        sids.push(self.column_string(source, c, m.role));
-                    }
-                }
-            }
-            Obj::Element(_) => {
-                for (k, v) in o.tags() {
-                    sids.push(self.intern(k));
-                    sids.push(self.intern(v));
-                }
-                if let Some(info) = o.info() {
-                    sids.push(self.intern(info.user));
-                }
-                for (_, _, role) in o.members() {
-                    sids.push(self.intern(role));
-                }
+        let (c, object) = (o.columns, o.object);
+        let source = self.source(c);
+        for &(k, v) in &c.tags[object.tags.range()] {
+            sids.push(self.column_string(source, c, k));
+            sids.push(self.column_string(source, c, v));
+        }
+        if let Some(info) = object.info {
+            sids.push(self.column_string(source, c, info.user));
+        }
+        if object.kind == Kind::Relation {
+            for m in &c.members[object.items.range()] {
+                sids.push(self.column_string(source, c, m.role));
             }
         }
     }
@@ -663,7 +633,7 @@ impl<'s> DenseWriter<'s> {
         }
     }
 
-    fn info(&mut self, info: InfoView<'_>, scale: Scale, user_sid: i32) {
+    fn info(&mut self, info: Info<&[u8]>, scale: Scale, user_sid: i32) {
         let p = &mut self.prev;
         let [version, timestamp, changeset, uid, user, visible] = &mut *self.info;
         let ts = scale.timestamp(info.timestamp_ms);

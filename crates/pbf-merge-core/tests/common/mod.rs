@@ -15,7 +15,7 @@ use pbf_format::frame::{self, PbfFile};
 use pbf_format::header::{self, Header};
 use pbf_format::indexdata;
 use pbf_format::scan::Accumulator;
-use pbf_merge_core::{MergeStats, Merger, Options, Sources, Spool, WrittenFrame};
+use pbf_merge_core::{MergeStats, Merger, Options, SourceFiles, Spool, WrittenFrame};
 use pbf_stream::{MergeInput, MergeOp, SourceRef};
 
 /// One input blob: its elements in stored order and whether to use DenseNodes.
@@ -113,7 +113,11 @@ pub fn merger(sources: &[SourceRef], opts: Options) -> pbf_merge_core::Result<Me
         .num_threads(2)
         .build()
         .expect("pool");
-    Ok(Merger::new(opts, Sources::open(sources)?, Arc::new(pool)))
+    Ok(Merger::new(
+        opts,
+        SourceFiles::open(sources)?,
+        Arc::new(pool),
+    ))
 }
 
 /// Run the engine over ops as pbf-merge does, each next op prepared while

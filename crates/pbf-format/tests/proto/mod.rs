@@ -1,13 +1,12 @@
 //! The protobuf messages of `osmformat.proto` as prost derives them, written
-//! out by hand so the build needs no protoc and no codegen step.
-//!
-//! No tool uses them: the block codec ([`crate::block`]) reads and writes
-//! the wire format by hand, and the key scan ([`crate::scan`]) reads it the
-//! same way. They are the
-//! oracle of the crate's tests, an independent decoder and encoder that the
-//! codec must agree with (it reads what these messages would and writes
-//! what prost writes for them).
-#![allow(missing_docs)]
+//! out by hand so the build needs no protoc and no codegen step: the oracle
+//! of pbf-format's tests, an independent decoder and encoder that the codec
+//! must agree with (it reads what these messages would and writes what
+//! prost writes for them). The block codec and the key scan read and write
+//! the wire format by hand; nothing outside the tests uses these. The crate's
+//! unit tests include this file as `crate::proto`, `tests/codec.rs` as a
+//! module of its own.
+#![allow(missing_docs, dead_code)]
 
 // `fileformat.proto` BlobHeader and Blob are read and written by hand
 // (`crate::frame`, `crate::compress`): a frame is never decoded whole.
