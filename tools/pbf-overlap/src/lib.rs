@@ -131,7 +131,9 @@ pub fn command() -> Command {
                      as the N-th source's first 16 blobs are read sorted and in file order, \
                      before the blobs are planned, and marked \"early\": true, unless the output \
                      header depends on the ops (DenseNodes is added for merges and no input \
-                     requires it); with one source, pbf-copy starts copying ahead then. Any \
+                     requires it); with one source, pbf-copy starts copying ahead then. After it, \
+                     \"sorted\" records say how far the last source is read in order (one at \
+                     once, then one per 16 MiB) and an \"unsorted\" record when it is not. Any \
                      other number of sources is an error (pbf-sort passes its number of inputs)",
                 ),
         )
