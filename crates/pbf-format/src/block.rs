@@ -32,7 +32,7 @@ mod element;
 mod encode;
 
 pub use columns::{BadIndex, Columns, ColumnsBuilder, Obj, Object, Tags, prefetched};
-pub use decode::{decode_block, decode_columns};
+pub use decode::{Decoder, decode_block, decode_columns};
 pub use element::{Changeset, Element, Member, Node, Relation, Way};
 pub use encode::{encode_block, encode_objects};
 
@@ -328,7 +328,7 @@ mod tests {
             way(11, vec![]),
         ];
         let bytes = encode_block(&elements, &EncodeOptions::default());
-        let mut columns = decode_columns(bytes).expect("decode");
+        let mut columns = decode_columns(&bytes).expect("decode");
         let stored = columns.to_elements();
         let order = [5, 3, 0, 6, 2, 1, 4];
         columns.reorder(&order);
@@ -340,7 +340,7 @@ mod tests {
     #[should_panic(expected = "twice")]
     fn reorder_refuses_a_repeated_object() {
         let bytes = encode_block(&[node(1, None), node(2, None)], &EncodeOptions::default());
-        decode_columns(bytes).expect("decode").reorder(&[1, 1]);
+        decode_columns(&bytes).expect("decode").reorder(&[1, 1]);
     }
 
     #[test]

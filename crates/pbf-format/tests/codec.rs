@@ -11,8 +11,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use pbf_format::block::{
-    Changeset, Element, EncodeOptions, Info, Member, Node, Obj, Relation, Str, Tag, Way,
-    decode_block, decode_columns, encode_block, encode_objects, split_points,
+    Changeset, Columns, Decoder, Element, EncodeOptions, Info, Member, Node, Obj, Relation, Str,
+    Tag, Way, decode_block, decode_columns, encode_block, encode_objects, split_points,
 };
 use pbf_format::compress::{self, Compression};
 use pbf_format::frame::{self, BlobType, PbfFile};
@@ -198,12 +198,32 @@ proptest! {
         let blocks: Vec<_> = (0..parts)
             .map(|p| {
                 let part: Vec<Element> = elements.iter().skip(p).step_by(parts).cloned().collect();
-                decode_columns(encode_block(&part, &opts)).expect("decode columns")
+                decode_columns(&encode_block(&part, &opts)).expect("decode columns")
             })
             .collect();
         let views: Vec<Obj<'_>> = order.iter().map(|&i| blocks[i % parts].get(i / parts)).collect();
         let owned: Vec<Element> = order.iter().map(|&i| elements[i].clone()).collect();
         prop_assert!(encode_objects(&views, &opts) == encode_block(&owned, &opts));
+    }
+
+    /// Blocks decoded one after another into the same columns, by one
+    /// decoder, hold the elements of each in turn.
+    #[test]
+    fn blocks_decoded_into_one_set_of_columns_keep_their_elements(
+        elements in elements(),
+        parts in 1..4usize,
+        dense in any::<bool>(),
+    ) {
+        let opts = EncodeOptions { dense_nodes: dense, ..EncodeOptions::default() };
+        let size = elements.len().div_ceil(parts).max(1);
+        let mut columns = Columns::default();
+        let mut decoder = Decoder::default();
+        for part in elements.chunks(size) {
+            let before = columns.len();
+            let added = decoder.decode_into(&encode_block(part, &opts), &mut columns).expect("decode");
+            prop_assert_eq!(added, before..before + part.len());
+        }
+        prop_assert_eq!(columns.to_elements(), elements);
     }
 
     /// The encoder's bytes are what prost writes for the messages they hold:
@@ -255,7 +275,7 @@ proptest! {
 /// the same bytes and agree on what the merge reads of each object.
 fn same_views(block: &[u8], opts: &EncodeOptions) {
     let elements = decode_block(block).expect("decode");
-    let columns = decode_columns(block.to_vec()).expect("decode columns");
+    let columns = decode_columns(block).expect("decode columns");
     assert_eq!(columns.len(), elements.len());
     let views: Vec<Obj<'_>> = (0..columns.len()).map(|i| columns.get(i)).collect();
     assert!(encode_objects(&views, opts) == encode_block(&elements, opts));

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use pbf_format::block::{self, Columns, Object};
-use pbf_format::compress::decode_blob;
+use pbf_format::block::{self, Columns, Decoder, Object};
+use pbf_format::compress::with_decoded;
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, compress, indexdata};
@@ -274,8 +274,9 @@ fn checked(
 pub(crate) const OBJECT_BYTES: u64 = (size_of::<Object>() + size_of::<Order>()) as u64;
 
 /// Memory estimate of a decoded blob: a record and an order entry per
-/// object, and three times the uncompressed block (the block kept whole for
-/// its strings, the string table's entries, tags, way refs and members).
+/// object, and three times the uncompressed block (a copy of its string
+/// table, the table's entries, tags, way refs and members; the decoded
+/// columns no longer keep the whole block, so this errs on the large side).
 /// When the blob header does not tell the uncompressed size, a compression
 /// ratio of 4 is assumed.
 fn estimate(frame: &FrameHeader, elements: u64) -> u64 {
@@ -342,7 +343,6 @@ impl Inputs {
             .map(|&i| self.blobs[i as usize].elements as usize)
             .sum();
         let mut columns = Columns::with_capacity(objects);
-        let mut positions = Vec::with_capacity(objects);
         let mut at = 0;
         while at < load.len() {
             let piece = self.body_piece(&load[at..]);
@@ -356,26 +356,26 @@ impl Inputs {
                     "frames",
                 )
                 .map_err(|e| e.at(first.offset))?;
+            // Runs of blobs decoded each into columns of its own on the
+            // pool, a few per thread, then appended in order.
+            let run = piece.len().div_ceil(4 * rayon::current_num_threads());
             let decoded: Vec<Columns> = piece
-                .par_iter()
-                .map(|&i| {
-                    let blob = &self.blobs[i as usize];
-                    let from = (blob.body_offset() - first.offset) as usize;
-                    let body = &bytes[from..from + blob.datasize as usize];
-                    self.decode(blob, body)
-                })
+                .par_chunks(run)
+                .map(|run| self.decode_run(run, &bytes, first.offset))
                 .collect::<Result<_>>()?;
-            for (c, &i) in decoded.iter().zip(piece) {
+            for c in &decoded {
                 if !columns.append(c) {
                     let m = format!("a load of {} blobs is too large for one block", load.len());
                     return Err(Error::new(ErrorKind::Internal(m)));
                 }
-                positions.extend(std::iter::repeat_n(
-                    self.blobs[i as usize].position,
-                    c.len(),
-                ));
             }
         }
+        // Each blob holds as many objects as planned (checked when decoded).
+        let positions = load
+            .iter()
+            .map(|&i| &self.blobs[i as usize])
+            .flat_map(|b| std::iter::repeat_n(b.position, b.elements as usize))
+            .collect();
         Ok(Block::from_record(columns, positions))
     }
 
@@ -394,16 +394,39 @@ impl Inputs {
         })
     }
 
-    /// Decompress and decode one blob's body, and check it against the plan.
-    fn decode(&self, blob: &InputBlob, body: &[u8]) -> Result<Columns> {
-        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(self.path(blob));
-        let raw = decode_blob(body).map_err(place)?;
-        let columns = block::decode_columns(raw).map_err(place)?;
-        let keys = (0..columns.len()).map(|i| columns.get(i).key().packed());
-        let range = keys.clone().min().zip(keys.max());
-        self.check(blob, columns.len(), range)?;
-        self.on_load.loaded(blob.frame_len());
+    /// Decode blobs `run` of the frames `bytes` read from `offset` into one
+    /// set of columns.
+    fn decode_run(&self, run: &[u32], bytes: &[u8], offset: u64) -> Result<Columns> {
+        let blobs = run.iter().map(|&i| &self.blobs[i as usize]);
+        let objects = blobs.clone().map(|b| b.elements as usize).sum();
+        let mut columns = Columns::with_capacity(objects);
+        let mut decoder = Decoder::default();
+        for blob in blobs {
+            let from = (blob.body_offset() - offset) as usize;
+            let body = &bytes[from..from + blob.datasize as usize];
+            self.decode_into(&mut decoder, blob, body, &mut columns)?;
+        }
         Ok(columns)
+    }
+
+    /// Decompress and decode one blob's body to the end of `columns`, and
+    /// check it against the plan.
+    fn decode_into(
+        &self,
+        decoder: &mut Decoder,
+        blob: &InputBlob,
+        body: &[u8],
+        columns: &mut Columns,
+    ) -> Result<()> {
+        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(self.path(blob));
+        let added = with_decoded(body, |raw| decoder.decode_into(raw, columns))
+            .and_then(|added| added)
+            .map_err(place)?;
+        let keys = added.clone().map(|i| columns.get(i).key().packed());
+        let range = keys.clone().min().zip(keys.max());
+        self.check(blob, added.len(), range)?;
+        self.on_load.loaded(blob.frame_len());
+        Ok(())
     }
 
     /// Read, decompress and decode one blob, check it against the plan, and
@@ -414,9 +437,10 @@ impl Inputs {
             .read_exact_at(blob.body_offset(), blob.datasize as usize, "Blob")
             .map_err(|e| e.at(blob.offset))?;
         let place = |e: pbf_format::Error| e.at(blob.offset).in_file(file.path());
-        let raw = decode_blob(&body).map_err(place)?;
+        let columns = with_decoded(&body, block::decode_columns)
+            .and_then(|columns| columns)
+            .map_err(place)?;
         drop(body);
-        let columns = block::decode_columns(raw).map_err(place)?;
         let block = Block::from_columns(columns, blob.position);
         // The block is sorted: its first and last keys are its extremes.
         let range = block.rest().first().zip(block.rest().last());

@@ -1,8 +1,9 @@
 //! Decoding a PrimitiveBlock into [`Columns`] (and from them owned
 //! [`Element`]s), by hand on the [`wire`] reader: no intermediate protobuf
-//! structs, packed arrays go into scratch buffers reused for the whole
-//! block, and tags, refs and members into the block's shared arrays, so a
-//! block costs a handful of allocations however many elements it holds.
+//! structs, packed arrays go into scratch buffers of a [`Decoder`] reused
+//! from one block to the next, and tags, refs and members into the
+//! columns' shared arrays, so decoding a block into columns that already
+//! have room allocates nothing, however few elements it holds.
 //!
 //! It reads exactly what prost's messages (the tests' oracle,
 //! `tests/proto`) would:
@@ -15,6 +16,8 @@
 //! Within a group, elements come out in field order: nodes, dense nodes,
 //! ways, relations, changesets.
 
+use std::ops::Range;
+
 use super::columns::{Columns, MemberColumn, NO_USER, Object, Span};
 use super::{Element, Info};
 use crate::wire::{self, Reader, Value};
@@ -24,31 +27,93 @@ use crate::{Error, Kind, Result};
 /// groups in order; within a group nodes, dense nodes, ways, relations and
 /// changesets, in that field order.
 pub fn decode_block(data: &[u8]) -> Result<Vec<Element>> {
-    Ok(decode_columns(data.to_vec())?.to_elements())
+    Ok(decode_columns(data)?.to_elements())
 }
 
-/// Decode a decompressed PrimitiveBlock into columns that keep `data`,
-/// objects in the order of [`decode_block`].
-pub fn decode_columns(data: Vec<u8>) -> Result<Columns> {
+/// Decode a decompressed PrimitiveBlock into columns of their own, objects
+/// in the order of [`decode_block`].
+pub fn decode_columns(data: &[u8]) -> Result<Columns> {
     let mut out = Columns::default();
-    {
-        let block = BlockFields::parse(&data)?;
-        let ctx = Context::new(&block, &data)?;
-        let groups = block
-            .groups
-            .iter()
-            .map(|g| GroupFields::parse(g))
-            .collect::<Result<Vec<_>>>()?;
-        out.objects
-            .reserve(groups.iter().map(GroupFields::count).sum());
-        let mut scratch = Scratch::default();
-        for group in &groups {
-            group.decode(&ctx, &mut scratch, &mut out)?;
-        }
-        out.strings = ctx.strings;
-    }
-    out.data = data;
+    Decoder::default().decode_into(data, &mut out)?;
     Ok(out)
+}
+
+/// Decodes blocks into [`Columns`], keeping its scratch buffers from one
+/// block to the next.
+#[derive(Default)]
+pub struct Decoder {
+    scratch: Scratch,
+    /// The group messages of the block, as ranges of its bytes.
+    groups: Vec<Range<usize>>,
+    /// The element messages of all its groups as (field number, range of
+    /// the block's bytes), and where among them each group ends.
+    elements: Vec<(u32, Range<usize>)>,
+    group_ends: Vec<usize>,
+}
+
+impl Decoder {
+    /// Append the objects of a decompressed PrimitiveBlock to `out`, in the
+    /// order of [`decode_block`], with a copy of the bytes of its string
+    /// table (not the rest of the block): a merge gathers many small blobs
+    /// into one block this way. Returns the indexes of the objects added.
+    /// On an error `out` holds part of the block and is to be dropped.
+    pub fn decode_into(&mut self, data: &[u8], out: &mut Columns) -> Result<Range<usize>> {
+        let start = out.objects.len();
+        self.groups.clear();
+        let block = BlockFields::parse(data, out, &mut self.groups)?;
+        let ctx = Context::new(&block)?;
+        self.parse_groups(data)?;
+        out.objects.reserve(self.count(data));
+        let mut from = 0;
+        for &end in &self.group_ends {
+            // Within a group, elements in field order (nearly always the
+            // stored order: a group holds one kind).
+            let group = &mut self.elements[from..end];
+            if !group.is_sorted_by_key(|e| e.0) {
+                group.sort_by_key(|e| e.0);
+            }
+            for (n, range) in group.iter() {
+                decode_element(*n, &data[range.clone()], &ctx, &mut self.scratch, out)?;
+            }
+            from = end;
+        }
+        Ok(start..out.objects.len())
+    }
+
+    /// Find the element messages of every group.
+    fn parse_groups(&mut self, data: &[u8]) -> Result<()> {
+        self.elements.clear();
+        self.group_ends.clear();
+        let base = data.as_ptr() as usize;
+        for group in &self.groups {
+            let mut r = Reader::new(&data[group.clone()]);
+            while let Some((n, v)) = r.field()? {
+                let what = match n {
+                    1 => "Node",
+                    2 => "DenseNodes",
+                    3 => "Way",
+                    4 => "Relation",
+                    5 => "ChangeSet",
+                    _ => continue,
+                };
+                let b = wire::expect_bytes(v, what)?;
+                let at = b.as_ptr() as usize - base;
+                self.elements.push((n, at..at + b.len()));
+            }
+            self.group_ends.push(self.elements.len());
+        }
+        Ok(())
+    }
+
+    /// Elements in the block, for the output's capacity (a hint: malformed
+    /// dense ids may count wrong, and are caught while decoding).
+    fn count(&self, data: &[u8]) -> usize {
+        let count = |(n, range): &(u32, Range<usize>)| match n {
+            2 => dense_ids(&data[range.clone()]),
+            _ => 1,
+        };
+        self.elements.iter().map(count).sum()
+    }
 }
 
 /// Append to a shared array and return the span of what `f` appended.
@@ -93,31 +158,44 @@ fn packed_len(v: &Value<'_>) -> usize {
     }
 }
 
-/// The fields of a PrimitiveBlock, not yet decoded.
-struct BlockFields<'a> {
-    strings: Vec<&'a [u8]>,
-    groups: Vec<&'a [u8]>,
+/// The scalar fields of a PrimitiveBlock; its string table is copied into
+/// the columns while they are read.
+struct BlockFields {
+    /// The table's first entry in the columns, and its number of entries.
+    first_string: u32,
+    strings: u32,
     granularity: Option<i32>,
     date_granularity: Option<i32>,
     lat_offset: Option<i64>,
     lon_offset: Option<i64>,
 }
 
-impl<'a> BlockFields<'a> {
-    fn parse(data: &'a [u8]) -> Result<BlockFields<'a>> {
+impl BlockFields {
+    /// Read the block's fields, copy its string table into `out`, and give
+    /// the group messages' places in `data` to `groups`.
+    fn parse(
+        data: &[u8],
+        out: &mut Columns,
+        groups: &mut Vec<Range<usize>>,
+    ) -> Result<BlockFields> {
         let mut b = BlockFields {
-            strings: Vec::new(),
-            groups: Vec::new(),
+            first_string: to_u32(out.strings.len())?,
+            strings: 0,
             granularity: None,
             date_granularity: None,
             lat_offset: None,
             lon_offset: None,
         };
+        let base = data.as_ptr() as usize;
         let mut r = Reader::new(data);
         while let Some((n, v)) = r.field()? {
             match n {
-                1 => string_table(wire::expect_bytes(v, "StringTable")?, &mut b.strings)?,
-                2 => b.groups.push(wire::expect_bytes(v, "PrimitiveGroup")?),
+                1 => string_table(wire::expect_bytes(v, "StringTable")?, out)?,
+                2 => {
+                    let group = wire::expect_bytes(v, "PrimitiveGroup")?;
+                    let at = group.as_ptr() as usize - base;
+                    groups.push(at..at + group.len());
+                }
                 17 => b.granularity = Some(wire::expect_varint(v, "granularity")? as i32),
                 18 => b.date_granularity = Some(wire::expect_varint(v, "date_granularity")? as i32),
                 19 => b.lat_offset = Some(wire::expect_varint(v, "lat_offset")? as i64),
@@ -125,15 +203,32 @@ impl<'a> BlockFields<'a> {
                 _ => {}
             }
         }
+        if out.strings.len() == b.first_string as usize {
+            // Index 0 is the conventional empty string; accept it without a table.
+            let at = to_u32(out.data.len())?;
+            out.strings.push((at, at));
+        }
+        // Leave u32::MAX to NO_USER.
+        let end = to_u32(out.strings.len() + 1)?;
+        b.strings = end - 1 - b.first_string;
         Ok(b)
     }
 }
 
-fn string_table<'a>(data: &'a [u8], out: &mut Vec<&'a [u8]>) -> Result<()> {
-    let mut r = Reader::new(data);
+/// Copy a StringTable message to the end of `out.data` and add its strings
+/// to `out.strings`.
+fn string_table(table: &[u8], out: &mut Columns) -> Result<()> {
+    let moved = out.data.len();
+    to_u32(moved + table.len())?;
+    out.data.extend_from_slice(table);
+    let base = table.as_ptr() as usize;
+    let mut r = Reader::new(table);
     while let Some((n, v)) = r.field()? {
         if n == 1 {
-            out.push(wire::expect_bytes(v, "StringTable.s")?);
+            let s = wire::expect_bytes(v, "StringTable.s")?;
+            // Inside the table, which now lies inside `out.data`.
+            let start = (s.as_ptr() as usize - base + moved) as u32;
+            out.strings.push((start, start + s.len() as u32));
         }
     }
     Ok(())
@@ -141,8 +236,10 @@ fn string_table<'a>(data: &'a [u8], out: &mut Vec<&'a [u8]>) -> Result<()> {
 
 /// What a block's elements need from the block: strings and scales.
 struct Context {
-    /// The string table as (start, end) in the block's bytes.
-    strings: Vec<(u32, u32)>,
+    /// The block's string table is entries `first_string..first_string +
+    /// strings` of the columns'.
+    first_string: u32,
+    strings: u32,
     granularity: i64,
     lat_offset: i64,
     lon_offset: i64,
@@ -150,7 +247,7 @@ struct Context {
 }
 
 impl Context {
-    fn new(block: &BlockFields<'_>, data: &[u8]) -> Result<Context> {
+    fn new(block: &BlockFields) -> Result<Context> {
         let granularity = block.granularity.unwrap_or(100);
         let date_granularity = block.date_granularity.unwrap_or(1000);
         if granularity <= 0 || date_granularity <= 0 {
@@ -158,22 +255,9 @@ impl Context {
                 "block granularity {granularity} / date_granularity {date_granularity} not positive"
             )));
         }
-        let base = data.as_ptr() as usize;
-        let mut strings: Vec<(u32, u32)> = block
-            .strings
-            .iter()
-            .map(|s| {
-                // Every string is a slice of `data`, which is under 4 GiB.
-                let start = (s.as_ptr() as usize - base) as u32;
-                (start, start + s.len() as u32)
-            })
-            .collect();
-        if strings.is_empty() {
-            // Index 0 is the conventional empty string; accept it without a table.
-            strings.push((0, 0));
-        }
         Ok(Context {
-            strings,
+            first_string: block.first_string,
+            strings: block.strings,
             granularity: i64::from(granularity),
             lat_offset: block.lat_offset.unwrap_or(0),
             lon_offset: block.lon_offset.unwrap_or(0),
@@ -181,14 +265,14 @@ impl Context {
         })
     }
 
-    /// A checked string index.
+    /// A checked string index of the block, as an index of the columns.
     fn string(&self, index: u32) -> Result<u32> {
-        if (index as usize) < self.strings.len() {
-            return Ok(index);
+        if index < self.strings {
+            return Ok(self.first_string + index);
         }
         Err(Error::malformed(format!(
             "string index {index} out of range (table has {} entries)",
-            self.strings.len()
+            self.strings
         )))
     }
 
@@ -250,75 +334,27 @@ impl Scratch {
     }
 }
 
-/// The element messages of one PrimitiveGroup, by field.
-struct GroupFields<'a> {
-    nodes: Vec<&'a [u8]>,
-    dense: Vec<&'a [u8]>,
-    dense_count: usize,
-    ways: Vec<&'a [u8]>,
-    relations: Vec<&'a [u8]>,
-    changesets: Vec<&'a [u8]>,
-}
-
-impl<'a> GroupFields<'a> {
-    fn parse(data: &'a [u8]) -> Result<GroupFields<'a>> {
-        let mut g = GroupFields {
-            nodes: Vec::new(),
-            dense: Vec::new(),
-            dense_count: 0,
-            ways: Vec::new(),
-            relations: Vec::new(),
-            changesets: Vec::new(),
-        };
-        let mut r = Reader::new(data);
-        while let Some((n, v)) = r.field()? {
-            match n {
-                1 => g.nodes.push(wire::expect_bytes(v, "Node")?),
-                2 => g.dense.push(wire::expect_bytes(v, "DenseNodes")?),
-                3 => g.ways.push(wire::expect_bytes(v, "Way")?),
-                4 => g.relations.push(wire::expect_bytes(v, "Relation")?),
-                5 => g.changesets.push(wire::expect_bytes(v, "ChangeSet")?),
-                _ => {}
-            }
+/// Decode one element message of a group (`n`: its field number) and add
+/// its objects to `out`.
+fn decode_element(
+    n: u32,
+    data: &[u8],
+    ctx: &Context,
+    s: &mut Scratch,
+    out: &mut Columns,
+) -> Result<()> {
+    let o = match n {
+        1 => decode_node(data, ctx, s, out)?,
+        2 => {
+            s.dense.read(data)?;
+            return s.dense.decode(ctx, out);
         }
-        g.dense_count = g.dense.iter().map(|d| dense_ids(d)).sum();
-        Ok(g)
-    }
-
-    /// Elements in the group, for the output's capacity (a hint: malformed
-    /// dense ids may count wrong, and are caught while decoding).
-    fn count(&self) -> usize {
-        self.nodes.len()
-            + self.dense_count
-            + self.ways.len()
-            + self.relations.len()
-            + self.changesets.len()
-    }
-
-    fn decode(&self, ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<()> {
-        for node in &self.nodes {
-            let o = decode_node(node, ctx, s, out)?;
-            out.objects.push(o);
-        }
-        // Each DenseNodes field on its own, as libosmium and the key scan read
-        // them (prost would merge them into one delta sequence).
-        for dense in &self.dense {
-            s.dense.read(dense)?;
-            s.dense.decode(ctx, out)?;
-        }
-        for way in &self.ways {
-            let o = decode_way(way, ctx, s, out)?;
-            out.objects.push(o);
-        }
-        for relation in &self.relations {
-            let o = decode_relation(relation, ctx, s, out)?;
-            out.objects.push(o);
-        }
-        for changeset in &self.changesets {
-            out.objects.push(decode_changeset(changeset)?);
-        }
-        Ok(())
-    }
+        3 => decode_way(data, ctx, s, out)?,
+        4 => decode_relation(data, ctx, s, out)?,
+        _ => decode_changeset(data)?,
+    };
+    out.objects.push(o);
+    Ok(())
 }
 
 /// Number of ids in a DenseNodes message, without decoding it.
