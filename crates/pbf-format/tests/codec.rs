@@ -277,7 +277,7 @@ fn same_views(block: &[u8], opts: &EncodeOptions) {
     let elements = decode_block(block).expect("decode");
     let columns = decode_columns(block).expect("decode columns");
     assert_eq!(columns.len(), elements.len());
-    let views: Vec<Obj<'_>> = (0..columns.len()).map(|i| columns.get(i)).collect();
+    let views: Vec<Obj<'_>> = columns.views().collect();
     assert!(encode_objects(&views, opts) == encode_block(&elements, opts));
     for (view, element) in views.iter().zip(&elements) {
         assert_eq!(view.key(), element.key());

@@ -275,8 +275,9 @@ pub(crate) const OBJECT_BYTES: u64 = (size_of::<Object>() + size_of::<Order>()) 
 
 /// Memory estimate of a decoded blob: a record and an order entry per
 /// object, and three times the uncompressed block (a copy of its string
-/// table, the table's entries, tags, way refs and members; the decoded
-/// columns no longer keep the whole block, so this errs on the large side).
+/// table, the table's entries, tags, way refs and members; the columns
+/// keep the string table's bytes, not the whole block, so this errs on the
+/// large side).
 /// When the blob header does not tell the uncompressed size, a compression
 /// ratio of 4 is assumed.
 fn estimate(frame: &FrameHeader, elements: u64) -> u64 {

@@ -609,7 +609,7 @@ mod tests {
 
     /// Every object of `columns`, in order.
     fn views(columns: &Columns) -> Vec<Obj<'_>> {
-        (0..columns.len()).map(|i| columns.get(i)).collect()
+        columns.views().collect()
     }
 
     #[test]

@@ -91,9 +91,10 @@ impl Block {
     /// hundreds of blocks taking turns, an object next to the last one
     /// taken from its block is often still in the cache.
     pub fn from_record(mut columns: Columns, blobs: Vec<u32>) -> Block {
-        let order: Vec<Order> = (0..columns.len())
+        let order: Vec<Order> = columns
+            .views()
             .zip(blobs)
-            .map(|(i, blob)| Order::of(columns.get(i), blob))
+            .map(|(object, blob)| Order::of(object, blob))
             .collect();
         let order = match order.is_sorted_by_key(Order::merge_key) {
             true => order,
@@ -115,7 +116,7 @@ impl Block {
     pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {
         let blobs: Vec<u32> = blobs.take(elements.len()).collect();
         let columns = Columns::from_elements(&elements);
-        let views: Vec<Obj<'_>> = (0..columns.len()).map(|i| columns.get(i)).collect();
+        let views: Vec<Obj<'_>> = columns.views().collect();
         let c = pbf_format::compress::Compression::None;
         let record = crate::record::write_record(&views, &blobs, c).expect("write record");
         crate::record::read_record(&record).expect("read record")

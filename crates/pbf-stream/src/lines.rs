@@ -519,19 +519,9 @@ impl<R: BufRead> PlanReader<R> {
     fn check(&mut self, rec: &PlanRecord, line: u64) -> Result<(), Error> {
         match rec {
             PlanRecord::Plan(_) => return Err(Error::invalid("second plan record")),
-            PlanRecord::Unsorted(_) => {
-                if self.seen.ops > 0 {
-                    return Err(Error::invalid(
-                        "unsorted record after an op: it is news only before the first op",
-                    ));
-                }
-            }
+            PlanRecord::Unsorted(_) => self.news_before_ops("unsorted")?,
             PlanRecord::Sorted(s) => {
-                if self.seen.ops > 0 {
-                    return Err(Error::invalid(
-                        "sorted record after an op: it is news only before the first op",
-                    ));
-                }
+                self.news_before_ops("sorted")?;
                 let src = self.header.sources.iter().find(|r| r.id == s.source);
                 if !src.is_some_and(|r| !r.spool && s.through <= r.size) {
                     return Err(Error::invalid(format!(
@@ -575,6 +565,17 @@ impl<R: BufRead> PlanReader<R> {
                     return Err(Error::invalid(end_differs(e, &self.seen)));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A record about the input's order (`what`), which is news only
+    /// before the first op.
+    fn news_before_ops(&self, what: &str) -> Result<(), Error> {
+        if self.seen.ops > 0 {
+            return Err(Error::invalid(format!(
+                "{what} record after an op: it is news only before the first op"
+            )));
         }
         Ok(())
     }

@@ -1,10 +1,11 @@
-//! The decoded form of a block: the decompressed block bytes, its string
-//! table as ranges of them, one fixed-size record per object and shared
-//! arrays for tags, way refs, locations and relation members. Decoding into
+//! The decoded form of a block: the bytes of its string table, the table
+//! as ranges of them, one fixed-size record per object and shared arrays
+//! for tags, way refs, locations and relation members. Decoding into
 //! columns allocates a handful of vectors per block instead of several per
-//! object, and strings stay in the block's own bytes, so the merge can move
-//! 8-byte references to objects and the encoder can read every field in
-//! place. [`Obj`] is the read-only view of one object that the encoder and
+//! object (none per block when the columns have room: several small blocks
+//! are decoded into one), and strings stay in that one buffer, so the merge
+//! can move 8-byte references to objects and the encoder can read every
+//! field in place. [`Obj`] is the read-only view of one object that the encoder and
 //! the merge's spill records take; [`ColumnsBuilder`] builds columns from
 //! another encoding.
 
@@ -18,7 +19,8 @@ use crate::prefetch::prefetch;
 /// Every string index in it was checked against the table when decoded.
 #[derive(Debug, Default)]
 pub struct Columns {
-    /// The decompressed block; strings are ranges of it.
+    /// The bytes the strings lie in: the string tables of the blocks
+    /// decoded into these columns, or a builder's buffer.
     pub(super) data: Vec<u8>,
     /// The string table: (start, end) in `data`.
     pub(super) strings: Vec<(u32, u32)>,
@@ -234,6 +236,14 @@ impl Columns {
             columns: self,
             object: &self.objects[i],
         }
+    }
+
+    /// The views of every object, in stored order.
+    pub fn views(&self) -> impl ExactSizeIterator<Item = Obj<'_>> {
+        self.objects.iter().map(|object| Obj {
+            columns: self,
+            object,
+        })
     }
 
     /// The (key, value) string indexes of an object's first tag.

@@ -189,9 +189,7 @@ impl Columns {
                 None => Str::from(s),
             }
         };
-        (0..self.len())
-            .map(|i| self.get(i).element(&mut string))
-            .collect()
+        self.views().map(|o| o.element(&mut string)).collect()
     }
 }
 

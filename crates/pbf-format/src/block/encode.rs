@@ -30,7 +30,7 @@ use crate::wire::{
 /// reader (including [`super::decode_block`]) accepts.
 pub fn encode_block(elements: &[Element], opts: &EncodeOptions) -> Vec<u8> {
     let columns = Columns::from_elements(elements);
-    let objects: Vec<Obj<'_>> = (0..columns.len()).map(|i| columns.get(i)).collect();
+    let objects: Vec<Obj<'_>> = columns.views().collect();
     encode_objects(&objects, opts)
 }
 
