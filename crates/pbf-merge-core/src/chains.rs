@@ -66,16 +66,23 @@ pub fn partition(ranges: &[(Key, Key)]) -> Chains {
 /// each: a merge op's ranges are taken from its plan as they are needed.
 pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
     assert!(u32::try_from(n).is_ok(), "too many ranges");
-    let firsts: Vec<u128> = (0..n).map(|i| range(i).0).collect();
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    order.sort_unstable_by_key(|&i| (firsts[i as usize], i));
+    let halves = |k: u128| ((k >> 64) as u64, k as u64);
+    // Sorted as one array of (first key in halves, index): sorting indexes
+    // by keys in another array was a cache miss per comparison.
+    let mut firsts: Vec<(u64, u64, u32)> = (0..n as u32)
+        .map(|i| {
+            let (hi, lo) = halves(range(i as usize).0);
+            (hi, lo, i)
+        })
+        .collect();
+    firsts.sort_unstable();
+    let order: Vec<u32> = firsts.iter().map(|f| f.2).collect();
     drop(firsts);
     let mut chain_of = vec![0u32; n];
     let mut chains = 0u32;
     // Open chains by (last key in halves, chain index), smallest on top:
     // 24 bytes an entry, where a `u128` would align it to 32.
     let mut ends: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
-    let halves = |k: u128| ((k >> 64) as u64, k as u64);
     for &i in &order {
         let (first, last) = range(i as usize);
         let (first, (hi, lo)) = (halves(first), halves(last));

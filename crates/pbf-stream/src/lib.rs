@@ -20,7 +20,7 @@
 
 mod counts;
 mod error;
-mod fastblob;
+mod fast;
 mod lines;
 mod order;
 mod records;

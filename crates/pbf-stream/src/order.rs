@@ -77,17 +77,30 @@ impl OrderCheck {
                 )));
             }
         }
-        // In file order, each input joins the span of the one before: in
-        // the plan's key order the inputs of a shuffled file land all over
-        // the map, a tree search and insert each.
-        let mut order: Vec<u32> = (0..op.inputs.len() as u32).collect();
-        order.sort_unstable_by_key(|&i| {
-            (op.inputs[i as usize].source, op.inputs[i as usize].offset)
-        });
-        for i in order {
-            let input = &op.inputs[i as usize];
-            let range = (input.source, input.offset, input.length);
-            self.take(Reading::MergeInput(i as usize + 1), range, line)?;
+        // In file order, inputs that follow each other are taken as one
+        // range: a shuffled file of small blobs is one merge op whose
+        // inputs cover the file, one map search instead of millions. A
+        // range refused is taken again input by input, to name the one.
+        let mut ranges: Vec<(u32, u64, u64, u32)> = (0u32..)
+            .zip(&op.inputs)
+            .map(|(i, input)| (input.source, input.offset, input.length, i))
+            .collect();
+        ranges.sort_unstable();
+        for run in ranges.chunk_by(|a, b| a.0 == b.0 && a.1.saturating_add(a.2) == b.1) {
+            let (source, offset, _, first) = run[0];
+            let length = run.iter().map(|r| r.2).sum();
+            let whole = self.take(
+                Reading::MergeInput(first as usize + 1),
+                (source, offset, length),
+                line,
+            );
+            if whole.is_err() {
+                for &(source, offset, length, i) in run {
+                    let range = (source, offset, length);
+                    self.take(Reading::MergeInput(i as usize + 1), range, line)?;
+                }
+                whole?;
+            }
         }
         self.before = Some((last, line));
         Ok(())

@@ -343,7 +343,8 @@ pub struct MergeInput {
 /// A `merge` op: blobs whose key ranges overlap, to be decoded and merged.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeOp {
-    /// The blobs, ordered by first key.
+    /// The blobs, in file order (source id, then offset) as pbf-overlap
+    /// writes them; a reader takes them in any order.
     pub inputs: Vec<MergeInput>,
     /// Smallest key of the run.
     pub first: KeyRecord,

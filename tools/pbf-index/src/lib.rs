@@ -524,7 +524,7 @@ fn write_described<W: Write>(
         tally.end.blobs += 1;
         tally.from_indexdata += u64::from(from == KeysFrom::Indexdata);
         tally.end.counts.add(counts);
-        out.write(&IndexRecord::Blob(BlobRecord {
+        out.write_blob(&BlobRecord {
             seq,
             offset: fh.offset,
             length: fh.frame_len(),
@@ -537,7 +537,7 @@ fn write_described<W: Write>(
             repeats: summary.repeats,
             versions_unsorted: summary.versions_unsorted,
             from,
-        }))?;
+        })?;
     }
     Ok(())
 }

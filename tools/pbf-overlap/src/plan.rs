@@ -310,8 +310,8 @@ pub fn is_copy(run: &[Segment]) -> bool {
 pub enum Op<'a> {
     /// A copy op, whole (at most [`MAX_COPY_FRAMES`] frames).
     Copy(CopyOp),
-    /// A merge op: its run of overlapping (or unsorted) blobs, ordered by
-    /// first key, which may hold millions of blobs.
+    /// A merge op: its run of overlapping (or unsorted) blobs, which may
+    /// hold millions of blobs.
     Merge(Merge<'a>),
 }
 
@@ -323,9 +323,19 @@ pub struct Merge<'a> {
 }
 
 impl<'a> Merge<'a> {
-    /// The op's inputs, in order.
+    /// The op's inputs in file order (source id, then offset): the merge
+    /// reads their frames in that order, and a reader of an op of millions
+    /// of inputs then walks its list front to back instead of all over it.
     pub fn inputs(&self) -> impl Iterator<Item = MergeInput> + 'a {
-        self.run.iter().map(Segment::merge_input)
+        let run = self.run;
+        let mut order: Vec<(u32, u64, u32)> = (0u32..)
+            .zip(run)
+            .map(|(i, s)| (s.source(), s.offset, i))
+            .collect();
+        order.sort_unstable();
+        order
+            .into_iter()
+            .map(move |(.., i)| run[i as usize].merge_input())
     }
 
     /// Number of inputs.

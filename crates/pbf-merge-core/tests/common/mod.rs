@@ -86,7 +86,8 @@ pub fn merge_input(source: u32, (offset, length): (u64, u64), blob: &Blob) -> Me
     }
 }
 
-/// A merge op over inputs, ordered by first key as pbf-overlap writes them.
+/// A merge op over inputs, ordered by first key (pbf-overlap writes them in
+/// file order; the merge takes any order).
 pub fn merge_op(mut inputs: Vec<MergeInput>) -> MergeOp {
     inputs.sort_by_key(|i| pbf_format::Key::from(i.first));
     let first = inputs

@@ -1,0 +1,644 @@
+//! The blob and merge records as our writer (and `jq -c`, which keeps the
+//! order of keys) writes them, read without serde. Blob records are nearly
+//! every line of an index: 1.3 million for a planet, 2.4 million for a file
+//! of small blobs, where serde's derive took 1.5 s of the planner's 3.2 s;
+//! a merge op of a shuffled file of small blobs lists every blob in one
+//! line (580,414 inputs, 101 MB), which the merge must read before it can
+//! start. This reader takes only that exact form: the fields in the order
+//! the record types declare them, the optional ones where the writer puts
+//! them, no whitespace, plain strings, integers as the writer writes them.
+//! On anything else it answers `None` and the line takes serde's path,
+//! which reads every form and gives the errors; so it can only ever agree
+//! with serde (property tests compare the two on written records and on
+//! damaged ones). The merge op's inputs are written without serde too, in
+//! that same form, which the tests compare with serde's.
+
+use pbf_format::Kind;
+use pbf_format::ijson::{self, MAX_EXACT};
+
+use crate::Counts;
+use crate::records::{BlobRecord, KeyRecord, KeysFrom, MergeInput, MergeOp};
+
+/// The blob record on `line`, when it has exactly the written form.
+pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
+    let mut c = Cursor { rest: line };
+    c.tag(br#"{"type":"blob","seq":"#)?;
+    let seq = c.unsigned()?;
+    c.tag(br#","offset":"#)?;
+    let offset = c.unsigned()?;
+    c.tag(br#","length":"#)?;
+    let length = c.unsigned()?;
+    c.tag(br#","compression":"#)?;
+    let compression = c.string()?.to_owned();
+    let raw_size = match c.take(br#","raw_size":"#) {
+        true => Some(c.unsigned()?),
+        false => None,
+    };
+    c.tag(br#","first":"#)?;
+    let first = c.key()?;
+    c.tag(br#","last":"#)?;
+    let last = c.key()?;
+    c.tag(br#","counts":"#)?;
+    let counts = c.counts()?;
+    c.tag(br#","sorted":"#)?;
+    let sorted = c.boolean()?;
+    let repeats = c.take(br#","repeats":true"#);
+    let versions_unsorted = c.take(br#","versions_unsorted":true"#);
+    c.tag(br#","from":"#)?;
+    let from = match c.string()? {
+        "indexdata" => KeysFrom::Indexdata,
+        "decoded" => KeysFrom::Decoded,
+        _ => return None,
+    };
+    c.tag(b"}")?;
+    c.rest.is_empty().then_some(BlobRecord {
+        seq,
+        offset,
+        length,
+        compression,
+        raw_size,
+        first,
+        last,
+        counts,
+        sorted,
+        repeats,
+        versions_unsorted,
+        from,
+    })
+}
+
+/// The merge op on `line`, when it has exactly the written form.
+pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
+    let mut c = Cursor { rest: line };
+    c.tag(br#"{"type":"merge","inputs":["#)?;
+    let mut inputs = Vec::new();
+    if !c.take(b"]") {
+        loop {
+            inputs.push(c.merge_input()?);
+            if c.take(b"]") {
+                break;
+            }
+            c.tag(b",")?;
+        }
+    }
+    c.tag(br#","first":"#)?;
+    let first = c.key()?;
+    c.tag(br#","last":"#)?;
+    let last = c.key()?;
+    c.tag(br#","elements":"#)?;
+    let elements = c.unsigned()?;
+    c.tag(b"}")?;
+    c.rest.is_empty().then_some(MergeOp {
+        inputs,
+        first,
+        last,
+        elements,
+    })
+}
+
+/// Append the blob record `b` to `out` as serde writes it (with its
+/// `type`), unless a key's id is beyond 2^53 in magnitude or the
+/// compression's name needs escaping: then write nothing and answer false.
+pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
+    let plain = |s: &str| s.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+    if !ijson::is_exact(b.first.id) || !ijson::is_exact(b.last.id) || !plain(&b.compression) {
+        return false;
+    }
+    out.extend_from_slice(br#"{"type":"blob","seq":"#);
+    decimal(out, b.seq);
+    out.extend_from_slice(br#","offset":"#);
+    decimal(out, b.offset);
+    out.extend_from_slice(br#","length":"#);
+    decimal(out, b.length);
+    out.extend_from_slice(br#","compression":""#);
+    out.extend_from_slice(b.compression.as_bytes());
+    out.push(b'"');
+    if let Some(raw) = b.raw_size {
+        out.extend_from_slice(br#","raw_size":"#);
+        decimal(out, raw);
+    }
+    out.extend_from_slice(br#","first":"#);
+    write_key(out, b.first);
+    out.extend_from_slice(br#","last":"#);
+    write_key(out, b.last);
+    out.extend_from_slice(br#","counts":"#);
+    let mut open = b'{';
+    for kind in Kind::ALL {
+        let n = b.counts[kind];
+        if n == 0 && kind == Kind::Changeset {
+            continue;
+        }
+        out.extend_from_slice(&[open, b'"']);
+        out.extend_from_slice(kind.name().as_bytes());
+        out.extend_from_slice(b"\":");
+        decimal(out, n);
+        open = b',';
+    }
+    out.extend_from_slice(match b.sorted {
+        true => br#"},"sorted":true"#.as_slice(),
+        false => br#"},"sorted":false"#.as_slice(),
+    });
+    if b.repeats {
+        out.extend_from_slice(br#","repeats":true"#);
+    }
+    if b.versions_unsorted {
+        out.extend_from_slice(br#","versions_unsorted":true"#);
+    }
+    out.extend_from_slice(match b.from {
+        KeysFrom::Indexdata => br#","from":"indexdata"}"#.as_slice(),
+        KeysFrom::Decoded => br#","from":"decoded"}"#.as_slice(),
+    });
+    true
+}
+
+/// Append `input` to `out` as serde writes it, unless a key's id is beyond
+/// 2^53 in magnitude (serde writes that as a string): then write nothing
+/// and answer false.
+pub(crate) fn write_merge_input(out: &mut Vec<u8>, input: &MergeInput) -> bool {
+    if !ijson::is_exact(input.first.id) || !ijson::is_exact(input.last.id) {
+        return false;
+    }
+    out.extend_from_slice(br#"{"source":"#);
+    decimal(out, u64::from(input.source));
+    out.extend_from_slice(br#","offset":"#);
+    decimal(out, input.offset);
+    out.extend_from_slice(br#","length":"#);
+    decimal(out, input.length);
+    out.extend_from_slice(br#","first":"#);
+    write_key(out, input.first);
+    out.extend_from_slice(br#","last":"#);
+    write_key(out, input.last);
+    out.extend_from_slice(match input.sorted {
+        true => br#","sorted":true,"elements":"#.as_slice(),
+        false => br#","sorted":false,"elements":"#.as_slice(),
+    });
+    decimal(out, input.elements);
+    out.push(b'}');
+    true
+}
+
+/// `{"kind":K,"id":I,"version":V}` of a key whose id is exact.
+fn write_key(out: &mut Vec<u8>, k: KeyRecord) {
+    out.extend_from_slice(br#"{"kind":""#);
+    out.extend_from_slice(k.kind.name().as_bytes());
+    out.extend_from_slice(br#"","id":"#);
+    if k.id < 0 {
+        out.push(b'-');
+    }
+    decimal(out, k.id.unsigned_abs());
+    out.extend_from_slice(br#","version":"#);
+    decimal(out, u64::from(k.version));
+    out.push(b'}');
+}
+
+/// `n` in decimal digits.
+fn decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// The unread rest of a line.
+struct Cursor<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    /// Skip `tag` when the rest starts with it.
+    fn take(&mut self, tag: &[u8]) -> bool {
+        match self.rest.strip_prefix(tag) {
+            Some(rest) => {
+                self.rest = rest;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Skip `tag`, which must come next.
+    fn tag(&mut self, tag: &[u8]) -> Option<()> {
+        self.take(tag).then_some(())
+    }
+
+    /// Digits as JSON writes an integer: no sign, no leading zero, no
+    /// fraction or exponent after them (serde would read a float there).
+    fn unsigned(&mut self) -> Option<u64> {
+        let digits = self.rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let (number, rest) = self.rest.split_at(digits);
+        if digits == 0 || (digits > 1 && number[0] == b'0') {
+            return None;
+        }
+        if matches!(rest.first(), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let mut n: u64 = 0;
+        for &d in number {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
+        self.rest = rest;
+        Some(n)
+    }
+
+    /// An id written as a number (at most 2^53 in magnitude; a larger one
+    /// is a string, which serde reads).
+    fn id(&mut self) -> Option<i64> {
+        let negative = self.take(b"-");
+        let n = i64::try_from(self.unsigned()?).ok()?;
+        if n > MAX_EXACT || (negative && n == 0) {
+            return None;
+        }
+        Some(if negative { -n } else { n })
+    }
+
+    /// A string without escapes or control characters.
+    fn string(&mut self) -> Option<&'a str> {
+        let body = self.rest.strip_prefix(b"\"")?;
+        let len = body.iter().position(|&b| b == b'"')?;
+        let (text, rest) = body.split_at(len);
+        if text.iter().any(|&b| b == b'\\' || b < 0x20) {
+            return None;
+        }
+        self.rest = &rest[1..];
+        std::str::from_utf8(text).ok()
+    }
+
+    fn boolean(&mut self) -> Option<bool> {
+        if self.take(b"true") {
+            Some(true)
+        } else {
+            self.tag(b"false").map(|()| false)
+        }
+    }
+
+    fn kind(&mut self) -> Option<Kind> {
+        let name = self.string()?;
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// One input of a merge op, as [`MergeInput`] declares its fields.
+    fn merge_input(&mut self) -> Option<MergeInput> {
+        self.tag(br#"{"source":"#)?;
+        let source = u32::try_from(self.unsigned()?).ok()?;
+        self.tag(br#","offset":"#)?;
+        let offset = self.unsigned()?;
+        self.tag(br#","length":"#)?;
+        let length = self.unsigned()?;
+        self.tag(br#","first":"#)?;
+        let first = self.key()?;
+        self.tag(br#","last":"#)?;
+        let last = self.key()?;
+        self.tag(br#","sorted":"#)?;
+        let sorted = self.boolean()?;
+        self.tag(br#","elements":"#)?;
+        let elements = self.unsigned()?;
+        self.tag(b"}")?;
+        Some(MergeInput {
+            source,
+            offset,
+            length,
+            first,
+            last,
+            sorted,
+            elements,
+        })
+    }
+
+    /// `{"kind":K,"id":I,"version":V}`.
+    fn key(&mut self) -> Option<KeyRecord> {
+        self.tag(br#"{"kind":"#)?;
+        let kind = self.kind()?;
+        self.tag(br#","id":"#)?;
+        let id = self.id()?;
+        self.tag(br#","version":"#)?;
+        let version = u32::try_from(self.unsigned()?).ok()?;
+        self.tag(b"}")?;
+        Some(KeyRecord { kind, id, version })
+    }
+
+    /// `{"node":N,"way":N,"relation":N}` and `,"changeset":N` before the
+    /// brace when there are any, as [`Counts`] writes them.
+    fn counts(&mut self) -> Option<Counts> {
+        let mut counts = [0u64; 4];
+        let mut open = b'{';
+        for (n, kind) in counts.iter_mut().zip(Kind::ALL) {
+            if !self.name(open, kind.name()) {
+                if kind == Kind::Changeset {
+                    break;
+                }
+                return None;
+            }
+            *n = self.unsigned()?;
+            open = b',';
+        }
+        self.tag(b"}")?;
+        Some(Counts::from_array(counts))
+    }
+
+    /// Skip `open`, then `name` in quotes and a colon, when they come next.
+    fn name(&mut self, open: u8, name: &str) -> bool {
+        let rest = self.rest;
+        let found = self.take(&[open, b'"']) && self.take(name.as_bytes()) && self.take(b"\":");
+        if !found {
+            self.rest = rest;
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::IndexRecord;
+    use pbf_format::Key;
+    use proptest::prelude::*;
+
+    fn written(b: &BlobRecord) -> Vec<u8> {
+        serde_json::to_vec(&IndexRecord::Blob(b.clone())).expect("serialise")
+    }
+
+    fn serde_blob(line: &[u8]) -> Option<BlobRecord> {
+        serde_json::from_slice::<BlobRecord>(line).ok()
+    }
+
+    fn key() -> impl Strategy<Value = KeyRecord> {
+        let id = prop_oneof![
+            -1000i64..1000,
+            any::<i64>(),
+            Just(MAX_EXACT),
+            Just(-MAX_EXACT),
+            Just(MAX_EXACT + 1)
+        ];
+        (0..4u8, id, any::<u32>()).prop_map(|(k, id, version)| {
+            let kind = Kind::from_index(k).unwrap_or(Kind::Node);
+            KeyRecord::from(Key::new(kind, id, version))
+        })
+    }
+
+    fn blob_record() -> impl Strategy<Value = BlobRecord> {
+        let numbers = (
+            any::<u64>(),
+            any::<u64>(),
+            0..u64::MAX,
+            any::<Option<u64>>(),
+        );
+        let counts = prop::array::uniform4(prop_oneof![0..10u64, any::<u64>()]);
+        let flags = (0..4u8, any::<bool>(), "[a-z0-9]{0,6}");
+        (numbers, key(), key(), counts, flags).prop_map(
+            |((seq, offset, length, raw_size), first, last, counts, (flag, from, comp))| {
+                BlobRecord {
+                    seq,
+                    offset,
+                    length,
+                    compression: comp,
+                    raw_size,
+                    first,
+                    last,
+                    counts: Counts::from_array(counts),
+                    sorted: flag == 1,
+                    repeats: flag == 2,
+                    versions_unsorted: flag == 3,
+                    from: if from {
+                        KeysFrom::Indexdata
+                    } else {
+                        KeysFrom::Decoded
+                    },
+                }
+            },
+        )
+    }
+
+    proptest! {
+        /// Every record the writer writes takes the fast path and reads back.
+        #[test]
+        fn written_records_read_back(b in blob_record()) {
+            let line = written(&b);
+            let fast = blob(&line);
+            // Ids beyond 2^53 are strings, which only serde reads.
+            let exact = pbf_format::ijson::is_exact(b.first.id)
+                && pbf_format::ijson::is_exact(b.last.id);
+            prop_assert_eq!(fast.is_some(), exact, "{}", String::from_utf8_lossy(&line));
+            if let Some(fast) = fast {
+                prop_assert_eq!(fast, b);
+            }
+        }
+
+        /// A blob record written without serde is written as serde writes
+        /// it, or not at all when an id is a string.
+        #[test]
+        fn blob_records_are_written_as_serde_writes_them(b in blob_record()) {
+            let mut fast = Vec::new();
+            let exact = pbf_format::ijson::is_exact(b.first.id)
+                && pbf_format::ijson::is_exact(b.last.id);
+            prop_assert_eq!(write_blob(&mut fast, &b), exact);
+            if exact {
+                prop_assert_eq!(fast, written(&b));
+            } else {
+                prop_assert!(fast.is_empty());
+            }
+        }
+
+        /// A damaged line is read by the fast path only as serde reads it.
+        #[test]
+        fn damaged_lines_read_as_serde_reads_them(b in blob_record(), edits in edits()) {
+            let line = damaged(written(&b), edits);
+            if let Some(fast) = blob(&line) {
+                prop_assert_eq!(Some(fast), serde_blob(&line), "{}", String::from_utf8_lossy(&line));
+            }
+        }
+
+        /// Every merge op the writer writes takes the fast path and reads
+        /// back.
+        #[test]
+        fn written_merge_ops_read_back(m in merge_op()) {
+            let line = written_merge(&m);
+            let fast = merge(&line);
+            let keys = m.inputs.iter().flat_map(|i| [i.first, i.last]).chain([m.first, m.last]);
+            let exact = keys.into_iter().all(|k| pbf_format::ijson::is_exact(k.id));
+            prop_assert_eq!(fast.is_some(), exact, "{}", String::from_utf8_lossy(&line));
+            if let Some(fast) = fast {
+                prop_assert_eq!(fast, m);
+            }
+        }
+
+        /// A merge input written without serde is written as serde writes
+        /// it, or not at all when an id is a string.
+        #[test]
+        fn merge_inputs_are_written_as_serde_writes_them(m in merge_op()) {
+            for input in &m.inputs {
+                let mut fast = Vec::new();
+                let written = write_merge_input(&mut fast, input);
+                let exact = pbf_format::ijson::is_exact(input.first.id)
+                    && pbf_format::ijson::is_exact(input.last.id);
+                prop_assert_eq!(written, exact);
+                if written {
+                    prop_assert_eq!(fast, serde_json::to_vec(input).expect("serialise"));
+                } else {
+                    prop_assert!(fast.is_empty());
+                }
+            }
+        }
+
+        /// A damaged merge op is read by the fast path only as serde reads it.
+        #[test]
+        fn damaged_merge_ops_read_as_serde_reads_them(m in merge_op(), edits in edits()) {
+            let line = damaged(written_merge(&m), edits);
+            if let Some(fast) = merge(&line) {
+                let serde = serde_json::from_slice::<MergeOp>(&line).ok();
+                prop_assert_eq!(Some(fast), serde, "{}", String::from_utf8_lossy(&line));
+            }
+        }
+    }
+
+    /// Up to three byte edits: (where, byte, replace / insert / remove).
+    fn edits() -> impl Strategy<Value = Vec<(prop::sample::Index, u8, u8)>> {
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..4)
+    }
+
+    fn damaged(mut line: Vec<u8>, edits: Vec<(prop::sample::Index, u8, u8)>) -> Vec<u8> {
+        for (at, byte, how) in edits {
+            let i = at.index(line.len() + 1);
+            match how {
+                0 if i < line.len() => line[i] = byte,
+                1 => line.insert(i, byte),
+                _ if i < line.len() => {
+                    line.remove(i);
+                }
+                _ => {}
+            }
+        }
+        line
+    }
+
+    /// A merge op as [`crate::Writer::write_merge`] writes it.
+    fn written_merge(m: &MergeOp) -> Vec<u8> {
+        let mut w = crate::Writer::new(Vec::new());
+        w.write_merge(m.first, m.last, m.elements, m.inputs.iter().cloned())
+            .expect("write");
+        let mut line = w.finish().expect("finish");
+        assert_eq!(line.pop(), Some(b'\n'));
+        line
+    }
+
+    fn merge_op() -> impl Strategy<Value = MergeOp> {
+        let input = (
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            key(),
+            key(),
+            any::<bool>(),
+            any::<u64>(),
+        )
+            .prop_map(|(source, offset, length, first, last, sorted, elements)| {
+                MergeInput {
+                    source,
+                    offset,
+                    length,
+                    first,
+                    last,
+                    sorted,
+                    elements,
+                }
+            });
+        (
+            prop::collection::vec(input, 0..4),
+            key(),
+            key(),
+            any::<u64>(),
+        )
+            .prop_map(|(inputs, first, last, elements)| MergeOp {
+                inputs,
+                first,
+                last,
+                elements,
+            })
+    }
+
+    #[test]
+    fn merge_ops_in_other_forms_take_serde_s_path() {
+        let key = |id| KeyRecord::from(Key::new(Kind::Node, id, 1));
+        let m = MergeOp {
+            inputs: vec![MergeInput {
+                source: 0,
+                offset: 10,
+                length: 20,
+                first: key(-5),
+                last: key(7),
+                sorted: true,
+                elements: 3,
+            }],
+            first: key(-5),
+            last: key(7),
+            elements: 3,
+        };
+        let line = String::from_utf8(written_merge(&m)).expect("utf-8");
+        assert_eq!(merge(line.as_bytes()), Some(m.clone()));
+        for (other, same) in [
+            (line.replace(r#""offset":10"#, r#""offset":1e1"#), false),
+            (
+                line.replace(r#""source":0"#, r#""source":4294967296"#),
+                false,
+            ),
+            (line.replace(r#""id":-5,"#, r#""id":"-5","#), true),
+            (line.replace(r#","sorted""#, r#", "sorted""#), true),
+            (
+                line.replace(r#""elements":3}"#, r#""elements":3,"future":1}"#),
+                true,
+            ),
+            (line.replace("}],", "},],"), false),
+        ] {
+            assert_eq!(merge(other.as_bytes()), None, "{other}");
+            let serde = serde_json::from_slice::<MergeOp>(other.as_bytes()).ok();
+            assert_eq!(serde.is_some_and(|s| s == m), same, "{other}");
+        }
+    }
+
+    #[test]
+    fn other_forms_take_serde_s_path() {
+        let b = BlobRecord {
+            seq: 1,
+            offset: 2,
+            length: 3,
+            compression: "zlib".into(),
+            raw_size: None,
+            first: KeyRecord::from(Key::new(Kind::Node, -5, 1)),
+            last: KeyRecord::from(Key::new(Kind::Way, 7, 2)),
+            counts: Counts::from_array([1, 1, 0, 0]),
+            sorted: true,
+            repeats: false,
+            versions_unsorted: false,
+            from: KeysFrom::Decoded,
+        };
+        let line = String::from_utf8(written(&b)).expect("utf-8");
+        assert_eq!(blob(line.as_bytes()), Some(b.clone()));
+        // (line, whether serde reads it as the same record)
+        for (other, same) in [
+            (line.replace(r#""seq":1"#, r#""seq":1.0"#), false),
+            (line.replace(r#""seq":1"#, r#""seq":01"#), false),
+            (line.replace(r#""id":-5"#, r#""id":"-5""#), true),
+            (line.replace(r#""zlib""#, r#""zl\u0069b""#), true),
+            (line.replace(r#","sorted""#, r#", "sorted""#), true),
+            (line.replace(r#""way":1,"#, r#""way":1,"area":0,"#), true),
+            (
+                line.replace(r#""decoded"}"#, r#""decoded","future":1}"#),
+                true,
+            ),
+            (line.clone() + " ", true),
+        ] {
+            assert_eq!(blob(other.as_bytes()), None, "{other}");
+            assert_eq!(
+                serde_blob(other.as_bytes()).is_some_and(|s| s == b),
+                same,
+                "{other}"
+            );
+        }
+    }
+}
