@@ -412,8 +412,9 @@ fn overlap_peak_rss(args: &[&str], blobs: u64, overlapping: bool, dir: &Path) ->
 }
 
 /// The planner's memory grows by a few dozen bytes per blob, whatever the
-/// plan: a 48-byte segment each, and neither a merge op of every blob nor
-/// copy ops with their frames' keys are held whole (a file of 2.3 million
+/// plan: a 48-byte segment each (and 16 bytes per input of a merge op while
+/// it is written, to put its inputs in file order), and neither a merge op
+/// of every blob nor copy ops with their frames' keys are held whole (a file of 2.3 million
 /// small blobs once took 731 MB, 317 bytes a blob, of which its one merge
 /// op's inputs and 400 MB line took the most). Measured as the growth of
 /// the peak RSS between two index sizes, so the fixed part cancels out.
@@ -426,7 +427,7 @@ fn the_planner_costs_a_few_dozen_bytes_per_blob() {
         let b = overlap_peak_rss(args, large, overlapping, dir.path());
         let per_blob = b.saturating_sub(a) as f64 * 1024.0 / (large - small) as f64;
         assert!(
-            per_blob <= 64.0,
+            per_blob <= 72.0,
             "pbf-overlap {args:?} (overlapping: {overlapping}) grew from {a} to {b} KiB \
              between {small} and {large} blobs: {per_blob:.0} bytes per blob"
         );
