@@ -392,4 +392,55 @@ mod tests {
             "{e}"
         );
     }
+
+    /// Inputs that follow each other are taken as one range, and a range
+    /// refused names the input that reads the bytes read before.
+    #[test]
+    fn a_refused_run_of_inputs_names_its_input() {
+        let input = |offset| MergeInput {
+            source: 0,
+            offset,
+            length: 10,
+            first: key(10, 1),
+            last: key(20, 1),
+            sorted: true,
+            elements: 1,
+        };
+        // In key order here; the check takes them in file order.
+        let op = MergeOp {
+            inputs: vec![input(40), input(20), input(30)],
+            first: key(10, 1),
+            last: key(20, 1),
+            elements: 3,
+        };
+        let mut c = check();
+        c.copy(&copy(35, key(1, 1), key(2, 1)), 2).expect("copy");
+        let e = c.merge(&op, 3).expect_err("read twice");
+        assert!(
+            e.to_string()
+                .contains("merge op input 3 reads bytes 30..40 of"),
+            "{e}"
+        );
+        let mut c = check();
+        c.copy(&copy(0, key(1, 1), key(2, 1)), 2).expect("copy");
+        c.merge(&op, 3).expect("after the copy");
+        c.copy(&copy(50, key(30, 1), key(31, 1)), 4)
+            .expect("a copy after the run");
+        let e = c
+            .copy(&copy(45, key(32, 1), key(33, 1)), 5)
+            .expect_err("read twice");
+        assert!(
+            e.to_string()
+                .contains("the ops on lines 3..4 already read bytes 20..60"),
+            "{e}"
+        );
+        let mut overlapping = op.clone();
+        overlapping.inputs[2].offset = 25;
+        let e = check().merge(&overlapping, 2).expect_err("inputs overlap");
+        assert!(
+            e.to_string()
+                .contains("merge op input 3 reads bytes 25..35"),
+            "{e}"
+        );
+    }
 }
