@@ -572,18 +572,23 @@ fn merge_passes_the_plan_record_on_at_once() {
     }
 }
 
+/// `pbf-sort -v --copier copy -o OUT INPUT`, which must succeed; returns
+/// its standard error.
+fn sort_verbosely(input: &Path, out: &Path) -> String {
+    let mut c = pbf_sort();
+    c.args(["-v", "--copier", "copy", "-o"]).arg(out).arg(input);
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
 #[test]
 fn the_driver_copies_a_sorted_input_ahead() {
     let dir = tempfile::tempdir().expect("dir");
     let input = data("sorted-kualalumpur.osm.pbf");
     let out = dir.path().join("out.osm.pbf");
-    let mut c = pbf_sort();
-    c.args(["-v", "--copier", "copy", "-o"])
-        .arg(&out)
-        .arg(&input);
-    let o = run(c);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let err = sort_verbosely(&input, &out);
     let (_, blobs) = index(&input);
     let all: Vec<&BlobRecord> = blobs.iter().collect();
     let line = err
@@ -600,13 +605,7 @@ fn the_driver_copies_a_sorted_input_ahead() {
 fn the_driver_copies_nothing_ahead_of_a_merge() {
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
-    let mut c = pbf_sort();
-    c.args(["-v", "--copier", "copy", "-o"])
-        .arg(&out)
-        .arg(data("unsorted-vex.osm.pbf"));
-    let o = run(c);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let err = sort_verbosely(&data("unsorted-vex.osm.pbf"), &out);
     assert!(err.contains("pbf-copy: "), "{err}");
     assert!(!err.contains("copied ahead"), "{err}");
 }
@@ -785,13 +784,8 @@ fn the_driver_copies_nothing_ahead_of_two_joined_files() {
     let dir = tempfile::tempdir().expect("dir");
     let (joined, _) = joined(dir.path());
     let out = dir.path().join("out.osm.pbf");
-    let mut c = pbf_sort();
-    c.args(["-v", "--copier", "copy", "-o"])
-        .arg(&out)
-        .arg(&joined);
-    let o = run(c);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let err = sort_verbosely(&joined, &out);
+    assert!(err.contains("pbf-copy: "), "{err}");
     assert!(!err.contains("copied ahead"), "{err}");
     assert_sorted_like_osmium(&out, &[&joined], dir.path(), "joined");
 }

@@ -135,8 +135,11 @@ pub fn command() -> Command {
                      header depends on the ops (DenseNodes is added for merges and no input \
                      requires it); with one source, pbf-copy starts copying ahead then. After it, \
                      \"sorted\" records say how far the last source is read in order (one at \
-                     once, then one per 16 MiB) and an \"unsorted\" record when it is not. Any \
-                     other number of sources is an error (pbf-sort passes its number of inputs)",
+                     once, then one per 16 MiB) and an \"unsorted\" record when it is not. A \
+                     blob is out of order, too, when one of the samples pbf-index took further on \
+                     in its file sorts at or before its last key, so a file of two sorted files \
+                     joined is seen before the index reaches the seam. Any other number of \
+                     sources is an error (pbf-sort passes its number of inputs)",
                 ),
         )
         .arg(
