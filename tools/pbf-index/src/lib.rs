@@ -1,5 +1,6 @@
 //! `pbf-index`: the first stage. For each input file it writes a `source`
-//! record with the decoded OSMHeader, one `blob` record per OSMData blob with
+//! record with the decoded OSMHeader and keys sampled across the file (a
+//! look ahead for the planner), one `blob` record per OSMData blob with
 //! the smallest and largest sort keys, per-kind counts and the sorted flag, and
 //! an `end` record. Blobs carrying trusted indexdata are described from their
 //! BlobHeader alone; the others are read, decompressed and key-scanned in
