@@ -8,7 +8,7 @@
 //! `--no-copy-ahead` writes.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -572,18 +572,23 @@ fn merge_passes_the_plan_record_on_at_once() {
     }
 }
 
+/// `pbf-sort -v --copier copy -o OUT INPUT`, which must succeed; returns
+/// its standard error.
+fn sort_verbosely(input: &Path, out: &Path) -> String {
+    let mut c = pbf_sort();
+    c.args(["-v", "--copier", "copy", "-o"]).arg(out).arg(input);
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
 #[test]
 fn the_driver_copies_a_sorted_input_ahead() {
     let dir = tempfile::tempdir().expect("dir");
     let input = data("sorted-kualalumpur.osm.pbf");
     let out = dir.path().join("out.osm.pbf");
-    let mut c = pbf_sort();
-    c.args(["-v", "--copier", "copy", "-o"])
-        .arg(&out)
-        .arg(&input);
-    let o = run(c);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let err = sort_verbosely(&input, &out);
     let (_, blobs) = index(&input);
     let all: Vec<&BlobRecord> = blobs.iter().collect();
     let line = err
@@ -600,13 +605,7 @@ fn the_driver_copies_a_sorted_input_ahead() {
 fn the_driver_copies_nothing_ahead_of_a_merge() {
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
-    let mut c = pbf_sort();
-    c.args(["-v", "--copier", "copy", "-o"])
-        .arg(&out)
-        .arg(data("unsorted-vex.osm.pbf"));
-    let o = run(c);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let err = sort_verbosely(&data("unsorted-vex.osm.pbf"), &out);
     assert!(err.contains("pbf-copy: "), "{err}");
     assert!(!err.contains("copied ahead"), "{err}");
 }
@@ -627,14 +626,46 @@ fn twice(name: &str, out: &Path) {
     std::fs::write(out, bytes).expect("write");
 }
 
+/// `index` without the source records' samples, as an indexer that takes
+/// none writes it: the planner then sees a disorder only when it reads it.
+fn without_samples(index: &[u8]) -> Vec<u8> {
+    let recs: Vec<IndexRecord> = records(index);
+    let mut w = pbf_stream::Writer::new(Vec::new());
+    for mut r in recs {
+        if let IndexRecord::Source(s) = &mut r {
+            s.samples.clear();
+        }
+        w.write(&r).expect("record");
+    }
+    w.finish().expect("index")
+}
+
+/// The types of a plan stream's records, with ` early` after an early
+/// plan record's.
+fn record_types(plan: &[u8]) -> Vec<String> {
+    plan.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_slice(l).expect("json");
+            let kind = v["type"].as_str().expect("type");
+            match v["early"].as_bool() {
+                Some(true) => format!("{kind} early"),
+                _ => kind.to_owned(),
+            }
+        })
+        .collect()
+}
+
 /// The planner says a source is out of order as soon as a blob shows it,
 /// after its early plan record and before any op; pbf-merge passes it on.
+/// (Of an index without samples: with them, this file's plan record does
+/// not go out early at all.)
 #[test]
 fn an_unsorted_record_follows_an_early_plan_record_at_the_first_disorder() {
     let dir = tempfile::tempdir().expect("dir");
     let input = dir.path().join("twice.osm.pbf");
     twice("sorted-kualalumpur.osm.pbf", &input);
-    let index = index_stream(&input);
+    let index = without_samples(&index_stream(&input));
     let spool = dir.path().join("spool");
     for merge in [false, true] {
         let mut plan = plan_of(&index, &["--sources", "1"]);
@@ -645,17 +676,10 @@ fn an_unsorted_record_follows_an_early_plan_record_at_the_first_disorder() {
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             plan = o.stdout;
         }
-        let types: Vec<String> = plan
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_slice(l).expect("json");
-                v["type"].as_str().expect("type").to_owned()
-            })
-            .collect();
+        let types = record_types(&plan);
         assert_eq!(
             types[..3],
-            ["plan", "sorted", "unsorted"],
+            ["plan early", "sorted", "unsorted"],
             "merge={merge}: {types:?}"
         );
         assert_eq!(types.iter().filter(|t| *t == "unsorted").count(), 1);
@@ -678,11 +702,90 @@ fn the_unsorted_record_halts_the_copy_ahead() {
     let dir = tempfile::tempdir().expect("dir");
     let input = dir.path().join("twice.osm.pbf");
     twice("sorted-kualalumpur.osm.pbf", &input);
-    let plan = plan_of(&index_stream(&input), &["--sources", "1"]);
+    let plan = plan_of(&without_samples(&index_stream(&input)), &["--sources", "1"]);
     let mut c = bin("pbf-merge");
     c.arg("--spool").arg(dir.path().join("spool"));
     let o = run_with_input(c, &plan);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let line = same_as_without(&o.stdout, dir.path());
     assert!(line.contains("copied ahead"), "{line}");
+}
+
+/// Two sorted extracts joined in `dir` (liechtenstein's header and data
+/// frames, then kualalumpur's data frames, as `pbf-gen concat` makes the
+/// bench's interleaved file), whose ids fall among each other's: in order
+/// up to the seam, past half the file. Returns the file and the seam's
+/// offset.
+fn joined(dir: &Path) -> (PathBuf, u64) {
+    let file = dir.join("joined.osm.pbf");
+    let first = data("sorted-liechtenstein.osm.pbf");
+    concat(&[first.clone(), data("sorted-kualalumpur.osm.pbf")], &file);
+    let seam = std::fs::metadata(&first).expect("size").len();
+    (file, seam)
+}
+
+/// The file of [`joined`]: the samples
+/// pbf-index takes show the disorder before the index reaches the seam, so
+/// the plan record does not go out early and nothing is copied ahead; the
+/// same index without samples gets an early plan record and an `unsorted`
+/// one when the planner reaches the seam. A sorted file's samples change
+/// nothing. The samples pass through `jq -c .` and `cat a.idx b.idx`.
+#[test]
+fn samples_keep_the_plan_record_of_two_joined_files_back() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (joined, seam) = joined(dir.path());
+    let index = index_stream(&joined);
+    let recs: Vec<IndexRecord> = records(&index);
+    let IndexRecord::Source(src) = &recs[0] else {
+        panic!("no source record first")
+    };
+    assert!(src.samples.len() > 16, "{:?}", src.samples);
+    assert!(
+        src.samples.iter().any(|s| s.offset > seam),
+        "{:?}",
+        src.samples
+    );
+    let types = record_types(&plan_of(&index, &["--sources", "1"]));
+    assert_eq!(types[0], "plan", "{types:?}");
+    assert!(!types.contains(&"unsorted".to_owned()), "{types:?}");
+    let types = record_types(&plan_of(&without_samples(&index), &["--sources", "1"]));
+    assert_eq!(
+        types[..3],
+        ["plan early", "sorted", "unsorted"],
+        "{types:?}"
+    );
+    // Through jq the index is the same bytes, so the same plan.
+    require_tool("jq", "jq", "this test");
+    let mut jq = std::process::Command::new("jq");
+    jq.arg("-c").arg(".");
+    assert!(
+        succeeds_with(jq, &index) == index,
+        "jq -c . changed the index"
+    );
+    // A sorted file keeps its early record: alone, and as the last of two
+    // sections of one stream.
+    let sorted = index_stream(&data("sorted-kualalumpur.osm.pbf"));
+    let recs: Vec<IndexRecord> = records(&sorted);
+    assert!(
+        matches!(&recs[0], IndexRecord::Source(s) if s.samples.len() > 16),
+        "a sorted file is sampled too"
+    );
+    for (stream, n) in [(sorted.clone(), "1"), ([index, sorted].concat(), "2")] {
+        let types = record_types(&plan_of(&stream, &["--sources", n]));
+        assert_eq!(types[..2], ["plan early", "sorted"], "{types:?}");
+        assert!(!types.contains(&"unsorted".to_owned()), "{types:?}");
+    }
+}
+
+/// The driver on the joined file: no copy ahead is started, and the output
+/// is osmium's sort.
+#[test]
+fn the_driver_copies_nothing_ahead_of_two_joined_files() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (joined, _) = joined(dir.path());
+    let out = dir.path().join("out.osm.pbf");
+    let err = sort_verbosely(&joined, &out);
+    assert!(err.contains("pbf-copy: "), "{err}");
+    assert!(!err.contains("copied ahead"), "{err}");
+    assert_sorted_like_osmium(&out, &[&joined], dir.path(), "joined");
 }

@@ -1,12 +1,15 @@
 //! `pbf-index` over every real file: counts agree with osmium, keys and sorted
 //! flags agree with a full decode, broken files fail cleanly.
 
+use std::collections::HashMap;
+use std::path::Path;
+
 use pbf_format::Kind;
-use pbf_format::block::decode_block;
-use pbf_format::compress::decode_blob;
-use pbf_format::frame::PbfFile;
+use pbf_format::block::{Element, EncodeOptions, Node, decode_block, encode_block};
+use pbf_format::compress::{Compression, decode_blob, encode_blob};
+use pbf_format::frame::{BlobType, PbfFile, encode_frame};
 use pbf_format::scan::Accumulator;
-use pbf_stream::{IndexRecord, KeysFrom};
+use pbf_stream::{IndexRecord, KeyRecord, KeysFrom};
 
 use crate::util::*;
 
@@ -57,6 +60,83 @@ fn keys_and_sorted_flags_agree_with_a_full_decode() {
             assert_eq!(b.summary(), s, "{} blob {}", name(&path), b.seq);
         }
     }
+}
+
+/// A file of 1.6 MB of raw blobs (behind kualalumpur's header frame)
+/// whose nodes' tag values hold whole frames between padding: bytes that
+/// the search for a frame start finds before the next real frame.
+fn decoys(out: &Path) {
+    let fake = encode_frame(&BlobType::OsmData, None, b"fake body");
+    let head = PbfFile::open(&data("sorted-kualalumpur.osm.pbf")).expect("open");
+    let fh = head
+        .headers()
+        .next()
+        .expect("a frame")
+        .expect("header frame");
+    let mut bytes = head
+        .read_exact_at(0, fh.frame_len() as usize, "header")
+        .expect("read");
+    for b in 0..8 {
+        let nodes: Vec<Element> = (0..100)
+            .map(|i| {
+                let id = b * 100 + i + 1;
+                let mut value = format!("{id:0>1000}").into_bytes();
+                value.extend_from_slice(&fake);
+                value.resize(2000, b'y');
+                let tags = vec![(b"note"[..].into(), value.into())];
+                let node = Node {
+                    id,
+                    info: None,
+                    lat: id,
+                    lon: id,
+                    tags,
+                };
+                Element::Node(node)
+            })
+            .collect();
+        let block = encode_block(&nodes, &EncodeOptions::default());
+        let blob = encode_blob(&block, Compression::None).expect("raw blob");
+        bytes.extend(encode_frame(&BlobType::OsmData, None, &blob));
+    }
+    std::fs::write(out, bytes).expect("write");
+}
+
+/// Every sample of a source record is the first key of the blob record at
+/// its offset, in offset order: on the real files (those of 1 MiB or more
+/// are sampled), and on raw blobs holding frames in their strings, where
+/// the search finds those first and their Blobs do not check.
+#[test]
+fn samples_are_first_keys_of_indexed_blobs() {
+    let dir = tempfile::tempdir().expect("dir");
+    let decoyed = dir.path().join("decoys.osm.pbf");
+    decoys(&decoyed);
+    let mut sampled = 0;
+    for path in good_files().into_iter().chain([decoyed]) {
+        let recs: Vec<IndexRecord> = records(&index_stream(&path));
+        let IndexRecord::Source(src) = &recs[0] else {
+            panic!("{}: no source record first", name(&path))
+        };
+        let firsts: HashMap<u64, KeyRecord> = recs
+            .iter()
+            .filter_map(|r| match r {
+                IndexRecord::Blob(b) => Some((b.offset, b.first)),
+                _ => None,
+            })
+            .collect();
+        for s in &src.samples {
+            assert_eq!(firsts.get(&s.offset), Some(&s.first), "{}", name(&path));
+        }
+        let ordered = src.samples.windows(2).all(|w| w[0].offset < w[1].offset);
+        assert!(ordered, "{}: {:?}", name(&path), src.samples);
+        assert_eq!(
+            src.samples.is_empty(),
+            src.size < 1 << 20,
+            "{}",
+            name(&path)
+        );
+        sampled += src.samples.len();
+    }
+    assert!(sampled > 100, "{sampled} samples");
 }
 
 #[test]

@@ -339,6 +339,7 @@ fn small_blob_index(blobs: u64, overlapping: bool, to: &mut impl std::io::Write)
             mtime: 1_700_000_000,
             mtime_nsec: 0,
             header,
+            samples: Vec::new(),
         }),
     );
     let mut end = IndexEnd::default();

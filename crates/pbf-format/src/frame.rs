@@ -21,6 +21,11 @@ pub const MAX_HEADER_LEN: u32 = 64 * 1024;
 pub const MAX_BLOB_LEN: u32 = 32 * 1024 * 1024;
 /// Bytes read speculatively with the length prefix so most headers need one `pread`.
 const HEADER_PROBE: usize = 256;
+/// Bytes read at a time while searching for a frame start.
+pub(crate) const SEARCH_CHUNK: usize = 64 << 10;
+/// Bytes shared by consecutive search reads, so a BlobHeader across the
+/// boundary of two reads is still seen whole.
+pub(crate) const SEARCH_OVERLAP: usize = 1 << 10;
 
 /// A BlobHeader `type`: the two the format defines, or any other, which
 /// readers skip.
@@ -337,6 +342,87 @@ impl PbfFile {
             failed: false,
         }
     }
+
+    /// The frames that seem to start at `from` or in the `window` bytes
+    /// after it, in file order (see [`FrameSearch`]).
+    pub fn search_frames(&self, from: u64, window: u64) -> FrameSearch<'_> {
+        FrameSearch {
+            file: self,
+            end: from.saturating_add(window).min(self.size),
+            base: from,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+}
+
+/// Whether `bytes` at `at` start like a data or header frame that fits in the
+/// file: a BlobHeader length under the limit, then a BlobHeader of type
+/// `OSMData` or `OSMHeader` (whose first field is the usual
+/// `0x0a 0x07 "OSMData"` or `0x0a 0x09 "OSMHeader"`). Only a guess: a raw
+/// blob may contain such bytes.
+pub(crate) fn plausible_frame(file: &PbfFile, at: u64, bytes: &[u8]) -> bool {
+    let Some((prefix, rest)) = bytes.split_first_chunk::<4>() else {
+        return false;
+    };
+    let hl = u32::from_be_bytes(*prefix);
+    let typed = rest.starts_with(b"\x0a\x07OSMData") || rest.starts_with(b"\x0a\x09OSMHeader");
+    if hl > MAX_HEADER_LEN || !typed {
+        return false;
+    }
+    let Some(Ok((kind, _, datasize))) = rest.get(..hl as usize).map(parse_blob_header) else {
+        return false;
+    };
+    let end = at + 4 + u64::from(hl) + u64::from(datasize);
+    matches!(kind, BlobType::OsmData | BlobType::OsmHeader) && end <= file.size()
+}
+
+/// A search for frames from an offset where no walk from the file's start
+/// says a frame begins: the offsets whose bytes look like a frame start
+/// ([`plausible_frame`]) and whose header then checks as a walk checks it
+/// ([`FrameReader::frame_header_in`]: lengths within the limits, the whole
+/// frame inside the file). A hint, never a walk: a raw blob may hold such
+/// bytes (a string `OSMData`, a whole frame stored in a tag), so a caller
+/// that needs a real frame checks its Blob too. The file is read
+/// [`SEARCH_CHUNK`] bytes at a time; a read that fails ends the search.
+#[derive(Debug)]
+pub struct FrameSearch<'a> {
+    file: &'a PbfFile,
+    /// No frame found starts here or after.
+    end: u64,
+    /// The bytes read last, from `base`; the next offset to look at is
+    /// `base + pos`.
+    base: u64,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl Iterator for FrameSearch<'_> {
+    type Item = FrameHeader;
+
+    fn next(&mut self) -> Option<FrameHeader> {
+        let size = self.file.size();
+        loop {
+            let at = self.base + self.pos as u64;
+            if at >= self.end {
+                return None;
+            }
+            let read_to = self.base + self.buf.len() as u64;
+            if self.pos + SEARCH_OVERLAP > self.buf.len() && read_to < size {
+                let len = (size - at).min(SEARCH_CHUNK as u64) as usize;
+                self.buf = self.file.read_exact_at(at, len, "frame").ok()?;
+                (self.base, self.pos) = (at, 0);
+                continue;
+            }
+            let bytes = &self.buf[self.pos..];
+            self.pos += 1;
+            if plausible_frame(self.file, at, bytes) {
+                if let Ok(fh) = self.file.frames().frame_header_in(at, bytes) {
+                    return Some(fh);
+                }
+            }
+        }
+    }
 }
 
 /// The one frame-header reader: an open file, its name for errors, and
@@ -565,5 +651,75 @@ mod tests {
         wire::put_key(&mut h, 3, wire::WireType::Varint);
         wire::put_varint(&mut h, (-5i64) as u64);
         assert!(parse_blob_header(&h).is_err());
+    }
+
+    /// A header frame, `junk`, then two data frames: the offsets where the
+    /// data frames start, and the file.
+    fn with_junk(junk: &[u8], name: &str) -> (PathBuf, PbfFile, [u64; 2]) {
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header");
+        bytes.extend_from_slice(junk);
+        let first = bytes.len() as u64;
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"first"));
+        let second = bytes.len() as u64;
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"second"));
+        let path =
+            std::env::temp_dir().join(format!("pbf-frame-search-{}-{name}", std::process::id()));
+        std::fs::write(&path, &bytes).expect("write");
+        let pf = PbfFile::open(&path).expect("open");
+        (path, pf, [first, second])
+    }
+
+    #[test]
+    fn a_search_finds_the_frames_after_junk() {
+        // Near misses: the type without a length before it, a length too
+        // large, a header whose frame would end past the file; and enough
+        // junk that the first frame's header crosses two search reads.
+        let mut junk = b"\x0a\x07OSMData".to_vec();
+        junk.extend_from_slice(b"\x00\x01\x00\x01\x0a\x07OSMData\x18\x01");
+        let mut past_end = 14u32.to_be_bytes().to_vec();
+        past_end.extend(encode_blob_header(&BlobType::OsmData, None, 1 << 20));
+        junk.extend(&past_end);
+        junk.resize(SEARCH_CHUNK - 5, 0xff);
+        let (path, pf, data) = with_junk(&junk, "junk");
+        let found: Vec<u64> = pf.search_frames(20, 1 << 20).map(|fh| fh.offset).collect();
+        assert_eq!(found, data);
+        let next = pf.search_frames(data[0] + 1, 1 << 20).next();
+        assert_eq!(next.map(|fh| fh.offset), Some(data[1]));
+        std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn a_window_without_a_frame_start_gives_none() {
+        let (path, pf, data) = with_junk(&vec![0u8; 3 * SEARCH_CHUNK], "zeros");
+        assert!(pf.search_frames(20, data[0] - 20).next().is_none());
+        let found = pf.search_frames(20, data[0] - 19).next();
+        assert_eq!(found.map(|fh| fh.offset), Some(data[0]));
+        assert!(pf.search_frames(data[1] + 1, 1 << 20).next().is_none());
+        assert!(pf.search_frames(pf.size() + 5, 1 << 20).next().is_none());
+        std::fs::remove_file(path).ok();
+    }
+
+    /// A frame stored inside another frame's Blob (as a raw blob may hold
+    /// one in a string) is found, as the search cannot tell; its Blob is
+    /// not one, which is how a caller that checks it tells.
+    #[test]
+    fn a_frame_inside_a_blob_is_found_and_its_blob_does_not_check() {
+        let fake = encode_frame(&BlobType::OsmData, None, b"fake body");
+        let mut body = b"string table ".to_vec();
+        body.extend(&fake);
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header");
+        let outer = bytes.len() as u64;
+        bytes.extend(encode_frame(&BlobType::OsmData, None, &body));
+        let after = bytes.len() as u64;
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"next"));
+        let (path, pf) = temp_with(&bytes);
+        let found: Vec<FrameHeader> = pf.search_frames(outer + 1, 1 << 20).collect();
+        let offsets: Vec<u64> = found.iter().map(|fh| fh.offset).collect();
+        let inside = offsets[0];
+        assert!(inside > outer && inside < after, "{offsets:?}");
+        assert_eq!(offsets[1..], [after]);
+        let blob = pf.read_body(&found[0]).expect("body");
+        assert!(crate::compress::blob_data(&blob).is_err());
+        std::fs::remove_file(path).ok();
     }
 }

@@ -31,23 +31,20 @@ use std::str::FromStr;
 use io_uring::{IoUring, opcode, types};
 
 use crate::error::{Error, Result};
-use crate::frame::{BlobType, FrameHeader, HeaderWalk, MAX_HEADER_LEN, PbfFile, parse_blob_header};
+use crate::frame::{
+    FrameHeader, HeaderWalk, PbfFile, SEARCH_CHUNK, SEARCH_OVERLAP, plausible_frame,
+};
 
 /// Smallest region the walk cuts a file into when it picks the size itself.
 const MIN_REGION: u64 = 1 << 20;
 /// Largest region the walk picks: bounds the headers held per region.
 const MAX_REGION: u64 = 64 << 20;
-/// Bytes read at a time while looking for a region's first frame.
-const SEARCH_CHUNK: usize = 64 << 10;
 /// How far into a region the search for its first frame goes.
 const MAX_SEARCH: u64 = 1 << 20;
 /// Most frames a region's chain holds: bounds memory on files of tiny frames
 /// (a planet's 64 MiB regions hold about 1,100). Past it, the walk from
 /// offset 0 reads the rest of the region with `pread`.
 const MAX_CHAIN_FRAMES: usize = 2048;
-/// Bytes shared by consecutive search reads, so a BlobHeader across the
-/// boundary of two reads is still seen whole.
-const SEARCH_OVERLAP: usize = 1 << 10;
 /// Where no chain reaches and frames are small, the frames after the
 /// current one are read this many bytes at a time and decoded many to a
 /// read. A file of small blobs (a few hundred bytes a frame) has more
@@ -290,24 +287,6 @@ fn find_candidate(file: &PbfFile, base: u64, buf: &[u8], end: u64) -> Option<u64
     (0..room)
         .find(|&p| plausible_frame(file, base + p as u64, &buf[p..]))
         .map(|p| base + p as u64)
-}
-
-/// Whether `bytes` at `at` start like a data or header frame that fits in the
-/// file. Only a guess: a raw blob may contain such bytes.
-fn plausible_frame(file: &PbfFile, at: u64, bytes: &[u8]) -> bool {
-    let Some((prefix, rest)) = bytes.split_first_chunk::<4>() else {
-        return false;
-    };
-    let hl = u32::from_be_bytes(*prefix);
-    let typed = rest.starts_with(b"\x0a\x07OSMData") || rest.starts_with(b"\x0a\x09OSMHeader");
-    if hl > MAX_HEADER_LEN || !typed {
-        return false;
-    }
-    let Some(Ok((kind, _, datasize))) = rest.get(..hl as usize).map(parse_blob_header) else {
-        return false;
-    };
-    let end = at + 4 + u64::from(hl) + u64::from(datasize);
-    matches!(kind, BlobType::OsmData | BlobType::OsmHeader) && end <= file.size()
 }
 
 /// The io_uring walk: regions in flight, and the stitched frames not yet handed out.
@@ -565,7 +544,7 @@ impl Drop for UringWalk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::encode_frame;
+    use crate::frame::{BlobType, encode_frame};
     use std::io::Write;
     use std::path::{Path, PathBuf};
 

@@ -108,6 +108,21 @@ pub struct SourceRecord {
     pub mtime_nsec: u32,
     /// The file's OSMHeader.
     pub header: Header,
+    /// Keys read ahead: the smallest key of a data frame found near each of
+    /// a few evenly spaced offsets, in offset order. A hint for watching
+    /// the file's order before its blobs are read (`pbf-overlap
+    /// --sources`); no output depends on it. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<Sample>,
+}
+
+/// One of a source record's `samples`: `{"offset":O,"first":{key}}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Offset of the frame.
+    pub offset: u64,
+    /// Its smallest key, as a blob record's `first`.
+    pub first: KeyRecord,
 }
 
 /// The `blob` record: one OSMData frame and the keys it holds.

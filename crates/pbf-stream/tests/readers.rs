@@ -43,6 +43,45 @@ fn index_sections_and_unknown_fields() {
     assert_eq!(recs.len(), 8);
 }
 
+/// A source record's samples: read when present (in the key form of
+/// blob records, ids beyond 2^53 as strings), empty when absent, and
+/// written only when there are any.
+#[test]
+fn source_samples_are_optional() {
+    let with = source_line().replace(
+        r#""header":"#,
+        r#""samples":[{"offset":200,"first":{"kind":"node","id":"-9007199254740993","version":1}},{"offset":600,"first":{"kind":"way","id":7,"version":0},"more":1}],"header":"#,
+    );
+    let read =
+        |line: &str| match &read_index(&[line, &end_line(0, 0)].join("\n")).expect("valid")[0] {
+            IndexRecord::Source(s) => s.clone(),
+            other => panic!("not a source record: {other:?}"),
+        };
+    let src = read(&with);
+    let keys: Vec<(u64, pbf_format::Key)> = src
+        .samples
+        .iter()
+        .map(|s| (s.offset, s.first.into()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (
+                200,
+                pbf_format::Key::new(pbf_format::Kind::Node, -9_007_199_254_740_993, 1)
+            ),
+            (600, pbf_format::Key::new(pbf_format::Kind::Way, 7, 0)),
+        ]
+    );
+    let written = serde_json::to_string(&IndexRecord::Source(src.clone())).expect("json");
+    assert!(written.contains(r#""id":"-9007199254740993""#), "{written}");
+    assert_eq!(read(&written), src);
+    let without = read(&source_line());
+    assert!(without.samples.is_empty());
+    let written = serde_json::to_string(&IndexRecord::Source(without)).expect("json");
+    assert!(!written.contains("samples"), "{written}");
+}
+
 #[test]
 fn index_errors_name_the_line() {
     let cases = [

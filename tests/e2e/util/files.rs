@@ -50,6 +50,16 @@ pub fn permute(input: &Path, out: &Path, seed: u64) {
     pbf_bench_gen::output::finish(output).unwrap_or_else(|e| panic!("{}: {e:#}", out.display()));
 }
 
+/// Write the first input's header frame, then the data frames of every
+/// input in turn (`pbf-gen concat`): one file, one header.
+pub fn concat(inputs: &[PathBuf], out: &Path) {
+    let mut output = pbf_bench_gen::output::create(out, inputs)
+        .unwrap_or_else(|e| panic!("{}: {e:#}", out.display()));
+    pbf_bench_gen::frames::concat(inputs, &mut output)
+        .unwrap_or_else(|e| panic!("concat {inputs:?}: {e:#}"));
+    pbf_bench_gen::output::finish(output).unwrap_or_else(|e| panic!("{}: {e:#}", out.display()));
+}
+
 /// Write `input`'s header frame, then its data frames in `order` (indexes
 /// among the data frames, each once): a file whose blobs a sorted plan
 /// copies out of file order.

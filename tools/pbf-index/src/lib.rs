@@ -1,5 +1,6 @@
 //! `pbf-index`: the first stage. For each input file it writes a `source`
-//! record with the decoded OSMHeader, one `blob` record per OSMData blob with
+//! record with the decoded OSMHeader and keys sampled across the file (a
+//! look ahead for the planner), one `blob` record per OSMData blob with
 //! the smallest and largest sort keys, per-kind counts and the sorted flag, and
 //! an `end` record. Blobs carrying trusted indexdata are described from their
 //! BlobHeader alone; the others are read, decompressed and key-scanned in
@@ -21,8 +22,8 @@ use pbf_format::scan::{Summary, scan_block};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{
-    BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, SourceRecord, StreamTime,
-    Writer,
+    BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, Sample, SourceRecord,
+    StreamTime, Writer,
 };
 use rayon::prelude::*;
 
@@ -37,6 +38,15 @@ const BATCH_BYTES: u64 = 16 << 20;
 /// of frames of a few hundred bytes: one read each was half a million
 /// system calls for 580,414 blobs.
 const SPAN_BYTES: u64 = 64 << 10;
+
+/// A file is sampled at this many evenly spaced offsets (the first, 0,
+/// aside), and once more in its last [`SAMPLE_WINDOW`].
+const SAMPLES: u64 = 32;
+/// How far past a sampled offset the search for a frame goes.
+const SAMPLE_WINDOW: u64 = 1 << 20;
+/// Smaller files get no samples: their index is over in moments, and a
+/// copy ahead of one costs next to nothing.
+const MIN_SAMPLED: u64 = 1 << 20;
 
 /// How the header walk reads unless `--io` says otherwise: the faster on a
 /// cold cache (see bench/io-walk.md).
@@ -61,7 +71,13 @@ pub fn command() -> Command {
              the summary, the Blob's length and first bytes, so indexdata damaged, moved or kept \
              by a tool that rewrote the blob does not) are indexed from the header alone; the \
              others are decompressed and key-scanned in parallel. Indexdata of other writers is \
-             not trusted unless --trust-indexdata says so.",
+             not trusted unless --trust-indexdata says so.\n\n\
+             Before the blobs, each file of 1 MiB or more is sampled: the first data frame found \
+             within 1 MiB after each of 31 evenly spaced offsets and one in the last MiB gives \
+             its smallest key to the source record's samples, a look ahead that lets \
+             pbf-overlap --sources tell early that a file is not in order. A sample is only a \
+             hint: a frame found that does not check gives none, and nothing but that early \
+             word depends on them.",
         )
         .arg(
             Arg::new("files")
@@ -270,8 +286,10 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
             pbf_cli::warn("pbf-index", msg);
         }
     }
-    let (_, header) = read_file_header(&file, &mut walk)?;
+    let (header_frame, header) = read_file_header(&file, &mut walk)?;
     let trust_pbfhogg = opts.trust_pbfhogg && header.claims_sorted();
+    let samples = samples(&file, header_frame.end(), opts, trust_pbfhogg);
+    let sampled = samples.len();
     out.write(&IndexRecord::Source(SourceRecord {
         schema: pbf_stream::INDEX_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
@@ -280,6 +298,7 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         mtime: file.mtime().0,
         mtime_nsec: file.mtime().1,
         header,
+        samples,
     }))?;
     // The file name only: the bar must fit an 80-column line.
     let name = path
@@ -328,18 +347,25 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
             parsing: Duration::ZERO,
             writing: out.serialise_time() - serialised,
         };
-        print_summary(path, &tally, started.elapsed(), streams);
+        print_summary(path, &tally, sampled, started.elapsed(), streams);
     }
     Ok(())
 }
 
 /// `-v`: one line of what the file held and where its keys came from.
-fn print_summary(path: &Path, tally: &Tally, elapsed: Duration, streams: StreamTime) {
+fn print_summary(
+    path: &Path,
+    tally: &Tally,
+    samples: usize,
+    elapsed: Duration,
+    streams: StreamTime,
+) {
     let end = &tally.end;
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} blobs ({} from indexdata, {} decoded), {} objects, {:.3}s; {streams}",
+            "{}: {} blobs ({} from indexdata, {} decoded), {} objects, {samples} samples, \
+             {:.3}s; {streams}",
             path.display(),
             end.blobs,
             tally.from_indexdata,
@@ -348,6 +374,40 @@ fn print_summary(path: &Path, tally: &Tally, elapsed: Duration, streams: StreamT
             elapsed.as_secs_f64()
         ),
     );
+}
+
+/// The samples of a file whose data frames start at `data_start`: at each
+/// sampled offset, the first OSMData frame that seems to start within
+/// [`SAMPLE_WINDOW`] after it (`PbfFile::search_frames`), described as its
+/// blob record would be (trusted indexdata, else the Blob decompressed and
+/// key-scanned), on the pool. Offsets whose candidate does not describe
+/// (bytes inside a blob that look like a frame, an empty blob) give none;
+/// two offsets that find the same frame give one sample.
+fn samples(file: &PbfFile, data_start: u64, opts: Options, trust_pbfhogg: bool) -> Vec<Sample> {
+    let size = file.size();
+    if size < MIN_SAMPLED {
+        return Vec::new();
+    }
+    let mut offsets: Vec<u64> = (1..SAMPLES).map(|i| size / SAMPLES * i).collect();
+    offsets.push(size.saturating_sub(SAMPLE_WINDOW));
+    let mut samples: Vec<Sample> = offsets
+        .par_iter()
+        .filter_map(|&at| {
+            let mut found = file.search_frames(at.max(data_start), SAMPLE_WINDOW);
+            let fh = found.find(|fh| fh.blob_type == BlobType::OsmData)?;
+            let body = || file.read_body(&fh).map(Cow::Owned);
+            match describe(file, &fh, opts, trust_pbfhogg, body) {
+                Ok(Described::Keys(s, ..)) => Some(Sample {
+                    offset: fh.offset,
+                    first: s.first.into(),
+                }),
+                _ => None,
+            }
+        })
+        .collect();
+    samples.sort_by_key(|s| s.offset);
+    samples.dedup_by_key(|s| s.offset);
+    samples
 }
 
 /// Say that empty or other-typed blobs were skipped, when any were.
@@ -488,11 +548,23 @@ fn describe_span(
     };
     frames
         .iter()
-        .map(|fh| match from_indexdata(fh, opts, trust_pbfhogg) {
-            Some(d) => Ok(d),
-            None => body(fh).and_then(|b| scan(file, fh, &b)),
-        })
+        .map(|fh| describe(file, fh, opts, trust_pbfhogg, || body(fh)))
         .collect()
+}
+
+/// Describe a frame: from its trusted indexdata, else from its Blob, read
+/// by `body`, decompressed and scanned.
+fn describe<'a>(
+    file: &PbfFile,
+    fh: &FrameHeader,
+    opts: Options,
+    trust_pbfhogg: bool,
+    body: impl FnOnce() -> pbf_format::Result<Cow<'a, [u8]>>,
+) -> pbf_format::Result<Described> {
+    match from_indexdata(fh, opts, trust_pbfhogg) {
+        Some(d) => Ok(d),
+        None => body().and_then(|b| scan(file, fh, &b)),
+    }
 }
 
 /// Write the records of a described batch in file order.

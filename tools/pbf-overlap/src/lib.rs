@@ -7,6 +7,7 @@
 mod check;
 mod header;
 mod plan;
+mod samples;
 
 use std::collections::HashSet;
 use std::io::BufRead;
@@ -23,6 +24,7 @@ use pbf_stream::{
 };
 
 use plan::{Op, Segment};
+use samples::Samples;
 
 const NAME: &str = "pbf-overlap";
 
@@ -133,8 +135,11 @@ pub fn command() -> Command {
                      header depends on the ops (DenseNodes is added for merges and no input \
                      requires it); with one source, pbf-copy starts copying ahead then. After it, \
                      \"sorted\" records say how far the last source is read in order (one at \
-                     once, then one per 16 MiB) and an \"unsorted\" record when it is not. Any \
-                     other number of sources is an error (pbf-sort passes its number of inputs)",
+                     once, then one per 16 MiB) and an \"unsorted\" record when it is not. A \
+                     blob is out of order, too, when one of the samples pbf-index took further on \
+                     in its file sorts at or before its last key, so a file of two sorted files \
+                     joined is seen before the index reaches the seam. Any other number of \
+                     sources is an error (pbf-sort passes its number of inputs)",
                 ),
         )
         .arg(
@@ -180,7 +185,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         Some(g) => g.clone(),
         None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
     };
-    let mut plan = PlanOut::new(program, m.get_one::<u32>("sources").copied());
+    let out = Box::new(pbf_cli::stdout());
+    let mut plan = PlanOut::new(out, program, m.get_one::<u32>("sources").copied());
     let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
     read_input(m, &mut input, &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
@@ -273,6 +279,8 @@ struct Input {
     sources: Vec<SourceRef>,
     headers: Vec<Header>,
     blobs: Purpose,
+    /// The samples of the source read last.
+    samples: Samples,
     /// Blob records read.
     blob_records: u64,
     paths: HashSet<PathBuf>,
@@ -290,6 +298,7 @@ impl Input {
             sources: Vec::new(),
             headers: Vec::new(),
             blobs,
+            samples: Samples::default(),
             blob_records: 0,
             paths: HashSet::new(),
             counts: Counts::default(),
@@ -346,6 +355,7 @@ impl Input {
             ));
         }
         let id = u32::try_from(self.sources.len()).map_err(|_| "too many sources".to_owned())?;
+        self.samples = Samples::new(&s.samples);
         self.sources.push(SourceRef {
             id,
             path,
@@ -439,9 +449,9 @@ struct PlanOut {
 }
 
 impl PlanOut {
-    fn new(program: String, sources: Option<u32>) -> PlanOut {
+    fn new(out: Box<dyn std::io::Write>, program: String, sources: Option<u32>) -> PlanOut {
         PlanOut {
-            out: Writer::new(Box::new(pbf_cli::stdout())),
+            out: Writer::new(out),
             program,
             sources,
             in_order: Some((0, 0)),
@@ -473,7 +483,7 @@ impl PlanOut {
         else {
             return Ok(());
         };
-        self.follow(seg);
+        self.follow(seg, &input.samples);
         if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
             return Ok(());
         }
@@ -506,10 +516,11 @@ impl PlanOut {
     }
 
     /// Take `seg`, the last source's newest blob, into the watch of its
-    /// order: still in order when sorted inside and after the blob before.
-    fn follow(&mut self, seg: &Segment) {
+    /// order: still in order when sorted inside, after the blob before, and
+    /// before every sample further on in the file (see [`Samples`]).
+    fn follow(&mut self, seg: &Segment, samples: &Samples) {
         self.in_order = self.in_order.and_then(|(n, last)| {
-            let next = seg.sorted() && (n == 0 || seg.first() > last);
+            let next = seg.sorted() && (n == 0 || seg.first() > last) && !samples.contradict(seg);
             next.then_some((n + 1, seg.last()))
         });
     }
@@ -526,7 +537,7 @@ impl PlanOut {
         if self.in_order.is_none() || seg.source() as usize + 1 != input.sources.len() {
             return Ok(());
         }
-        self.follow(seg);
+        self.follow(seg, &input.samples);
         if self.in_order.is_some() {
             return self.sorted(seg);
         }
@@ -693,4 +704,175 @@ fn check_summary(input: &Input, streams: StreamTime) -> String {
 /// Seconds since reading began.
 fn elapsed(input: &Input) -> f64 {
     input.started.map_or(0.0, |t| t.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::io::Cursor;
+    use std::rc::Rc;
+
+    use pbf_stream::{IndexEnd, Sample};
+
+    /// A writer whose bytes the test reads while a [`PlanOut`] owns it.
+    #[derive(Clone, Default)]
+    struct Shared(Rc<RefCell<Vec<u8>>>);
+
+    impl std::io::Write for Shared {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The index of one file whose blobs hold the ways `keys` (first,
+    /// last), 1000 bytes apart, sampled at the blobs `sampled`.
+    fn index(keys: &[(i64, i64)], sampled: &[usize]) -> Vec<u8> {
+        let blobs: Vec<BlobRecord> = keys
+            .iter()
+            .zip(0..)
+            .map(|(&(first, last), i)| BlobRecord {
+                seq: i,
+                ..plan::tests::way(first, last, 100 + i * 1000, 1000)
+            })
+            .collect();
+        let samples = sampled
+            .iter()
+            .map(|&i| Sample {
+                offset: blobs[i].offset,
+                first: blobs[i].first,
+            })
+            .collect();
+        let header = Header {
+            required_features: vec!["OsmSchema-V0.6".into(), "DenseNodes".into()],
+            ..Header::default()
+        };
+        let mut w = Writer::new(Vec::new());
+        let source = SourceRecord {
+            schema: pbf_stream::INDEX_SCHEMA.into(),
+            version: pbf_stream::SCHEMA_VERSION,
+            path: "/in.osm.pbf".into(),
+            size: 100 + 1000 * blobs.len() as u64,
+            mtime: 0,
+            mtime_nsec: 0,
+            header,
+            samples,
+        };
+        w.write(&IndexRecord::Source(source)).expect("source");
+        let mut end = IndexEnd::default();
+        for b in blobs {
+            end.blobs += 1;
+            end.counts.add(b.counts);
+            w.write(&IndexRecord::Blob(b)).expect("blob");
+        }
+        w.write(&IndexRecord::End(end)).expect("end");
+        w.finish().expect("index")
+    }
+
+    /// What `pbf-overlap --sources 1` writes for `index`: each record's
+    /// type (`plan early` for an early plan record) and how many blob
+    /// records had been read when it went out (all of them for those
+    /// written at the end).
+    fn written(index: Vec<u8>) -> Vec<(u64, String)> {
+        let buf = Shared::default();
+        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), Some(1));
+        let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
+        let mut lines = Vec::new();
+        let mut take_lines = |read: u64| {
+            let mut bytes = buf.0.borrow_mut();
+            let text = String::from_utf8(std::mem::take(&mut *bytes)).expect("utf-8");
+            for line in text.lines() {
+                let kind = line["{\"type\":\"".len()..]
+                    .split('"')
+                    .next()
+                    .expect("type");
+                let early = if line.contains("\"early\":true") {
+                    " early"
+                } else {
+                    ""
+                };
+                lines.push((read, format!("{kind}{early}")));
+            }
+        };
+        let mut on_record = |input: &Input| {
+            plan.record_read(input)?;
+            take_lines(input.blob_records);
+            Ok(())
+        };
+        input
+            .read("index", Box::new(Cursor::new(index)), &mut on_record)
+            .expect("read");
+        if let Purpose::Plan(blobs) = &mut input.blobs {
+            blobs.sort();
+        }
+        plan.finish(&input, false).expect("plan");
+        take_lines(input.blob_records);
+        lines
+    }
+
+    /// Blobs of ways [10 i, 10 i + 9] for i in `range`.
+    fn sorted_keys(range: std::ops::Range<i64>) -> Vec<(i64, i64)> {
+        range.map(|i| (10 * i, 10 * i + 9)).collect()
+    }
+
+    /// Blobs of ways that interleave those of `sorted_keys(range)`.
+    fn interleaving(range: std::ops::Range<i64>) -> Vec<(i64, i64)> {
+        range.map(|i| (10 * i + 5, 10 * i + 8)).collect()
+    }
+
+    /// The first record of `kind` and when it went out.
+    fn first_of<'a>(lines: &'a [(u64, String)], kind: &str) -> Option<&'a (u64, String)> {
+        lines.iter().find(|(_, k)| k == kind)
+    }
+
+    #[test]
+    fn a_sample_against_the_first_blobs_keeps_the_plan_record_back() {
+        // Two sorted halves: the second's keys fall among the first's.
+        let keys = [sorted_keys(0..20), interleaving(0..20)].concat();
+        let without = written(index(&keys, &[]));
+        assert_eq!(first_of(&without, "plan early").map(|l| l.0), Some(16));
+        assert_eq!(first_of(&without, "unsorted").map(|l| l.0), Some(21));
+        let with = written(index(&keys, &[10, 20, 30]));
+        assert_eq!(with[0], (40, "plan".to_owned()), "{with:?}");
+        assert!(first_of(&with, "sorted").is_none(), "{with:?}");
+        assert!(first_of(&with, "unsorted").is_none(), "{with:?}");
+    }
+
+    #[test]
+    fn a_sample_against_a_later_blob_says_unsorted_when_that_blob_is_read() {
+        // In order through blob 29; blob 30 on interleave blobs 20 to 29.
+        let keys = [sorted_keys(0..30), interleaving(20..30)].concat();
+        let without = written(index(&keys, &[]));
+        assert_eq!(first_of(&without, "unsorted").map(|l| l.0), Some(31));
+        // The sample of blob 32 (first key 225) sorts inside blob 22.
+        let with = written(index(&keys, &[8, 32]));
+        assert_eq!(with[0], (16, "plan early".to_owned()), "{with:?}");
+        assert_eq!(with[1], (16, "sorted".to_owned()), "{with:?}");
+        assert_eq!(first_of(&with, "unsorted").map(|l| l.0), Some(23));
+        let ops = |lines: &[(u64, String)]| -> Vec<String> {
+            lines
+                .iter()
+                .skip(2)
+                .filter(|l| l.1 != "unsorted")
+                .map(|l| l.1.clone())
+                .collect()
+        };
+        assert_eq!(ops(&with), ops(&without), "the same ops");
+    }
+
+    #[test]
+    fn samples_of_a_sorted_file_change_nothing() {
+        let keys = sorted_keys(0..40);
+        let every: Vec<usize> = (0..40).step_by(3).collect();
+        let with = written(index(&keys, &every));
+        assert_eq!(with, written(index(&keys, &[])));
+        assert_eq!(with[0], (16, "plan early".to_owned()), "{with:?}");
+        assert_eq!(with[1], (16, "sorted".to_owned()), "{with:?}");
+        assert!(first_of(&with, "unsorted").is_none(), "{with:?}");
+    }
 }
