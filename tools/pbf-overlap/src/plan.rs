@@ -19,6 +19,7 @@
 
 use std::iter::Peekable;
 
+use pbf_format::prefetch::prefetch;
 use pbf_format::{Key, Kind};
 use pbf_stream::{BlobRecord, CopyOp, Counts, FrameKeys, KeyRecord, MergeInput};
 
@@ -315,6 +316,9 @@ pub enum Op<'a> {
     Merge(Merge<'a>),
 }
 
+/// How many inputs ahead [`Merge::inputs`] fetches a segment.
+const PREFETCH_AHEAD: usize = 16;
+
 /// A merge op as a run of segments; [`Merge::inputs`] gives its inputs one
 /// at a time.
 #[derive(Clone, Copy, Debug)]
@@ -333,9 +337,14 @@ impl<'a> Merge<'a> {
             .map(|(i, s)| (s.source(), s.offset, i))
             .collect();
         order.sort_unstable();
-        order
-            .into_iter()
-            .map(move |(.., i)| run[i as usize].merge_input())
+        // The segments are in key order: fetched a few inputs ahead, their
+        // cache misses overlap instead of coming one after another.
+        (0..order.len()).map(move |k| {
+            if let Some(&(.., ahead)) = order.get(k + PREFETCH_AHEAD) {
+                prefetch(&run[ahead as usize]);
+            }
+            run[order[k].2 as usize].merge_input()
+        })
     }
 
     /// Number of inputs.
