@@ -22,26 +22,19 @@ use crate::records::{BlobRecord, KeyRecord, KeysFrom, MergeInput, MergeOp};
 /// The blob record on `line`, when it has exactly the written form.
 pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     let mut c = Cursor { rest: line };
-    c.tag(br#"{"type":"blob","seq":"#)?;
-    let seq = c.unsigned()?;
-    c.tag(br#","offset":"#)?;
-    let offset = c.unsigned()?;
-    c.tag(br#","length":"#)?;
-    let length = c.unsigned()?;
+    let seq = c.field(br#"{"type":"blob","seq":"#, Cursor::unsigned)?;
+    let offset = c.field(br#","offset":"#, Cursor::unsigned)?;
+    let length = c.field(br#","length":"#, Cursor::unsigned)?;
     c.tag(br#","compression":"#)?;
     let compression = c.string()?.to_owned();
     let raw_size = match c.take(br#","raw_size":"#) {
         true => Some(c.unsigned()?),
         false => None,
     };
-    c.tag(br#","first":"#)?;
-    let first = c.key()?;
-    c.tag(br#","last":"#)?;
-    let last = c.key()?;
-    c.tag(br#","counts":"#)?;
-    let counts = c.counts()?;
-    c.tag(br#","sorted":"#)?;
-    let sorted = c.boolean()?;
+    let first = c.field(br#","first":"#, Cursor::key)?;
+    let last = c.field(br#","last":"#, Cursor::key)?;
+    let counts = c.field(br#","counts":"#, Cursor::counts)?;
+    let sorted = c.field(br#","sorted":"#, Cursor::boolean)?;
     let repeats = c.take(br#","repeats":true"#);
     let versions_unsorted = c.take(br#","versions_unsorted":true"#);
     c.tag(br#","from":"#)?;
@@ -81,12 +74,9 @@ pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
             c.tag(b",")?;
         }
     }
-    c.tag(br#","first":"#)?;
-    let first = c.key()?;
-    c.tag(br#","last":"#)?;
-    let last = c.key()?;
-    c.tag(br#","elements":"#)?;
-    let elements = c.unsigned()?;
+    let first = c.field(br#","first":"#, Cursor::key)?;
+    let last = c.field(br#","last":"#, Cursor::key)?;
+    let elements = c.field(br#","elements":"#, Cursor::unsigned)?;
     c.tag(b"}")?;
     c.rest.is_empty().then_some(MergeOp {
         inputs,
@@ -104,18 +94,14 @@ pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
     if !ijson::is_exact(b.first.id) || !ijson::is_exact(b.last.id) || !plain(&b.compression) {
         return false;
     }
-    out.extend_from_slice(br#"{"type":"blob","seq":"#);
-    decimal(out, b.seq);
-    out.extend_from_slice(br#","offset":"#);
-    decimal(out, b.offset);
-    out.extend_from_slice(br#","length":"#);
-    decimal(out, b.length);
+    number(out, br#"{"type":"blob","seq":"#, b.seq);
+    number(out, br#","offset":"#, b.offset);
+    number(out, br#","length":"#, b.length);
     out.extend_from_slice(br#","compression":""#);
     out.extend_from_slice(b.compression.as_bytes());
     out.push(b'"');
     if let Some(raw) = b.raw_size {
-        out.extend_from_slice(br#","raw_size":"#);
-        decimal(out, raw);
+        number(out, br#","raw_size":"#, raw);
     }
     out.extend_from_slice(br#","first":"#);
     write_key(out, b.first);
@@ -158,12 +144,9 @@ pub(crate) fn write_merge_input(out: &mut Vec<u8>, input: &MergeInput) -> bool {
     if !ijson::is_exact(input.first.id) || !ijson::is_exact(input.last.id) {
         return false;
     }
-    out.extend_from_slice(br#"{"source":"#);
-    decimal(out, u64::from(input.source));
-    out.extend_from_slice(br#","offset":"#);
-    decimal(out, input.offset);
-    out.extend_from_slice(br#","length":"#);
-    decimal(out, input.length);
+    number(out, br#"{"source":"#, u64::from(input.source));
+    number(out, br#","offset":"#, input.offset);
+    number(out, br#","length":"#, input.length);
     out.extend_from_slice(br#","first":"#);
     write_key(out, input.first);
     out.extend_from_slice(br#","last":"#);
@@ -186,9 +169,14 @@ fn write_key(out: &mut Vec<u8>, k: KeyRecord) {
         out.push(b'-');
     }
     decimal(out, k.id.unsigned_abs());
-    out.extend_from_slice(br#","version":"#);
-    decimal(out, u64::from(k.version));
+    number(out, br#","version":"#, u64::from(k.version));
     out.push(b'}');
+}
+
+/// `tag`, then `n` in decimal digits.
+fn number(out: &mut Vec<u8>, tag: &[u8], n: u64) {
+    out.extend_from_slice(tag);
+    decimal(out, n);
 }
 
 /// `n` in decimal digits.
@@ -221,6 +209,12 @@ impl<'a> Cursor<'a> {
             }
             None => false,
         }
+    }
+
+    /// Skip `tag`, which must come next, then read what follows it.
+    fn field<T>(&mut self, tag: &[u8], read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        self.tag(tag)?;
+        read(self)
     }
 
     /// Skip `tag`, which must come next.
@@ -287,18 +281,12 @@ impl<'a> Cursor<'a> {
     fn merge_input(&mut self) -> Option<MergeInput> {
         self.tag(br#"{"source":"#)?;
         let source = u32::try_from(self.unsigned()?).ok()?;
-        self.tag(br#","offset":"#)?;
-        let offset = self.unsigned()?;
-        self.tag(br#","length":"#)?;
-        let length = self.unsigned()?;
-        self.tag(br#","first":"#)?;
-        let first = self.key()?;
-        self.tag(br#","last":"#)?;
-        let last = self.key()?;
-        self.tag(br#","sorted":"#)?;
-        let sorted = self.boolean()?;
-        self.tag(br#","elements":"#)?;
-        let elements = self.unsigned()?;
+        let offset = self.field(br#","offset":"#, Cursor::unsigned)?;
+        let length = self.field(br#","length":"#, Cursor::unsigned)?;
+        let first = self.field(br#","first":"#, Cursor::key)?;
+        let last = self.field(br#","last":"#, Cursor::key)?;
+        let sorted = self.field(br#","sorted":"#, Cursor::boolean)?;
+        let elements = self.field(br#","elements":"#, Cursor::unsigned)?;
         self.tag(b"}")?;
         Some(MergeInput {
             source,
@@ -313,10 +301,8 @@ impl<'a> Cursor<'a> {
 
     /// `{"kind":K,"id":I,"version":V}`.
     fn key(&mut self) -> Option<KeyRecord> {
-        self.tag(br#"{"kind":"#)?;
-        let kind = self.kind()?;
-        self.tag(br#","id":"#)?;
-        let id = self.id()?;
+        let kind = self.field(br#"{"kind":"#, Cursor::kind)?;
+        let id = self.field(br#","id":"#, Cursor::id)?;
         self.tag(br#","version":"#)?;
         let version = u32::try_from(self.unsigned()?).ok()?;
         self.tag(b"}")?;
@@ -434,15 +420,7 @@ mod tests {
         /// it, or not at all when an id is a string.
         #[test]
         fn blob_records_are_written_as_serde_writes_them(b in blob_record()) {
-            let mut fast = Vec::new();
-            let exact = pbf_format::ijson::is_exact(b.first.id)
-                && pbf_format::ijson::is_exact(b.last.id);
-            prop_assert_eq!(write_blob(&mut fast, &b), exact);
-            if exact {
-                prop_assert_eq!(fast, written(&b));
-            } else {
-                prop_assert!(fast.is_empty());
-            }
+            written_as_serde(|out| write_blob(out, &b), [b.first, b.last], written(&b))?;
         }
 
         /// A damaged line is read by the fast path only as serde reads it.
@@ -473,16 +451,9 @@ mod tests {
         #[test]
         fn merge_inputs_are_written_as_serde_writes_them(m in merge_op()) {
             for input in &m.inputs {
-                let mut fast = Vec::new();
-                let written = write_merge_input(&mut fast, input);
-                let exact = pbf_format::ijson::is_exact(input.first.id)
-                    && pbf_format::ijson::is_exact(input.last.id);
-                prop_assert_eq!(written, exact);
-                if written {
-                    prop_assert_eq!(fast, serde_json::to_vec(input).expect("serialise"));
-                } else {
-                    prop_assert!(fast.is_empty());
-                }
+                let serde = serde_json::to_vec(input).expect("serialise");
+                let write = |out: &mut Vec<u8>| write_merge_input(out, input);
+                written_as_serde(write, [input.first, input.last], serde)?;
             }
         }
 
@@ -495,6 +466,23 @@ mod tests {
                 prop_assert_eq!(Some(fast), serde, "{}", String::from_utf8_lossy(&line));
             }
         }
+    }
+
+    /// `write` writes what serde wrote (`serde`), or nothing when one of
+    /// `keys` has an id that only serde writes (a string).
+    fn written_as_serde(
+        write: impl FnOnce(&mut Vec<u8>) -> bool,
+        keys: [KeyRecord; 2],
+        serde: Vec<u8>,
+    ) -> Result<(), TestCaseError> {
+        let exact = keys.iter().all(|k| pbf_format::ijson::is_exact(k.id));
+        let mut out = Vec::new();
+        prop_assert_eq!(write(&mut out), exact);
+        match exact {
+            true => prop_assert_eq!(out, serde),
+            false => prop_assert!(out.is_empty()),
+        }
+        Ok(())
     }
 
     /// Up to three byte edits: (where, byte, replace / insert / remove).
