@@ -143,14 +143,7 @@ pub(crate) fn file_order(op: &MergeOp) -> Result<Vec<u32>> {
         let m = format!("{} inputs in one merge op", op.inputs.len());
         return Err(Error::plan(Path::new("<plan>"), 0, m));
     }
-    // Sorted as one array of keys: sorting indexes by keys read from the
-    // op's inputs was a cache miss per comparison on an op of millions.
-    let mut keyed: Vec<(u32, u64, u32)> = (0u32..)
-        .zip(&op.inputs)
-        .map(|(i, input)| (input.source, input.offset, i))
-        .collect();
-    keyed.sort_unstable();
-    Ok(keyed.into_iter().map(|k| k.2).collect())
+    Ok(op.file_order())
 }
 
 /// Read and check the frame headers of a merge op's inputs, in the order

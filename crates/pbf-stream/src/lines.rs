@@ -251,10 +251,7 @@ impl<W: Write> Writer<W> {
         if !crate::fast::write_blob(&mut self.line, record) {
             return self.write(&IndexRecord::Blob(record.clone()));
         }
-        self.line.push(b'\n');
-        self.writing += started.elapsed();
-        self.inner.write_all(&self.line)?;
-        Ok(())
+        self.end_line(started)
     }
 
     /// Write one record and a newline.
@@ -263,6 +260,11 @@ impl<W: Write> Writer<W> {
         self.line.clear();
         serde_json::to_writer(&mut self.line, record)
             .map_err(|e| Error::new(ErrorKind::Json(e)))?;
+        self.end_line(started)
+    }
+
+    /// End the line serialised since `started` and write it.
+    fn end_line(&mut self, started: Instant) -> Result<(), Error> {
         self.line.push(b'\n');
         self.writing += started.elapsed();
         self.inner.write_all(&self.line)?;

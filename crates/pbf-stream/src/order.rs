@@ -81,23 +81,26 @@ impl OrderCheck {
         // range: a shuffled file of small blobs is one merge op whose
         // inputs cover the file, one map search instead of millions. A
         // range refused is taken again input by input, to name the one.
-        let mut ranges: Vec<(u32, u64, u64, u32)> = (0u32..)
-            .zip(&op.inputs)
-            .map(|(i, input)| (input.source, input.offset, input.length, i))
-            .collect();
-        ranges.sort_unstable();
-        for run in ranges.chunk_by(|a, b| a.0 == b.0 && a.1.saturating_add(a.2) == b.1) {
-            let (source, offset, _, first) = run[0];
-            let length = run.iter().map(|r| r.2).sum();
+        let range = |i: u32| {
+            let input = &op.inputs[i as usize];
+            (input.source, input.offset, input.length)
+        };
+        let order = op.file_order();
+        let follows = |&a: &u32, &b: &u32| {
+            let (a, b) = (range(a), range(b));
+            a.0 == b.0 && a.1.saturating_add(a.2) == b.1
+        };
+        for run in order.chunk_by(follows) {
+            let (source, offset, _) = range(run[0]);
+            let length = run.iter().map(|&i| range(i).2).sum();
             let whole = self.take(
-                Reading::MergeInput(first as usize + 1),
+                Reading::MergeInput(run[0] as usize + 1),
                 (source, offset, length),
                 line,
             );
             if whole.is_err() {
-                for &(source, offset, length, i) in run {
-                    let range = (source, offset, length);
-                    self.take(Reading::MergeInput(i as usize + 1), range, line)?;
+                for &i in run {
+                    self.take(Reading::MergeInput(i as usize + 1), range(i), line)?;
                 }
                 whole?;
             }

@@ -369,6 +369,22 @@ pub struct MergeOp {
     pub elements: u64,
 }
 
+impl MergeOp {
+    /// Indexes of the inputs in file order (source id, then offset), as
+    /// pbf-overlap writes them: sorted as one array of keys, since sorting
+    /// indexes by keys read from the inputs was a cache miss per
+    /// comparison on an op of millions. At most `u32::MAX` inputs are
+    /// ordered.
+    pub fn file_order(&self) -> Vec<u32> {
+        let mut keyed: Vec<(u32, u64, u32)> = (0u32..)
+            .zip(&self.inputs)
+            .map(|(i, input)| (input.source, input.offset, i))
+            .collect();
+        keyed.sort_unstable();
+        keyed.into_iter().map(|k| k.2).collect()
+    }
+}
+
 /// The `end` record of a plan.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanEnd {
