@@ -183,9 +183,11 @@ pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCo
 }
 
 /// Open an input: a path, or standard input for `-` (a [`Usage`] error
-/// when it cannot be opened).
+/// when it cannot be opened). A pipe on standard input is widened
+/// ([`PIPE_BYTES`]).
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     if path == "-" {
+        widen_pipe(io::stdin());
         return Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin())));
     }
     // Inputs are opened before any work: one that cannot be is a usage error.
@@ -198,9 +200,30 @@ pub fn input_name(path: &str) -> &str {
     if path == "-" { "<stdin>" } else { path }
 }
 
-/// Buffered standard output.
+/// Buffered standard output; a pipe there is widened ([`PIPE_BYTES`]).
 pub fn stdout() -> BufWriter<io::Stdout> {
+    widen_pipe(io::stdout());
     BufWriter::with_capacity(1 << 16, io::stdout())
+}
+
+/// Bytes a pipe between two stages holds. Linux's default of 64 KiB makes
+/// the writer of a long record (a merge op of half a million small blobs
+/// is a 101 MB line) and its reader take turns every 64 KiB: with 1 MiB,
+/// pbf-overlap hands that line to pbf-merge in 0.13-0.17 s instead of
+/// 0.23-0.29 s. 1 MiB is what `/proc/sys/fs/pipe-max-size` lets any user
+/// set by default.
+const PIPE_BYTES: nix::libc::c_int = 1 << 20;
+
+/// Let the pipe on `fd`, if it is one, hold [`PIPE_BYTES`]. Either end may
+/// ask: the capacity belongs to the pipe. A refusal (not a pipe, or a
+/// lower limit) leaves it as it was: slower, never wrong.
+fn widen_pipe(fd: impl std::os::fd::AsFd) {
+    use nix::fcntl::{FcntlArg, fcntl};
+    use std::os::fd::AsRawFd;
+    let fd = fd.as_fd().as_raw_fd();
+    if matches!(fcntl(fd, FcntlArg::F_GETPIPE_SZ), Ok(n) if n < PIPE_BYTES) {
+        let _ = fcntl(fd, FcntlArg::F_SETPIPE_SZ(PIPE_BYTES));
+    }
 }
 
 /// Print a diagnostic line on stderr, prefixed with the tool name.
@@ -259,6 +282,38 @@ pub fn jobs(n: Option<usize>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pipe_is_widened_as_far_as_the_system_allows() {
+        use nix::fcntl::{FcntlArg, fcntl};
+        use std::os::fd::AsRawFd;
+        let (read, write) = nix::unistd::pipe().expect("pipe");
+        let size = |fd: &std::os::fd::OwnedFd| fcntl(fd.as_raw_fd(), FcntlArg::F_GETPIPE_SZ);
+        let before = size(&read).expect("pipe size");
+        let max: i32 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+            .expect("pipe-max-size")
+            .trim()
+            .parse()
+            .expect("a number");
+        widen_pipe(&write);
+        let after = size(&read).expect("pipe size");
+        // Root may pass the limit; anyone else gets at most the limit.
+        let root =
+            std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("proc"))
+                == 0;
+        let allowed = root || max >= PIPE_BYTES;
+        assert_eq!(
+            after,
+            if allowed {
+                PIPE_BYTES.max(before)
+            } else {
+                before
+            }
+        );
+        // A file is left alone, without an error.
+        let file = File::open(std::env::current_exe().expect("test binary")).expect("open");
+        widen_pipe(&file);
+    }
 
     #[test]
     fn sizes() {
