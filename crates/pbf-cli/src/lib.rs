@@ -184,7 +184,7 @@ pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCo
 
 /// Open an input: a path, or standard input for `-` (a [`Usage`] error
 /// when it cannot be opened). A pipe on standard input is widened
-/// ([`PIPE_BYTES`]).
+/// (to 1 MiB, see `widen_pipe`).
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     if path == "-" {
         widen_pipe(io::stdin());
@@ -200,7 +200,8 @@ pub fn input_name(path: &str) -> &str {
     if path == "-" { "<stdin>" } else { path }
 }
 
-/// Buffered standard output; a pipe there is widened ([`PIPE_BYTES`]).
+/// Buffered standard output; a pipe there is widened (to 1 MiB, see
+/// `widen_pipe`).
 pub fn stdout() -> BufWriter<io::Stdout> {
     widen_pipe(io::stdout());
     BufWriter::with_capacity(1 << 16, io::stdout())
