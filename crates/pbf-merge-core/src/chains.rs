@@ -62,30 +62,33 @@ pub fn partition(ranges: &[(Key, Key)]) -> Chains {
     })
 }
 
-/// [`partition`] of `n` ranges of packed keys given by `range`, read twice
-/// each: a merge op's ranges are taken from its plan as they are needed.
+/// [`partition`] of `n` ranges of packed keys given by `range`, read once
+/// each: a merge op's ranges are taken from its plan.
 pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
     assert!(u32::try_from(n).is_ok(), "too many ranges");
     let halves = |k: u128| ((k >> 64) as u64, k as u64);
     // Sorted as one array of (first key in halves, index): sorting indexes
     // by keys in another array was a cache miss per comparison.
+    // Each range is read once, in index order; the last keys wait in an
+    // array of their own, read in first-key order below.
+    let mut lasts: Vec<(u64, u64)> = Vec::with_capacity(n);
     let mut firsts: Vec<(u64, u64, u32)> = (0..n as u32)
         .map(|i| {
-            let (hi, lo) = halves(range(i as usize).0);
+            let (first, last) = range(i as usize);
+            lasts.push(halves(last));
+            let (hi, lo) = halves(first);
             (hi, lo, i)
         })
         .collect();
     firsts.sort_unstable();
     let order: Vec<u32> = firsts.iter().map(|f| f.2).collect();
-    drop(firsts);
     let mut chain_of = vec![0u32; n];
     let mut chains = 0u32;
     // Open chains by (last key in halves, chain index), smallest on top:
     // 24 bytes an entry, where a `u128` would align it to 32.
     let mut ends: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
-    for &i in &order {
-        let (first, last) = range(i as usize);
-        let (first, (hi, lo)) = (halves(first), halves(last));
+    for (f, &i) in firsts.iter().zip(&order) {
+        let (first, (hi, lo)) = ((f.0, f.1), lasts[i as usize]);
         if let Some(mut top) = ends.peek_mut() {
             if (top.0.0, top.0.1) < first {
                 chain_of[i as usize] = top.0.2;
@@ -97,7 +100,7 @@ pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
         chain_of[i as usize] = chains;
         chains += 1;
     }
-    drop(ends);
+    drop((ends, firsts, lasts));
     // A counting sort by chain, keeping key order within each.
     let mut starts = vec![0u32; chains as usize + 1];
     for &c in &chain_of {

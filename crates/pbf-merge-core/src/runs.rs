@@ -27,17 +27,20 @@ pub(crate) const SMALL: u64 = 1 << 20;
 pub(crate) fn plan(inputs: &Arc<Inputs>, chains: &Chains, budget: Budget) -> Vec<Run> {
     let estimate = |i: u32| inputs.blobs[i as usize].estimate();
     let mut runs = Vec::new();
-    let mut small = Vec::new();
+    // Marked rather than listed: blob indexes follow (source id, offset),
+    // so the marks give the small chains' blobs in file order unsorted.
+    let mut small = vec![false; inputs.blobs.len()];
     for chain in chains.iter() {
         if chain.iter().map(|&i| estimate(i)).sum::<u64>() <= SMALL {
-            small.extend_from_slice(chain);
+            chain.iter().for_each(|&i| small[i as usize] = true);
             continue;
         }
         let (loads, largest) = cut(chain, SMALL, estimate);
         runs.push(Run::chain(inputs, loads, 2 * largest));
     }
-    // File order: blob indexes follow (source id, offset).
-    small.sort_unstable();
+    let small: Vec<u32> = (0..inputs.blobs.len() as u32)
+        .filter(|&i| small[i as usize])
+        .collect();
     let (batches, _) = cut(&small, budget.batch, estimate);
     for batch in batches {
         let memory = batch.iter().map(|&i| estimate(i)).sum();
