@@ -316,28 +316,30 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         bytes: 0,
         described: None,
     };
-    for fh in walk {
-        let fh = fh?;
-        if fh.blob_type == BlobType::OsmHeader {
-            batches.write_remaining(&mut tally, out)?;
-            let header = read_header_frame(&file, &fh)?;
-            out.write(&IndexRecord::Header(HeaderRecord {
-                offset: fh.offset,
-                header,
-            }))?;
-            continue;
+    std::thread::scope(|s| -> Result<()> {
+        for fh in walk_ahead(s, walk).iter().flatten() {
+            let fh = fh?;
+            if fh.blob_type == BlobType::OsmHeader {
+                batches.write_remaining(&mut tally, out)?;
+                let header = read_header_frame(&file, &fh)?;
+                out.write(&IndexRecord::Header(HeaderRecord {
+                    offset: fh.offset,
+                    header,
+                }))?;
+                continue;
+            }
+            if fh.blob_type != BlobType::OsmData {
+                tally.end.skipped_blobs += 1;
+                continue;
+            }
+            let done = fh.end();
+            if batches.push(fh) {
+                batches.describe_batch_write_previous(&mut tally, out)?;
+                bar.set_position(done);
+            }
         }
-        if fh.blob_type != BlobType::OsmData {
-            tally.end.skipped_blobs += 1;
-            continue;
-        }
-        let done = fh.end();
-        if batches.push(fh) {
-            batches.describe_batch_write_previous(&mut tally, out)?;
-            bar.set_position(done);
-        }
-    }
-    batches.write_remaining(&mut tally, out)?;
+        batches.write_remaining(&mut tally, out)
+    })?;
     bar.finish_and_clear();
     warn_skipped_blobs(path, &tally.end, opts.quiet);
     let end = tally.end.clone();
@@ -350,6 +352,36 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         print_summary(path, &tally, sampled, started.elapsed(), streams);
     }
     Ok(())
+}
+
+/// Frame headers handed from the walking thread at a time.
+const WALKED: usize = 1024;
+
+/// Walk the file's frame headers on a thread of `scope`, a few thousand
+/// ahead, so the walk (a fifth of the work on a file of small blobs) runs
+/// while the batch before is described and written. The thread stops after
+/// an error, or when the receiver is dropped.
+fn walk_ahead<'s, 'f: 's>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    walk: Walk<'f>,
+) -> std::sync::mpsc::Receiver<Vec<pbf_format::Result<FrameHeader>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    scope.spawn(move || {
+        let mut walked = Vec::with_capacity(WALKED);
+        for fh in walk {
+            walked.push(fh);
+            let full = walked.len() == WALKED;
+            if full
+                && tx
+                    .send(std::mem::replace(&mut walked, Vec::with_capacity(WALKED)))
+                    .is_err()
+            {
+                return;
+            }
+        }
+        let _ = tx.send(walked);
+    });
+    rx
 }
 
 /// `-v`: one line of what the file held and where its keys came from.
