@@ -3,7 +3,7 @@
 //! `end` record's counts are checked against what was read.
 
 use std::fmt;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::ops::AddAssign;
 use std::time::{Duration, Instant};
 
@@ -99,28 +99,21 @@ impl<R: BufRead> LineReader<R> {
         }
     }
 
+    /// Read up to and with the next newline into `buf`; false at EOF with
+    /// nothing read. At most one byte past [`MAX_LINE`] is buffered: `take`
+    /// bounds the line, and `read_until` finds the newline with the
+    /// standard library's word-at-a-time search (a byte loop took a tenth
+    /// of pbf-overlap's time on an index of small blobs).
     fn fill_line(&mut self) -> Result<bool, Error> {
-        loop {
-            let chunk = self
-                .inner
-                .fill_buf()
-                .map_err(|e| Error::from(e).at_line(self.line))?;
-            if chunk.is_empty() {
-                return Ok(!self.buf.is_empty());
-            }
-            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => (i + 1, true),
-                None => (chunk.len(), false),
-            };
-            if self.buf.len() + take > MAX_LINE {
-                return Err(Error::new(ErrorKind::LineTooLong).at_line(self.line));
-            }
-            self.buf.extend_from_slice(&chunk[..take]);
-            self.inner.consume(take);
-            if done {
-                return Ok(true);
-            }
+        let room = (MAX_LINE + 1).saturating_sub(self.buf.len()) as u64;
+        (&mut self.inner)
+            .take(room)
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|e| Error::from(e).at_line(self.line))?;
+        if self.buf.len() > MAX_LINE {
+            return Err(Error::new(ErrorKind::LineTooLong).at_line(self.line));
         }
+        Ok(!self.buf.is_empty())
     }
 
     /// Parse the next record, or `None` at EOF.
