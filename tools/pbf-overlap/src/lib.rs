@@ -186,7 +186,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
     };
     let out = Box::new(pbf_cli::stdout());
-    let mut plan = PlanOut::new(out, program, m.get_one::<u32>("sources").copied());
+    let sources = m.get_one::<u32>("sources").copied();
+    let mut plan = PlanOut::new(out, program, sources, m.get_flag("verbose"));
     let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
     read_input(m, &mut input, &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
@@ -254,6 +255,7 @@ fn read_input(m: &ArgMatches, input: &mut Input, on_record: &mut OnRecord<'_>) -
         None => vec!["-".to_owned()],
     };
     let started = Instant::now();
+    input.timed = m.get_flag("verbose");
     for name in &names {
         input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_record)?;
     }
@@ -286,8 +288,10 @@ struct Input {
     paths: HashSet<PathBuf>,
     /// Objects per kind, from the end records.
     counts: Counts,
-    /// Time spent parsing the index streams.
+    /// Time spent parsing the index streams (measured for -v only).
     parsing: Duration,
+    /// Whether to measure it.
+    timed: bool,
     /// When reading began, for `-v`.
     started: Option<Instant>,
 }
@@ -303,6 +307,7 @@ impl Input {
             paths: HashSet::new(),
             counts: Counts::default(),
             parsing: Duration::ZERO,
+            timed: false,
             started: None,
         }
     }
@@ -322,7 +327,7 @@ impl Input {
         reader: Box<dyn BufRead>,
         on_record: &mut OnRecord<'_>,
     ) -> Result<()> {
-        let mut rd = IndexReader::new(reader);
+        let mut rd = IndexReader::new(reader).timed(self.timed);
         let mut end_of_last = 0;
         while let Some(rec) = rd.next_record().with_context(|| name.to_owned())? {
             let at = |e: String| anyhow!("{name}: line {}: {e}", rd.line());
@@ -449,9 +454,16 @@ struct PlanOut {
 }
 
 impl PlanOut {
-    fn new(out: Box<dyn std::io::Write>, program: String, sources: Option<u32>) -> PlanOut {
+    /// A plan written to `out`; serialising is timed when `timed` (for
+    /// -v: a clock read per record adds up).
+    fn new(
+        out: Box<dyn std::io::Write>,
+        program: String,
+        sources: Option<u32>,
+        timed: bool,
+    ) -> PlanOut {
         PlanOut {
-            out: Writer::new(out),
+            out: Writer::new(out).timed(timed),
             program,
             sources,
             in_order: Some((0, 0)),
@@ -780,7 +792,7 @@ mod tests {
     /// written at the end).
     fn written(index: Vec<u8>) -> Vec<(u64, String)> {
         let buf = Shared::default();
-        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), Some(1));
+        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), Some(1), false);
         let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
         let mut lines = Vec::new();
         let mut take_lines = |read: u64| {
