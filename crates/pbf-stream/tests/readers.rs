@@ -417,3 +417,30 @@ fn blob_records_read_the_same_in_any_key_order() {
         assert!(err.contains("line 2"), "{err}");
     }
 }
+
+#[test]
+fn untimed_streams_measure_nothing() {
+    let end = PlanEnd {
+        ops: 0,
+        copy_bytes: 0,
+        merge_inputs: 0,
+        elements: 0,
+    };
+    let write = |timed: bool| {
+        let mut w = Writer::new(Vec::new()).timed(timed);
+        for _ in 0..1000 {
+            w.write(&PlanRecord::End(end)).expect("write");
+        }
+        w.serialise_time()
+    };
+    assert!(write(true) > std::time::Duration::ZERO);
+    assert_eq!(write(false), std::time::Duration::ZERO);
+    let lines = "{\"type\":\"x\"}\n".repeat(1000);
+    let read = |timed: bool| {
+        let mut r = LineReader::new(lines.as_bytes()).timed(timed);
+        while let Ok(Some(_)) = r.next_record::<serde_json::Value>() {}
+        r.parse_time()
+    };
+    assert!(read(true) > std::time::Duration::ZERO);
+    assert_eq!(read(false), std::time::Duration::ZERO);
+}
