@@ -317,30 +317,7 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         bytes: 0,
         described: None,
     };
-    std::thread::scope(|s| -> Result<()> {
-        for fh in walk_ahead(s, walk).iter().flatten() {
-            let fh = fh?;
-            if fh.blob_type == BlobType::OsmHeader {
-                batches.write_remaining(&mut tally, out)?;
-                let header = read_header_frame(&file, &fh)?;
-                out.write(&IndexRecord::Header(HeaderRecord {
-                    offset: fh.offset,
-                    header,
-                }))?;
-                continue;
-            }
-            if fh.blob_type != BlobType::OsmData {
-                tally.end.skipped_blobs += 1;
-                continue;
-            }
-            let done = fh.end();
-            if batches.push(fh) {
-                batches.describe_batch_write_previous(&mut tally, out)?;
-                bar.set_position(done);
-            }
-        }
-        batches.write_remaining(&mut tally, out)
-    })?;
+    index_frames(walk, &mut batches, &mut tally, out, &bar)?;
     bar.finish_and_clear();
     warn_skipped_blobs(path, &tally.end, opts.quiet);
     let end = tally.end.clone();
@@ -353,6 +330,42 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         print_summary(path, &tally, sampled, started.elapsed(), streams);
     }
     Ok(())
+}
+
+/// Describe and write the record of every frame `walk` finds (the
+/// records of header frames in their place), walking ahead on a thread of
+/// its own.
+fn index_frames<W: Write + Send>(
+    walk: Walk<'_>,
+    batches: &mut Batches<'_>,
+    tally: &mut Tally,
+    out: &mut Writer<W>,
+    bar: &pbf_cli::ProgressBar,
+) -> Result<()> {
+    std::thread::scope(|s| {
+        for fh in walk_ahead(s, walk).iter().flatten() {
+            let fh = fh?;
+            if fh.blob_type == BlobType::OsmHeader {
+                batches.write_remaining(tally, out)?;
+                let header = read_header_frame(batches.file, &fh)?;
+                out.write(&IndexRecord::Header(HeaderRecord {
+                    offset: fh.offset,
+                    header,
+                }))?;
+                continue;
+            }
+            if fh.blob_type != BlobType::OsmData {
+                tally.end.skipped_blobs += 1;
+                continue;
+            }
+            let done = fh.end();
+            if batches.push(fh) {
+                batches.describe_batch_write_previous(tally, out)?;
+                bar.set_position(done);
+            }
+        }
+        batches.write_remaining(tally, out)
+    })
 }
 
 /// Frame headers handed from the walking thread at a time.
