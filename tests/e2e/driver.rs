@@ -836,3 +836,45 @@ fn a_reader_that_stops_early_gets_no_success_line() {
     .arg(&input);
     assert_eq!(run(c).status.code(), Some(141), "osmium as the reference");
 }
+
+/// A copier deaf to SIGTERM that puts the output in place and then lingers:
+/// a signal that reaches the driver before the copier ends finds the run
+/// done once the copier exits 0, and the run is a success (a failure would
+/// leave no output behind, and this output stands).
+#[test]
+fn a_signal_after_the_output_is_in_place_is_a_success() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let copier = d.join("lingering-copy");
+    let text = format!(
+        "#!/bin/sh\ntrap '' TERM\n{} \"$@\" || exit $?\nsleep 1\n",
+        bin_quoted("pbf-copy")
+    );
+    write_script(&copier, &text);
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let out = d.join("o.osm.pbf");
+    let mut c = pbf_sort();
+    c.args(["-q", "--copier", "copy", "--copy-cmd"])
+        .arg(&copier)
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().expect("spawn");
+    let started = std::time::Instant::now();
+    while !out.exists() {
+        assert!(started.elapsed().as_secs() < 60, "no output after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let killed = Command::new("kill")
+        .arg("-INT")
+        .arg(child.id().to_string())
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let st = child.wait().expect("wait");
+    assert!(st.success(), "SIGINT after the output was in place: {st}");
+    assert_sorted_like_osmium(&out, &[&input], d, "SIGINT after the commit");
+    assert_no_temporaries(d, "SIGINT after the commit");
+}

@@ -380,6 +380,9 @@ pub fn finish(
         }
         None => out.commit()?,
     }
+    // The output stands: a signal now would only make a success look like
+    // a failure.
+    pbf_output::cleanup::ignore_signals();
     // A plan's paths are arbitrary: a spool not provably copied whole is
     // kept, and named (the output stands).
     for (spool, why) in sources.finish_spools() {

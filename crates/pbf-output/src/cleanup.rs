@@ -74,6 +74,17 @@ fn install() {
     });
 }
 
+/// The work a signal would undo is done (the output is in place): from now
+/// on [`SIGNALS`] are ignored, so the process ends with the status of what
+/// it did, not that of a signal that came too late to stop it (a driver
+/// would then report a failure and find an output behind).
+pub fn ignore_signals() {
+    for sig in SIGNALS {
+        // SAFETY: ignoring a signal runs no handler.
+        let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigIgn) };
+    }
+}
+
 /// A path that is unlinked if the process receives one of [`SIGNALS`];
 /// dropping the registration forgets the path (it does not remove the file).
 #[derive(Debug)]
