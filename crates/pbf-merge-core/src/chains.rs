@@ -81,14 +81,13 @@ pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
         })
         .collect();
     firsts.sort_unstable();
-    let order: Vec<u32> = firsts.iter().map(|f| f.2).collect();
     let mut chain_of = vec![0u32; n];
     let mut chains = 0u32;
     // Open chains by (last key in halves, chain index), smallest on top:
     // 24 bytes an entry, where a `u128` would align it to 32.
     let mut ends: BinaryHeap<Reverse<(u64, u64, u32)>> = BinaryHeap::new();
-    for (f, &i) in firsts.iter().zip(&order) {
-        let (first, (hi, lo)) = ((f.0, f.1), lasts[i as usize]);
+    for &(first_hi, first_lo, i) in &firsts {
+        let (first, (hi, lo)) = ((first_hi, first_lo), lasts[i as usize]);
         if let Some(mut top) = ends.peek_mut() {
             if (top.0.0, top.0.1) < first {
                 chain_of[i as usize] = top.0.2;
@@ -100,7 +99,7 @@ pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
         chain_of[i as usize] = chains;
         chains += 1;
     }
-    drop((ends, firsts, lasts));
+    drop((ends, lasts));
     // A counting sort by chain, keeping key order within each.
     let mut starts = vec![0u32; chains as usize + 1];
     for &c in &chain_of {
@@ -111,7 +110,7 @@ pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
     }
     let mut next = starts.clone();
     let mut blobs = vec![0u32; n];
-    for i in order {
+    for (.., i) in firsts {
         let slot = &mut next[chain_of[i as usize] as usize];
         blobs[*slot as usize] = i;
         *slot += 1;

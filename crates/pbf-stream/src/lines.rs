@@ -161,18 +161,19 @@ impl<R: BufRead> LineReader<R> {
         &mut self,
         parse: impl FnOnce(&[u8]) -> serde_json::Result<T>,
     ) -> Result<Option<T>, Error> {
-        let on = self.parsing.on;
+        // A copy: the line borrows the reader until it is parsed.
+        let mut watch = self.parsing;
         let Some(line) = self.next_line()? else {
             return Ok(None);
         };
-        let started = on.then(Instant::now);
+        let started = watch.start();
         let parsed = parse(line);
-        let took = started.map(|s| s.elapsed());
+        watch.stop(started);
         let result = match parsed {
             Ok(r) => Ok(Some(r)),
             Err(e) => Err(explain(line, e).at_line(self.line)),
         };
-        self.parsing.total += took.unwrap_or_default();
+        self.parsing = watch;
         result
     }
 }
