@@ -112,6 +112,8 @@ pub struct WalkStats {
     pub from_chains: u64,
     /// Frames read with `pread` where no chain matched (bad or missing guesses).
     pub by_pread: u64,
+    /// Reads submitted to the ring.
+    pub ring_reads: u64,
 }
 
 /// A walk over all frame headers of a file, by `pread` or io_uring. It yields
@@ -200,6 +202,9 @@ enum Step {
     Probe(u64),
     /// The BlobHeader of the frame at this offset, longer than its probe.
     Header(u64, Vec<u8>),
+    /// [`RUN_CHUNK`] bytes from the frame at this offset, which follows a
+    /// small one: the frames they hold whole are taken from one read.
+    Run(u64),
 }
 
 /// One region's chain of frames, each starting where the previous one ends.
@@ -223,6 +228,7 @@ impl Chain {
             Step::Search(at) => self.after_search(file, at, got?),
             Step::Probe(at) => self.after_probe(file, at, got?),
             Step::Header(at, probe) => self.after_header(file, at, probe, got?),
+            Step::Run(at) => self.after_run(file, at, got?),
         }
     }
 
@@ -265,12 +271,63 @@ impl Chain {
         self.push(file, fh)
     }
 
+    /// Take the frames that the bytes of a run read at `at` hold, each
+    /// decoded from its probe as [`Chain::after_probe`] decodes it, and
+    /// ask for the rest of the chain.
+    fn after_run(&mut self, file: &PbfFile, at: u64, got: usize) -> Option<Read> {
+        let buf = std::mem::take(&mut self.buf);
+        let mut offset = at;
+        let next = loop {
+            let start = (offset - at) as usize;
+            let Some(probe) = buf.get(start..got).and_then(|b| b.get(..file.probe_len(offset)))
+            else {
+                // Not held whole: read on from here, unless nothing was.
+                break (offset > at).then(|| self.read_after(file, offset, true));
+            };
+            let hl = file.probed_header_len(offset, probe).ok()? as usize;
+            let Some(header) = probe.get(4..4 + hl) else {
+                break Some((Step::Header(offset, probe.to_vec()), offset + 4, hl));
+            };
+            let fh = file.frame_from_probe(offset, probe, header).ok()?;
+            let small = fh.frame_len() < SMALL_FRAME;
+            offset = fh.end();
+            if !self.keep(fh) {
+                break None;
+            }
+            if !small {
+                break Some(self.read_after(file, offset, false));
+            }
+        };
+        self.buf = buf;
+        next
+    }
+
     /// Keep a frame and ask for the next one while it starts in the region.
     fn push(&mut self, file: &PbfFile, fh: FrameHeader) -> Option<Read> {
+        let (next, small) = (fh.end(), fh.frame_len() < SMALL_FRAME);
+        self.keep(fh).then(|| self.read_after(file, next, small))
+    }
+
+    /// Keep a frame; true when the chain goes on after it: the next frame
+    /// starts in the region, and the chain has room for it.
+    fn keep(&mut self, fh: FrameHeader) -> bool {
         let next = fh.end();
         self.frames.push(fh);
-        let room = self.frames.len() < MAX_CHAIN_FRAMES;
-        (next < self.end && room).then(|| (Step::Probe(next), next, file.probe_len(next)))
+        next < self.end && self.frames.len() < MAX_CHAIN_FRAMES
+    }
+
+    /// The read of the frame at `at`: a run of [`RUN_CHUNK`] bytes after a
+    /// small frame (a file of small blobs has thousands of frames in a
+    /// chain, and a read each was most of the walk's time there), else its
+    /// probe.
+    fn read_after(&self, file: &PbfFile, at: u64, small: bool) -> Read {
+        match small {
+            true => {
+                let len = (file.size() - at).min(RUN_CHUNK as u64) as usize;
+                (Step::Run(at), at, len)
+            }
+            false => (Step::Probe(at), at, file.probe_len(at)),
+        }
     }
 }
 
@@ -385,6 +442,7 @@ impl<'a> UringWalk<'a> {
                 .map_err(|_| io::Error::other("io_uring submission queue is full"))?;
         }
         self.in_flight += 1;
+        self.stats.ring_reads += 1;
         Ok(())
     }
 
@@ -738,6 +796,25 @@ mod tests {
         assert_eq!(stats.from_chains, MAX_CHAIN_FRAMES as u64, "{stats:?}");
     }
 
+    /// After a small frame a chain reads a run of them at once: a chain of
+    /// tiny frames takes a read per [`RUN_CHUNK`] bytes, not per frame.
+    #[test]
+    fn chains_of_small_frames_read_runs() {
+        let frames = vec![(1u8, 300usize, false); 2 * MAX_CHAIN_FRAMES];
+        let bytes = random_file(&frames, 0);
+        let path = temp_file("runs", &bytes);
+        let opts = WalkOptions {
+            depth: 4,
+            region_len: Some(bytes.len() as u64 / 4 + 1),
+        };
+        let stats = assert_same(&path, opts);
+        std::fs::remove_file(path).ok();
+        assert!(stats.from_chains >= MAX_CHAIN_FRAMES as u64, "{stats:?}");
+        let runs = bytes.len().div_ceil(RUN_CHUNK) as u64;
+        // Each region: a search, a probe of its first frame, then runs.
+        assert!(stats.ring_reads <= 4 * 2 + runs + 4, "{stats:?}");
+    }
+
     #[test]
     fn tiny_and_empty_files() {
         let one = encode_frame(&BlobType::OsmHeader, None, b"h");
@@ -778,7 +855,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn random_files_walk_the_same(
-            frames in proptest::collection::vec((0u8..3, 0usize..3000, proptest::bool::ANY), 0..40),
+            frames in proptest::collection::vec((0u8..3, 0usize..6000, proptest::bool::ANY), 0..40),
             cut in proptest::prop_oneof![proptest::strategy::Just(0usize), 0usize..100],
             depth in 1u32..9,
             region in 1u64..20_000,
