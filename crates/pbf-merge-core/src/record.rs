@@ -84,7 +84,10 @@ pub(crate) fn read_record(record: &[u8]) -> Result<Block> {
     }
     let payload = compress::decode_blob(blob).map_err(|e| corrupt(&e.to_string()))?;
     let mut r = Reader::new(&payload);
-    let count = r.count(1)?;
+    let count = r.count(MIN_ELEMENT)?;
+    // The objects' room up front: growing it was a copy of every object
+    // read so far at each doubling.
+    r.out = ColumnsBuilder::with_capacity(count);
     let mut blobs = Vec::with_capacity(count);
     for _ in 0..count {
         blobs.push(r.element()?);
@@ -98,6 +101,11 @@ pub(crate) fn read_record(record: &[u8]) -> Result<Block> {
         .ok_or_else(|| corrupt("string outside the record"))?;
     Ok(Block::from_record(columns, blobs))
 }
+
+/// The fewest bytes an element takes (a changeset: flags, blob, id and
+/// an empty list of tags, a byte each), which bounds the count a record
+/// may claim before room is made for its objects.
+const MIN_ELEMENT: usize = 4;
 
 fn corrupt(m: &str) -> Error {
     Error::new(ErrorKind::CorruptSpill(m.into()))
