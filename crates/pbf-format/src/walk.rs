@@ -279,7 +279,9 @@ impl Chain {
         let mut offset = at;
         let next = loop {
             let start = (offset - at) as usize;
-            let Some(probe) = buf.get(start..got).and_then(|b| b.get(..file.probe_len(offset)))
+            let Some(probe) = buf
+                .get(start..got)
+                .and_then(|b| b.get(..file.probe_len(offset)))
             else {
                 // Not held whole: read on from here, unless nothing was.
                 break (offset > at).then(|| self.read_after(file, offset, true));
