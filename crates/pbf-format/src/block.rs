@@ -336,6 +336,45 @@ mod tests {
         assert_eq!(columns.to_elements(), want);
     }
 
+    /// Gathered parts hold what the parts appended and then reordered
+    /// hold: every field, string and span moved to the new columns.
+    #[test]
+    fn gathered_parts_are_the_parts_appended_and_reordered() {
+        let mut tagged = node(3, Some(info(2, None)));
+        if let Element::Node(n) = &mut tagged {
+            n.tags = tags(&[("amenity", "bench"), ("name", "Bänkli")]);
+        }
+        let located = Way {
+            locations: vec![(100, -200), (515_000_007, 3)],
+            ..unwrap_way(way(12, vec![5, 6]))
+        };
+        let blocks = [
+            vec![node(1, Some(info(1, None))), tagged, way(10, vec![1, 2])],
+            vec![],
+            vec![relation(20), Element::Changeset(Changeset { id: 99 })],
+            vec![Element::Way(located), way(11, vec![]), relation(21)],
+        ];
+        let parts: Vec<Columns> = blocks
+            .iter()
+            .map(|b| decode_columns(&encode_block(b, &EncodeOptions::default())).expect("decode"))
+            .collect();
+        let mut appended = Columns::default();
+        assert!(parts.iter().all(|p| appended.append(p)));
+        let order = [5, 3, 0, 6, 2, 1, 7, 4];
+        let gathered = Columns::gather(&parts, &order).expect("fits");
+        appended.reorder(&order);
+        assert_eq!(gathered.to_elements(), appended.to_elements());
+        assert_eq!(gathered.len(), 8);
+    }
+
+    #[test]
+    #[should_panic(expected = "twice")]
+    fn gather_refuses_a_repeated_object() {
+        let bytes = encode_block(&[node(1, None), node(2, None)], &EncodeOptions::default());
+        let parts = [decode_columns(&bytes).expect("decode")];
+        Columns::gather(&parts, &[1, 1]);
+    }
+
     #[test]
     #[should_panic(expected = "twice")]
     fn reorder_refuses_a_repeated_object() {

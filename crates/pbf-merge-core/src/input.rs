@@ -337,11 +337,7 @@ impl Inputs {
         // The plan's counts, checked as each blob is decoded; a load of
         // several blobs holds at most max(SMALL, Budget::batch) estimated
         // bytes, 120 of them an object.
-        let objects: usize = load
-            .iter()
-            .map(|&i| self.blobs[i as usize].elements as usize)
-            .sum();
-        let mut columns = Columns::with_capacity(objects);
+        let mut parts: Vec<Columns> = Vec::new();
         let mut at = 0;
         while at < load.len() {
             let piece = self.body_piece(&load[at..]);
@@ -362,12 +358,7 @@ impl Inputs {
                 .par_chunks(run)
                 .map(|run| self.decode_run(run, &bytes, first.offset))
                 .collect::<Result<_>>()?;
-            for c in &decoded {
-                if !columns.append(c) {
-                    let m = format!("a load of {} blobs is too large for one block", load.len());
-                    return Err(Error::new(ErrorKind::Internal(m)));
-                }
-            }
+            parts.extend(decoded);
         }
         // Each blob holds as many objects as planned (checked when decoded).
         let positions = load
@@ -375,7 +366,10 @@ impl Inputs {
             .map(|&i| &self.blobs[i as usize])
             .flat_map(|b| std::iter::repeat_n(b.position, b.elements as usize))
             .collect();
-        Ok(Block::from_record(columns, positions))
+        Block::from_parts(parts, positions).ok_or_else(|| {
+            let m = format!("a load of {} blobs is too large for one block", load.len());
+            Error::new(ErrorKind::Internal(m))
+        })
     }
 
     /// The blobs of a load (from its start) read in one piece: frames of

@@ -111,6 +111,39 @@ impl Block {
         }
     }
 
+    /// A block of the objects of `parts` (decoded on several threads, in
+    /// stored order), each with its input blob's position, sorted unless
+    /// already in order: the objects are copied into one set of columns
+    /// once, in sorted order ([`Columns::gather`]), where appending the
+    /// parts and sorting the result copied them twice. `None` when they
+    /// do not fit one set of columns.
+    pub fn from_parts(parts: Vec<Columns>, blobs: Vec<u32>) -> Option<Block> {
+        let order: Vec<Order> = parts
+            .iter()
+            .flat_map(Columns::views)
+            .zip(blobs)
+            .map(|(object, blob)| Order::of(object, blob))
+            .collect();
+        let (order, columns) = match order.is_sorted_by_key(Order::merge_key) {
+            true => {
+                let mut columns = Columns::with_capacity(order.len());
+                parts
+                    .iter()
+                    .all(|part| columns.append(part))
+                    .then_some((order, columns))?
+            }
+            false => {
+                let (order, index) = sorted_indexes(order);
+                (order, Columns::gather(&parts, &index)?)
+            }
+        };
+        Some(Block {
+            order,
+            pos: 0,
+            columns: Arc::new(columns),
+        })
+    }
+
     /// A block of owned elements (by way of a spill record), for tests.
     #[cfg(test)]
     pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {

@@ -171,10 +171,8 @@ impl Columns {
     /// leaves `self` as it was, when the result would not fit the columns'
     /// 32-bit indexes.
     pub fn append(&mut self, from: &Columns) -> bool {
-        let lo = from.strings.iter().map(|s| s.0).min().unwrap_or(0);
-        let hi = from.strings.iter().map(|s| s.1).max().unwrap_or(0);
         let fits = |now: usize, more: usize| u32::try_from(now + more).is_ok();
-        if !(fits(self.data.len(), (hi - lo) as usize)
+        if !(fits(self.data.len(), from.string_bytes().len())
             && fits(self.strings.len(), from.strings.len())
             && fits(self.tags.len(), from.tags.len())
             && fits(self.refs.len(), from.refs.len())
@@ -183,13 +181,8 @@ impl Columns {
         {
             return false;
         }
-        let moved = self.data.len() as u32;
-        self.data
-            .extend_from_slice(&from.data[lo as usize..hi as usize]);
-        let first = self.strings.len() as u32;
+        let first = self.take_strings(from);
         let string = |i: u32| if i == NO_USER { NO_USER } else { i + first };
-        let to_here = |&(start, end): &(u32, u32)| (start - lo + moved, end - lo + moved);
-        self.strings.extend(from.strings.iter().map(to_here));
         let shift = |s: Span, by: usize| Span {
             start: s.start + by as u32,
             end: s.end + by as u32,
@@ -217,6 +210,109 @@ impl Columns {
                 ..*m
             }));
         true
+    }
+
+    /// The bytes the string table spans (not the rest of its block).
+    fn string_bytes(&self) -> &[u8] {
+        let lo = self.strings.iter().map(|s| s.0).min().unwrap_or(0);
+        let hi = self.strings.iter().map(|s| s.1).max().unwrap_or(0);
+        &self.data[lo as usize..hi as usize]
+    }
+
+    /// Copy the bytes of `from`'s strings after this data and its string
+    /// table after this one (the caller checked that they fit); returns
+    /// the index its first string has here.
+    fn take_strings(&mut self, from: &Columns) -> u32 {
+        let lo = from.strings.iter().map(|s| s.0).min().unwrap_or(0);
+        let moved = self.data.len() as u32;
+        self.data.extend_from_slice(from.string_bytes());
+        let first = self.strings.len() as u32;
+        let to_here = |&(start, end): &(u32, u32)| (start - lo + moved, end - lo + moved);
+        self.strings.extend(from.strings.iter().map(to_here));
+        first
+    }
+
+    /// The objects of `parts`, numbered across them in order (the numbers
+    /// [`Columns::append`]ing them all would give), in the order `order`
+    /// gives, each once: what appending the parts and then
+    /// [`Columns::reorder`]ing gives, with each object, tag, way ref,
+    /// location and member copied once instead of twice (a merge loads a
+    /// batch of small blobs as parts decoded on several threads). Returns
+    /// `None` when the result would not fit the columns' 32-bit indexes.
+    /// Panics when `order` is not a permutation of the objects.
+    pub fn gather(parts: &[Columns], order: &[u32]) -> Option<Columns> {
+        let fits = |n: usize| u32::try_from(n).is_ok();
+        let sum = |f: fn(&Columns) -> usize| parts.iter().map(f).sum::<usize>();
+        if !(fits(sum(|p| p.string_bytes().len()))
+            && fits(sum(|p| p.strings.len()))
+            && fits(sum(|p| p.tags.len()))
+            && fits(sum(|p| p.refs.len()))
+            && fits(sum(|p| p.locations.len()))
+            && fits(sum(|p| p.members.len())))
+        {
+            return None;
+        }
+        // The parts' strings, placed as `append` places them.
+        let mut out = Columns::default();
+        let firsts: Vec<u32> = parts.iter().map(|p| out.take_strings(p)).collect();
+        let starts: Vec<usize> = parts
+            .iter()
+            .scan(0, |n, p| {
+                let start = *n;
+                *n += p.objects.len();
+                Some(start)
+            })
+            .collect();
+        let total = parts.iter().map(|p| p.objects.len()).sum::<usize>();
+        assert_eq!(order.len(), total, "a permutation of the objects");
+        out.objects.reserve(total);
+        out.tags.reserve(sum(|p| p.tags.len()));
+        out.refs.reserve(sum(|p| p.refs.len()));
+        out.locations.reserve(sum(|p| p.locations.len()));
+        out.members.reserve(sum(|p| p.members.len()));
+        let mut seen = vec![false; total];
+        for &i in order {
+            assert!(
+                !std::mem::replace(&mut seen[i as usize], true),
+                "object {i} twice"
+            );
+            let p = starts.partition_point(|&s| s <= i as usize) - 1;
+            let (part, first) = (&parts[p], firsts[p]);
+            out.push_moved(part, part.objects[i as usize - starts[p]], first);
+        }
+        Some(out)
+    }
+
+    /// Push object `o` of `from`, whose string indexes move by `first`,
+    /// with copies of what its spans cover.
+    fn push_moved(&mut self, from: &Columns, mut o: Object, first: u32) {
+        let string = |i: u32| if i == NO_USER { NO_USER } else { i + first };
+        let start = self.tags.len() as u32;
+        let tags = from.tags[o.tags.range()].iter();
+        self.tags.extend(tags.map(|&(k, v)| (string(k), string(v))));
+        o.tags = Span {
+            start,
+            end: self.tags.len() as u32,
+        };
+        o.info = o.info.map(|i| i.map_user(string));
+        o.locations = append(&mut self.locations, &from.locations[o.locations.range()]);
+        o.items = match o.kind {
+            Kind::Way => append(&mut self.refs, &from.refs[o.items.range()]),
+            Kind::Relation => {
+                let start = self.members.len() as u32;
+                let members = from.members[o.items.range()].iter();
+                self.members.extend(members.map(|m| MemberColumn {
+                    role: string(m.role),
+                    ..*m
+                }));
+                Span {
+                    start,
+                    end: self.members.len() as u32,
+                }
+            }
+            _ => o.items,
+        };
+        self.objects.push(o);
     }
 
     /// Bytes the columns hold on the heap (their vectors' capacities).
