@@ -188,7 +188,10 @@ pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCo
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     if path == "-" {
         widen_pipe(io::stdin());
-        return Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, io::stdin())));
+        return Ok(Box::new(BufReader::with_capacity(
+            INPUT_BUFFER,
+            io::stdin(),
+        )));
     }
     // Inputs are opened before any work: one that cannot be is a usage error.
     let f = File::open(path).map_err(|e| usage(format!("{path}: {e}")))?;

@@ -356,9 +356,18 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A kind's name as a string: the strings [`Cursor::string`] reads
+    /// that equal one, compared in place (two a key, four keys a blob or
+    /// merge input record).
     fn kind(&mut self) -> Option<Kind> {
-        let name = self.string()?;
-        Kind::ALL.into_iter().find(|k| k.name() == name)
+        let body = self.rest.strip_prefix(b"\"")?;
+        Kind::ALL.into_iter().find_map(|k| {
+            let rest = body
+                .strip_prefix(k.name().as_bytes())?
+                .strip_prefix(b"\"")?;
+            self.rest = rest;
+            Some(k)
+        })
     }
 
     /// One input of a merge op, as [`MergeInput`] declares its fields.
