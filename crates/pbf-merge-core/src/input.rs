@@ -146,53 +146,82 @@ pub(crate) fn file_order(op: &MergeOp) -> Result<Vec<u32>> {
     Ok(op.file_order())
 }
 
-/// Read and check the frame headers of a merge op's inputs, in the order
-/// of [`file_order`]: headers of frames close together are read in one
-/// piece.
-pub(crate) fn inputs(
-    op: &MergeOp,
-    order: &[u32],
-    sources: &SourceFiles,
-    on_load: &LoadProgress,
-) -> Result<Inputs> {
-    let mut files: Vec<Arc<PbfFile>> = Vec::new();
-    let mut file_of: HashMap<u32, u32> = HashMap::new();
-    let mut blobs = Vec::with_capacity(op.inputs.len());
-    let mut at = 0;
-    while at < order.len() {
-        let piece = header_piece(op, &order[at..]);
-        let first = &op.inputs[order[at] as usize];
-        let file = sources.get(first.source).ok_or_else(|| {
-            let m = format!("source {} is not open", first.source);
-            Error::plan(Path::new("<plan>"), first.offset, m)
-        })?;
-        let index = *file_of.entry(first.source).or_insert_with(|| {
-            files.push(Arc::clone(file));
-            files.len() as u32 - 1
-        });
-        let bytes = match piece.len() {
-            1 => Vec::new(),
-            _ => read_piece(
-                file,
-                first.offset,
-                op.inputs[order[at + piece.len() - 1] as usize].offset + PROBE,
-            )?,
+/// The source files an op's inputs lie in, each with its index in
+/// [`Inputs::files`], numbered in file order.
+pub(crate) struct OpFiles {
+    files: Vec<Arc<PbfFile>>,
+    index: HashMap<u32, u32>,
+}
+
+impl OpFiles {
+    /// The files of the inputs `order` lists (file order).
+    pub fn of(op: &MergeOp, order: &[u32], sources: &SourceFiles) -> Result<OpFiles> {
+        let mut files = OpFiles {
+            files: Vec::new(),
+            index: HashMap::new(),
         };
-        for (position, &i) in (at as u32..).zip(piece) {
+        let mut last = None;
+        for &i in order {
             let input = &op.inputs[i as usize];
-            let from = (input.offset - first.offset) as usize;
-            let frame = file
-                .frames()
-                .frame_header_in(input.offset, bytes.get(from..).unwrap_or_default())?;
-            blobs.push(checked(file, &frame, input, position, index)?);
+            if last == Some(input.source) || files.index.contains_key(&input.source) {
+                last = Some(input.source);
+                continue;
+            }
+            let file = sources.get(input.source).ok_or_else(|| {
+                let m = format!("source {} is not open", input.source);
+                Error::plan(Path::new("<plan>"), input.offset, m)
+            })?;
+            files.index.insert(input.source, files.files.len() as u32);
+            files.files.push(Arc::clone(file));
+            last = Some(input.source);
         }
-        at += piece.len();
+        Ok(files)
     }
-    Ok(Inputs {
-        files,
-        blobs,
-        on_load: on_load.clone(),
-    })
+
+    /// Read and check the frame headers of the inputs `order` lists (a
+    /// stretch of [`file_order`], the first of which has position
+    /// `position`): headers of frames close together are read in one
+    /// piece.
+    pub fn read(&self, op: &MergeOp, order: &[u32], position: u32) -> Result<Vec<InputBlob>> {
+        let mut blobs = Vec::with_capacity(order.len());
+        let mut at = 0;
+        while at < order.len() {
+            let piece = header_piece(op, &order[at..]);
+            let first = &op.inputs[order[at] as usize];
+            let index = self.index.get(&first.source).copied().ok_or_else(|| {
+                let m = format!("source {} is not open", first.source);
+                Error::plan(Path::new("<plan>"), first.offset, m)
+            })?;
+            let file = &self.files[index as usize];
+            let bytes = match piece.len() {
+                1 => Vec::new(),
+                _ => read_piece(
+                    file,
+                    first.offset,
+                    op.inputs[order[at + piece.len() - 1] as usize].offset + PROBE,
+                )?,
+            };
+            for (position, &i) in (position + at as u32..).zip(piece) {
+                let input = &op.inputs[i as usize];
+                let from = (input.offset - first.offset) as usize;
+                let frame = file
+                    .frames()
+                    .frame_header_in(input.offset, bytes.get(from..).unwrap_or_default())?;
+                blobs.push(checked(file, &frame, input, position, index)?);
+            }
+            at += piece.len();
+        }
+        Ok(blobs)
+    }
+
+    /// The op's inputs: `blobs`, in position order.
+    pub fn inputs(self, blobs: Vec<InputBlob>, on_load: &LoadProgress) -> Inputs {
+        Inputs {
+            files: self.files,
+            blobs,
+            on_load: on_load.clone(),
+        }
+    }
 }
 
 /// The inputs (in position order) whose headers are read in one piece with

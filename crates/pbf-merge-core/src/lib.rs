@@ -13,7 +13,9 @@
 //!    smaller than that are gathered into batches, each decoded into one
 //!    block and sorted (see `runs.rs`), and with two batches or more,
 //!    groups of batches are merged into runs of spill records kept in
-//!    memory (or in a spill file past half the budget);
+//!    memory (or in a spill file past half the budget). Where the plan's
+//!    keys bound every chain to a few blobs that are small together, the
+//!    chains are not formed and every blob is batched (`prepare.rs`);
 //! 3. if the runs together would hold more than the budget (what is left
 //!    of [`Options::memory`] after a 64-byte record per input blob, less a
 //!    quarter for the batches being sorted), groups of runs that fit are
@@ -37,6 +39,7 @@ pub mod chains;
 mod error;
 mod input;
 mod merge;
+mod prepare;
 mod record;
 mod runs;
 mod sorted;
@@ -49,7 +52,6 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use pbf_format::Key;
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 use pbf_format::scan::Summary;
@@ -60,6 +62,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use input::{LoadProgress, SourceFiles};
 pub use spool::Spool;
 
+use prepare::Partition;
 use spill::{Budget, Run};
 use stream::Stream;
 use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
@@ -134,8 +137,13 @@ pub struct MergeStats {
     pub elements_out: u64,
     /// Elements dropped by `dedupe`.
     pub duplicates: u64,
-    /// Chains the inputs formed.
+    /// Chains the inputs formed (0 when they were not formed because none
+    /// could be large: see [`MergeStats::longest_chain`]).
     pub chains: u64,
+    /// When the chains were not formed: no chain could hold more than
+    /// this many blobs, and that many together are small, so every blob
+    /// was batched (0 when the chains were formed).
+    pub longest_chain: u64,
     /// Batches the blobs of small chains were gathered into, each merged
     /// as one sorted run.
     pub batches: u64,
@@ -191,10 +199,6 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-/// Inputs of a merge op from which its chains are found on a thread of
-/// their own.
-const MANY_INPUTS: usize = 4096;
-
 /// Bytes of frames reported to the caller at a time (a run's last frames
 /// are reported when it ends, whatever their size).
 const REPORT_BYTES: u64 = 8 << 20;
@@ -238,32 +242,9 @@ impl Merger {
     /// spill, does nothing more until [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
         let order = input::file_order(op)?;
-        // The chains need only the plan's keys: for an op of many blobs
-        // they are found on a thread of their own while the frame headers
-        // are read (not on the pool, which may still be encoding the
-        // previous op's last blocks).
-        let chains = || {
-            let key = |k: pbf_stream::KeyRecord| Key::from(k).packed();
-            chains::partition_by(order.len(), |p| {
-                let input = &op.inputs[order[p] as usize];
-                (key(input.first), key(input.last))
-            })
-        };
-        let read = || input::inputs(op, &order, &self.sources, &self.opts.on_load);
-        let (inputs, chains) = match op.inputs.len() >= MANY_INPUTS {
-            true => std::thread::scope(|s| {
-                let chains = s.spawn(chains);
-                let inputs = read();
-                (inputs, chains.join())
-            }),
-            false => (read(), Ok(chains())),
-        };
-        let chains = chains.map_err(|_| {
-            Error::new(ErrorKind::Internal(
-                "the thread finding chains panicked".into(),
-            ))
-        })?;
-        let inputs = Arc::new(inputs?);
+        let (inputs, partition) =
+            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load)?;
+        let inputs = Arc::new(inputs);
         drop(order);
         let blobs = &inputs.blobs;
         let mut stats = MergeStats {
@@ -271,13 +252,20 @@ impl Merger {
             elements_in: blobs.iter().map(|b| u64::from(b.elements)).sum(),
             ..MergeStats::default()
         };
-        stats.chains = chains.len() as u64;
         // Every blob's record, and its index in the load that reads it.
         stats.held = (inputs.heap_size() + blobs.len() * size_of::<u32>()) as u64;
         let threads = self.pool.current_num_threads();
         let budget = Budget::new(self.opts.memory, stats.held, threads);
-        let runs = runs::plan(&inputs, &chains, budget);
-        drop(chains);
+        let runs = match partition {
+            Partition::Chains(chains) => {
+                stats.chains = chains.len() as u64;
+                runs::plan(&inputs, &chains, budget)
+            }
+            Partition::AllSmall(longest) => {
+                stats.longest_chain = longest as u64;
+                runs::plan_small(&inputs, budget)
+            }
+        };
         stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
         let start = if budget.fits(&runs) && stats.batches < 2 {
             stats.final_memory = Run::memory_of(&runs);

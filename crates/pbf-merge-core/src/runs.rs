@@ -41,12 +41,28 @@ pub(crate) fn plan(inputs: &Arc<Inputs>, chains: &Chains, budget: Budget) -> Vec
     let small: Vec<u32> = (0..inputs.blobs.len() as u32)
         .filter(|&i| small[i as usize])
         .collect();
-    let (batches, _) = cut(&small, budget.batch, estimate);
-    for batch in batches {
-        let memory = batch.iter().map(|&i| estimate(i)).sum();
-        runs.push(Run::batch(inputs, batch, memory));
-    }
+    runs.extend(batches(inputs, &small, budget));
     runs
+}
+
+/// The runs of an op whose chains would all be small (not formed): its
+/// blobs in batches, as [`plan`] would batch them.
+pub(crate) fn plan_small(inputs: &Arc<Inputs>, budget: Budget) -> Vec<Run> {
+    let all: Vec<u32> = (0..inputs.blobs.len() as u32).collect();
+    batches(inputs, &all, budget)
+}
+
+/// Batches of the blobs `small` (in file order).
+fn batches(inputs: &Arc<Inputs>, small: &[u32], budget: Budget) -> Vec<Run> {
+    let estimate = |i: u32| inputs.blobs[i as usize].estimate();
+    let (batches, _) = cut(small, budget.batch, estimate);
+    batches
+        .into_iter()
+        .map(|batch| {
+            let memory = batch.iter().map(|&i| estimate(i)).sum();
+            Run::batch(inputs, batch, memory)
+        })
+        .collect()
 }
 
 /// Cut `blobs` into consecutive groups of at most `limit` estimated bytes

@@ -289,6 +289,55 @@ fn tiny_blobs_are_batched_and_sorted_into_runs_like_a_brute_force_sort() {
     }
 }
 
+/// An op of thousands of blobs of three objects each, every one spread
+/// over the keys of its kinds (nodes, and a way or relation in some).
+fn many_wide_blobs() -> Vec<Blob> {
+    (0..5000i64)
+        .map(|b| {
+            let mut v: Vec<Element> = (0..3i64)
+                .map(|i| node((b * 7919 + i * 33_331) % 100_000 - 50, 1, &format!("{b}")))
+                .collect();
+            match b % 3 {
+                0 => v.push(way((b * 131) % 5000)),
+                1 => v.push(relation(-(b % 70))),
+                _ => {}
+            }
+            v.reverse();
+            blob(v, b % 2 == 0)
+        })
+        .collect()
+}
+
+#[test]
+fn an_op_of_many_wide_blobs_is_batched_without_forming_chains() {
+    let dir = tempdir();
+    let blobs = many_wide_blobs();
+    let (src, op) = written_op(dir.path(), 0, &blobs);
+    let (got, s, _) = merge_alone(&src, &op, 1 << 30, false);
+    assert_eq!(s.chains, 0, "{s:?}");
+    assert!(s.longest_chain > 0 && s.longest_chain < 100, "{s:?}");
+    let want = brute_force(all_in_input_order(&[&blobs]), false);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn an_op_of_many_ordered_blobs_forms_its_chains() {
+    let dir = tempdir();
+    // Tiny blobs of two sorted files that fit between each other's: the
+    // keys bound no chain, and the blobs form one long chain.
+    let blobs: Vec<Blob> = (0..5000i64)
+        .map(|b| {
+            let base = (b % 2500) * 10 + (b / 2500) * 5;
+            blob(vec![node(base, 1, "a"), node(base + 1, 1, "b")], true)
+        })
+        .collect();
+    let (src, op) = written_op(dir.path(), 0, &blobs);
+    let (got, s, _) = merge_alone(&src, &op, 1 << 30, false);
+    assert_eq!((s.chains, s.longest_chain), (1, 0), "{s:?}");
+    let want = brute_force(all_in_input_order(&[&blobs]), false);
+    assert_eq!(got, want);
+}
+
 #[test]
 fn output_blocks_hold_at_most_max_elements() {
     let dir = tempdir();

@@ -46,7 +46,9 @@ pub fn command() -> Command {
              Blobs of a run are partitioned into the fewest chains of non-overlapping blobs and \
              merged k-way, one decoded blob per chain at a time. Small blobs (a few objects \
              each, as converters write them) are gathered into batches that are decoded and \
-             sorted together, and sorted into compact runs kept in memory. When the runs do \
+             sorted together, and sorted into compact runs kept in memory; where the keys show \
+             that no chain could hold more than a few small blobs (a shuffled file), every \
+             blob is batched without forming the chains. When the runs do \
              not fit in --memory, groups that fit are merged into sorted temporary runs beside \
              the spool (deleted when done), on as many levels as needed. Elements with the same type, id \
              and version sort as osmium sort puts them: by timestamp (whole seconds; an unset \
@@ -255,6 +257,10 @@ struct Totals {
     merges: u64,
     stats: MergeStats,
     max_chains: u64,
+    /// Ops whose chains were not formed, and the longest chain any of
+    /// them could have held.
+    unformed: u64,
+    max_longest: u64,
     max_batches: u64,
     max_levels: u64,
     streams: StreamTime,
@@ -277,6 +283,10 @@ impl Totals {
         t.padding += s.padding;
         t.final_memory = t.final_memory.max(s.final_memory);
         self.max_chains = self.max_chains.max(s.chains);
+        if s.longest_chain > 0 {
+            self.unformed += 1;
+            self.max_longest = self.max_longest.max(s.longest_chain);
+        }
         self.max_batches = self.max_batches.max(s.batches);
         self.max_levels = self.max_levels.max(s.spill_levels);
     }
@@ -284,8 +294,16 @@ impl Totals {
 
 fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     let s = &t.stats;
+    let unformed = match t.unformed {
+        0 => String::new(),
+        n => format!(
+            " (not formed in {}: no chain could hold more than {} blobs)",
+            plural(n, "op"),
+            t.max_longest
+        ),
+    };
     format!(
-        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains, \
+        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains{}, \
          {} batches of small blobs sorted into {} runs in memory ({} bytes) and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
          alignment padding) in {} ({:.1}s); {}",
         t.merges,
@@ -294,6 +312,7 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         s.elements_out,
         s.duplicates,
         t.max_chains,
+        unformed,
         t.max_batches,
         s.kept_runs,
         s.kept_bytes,

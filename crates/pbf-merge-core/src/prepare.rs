@@ -1,0 +1,137 @@
+//! Reading a merge op's frame headers and partitioning its blobs into
+//! chains, the two halves of preparing an op. For an op of many blobs they
+//! run on two threads. Where the plan's keys alone show that no chain can
+//! hold more than a few blobs (a shuffled file of small blobs: every blob
+//! spans most of the keys), the chains are not formed at all: the second
+//! thread reads half of the headers instead, and once the headers give the
+//! blobs' sizes, the few largest together confirm that every chain would
+//! be small, so every blob is batched as the chains would have had it.
+
+use pbf_format::Key;
+use pbf_stream::{KeyRecord, MergeOp};
+
+use crate::chains::{self, Chains};
+use crate::error::{Error, ErrorKind, Result};
+use crate::input::{InputBlob, Inputs, LoadProgress, OpFiles, SourceFiles};
+use crate::runs::SMALL;
+
+/// Inputs of a merge op from which its chains are found, or bounded, on a
+/// thread of their own.
+const MANY_INPUTS: usize = 4096;
+
+/// The longest chain the plan's keys may bound: past that many blobs the
+/// chains are formed (the bound sorts this many widths).
+const BOUND_LIMIT: usize = 1024;
+
+/// How the blobs of an op were partitioned.
+pub(crate) enum Partition {
+    /// Into chains.
+    Chains(Chains),
+    /// Not at all: no chain could hold more than this many blobs, and so
+    /// many together hold at most [`SMALL`] bytes decoded, so every chain
+    /// would be small and every blob is batched.
+    AllSmall(usize),
+}
+
+/// Read and check the frame headers of an op's inputs (in `order`, file
+/// order) and partition its blobs.
+pub(crate) fn read_and_partition(
+    op: &MergeOp,
+    order: &[u32],
+    sources: &SourceFiles,
+    on_load: &LoadProgress,
+) -> Result<(Inputs, Partition)> {
+    let key = |k: KeyRecord| Key::from(k).packed();
+    let range = |p: usize| {
+        let input = &op.inputs[order[p] as usize];
+        (key(input.first), key(input.last))
+    };
+    let files = OpFiles::of(op, order, sources)?;
+    if order.len() < MANY_INPUTS {
+        let blobs = files.read(op, order, 0)?;
+        let chains = chains::partition_by(order.len(), range);
+        return Ok((files.inputs(blobs, on_load), Partition::Chains(chains)));
+    }
+    let (blobs, found) = read_beside(op, order, &files, range)?;
+    let inputs = files.inputs(blobs, on_load);
+    let partition = match found {
+        Found::Chains(chains) => Partition::Chains(chains),
+        Found::Bound(longest) if small_together(&inputs, longest) => Partition::AllSmall(longest),
+        Found::Bound(_) => Partition::Chains(chains::partition_by(order.len(), range)),
+    };
+    Ok((inputs, partition))
+}
+
+/// What the second thread found of the chains.
+enum Found {
+    Chains(Chains),
+    /// No chain holds more blobs than this.
+    Bound(usize),
+}
+
+/// The headers of `order` read on this thread while a second one bounds
+/// or forms the chains (not on the pool, which may still be encoding the
+/// previous op's last blocks). When the keys bound the chains, the second
+/// thread reads the second half of the headers.
+fn read_beside(
+    op: &MergeOp,
+    order: &[u32],
+    files: &OpFiles,
+    range: impl Fn(usize) -> (u128, u128) + Sync,
+) -> Result<(Vec<InputBlob>, Found)> {
+    let half = order.len() / 2;
+    let (first, second) = order.split_at(half);
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let range = &range;
+        let helper = s.spawn(move || -> Result<(Found, Option<Vec<InputBlob>>)> {
+            let bound = chains::longest_bound(order.len(), range, BOUND_LIMIT);
+            let _ = tx.send(bound.is_some());
+            Ok(match bound {
+                Some(longest) => {
+                    let rest = files.read(op, second, half as u32)?;
+                    (Found::Bound(longest), Some(rest))
+                }
+                None => (
+                    Found::Chains(chains::partition_by(order.len(), range)),
+                    None,
+                ),
+            })
+        });
+        let blobs = files.read(op, first, 0);
+        // The second half is read here unless the helper reads it.
+        let mine = match rx.recv() {
+            Ok(true) => None,
+            _ => Some(files.read(op, second, half as u32)),
+        };
+        let helped = helper.join().map_err(|_| {
+            Error::new(ErrorKind::Internal(
+                "the thread finding chains panicked".into(),
+            ))
+        });
+        // Errors in file order: the first half's, then the second's.
+        let mut blobs = blobs?;
+        let (found, theirs) = helped??;
+        match (theirs, mine) {
+            (Some(rest), None) => blobs.extend(rest),
+            (None, Some(rest)) => blobs.extend(rest?),
+            _ => {
+                let m = "both threads or neither read the second half of the headers";
+                return Err(Error::new(ErrorKind::Internal(m.into())));
+            }
+        }
+        Ok((blobs, found))
+    })
+}
+
+/// True when the `longest` largest blobs together hold at most [`SMALL`]
+/// bytes decoded: then no chain of at most `longest` blobs is large.
+fn small_together(inputs: &Inputs, longest: usize) -> bool {
+    let mut estimates: Vec<u64> = inputs.blobs.iter().map(|b| b.estimate()).collect();
+    let n = estimates.len();
+    let largest = match longest < n {
+        true => estimates.select_nth_unstable_by(longest, |a, b| b.cmp(a)).0,
+        false => estimates.as_mut_slice(),
+    };
+    largest.iter().sum::<u64>() <= SMALL
+}
