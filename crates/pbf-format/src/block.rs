@@ -306,10 +306,9 @@ mod tests {
         ]);
     }
 
-    /// Reordered columns hold the same objects, each with its own tags,
-    /// refs, locations and members, in the new order.
-    #[test]
-    fn reordered_columns_keep_every_field() {
+    /// A node with tags and a way with locations: objects whose spans a
+    /// reordering must move with them.
+    fn tagged_and_located() -> (Element, Way) {
         let mut tagged = node(3, Some(info(2, None)));
         if let Element::Node(n) = &mut tagged {
             n.tags = tags(&[("amenity", "bench"), ("name", "Bänkli")]);
@@ -318,6 +317,14 @@ mod tests {
             locations: vec![(100, -200), (515_000_007, 3)],
             ..unwrap_way(way(12, vec![5, 6]))
         };
+        (tagged, located)
+    }
+
+    /// Reordered columns hold the same objects, each with its own tags,
+    /// refs, locations and members, in the new order.
+    #[test]
+    fn reordered_columns_keep_every_field() {
+        let (tagged, located) = tagged_and_located();
         let elements = [
             node(1, Some(info(1, None))),
             tagged,
@@ -340,14 +347,7 @@ mod tests {
     /// hold: every field, string and span moved to the new columns.
     #[test]
     fn gathered_parts_are_the_parts_appended_and_reordered() {
-        let mut tagged = node(3, Some(info(2, None)));
-        if let Element::Node(n) = &mut tagged {
-            n.tags = tags(&[("amenity", "bench"), ("name", "Bänkli")]);
-        }
-        let located = Way {
-            locations: vec![(100, -200), (515_000_007, 3)],
-            ..unwrap_way(way(12, vec![5, 6]))
-        };
+        let (tagged, located) = tagged_and_located();
         let blocks = [
             vec![node(1, Some(info(1, None))), tagged, way(10, vec![1, 2])],
             vec![],
