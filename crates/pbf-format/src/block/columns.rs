@@ -38,33 +38,40 @@ pub struct Columns {
 /// the table's entry 0).
 pub(super) const NO_USER: u32 = u32::MAX;
 
-/// The arrays of [`Columns::reorder`] being filled.
-struct Reordered {
-    objects: Vec<Object>,
-    tags: Vec<(u32, u32)>,
-    refs: Vec<i64>,
-    locations: Vec<(i64, i64)>,
-    members: Vec<MemberColumn>,
+/// String index `i` of columns whose strings come `first` places later
+/// in others ([`NO_USER`] stays what it is).
+fn moved(i: u32, first: u32) -> u32 {
+    if i == NO_USER { NO_USER } else { i + first }
 }
 
-impl Reordered {
-    /// Object `o` of `from`, with copies of what its spans cover.
-    fn push(&mut self, from: &Columns, mut o: Object) {
-        o.tags = append(&mut self.tags, &from.tags[o.tags.range()]);
-        o.locations = append(&mut self.locations, &from.locations[o.locations.range()]);
-        o.items = match o.kind {
-            Kind::Way => append(&mut self.refs, &from.refs[o.items.range()]),
-            Kind::Relation => append(&mut self.members, &from.members[o.items.range()]),
-            _ => o.items,
-        };
-        self.objects.push(o);
-    }
+/// The indexes `order` lists, each checked to come once: a permutation of
+/// `n` objects. Panics otherwise.
+fn each_once(order: &[u32], n: usize) -> impl Iterator<Item = usize> + '_ {
+    assert_eq!(order.len(), n, "a permutation of the objects");
+    let mut seen = vec![false; n];
+    order.iter().map(move |&i| {
+        assert!(
+            !std::mem::replace(&mut seen[i as usize], true),
+            "object {i} twice"
+        );
+        i as usize
+    })
 }
 
 /// Append `items` to `to` and give their span there.
 fn append<T: Copy>(to: &mut Vec<T>, items: &[T]) -> Span {
     let start = to.len() as u32;
     to.extend_from_slice(items);
+    Span {
+        start,
+        end: to.len() as u32,
+    }
+}
+
+/// Append `items` to `to`, each as `f` makes it, and give their span there.
+fn append_with<T>(to: &mut Vec<T>, items: &[T], f: impl Fn(&T) -> T) -> Span {
+    let start = to.len() as u32;
+    to.extend(items.iter().map(f));
     Span {
         start,
         end: to.len() as u32,
@@ -130,28 +137,29 @@ impl Columns {
     /// front to back instead of all over the block. The string table stays
     /// as it is. Panics when `order` is not a permutation of the objects.
     pub fn reorder(&mut self, order: &[u32]) {
-        assert_eq!(
-            order.len(),
-            self.objects.len(),
-            "a permutation of the objects"
-        );
-        let mut seen = vec![false; order.len()];
-        let mut out = Reordered {
-            objects: Vec::with_capacity(self.objects.len()),
-            tags: Vec::with_capacity(self.tags.len()),
-            refs: Vec::with_capacity(self.refs.len()),
-            locations: Vec::with_capacity(self.locations.len()),
-            members: Vec::with_capacity(self.members.len()),
+        let mut out = Columns {
+            data: std::mem::take(&mut self.data),
+            strings: std::mem::take(&mut self.strings),
+            ..Columns::with_room(std::slice::from_ref(self))
         };
-        for &i in order {
-            assert!(
-                !std::mem::replace(&mut seen[i as usize], true),
-                "object {i} twice"
-            );
-            out.push(self, self.objects[i as usize]);
+        for i in each_once(order, self.objects.len()) {
+            out.push_moved(self, self.objects[i], 0);
         }
-        (self.objects, self.tags, self.refs) = (out.objects, out.tags, out.refs);
-        (self.locations, self.members) = (out.locations, out.members);
+        *self = out;
+    }
+
+    /// Empty columns with room for the objects, tags, way refs, locations
+    /// and members of `parts`.
+    fn with_room(parts: &[Columns]) -> Columns {
+        let sum = |f: fn(&Columns) -> usize| parts.iter().map(f).sum::<usize>();
+        Columns {
+            objects: Vec::with_capacity(sum(|p| p.objects.len())),
+            tags: Vec::with_capacity(sum(|p| p.tags.len())),
+            refs: Vec::with_capacity(sum(|p| p.refs.len())),
+            locations: Vec::with_capacity(sum(|p| p.locations.len())),
+            members: Vec::with_capacity(sum(|p| p.members.len())),
+            ..Columns::default()
+        }
     }
 
     /// Empty columns with room for `objects` objects (to [`Columns::append`]
@@ -172,7 +180,7 @@ impl Columns {
     /// 32-bit indexes.
     pub fn append(&mut self, from: &Columns) -> bool {
         let fits = |now: usize, more: usize| u32::try_from(now + more).is_ok();
-        if !(fits(self.data.len(), from.string_bytes().len())
+        if !(fits(self.data.len(), from.string_bytes().0.len())
             && fits(self.strings.len(), from.strings.len())
             && fits(self.tags.len(), from.tags.len())
             && fits(self.refs.len(), from.refs.len())
@@ -182,7 +190,7 @@ impl Columns {
             return false;
         }
         let first = self.take_strings(from);
-        let string = |i: u32| if i == NO_USER { NO_USER } else { i + first };
+        let string = |i: u32| moved(i, first);
         let shift = |s: Span, by: usize| Span {
             start: s.start + by as u32,
             end: s.end + by as u32,
@@ -212,20 +220,21 @@ impl Columns {
         true
     }
 
-    /// The bytes the string table spans (not the rest of its block).
-    fn string_bytes(&self) -> &[u8] {
+    /// The bytes the string table spans (not the rest of its block), and
+    /// where they start in `data`.
+    fn string_bytes(&self) -> (&[u8], u32) {
         let lo = self.strings.iter().map(|s| s.0).min().unwrap_or(0);
         let hi = self.strings.iter().map(|s| s.1).max().unwrap_or(0);
-        &self.data[lo as usize..hi as usize]
+        (&self.data[lo as usize..hi as usize], lo)
     }
 
     /// Copy the bytes of `from`'s strings after this data and its string
     /// table after this one (the caller checked that they fit); returns
     /// the index its first string has here.
     fn take_strings(&mut self, from: &Columns) -> u32 {
-        let lo = from.strings.iter().map(|s| s.0).min().unwrap_or(0);
+        let (bytes, lo) = from.string_bytes();
         let moved = self.data.len() as u32;
-        self.data.extend_from_slice(from.string_bytes());
+        self.data.extend_from_slice(bytes);
         let first = self.strings.len() as u32;
         let to_here = |&(start, end): &(u32, u32)| (start - lo + moved, end - lo + moved);
         self.strings.extend(from.strings.iter().map(to_here));
@@ -243,7 +252,7 @@ impl Columns {
     pub fn gather(parts: &[Columns], order: &[u32]) -> Option<Columns> {
         let fits = |n: usize| u32::try_from(n).is_ok();
         let sum = |f: fn(&Columns) -> usize| parts.iter().map(f).sum::<usize>();
-        if !(fits(sum(|p| p.string_bytes().len()))
+        if !(fits(sum(|p| p.string_bytes().0.len()))
             && fits(sum(|p| p.strings.len()))
             && fits(sum(|p| p.tags.len()))
             && fits(sum(|p| p.refs.len()))
@@ -252,8 +261,8 @@ impl Columns {
         {
             return None;
         }
+        let mut out = Columns::with_room(parts);
         // The parts' strings, placed as `append` places them.
-        let mut out = Columns::default();
         let firsts: Vec<u32> = parts.iter().map(|p| out.take_strings(p)).collect();
         let starts: Vec<usize> = parts
             .iter()
@@ -263,51 +272,37 @@ impl Columns {
                 Some(start)
             })
             .collect();
-        let total = parts.iter().map(|p| p.objects.len()).sum::<usize>();
-        assert_eq!(order.len(), total, "a permutation of the objects");
-        out.objects.reserve(total);
-        out.tags.reserve(sum(|p| p.tags.len()));
-        out.refs.reserve(sum(|p| p.refs.len()));
-        out.locations.reserve(sum(|p| p.locations.len()));
-        out.members.reserve(sum(|p| p.members.len()));
-        let mut seen = vec![false; total];
-        for &i in order {
-            assert!(
-                !std::mem::replace(&mut seen[i as usize], true),
-                "object {i} twice"
-            );
-            let p = starts.partition_point(|&s| s <= i as usize) - 1;
+        let total = sum(|p| p.objects.len());
+        for i in each_once(order, total) {
+            let p = starts.partition_point(|&s| s <= i) - 1;
             let (part, first) = (&parts[p], firsts[p]);
-            out.push_moved(part, part.objects[i as usize - starts[p]], first);
+            out.push_moved(part, part.objects[i - starts[p]], first);
         }
         Some(out)
     }
 
     /// Push object `o` of `from`, whose string indexes move by `first`,
-    /// with copies of what its spans cover.
+    /// with copies of what its spans cover (copied as they are when the
+    /// strings do not move).
     fn push_moved(&mut self, from: &Columns, mut o: Object, first: u32) {
-        let string = |i: u32| if i == NO_USER { NO_USER } else { i + first };
-        let start = self.tags.len() as u32;
-        let tags = from.tags[o.tags.range()].iter();
-        self.tags.extend(tags.map(|&(k, v)| (string(k), string(v))));
-        o.tags = Span {
-            start,
-            end: self.tags.len() as u32,
+        let string = |i: u32| moved(i, first);
+        let tags = &from.tags[o.tags.range()];
+        o.tags = match first {
+            0 => append(&mut self.tags, tags),
+            _ => append_with(&mut self.tags, tags, |&(k, v)| (string(k), string(v))),
         };
         o.info = o.info.map(|i| i.map_user(string));
         o.locations = append(&mut self.locations, &from.locations[o.locations.range()]);
         o.items = match o.kind {
             Kind::Way => append(&mut self.refs, &from.refs[o.items.range()]),
             Kind::Relation => {
-                let start = self.members.len() as u32;
-                let members = from.members[o.items.range()].iter();
-                self.members.extend(members.map(|m| MemberColumn {
-                    role: string(m.role),
-                    ..*m
-                }));
-                Span {
-                    start,
-                    end: self.members.len() as u32,
+                let members = &from.members[o.items.range()];
+                match first {
+                    0 => append(&mut self.members, members),
+                    _ => append_with(&mut self.members, members, |m| MemberColumn {
+                        role: string(m.role),
+                        ..*m
+                    }),
                 }
             }
             _ => o.items,
