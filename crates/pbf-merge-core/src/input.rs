@@ -154,26 +154,22 @@ pub(crate) struct OpFiles {
 }
 
 impl OpFiles {
-    /// The files of the inputs `order` lists (file order).
+    /// The files of the inputs `order` lists (file order, so the inputs of
+    /// one source follow each other).
     pub fn of(op: &MergeOp, order: &[u32], sources: &SourceFiles) -> Result<OpFiles> {
         let mut files = OpFiles {
             files: Vec::new(),
             index: HashMap::new(),
         };
-        let mut last = None;
-        for &i in order {
-            let input = &op.inputs[i as usize];
-            if last == Some(input.source) || files.index.contains_key(&input.source) {
-                last = Some(input.source);
-                continue;
-            }
+        let source = |i: &u32| op.inputs[*i as usize].source;
+        for run in order.chunk_by(|a, b| source(a) == source(b)) {
+            let input = &op.inputs[run[0] as usize];
             let file = sources.get(input.source).ok_or_else(|| {
                 let m = format!("source {} is not open", input.source);
                 Error::plan(Path::new("<plan>"), input.offset, m)
             })?;
             files.index.insert(input.source, files.files.len() as u32);
             files.files.push(Arc::clone(file));
-            last = Some(input.source);
         }
         Ok(files)
     }
@@ -188,9 +184,10 @@ impl OpFiles {
         while at < order.len() {
             let piece = header_piece(op, &order[at..]);
             let first = &op.inputs[order[at] as usize];
+            // `of` refused an op naming a source that is not open.
             let index = self.index.get(&first.source).copied().ok_or_else(|| {
-                let m = format!("source {} is not open", first.source);
-                Error::plan(Path::new("<plan>"), first.offset, m)
+                let m = format!("source {} was not looked up for this op", first.source);
+                Error::new(ErrorKind::Internal(m))
             })?;
             let file = &self.files[index as usize];
             let bytes = match piece.len() {
