@@ -60,47 +60,17 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     })
 }
 
-/// The merge op on `line`, when it has exactly the written form. A long
-/// line's inputs are read by a thread per core, a piece each.
+/// The merge op on `line`, when it has exactly the written form. (A long
+/// line is read in pieces while it arrives, [`crate::arriving`], with
+/// [`merge_head`], [`inputs_followed`] and [`merge_tail`].)
 pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
-    let pieces = match line.len() >= PARALLEL_LINE {
-        true => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        false => 1,
-    };
-    merge_in_pieces(line, pieces)
-}
-
-/// Bytes of a merge op from which its inputs are read in pieces: 8 MiB is
-/// about 50,000 inputs, read in about 10 ms.
-const PARALLEL_LINE: usize = 8 << 20;
-
-/// What ends one input and starts the next: the only place it can occur in
-/// the written form (a key ends with a brace and is followed by a field
-/// name; the strings are kind names).
-const BETWEEN_INPUTS: &[u8] = br#"},{"source":"#;
-
-/// What follows the list of inputs.
-const AFTER_INPUTS: &[u8] = br#"],"first":"#;
-
-/// [`merge`], reading the inputs in up to `pieces` pieces at once.
-fn merge_in_pieces(line: &[u8], pieces: usize) -> Option<MergeOp> {
     let mut c = Cursor { rest: line };
-    c.tag(br#"{"type":"merge","inputs":["#)?;
-    let inputs = match c.take(b"]") {
-        true => Vec::new(),
-        false => {
-            // The last one: the fields after the list hold no bracket.
-            let end = find_last(c.rest, AFTER_INPUTS)?;
-            let list = &c.rest[..end];
-            c.rest = &c.rest[end + 1..];
-            inputs_in_pieces(list, pieces)?
-        }
+    c.tag(MERGE_HEAD)?;
+    let (inputs, (first, last, elements)) = match c.take(b"]") {
+        true => (Vec::new(), after_inputs(c)?),
+        false => inputs_then_fields(c.rest)?,
     };
-    let first = c.field(br#","first":"#, Cursor::key)?;
-    let last = c.field(br#","last":"#, Cursor::key)?;
-    let elements = c.field(br#","elements":"#, Cursor::unsigned)?;
-    c.tag(b"}")?;
-    c.rest.is_empty().then_some(MergeOp {
+    Some(MergeOp {
         inputs,
         first,
         last,
@@ -108,61 +78,92 @@ fn merge_in_pieces(line: &[u8], pieces: usize) -> Option<MergeOp> {
     })
 }
 
-/// The inputs of `list` (the bytes between the brackets), read in up to
-/// `pieces` pieces cut between inputs, each on a thread of its own. Where
-/// the cut falls does not change what is read: a piece either reads to its
-/// end as whole inputs, or the line is not in the written form and the
-/// answer is `None`, as it would be read in one piece.
-fn inputs_in_pieces(list: &[u8], pieces: usize) -> Option<Vec<MergeInput>> {
-    let mut cuts = Vec::with_capacity(pieces);
-    let mut from = 0;
-    for i in 1..pieces {
-        let at = (list.len() * i / pieces).max(from);
-        let Some(gap) = find(&list[at..], BETWEEN_INPUTS) else {
-            break;
-        };
-        // The piece keeps the closing brace; the next starts at its input.
-        cuts.push(&list[from..at + gap + 1]);
-        from = at + gap + 2;
+/// How a merge op in the written form begins, up to its first input.
+const MERGE_HEAD: &[u8] = br#"{"type":"merge","inputs":["#;
+
+/// What ends one input and starts the next: the only place it can occur in
+/// the written form (a key ends with a brace and is followed by a field
+/// name; the strings are kind names).
+pub(crate) const BETWEEN_INPUTS: &[u8] = br#"},{"source":"#;
+
+/// What follows the list of inputs.
+const AFTER_INPUTS: &[u8] = br#"],"first":"#;
+
+/// Where the last input of `bytes` that another follows ends: the brace
+/// of the last [`BETWEEN_INPUTS`], so a line cut after its comma is cut
+/// between inputs.
+pub(crate) fn last_between_inputs(bytes: &[u8]) -> Option<usize> {
+    find_last(bytes, BETWEEN_INPUTS)
+}
+
+/// Append to `inputs` those of a piece of a merge op cut after an input's
+/// comma: whole inputs, each followed by a comma, after the op's start
+/// when it is the `first` piece. False, with `inputs` as it was, when the
+/// piece is not in that form.
+pub(crate) fn append_piece(piece: &[u8], first: bool, inputs: &mut Vec<MergeInput>) -> bool {
+    let piece = match first {
+        true => piece.strip_prefix(MERGE_HEAD),
+        false => Some(piece),
+    };
+    let Some(list) = piece.and_then(|p| p.strip_suffix(b",")) else {
+        return false;
+    };
+    let before = inputs.len();
+    let read = append_inputs(list, inputs);
+    if read.is_none() {
+        inputs.truncate(before);
     }
-    cuts.push(&list[from..]);
-    if cuts.len() == 1 {
-        return inputs_of(list);
-    }
-    let parts: Vec<Option<Vec<MergeInput>>> = std::thread::scope(|s| {
-        let rest: Vec<_> = cuts[1..]
-            .iter()
-            .map(|&piece| s.spawn(move || inputs_of(piece)))
-            .collect();
-        let first = inputs_of(cuts[0]);
-        std::iter::once(first)
-            .chain(rest.into_iter().map(|h| h.join().ok().flatten()))
-            .collect()
-    });
-    let mut inputs = Vec::with_capacity(parts.iter().flatten().map(Vec::len).sum());
-    for part in parts {
-        inputs.extend(part?);
-    }
-    Some(inputs)
+    read.is_some()
+}
+
+/// The last piece of a merge op cut after an input's comma: whole inputs,
+/// then the fields after the list.
+pub(crate) fn merge_tail(piece: &[u8]) -> Option<(Vec<MergeInput>, KeyRecord, KeyRecord, u64)> {
+    let (inputs, (first, last, elements)) = inputs_then_fields(piece)?;
+    Some((inputs, first, last, elements))
+}
+
+/// Whole inputs, the end of the list and the fields after it.
+fn inputs_then_fields(rest: &[u8]) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
+    // The last one: the fields after the list hold no bracket.
+    let end = find_last(rest, AFTER_INPUTS)?;
+    let inputs = inputs_of(&rest[..end])?;
+    let fields = after_inputs(Cursor {
+        rest: &rest[end + 1..],
+    })?;
+    Some((inputs, fields))
+}
+
+/// The fields after the list of inputs, which end the record.
+fn after_inputs(mut c: Cursor<'_>) -> Option<(KeyRecord, KeyRecord, u64)> {
+    let first = c.field(br#","first":"#, Cursor::key)?;
+    let last = c.field(br#","last":"#, Cursor::key)?;
+    let elements = c.field(br#","elements":"#, Cursor::unsigned)?;
+    c.tag(b"}")?;
+    c.rest.is_empty().then_some((first, last, elements))
 }
 
 /// The inputs of one piece: whole inputs separated by commas, nothing else.
 fn inputs_of(piece: &[u8]) -> Option<Vec<MergeInput>> {
+    let mut inputs = Vec::new();
+    append_inputs(piece, &mut inputs)?;
+    Some(inputs)
+}
+
+/// Append the inputs of `piece` (whole inputs separated by commas, nothing
+/// else) to `inputs`; `None` (and some appended) when it is not in that
+/// form.
+fn append_inputs(piece: &[u8], inputs: &mut Vec<MergeInput>) -> Option<()> {
     let mut c = Cursor { rest: piece };
     // A written input takes at least 150 bytes.
-    let mut inputs = Vec::with_capacity(piece.len() / 150 + 1);
+    inputs.reserve(piece.len() / 150 + 1);
     loop {
         inputs.push(c.merge_input()?);
         if c.rest.is_empty() {
-            return Some(inputs);
+            return Some(());
         }
         c.tag(b",")?;
     }
-}
-
-/// Where `needle` first occurs in `hay`.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Where `needle` last occurs in `hay`.
@@ -433,7 +434,7 @@ impl<'a> Cursor<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::records::IndexRecord;
     use pbf_format::Key;
@@ -539,28 +540,6 @@ mod tests {
             }
         }
 
-        /// Read in pieces, a merge op reads as in one piece, written or
-        /// damaged.
-        #[test]
-        fn merge_ops_read_in_pieces_as_in_one(
-            m in merge_op_of(0..40),
-            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 0..3),
-            pieces in 2..6usize,
-        ) {
-            // Ids a number can hold, so that an undamaged line takes the
-            // fast path.
-            let mut m = m;
-            let exact = |k: &mut KeyRecord| k.id = k.id.clamp(-MAX_EXACT, MAX_EXACT);
-            m.inputs.iter_mut().for_each(|i| {
-                exact(&mut i.first);
-                exact(&mut i.last);
-            });
-            exact(&mut m.first);
-            exact(&mut m.last);
-            let line = damaged(written_merge(&m), edits);
-            prop_assert_eq!(merge_in_pieces(&line, pieces), merge_in_pieces(&line, 1));
-        }
-
         /// A merge input written without serde is written as serde writes
         /// it, or not at all when an id is a string.
         #[test]
@@ -605,7 +584,7 @@ mod tests {
         prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..4)
     }
 
-    fn damaged(mut line: Vec<u8>, edits: Vec<(prop::sample::Index, u8, u8)>) -> Vec<u8> {
+    pub(crate) fn damaged(mut line: Vec<u8>, edits: Vec<(prop::sample::Index, u8, u8)>) -> Vec<u8> {
         for (at, byte, how) in edits {
             let i = at.index(line.len() + 1);
             match how {
@@ -621,7 +600,7 @@ mod tests {
     }
 
     /// A merge op as [`crate::Writer::write_merge`] writes it.
-    fn written_merge(m: &MergeOp) -> Vec<u8> {
+    pub(crate) fn written_merge(m: &MergeOp) -> Vec<u8> {
         let mut w = crate::Writer::new(Vec::new());
         w.write_merge(m.first, m.last, m.elements, m.inputs.iter().cloned())
             .expect("write");
@@ -630,11 +609,46 @@ mod tests {
         line
     }
 
+    /// `m` with ids a number can hold, so that its written line takes
+    /// the fast path.
+    pub(crate) fn exact(mut m: MergeOp) -> MergeOp {
+        let exact = |k: &mut KeyRecord| k.id = k.id.clamp(-MAX_EXACT, MAX_EXACT);
+        m.inputs.iter_mut().for_each(|i| {
+            exact(&mut i.first);
+            exact(&mut i.last);
+        });
+        exact(&mut m.first);
+        exact(&mut m.last);
+        m
+    }
+
+    /// A merge op of `n` inputs of small blobs, one after the other.
+    pub(crate) fn sample_op(n: u64) -> MergeOp {
+        let key = |id| KeyRecord::from(Key::new(Kind::Node, id, 1));
+        let inputs = (0..n)
+            .map(|i| MergeInput {
+                source: 0,
+                offset: 100 + i * 300,
+                length: 300,
+                first: key(-5 - i as i64),
+                last: key(7 + i as i64),
+                sorted: i % 2 == 0,
+                elements: 5,
+            })
+            .collect();
+        MergeOp {
+            inputs,
+            first: key(-5 - n as i64),
+            last: key(7 + n as i64),
+            elements: 5 * n,
+        }
+    }
+
     fn merge_op() -> impl Strategy<Value = MergeOp> {
         merge_op_of(0..4)
     }
 
-    fn merge_op_of(inputs: std::ops::Range<usize>) -> impl Strategy<Value = MergeOp> {
+    pub(crate) fn merge_op_of(inputs: std::ops::Range<usize>) -> impl Strategy<Value = MergeOp> {
         let input = (
             any::<u32>(),
             any::<u64>(),

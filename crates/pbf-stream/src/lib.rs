@@ -18,6 +18,7 @@
 //! jq or any other JSON tool a user puts between two stages.
 #![deny(missing_docs)]
 
+mod arriving;
 mod counts;
 mod error;
 mod fast;

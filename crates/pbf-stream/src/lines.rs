@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::Counts;
+use crate::arriving::{self, Arrived};
 use crate::error::{Error, ErrorKind};
 use crate::order::OrderCheck;
 use crate::records::*;
@@ -161,20 +162,68 @@ impl<R: BufRead> LineReader<R> {
         &mut self,
         parse: impl FnOnce(&[u8]) -> serde_json::Result<T>,
     ) -> Result<Option<T>, Error> {
-        // A copy: the line borrows the reader until it is parsed.
-        let mut watch = self.parsing;
-        let Some(line) = self.next_line()? else {
+        if self.next_line()?.is_none() {
             return Ok(None);
-        };
-        let started = watch.start();
-        let parsed = parse(line);
-        watch.stop(started);
-        let result = match parsed {
-            Ok(r) => Ok(Some(r)),
-            Err(e) => Err(explain(line, e).at_line(self.line)),
-        };
-        self.parsing = watch;
-        result
+        }
+        self.parse_line(parse).map(Some)
+    }
+
+    /// Parse the line in `buf` with `parse`.
+    fn parse_line<T>(
+        &mut self,
+        parse: impl FnOnce(&[u8]) -> serde_json::Result<T>,
+    ) -> Result<T, Error> {
+        let started = self.parsing.start();
+        let parsed = parse(&self.buf);
+        self.parsing.stop(started);
+        parsed.map_err(|e| explain(&self.buf, e).at_line(self.line))
+    }
+
+    /// The next plan record, or `None` at EOF, as
+    /// `next_parsed(parse_plan_record)` reads it; but a merge op longer
+    /// than a piece is parsed in pieces while it arrives
+    /// ([`crate::arriving`]).
+    fn next_plan_record(&mut self) -> Result<Option<PlanRecord>, Error> {
+        loop {
+            if self.buf.capacity() > KEEP_LINE_BUFFER {
+                self.buf = Vec::new();
+            }
+            self.buf.clear();
+            self.line += 1;
+            let room = arriving::PIECE as u64;
+            let n = (&mut self.inner)
+                .take(room)
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| Error::from(e).at_line(self.line))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            // A line that neither ended nor met the end of the stream.
+            let longer = n as u64 == room && self.buf.last() != Some(&b'\n');
+            if longer && self.buf.starts_with(MERGE_START) {
+                let head = std::mem::take(&mut self.buf);
+                let room = MAX_LINE - head.len();
+                let arrived = arriving::read(&mut self.inner, head, arriving::PIECE, room)
+                    .map_err(|e| e.at_line(self.line))?;
+                match arrived {
+                    Arrived::Merge(op, spent) => {
+                        if self.parsing.on {
+                            self.parsing.total += spent;
+                        }
+                        return Ok(Some(PlanRecord::Merge(op)));
+                    }
+                    Arrived::Line(line) => self.buf = line,
+                }
+            } else if longer {
+                self.fill_line()?;
+            }
+            while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
+                self.buf.pop();
+            }
+            if !self.buf.is_empty() {
+                return self.parse_line(parse_plan_record).map(Some);
+            }
+        }
     }
 }
 
@@ -211,7 +260,7 @@ const MERGE_START: &[u8] = br#"{"type":"merge","#;
 /// buffered into a tree several times the size of its line first; and one
 /// in the exact form our writer writes is read without serde
 /// ([`crate::fast`]), three times as fast.
-fn parse_plan_record(line: &[u8]) -> serde_json::Result<PlanRecord> {
+pub(crate) fn parse_plan_record(line: &[u8]) -> serde_json::Result<PlanRecord> {
     if line.starts_with(MERGE_START) {
         if let Some(m) = crate::fast::merge(line) {
             return Ok(PlanRecord::Merge(m));
@@ -565,7 +614,7 @@ impl<R: BufRead> PlanReader<R> {
         if self.done {
             return Ok(None);
         }
-        let Some(rec) = self.lines.next_parsed(parse_plan_record)? else {
+        let Some(rec) = self.lines.next_plan_record()? else {
             return Err(Error::new(ErrorKind::MissingEnd).at_line(self.lines.line()));
         };
         let line = self.lines.line();

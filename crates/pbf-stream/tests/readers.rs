@@ -444,3 +444,81 @@ fn untimed_streams_measure_nothing() {
     assert!(read(true) > std::time::Duration::ZERO);
     assert_eq!(read(false), std::time::Duration::ZERO);
 }
+
+/// A plan whose merge op lists `n` blobs one after the other, each holding
+/// nodes `i` to `i + 4`, with the merge line in the writer's form.
+fn plan_with_merge(n: u64) -> (String, MergeOp) {
+    let key = |id: u64| KeyRecord {
+        kind: pbf_format::Kind::Node,
+        id: id as i64,
+        version: 1,
+    };
+    let inputs: Vec<MergeInput> = (0..n)
+        .map(|i| MergeInput {
+            source: 0,
+            offset: 100 + 300 * i,
+            length: 300,
+            first: key(i),
+            last: key(i + 4),
+            sorted: true,
+            elements: 5,
+        })
+        .collect();
+    let op = MergeOp {
+        inputs,
+        first: key(0),
+        last: key(n + 3),
+        elements: 5 * n,
+    };
+    let mut w = Writer::new(Vec::new());
+    w.write(&PlanRecord::Merge(op.clone())).expect("write");
+    let end = format!(
+        r#"{{"type":"end","ops":1,"copy_bytes":0,"merge_inputs":{n},"elements":{}}}"#,
+        5 * n
+    );
+    let merge = String::from_utf8(w.finish().expect("finish")).expect("utf-8");
+    let text = format!("{}\n{merge}{end}\n", plan_line(100 + 300 * n));
+    (text, op)
+}
+
+/// A merge line of megabytes is read while it arrives, in pieces: it reads
+/// as the op written, from a reader that gives a few bytes at a time too;
+/// in another form (serde's, with spaces) it reads the same; damaged, its
+/// error names its line.
+#[test]
+fn long_merge_lines_read_whole_in_any_form() {
+    let (text, op) = plan_with_merge(20_000);
+    assert!(text.len() > 3 << 20, "{}", text.len());
+    let want = vec![PlanRecord::Merge(op.clone())];
+    assert_eq!(read_plan(&text), Ok(want.clone()));
+    let slow = std::io::BufReader::with_capacity(7, text.as_bytes());
+    let mut r = PlanReader::new(slow).expect("plan record");
+    assert_eq!(r.next_op().expect("merge op"), Some(want[0].clone()));
+    assert_eq!(r.next_op().expect("end"), None);
+    let spaced = text.replace(r#","sorted":"#, r#", "sorted": "#);
+    assert_eq!(read_plan(&spaced), Ok(want));
+    let damaged = text.replacen(r#""offset":30100"#, r#""offset":-30100"#, 1);
+    let err = read_plan(&damaged).expect_err("damaged");
+    assert!(err.starts_with("line 2:"), "{err}");
+}
+
+/// A merge line that never ends is refused at the longest line, whether
+/// read in pieces or not.
+#[test]
+fn an_endless_merge_line_is_refused() {
+    struct Endless(usize);
+    impl std::io::Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let head = format!("{}\n{{\"type\":\"merge\",\"inputs\":[", plan_line(1));
+            let head = head.as_bytes();
+            let n = buf.len().min(head.len().saturating_sub(self.0));
+            buf[..n].copy_from_slice(&head[self.0..self.0 + n]);
+            buf[n..].fill(b'x');
+            self.0 += n;
+            Ok(buf.len())
+        }
+    }
+    let mut r = PlanReader::new(std::io::BufReader::new(Endless(0))).expect("plan record");
+    let err = r.next_op().expect_err("too long").to_string();
+    assert!(err.contains("line 2: line longer than"), "{err}");
+}
