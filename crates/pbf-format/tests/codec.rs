@@ -436,3 +436,52 @@ fn strings_are_shared_after_decoding() {
     let key = |e: &Element| e.tags()[0].0.clone();
     assert!(Arc::ptr_eq(&key(&decoded[0]), &key(&decoded[1])));
 }
+
+/// String table entries of every length (a length byte and a longer
+/// varint), and an entry of another field between them, decode to the
+/// strings the tags name; a table cut inside an entry is an error.
+#[test]
+fn string_tables_of_any_entry_length_decode() {
+    let lengths = [0usize, 1, 127, 128, 300];
+    let strings: Vec<Vec<u8>> = lengths
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| vec![b'a' + i as u8; n])
+        .collect();
+    let node = proto::Node {
+        id: 7,
+        keys: vec![2, 4],
+        vals: vec![3, 1],
+        info: None,
+        lat: 0,
+        lon: 0,
+    };
+    let table = proto::StringTable { s: strings.clone() }.encode_to_vec();
+    // Field 2 (a varint) after the second entry: skipped, not counted.
+    let split = 2 + 2 + 1;
+    let mut odd = table[..split].to_vec();
+    odd.extend_from_slice(&[0x10, 0x05]);
+    odd.extend_from_slice(&table[split..]);
+    let group = proto::PrimitiveGroup {
+        nodes: vec![node],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let block = |table: &[u8]| {
+        let mut b = Vec::new();
+        prost::encoding::bytes::encode(1, &table.to_vec(), &mut b);
+        prost::encoding::bytes::encode(2, &group, &mut b);
+        b
+    };
+    for table in [&table, &odd] {
+        let decoded = decode_block(&block(table)).expect("decode");
+        let tags = decoded[0].tags();
+        let want = |k: usize, v: usize| (strings[k].clone(), strings[v].clone());
+        let got: Vec<(Vec<u8>, Vec<u8>)> =
+            tags.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
+        assert_eq!(got, vec![want(2, 3), want(4, 1)]);
+    }
+    for cut in [table.len() - 1, split + 10] {
+        assert!(decode_block(&block(&table[..cut])).is_err(), "cut at {cut}");
+    }
+}
