@@ -34,6 +34,9 @@ Environment (defaults in brackets):
                         shuffled, smallblobs; 20 to 60 s each at 1 GB): their medians are
                         the figures the merge targets are about, and single
                         runs here differ by 5 % or more [3]
+  BENCH_SMALLBLOB_REPEATS runs per tool on the smallblobs shape: about 2 s each
+                        at 180M, where single runs of pbf-sort differ by 10 %
+                        (2.32 to 2.56 s in one run) [7]
   BENCH_OSMIUM_REPEATS  runs of `osmium sort` (minutes each at 1 GB) [1]
   BENCH_OSMIUM_SHAPES   shapes `osmium sort` runs on [sorted permuted interleaved shuffled
                         smallblobs]
@@ -84,6 +87,7 @@ TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-3}
 INDEXDATA_REPEATS=${BENCH_INDEXDATA_REPEATS:-7}
+SMALLBLOB_REPEATS=${BENCH_SMALLBLOB_REPEATS:-7}
 OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled smallblobs}
 INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata}
 INDEX_REPEATS=${BENCH_INDEX_REPEATS:-2}
@@ -488,7 +492,9 @@ run_sorts() { # TABLE IN SIZE OSMIUM(yes|no)
     if [[ $osmium != yes ]] && wants osmium-sort; then
         echo "$table: osmium sort not run: shape not in BENCH_OSMIUM_SHAPES" >>"$NOTES"
     fi
-    if wants "${table#*-}" "interleaved shuffled smallblobs"; then
+    if [[ $table == sort-smallblobs ]]; then
+        repeats=$SMALLBLOB_REPEATS
+    elif wants "${table#*-}" "interleaved shuffled"; then
         repeats=$MERGE_REPEATS
     elif [[ $table == sort-indexdata ]]; then
         repeats=$INDEXDATA_REPEATS
@@ -673,6 +679,42 @@ for _, size, run, total, kept, dropped in rows:
 EOF
 }
 
+# pbf-sort's median wall time per object on the shapes it merges, and each
+# against the shuffled shape's (blobs of 8000 objects): the small-blob
+# target is about that ratio.
+render_per_object() {
+    local shape in counts=$WORK/objects.tsv
+    : >"$counts"
+    for shape in shuffled interleaved smallblobs; do
+        grep -q "^sort-$shape	" "$ROWS" || continue
+        in=$(input_for "$shape" "$(size_of "$shape")")
+        [[ -s $in.counts ]] || continue
+        printf '%s\t%s\n' "$shape" "$(tr ' ' '+' <"$in.counts" | bc)" >>"$counts"
+    done
+    [[ -s $counts ]] || return 0
+    echo
+    echo "## Time per object (pbf-sort)"
+    echo
+    python3 - "$ROWS" "$counts" <<'EOF'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+objects = dict(l.split() for l in open(sys.argv[2]))
+per = {}
+for shape, n in objects.items():
+    ok = [float(r[5]) for r in rows
+          if r[0] == f"sort-{shape}" and r[3] == "pbf-sort" and r[7] == "0" and r[8] == "verified"]
+    if ok:
+        per[shape] = (statistics.median(ok), int(n))
+base = per.get("shuffled")
+print("| shape | objects | median wall s | µs per object | ratio to shuffled |")
+print("|---|---|---|---|---|")
+for shape, (wall, n) in per.items():
+    us = wall / n * 1e6
+    ratio = f"{us / (base[0] / base[1] * 1e6):.3f}" if base else "n/a"
+    print(f"| {shape} | {n:,} | {wall:.2f} | {us:.4f} | {ratio} |")
+EOF
+}
+
 # Scaling table of one shape: per size, median wall and peak RSS per tool.
 render_scaling() { # SHAPE
     python3 - "$ROWS" "scaling-$1" <<'EOF'
@@ -723,7 +765,8 @@ report() {
         echo "Figures in parentheses are of runs that finished but whose output was not accepted"
         echo "(the reason is in the runs column); they are not used as a reference."
         echo "Repeats: $REPEATS per sort tool ($INDEXDATA_REPEATS on the indexdata shape, $MERGE_REPEATS per tool"
-        echo "but osmium on the merge shapes), $OSMIUM_REPEATS for \`osmium sort\`; $INDEX_REPEATS for pbf-index and $INFO_REPEATS for"
+        echo "but osmium on the interleaved and shuffled shapes, $SMALLBLOB_REPEATS on smallblobs), $OSMIUM_REPEATS for"
+        echo "\`osmium sort\`; $INDEX_REPEATS for pbf-index and $INFO_REPEATS for"
         echo "\`osmium fileinfo -e\` ($( ((INFO_COLD)) && echo 'per cache state' || echo 'warm only')); tools run in alternation,"
         echo "odd runs in one order and even runs in the reverse order."
         echo
@@ -756,6 +799,7 @@ report() {
                 render_streams "$WORK/streams-$shape.tsv"
             fi
         done
+        render_per_object
         if [[ $SCALING == 1 ]]; then
             for shape in $SCALING_SHAPES; do
                 grep -q "^scaling-$shape	" "$ROWS" || continue
