@@ -189,10 +189,10 @@ fn assemble(pieces: Vec<Piece>, last: Vec<u8>, mine: Parsed, theirs: Parsed) -> 
     }
     let later = &mut parts[base.taken_front..];
     let tail = match later.iter().all(Option::is_some) {
-        true => fast::merge_tail(&last),
+        true => fast::inputs_then_fields(&last),
         false => None,
     };
-    let Some((rest, first, end, elements)) = tail else {
+    let Some((rest, (first, end, elements))) = tail else {
         let bytes = pieces.iter().map(|p| p.len()).sum::<usize>() + last.len();
         let mut line = Vec::with_capacity(bytes);
         for p in &pieces {

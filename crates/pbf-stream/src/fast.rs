@@ -62,7 +62,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
 
 /// The merge op on `line`, when it has exactly the written form. (A long
 /// line is read in pieces while it arrives, [`crate::arriving`], with
-/// [`merge_head`], [`inputs_followed`] and [`merge_tail`].)
+/// [`append_piece`] and [`inputs_then_fields`].)
 pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
     let mut c = Cursor { rest: line };
     c.tag(MERGE_HEAD)?;
@@ -116,15 +116,11 @@ pub(crate) fn append_piece(piece: &[u8], first: bool, inputs: &mut Vec<MergeInpu
     read.is_some()
 }
 
-/// The last piece of a merge op cut after an input's comma: whole inputs,
-/// then the fields after the list.
-pub(crate) fn merge_tail(piece: &[u8]) -> Option<(Vec<MergeInput>, KeyRecord, KeyRecord, u64)> {
-    let (inputs, (first, last, elements)) = inputs_then_fields(piece)?;
-    Some((inputs, first, last, elements))
-}
-
-/// Whole inputs, the end of the list and the fields after it.
-fn inputs_then_fields(rest: &[u8]) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
+/// Whole inputs, the end of the list and the fields after it: a merge op
+/// after its start, or the last piece of one cut after an input's comma.
+pub(crate) fn inputs_then_fields(
+    rest: &[u8],
+) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
     // The last one: the fields after the list hold no bracket.
     let end = find_last(rest, AFTER_INPUTS)?;
     let inputs = inputs_of(&rest[..end])?;

@@ -116,32 +116,44 @@ impl<R: BufRead> LineReader<R> {
     /// The next non-empty line without its newline, or `None` at EOF.
     pub fn next_line(&mut self) -> Result<Option<&[u8]>, Error> {
         loop {
-            // A merge op of millions of blobs is one line of hundreds of
-            // megabytes: its buffer is not kept for the short lines after it.
-            if self.buf.capacity() > KEEP_LINE_BUFFER {
-                self.buf = Vec::new();
-            }
-            self.buf.clear();
-            self.line += 1;
-            if !self.fill_line()? {
+            self.start_line();
+            if !self.fill_line(MAX_LINE + 1)? {
                 return Ok(None);
             }
-            while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
-                self.buf.pop();
-            }
-            if !self.buf.is_empty() {
+            if self.end_line() {
                 return Ok(Some(&self.buf));
             }
         }
     }
 
-    /// Read up to and with the next newline into `buf`; false at EOF with
-    /// nothing read. At most one byte past [`MAX_LINE`] is buffered: `take`
-    /// bounds the line, and `read_until` finds the newline with the
-    /// standard library's word-at-a-time search (a byte loop took a tenth
-    /// of pbf-overlap's time on an index of small blobs).
-    fn fill_line(&mut self) -> Result<bool, Error> {
-        let room = (MAX_LINE + 1).saturating_sub(self.buf.len()) as u64;
+    /// Start reading the next line into an empty `buf`.
+    fn start_line(&mut self) {
+        // A merge op of millions of blobs is one line of hundreds of
+        // megabytes: its buffer is not kept for the short lines after it.
+        if self.buf.capacity() > KEEP_LINE_BUFFER {
+            self.buf = Vec::new();
+        }
+        self.buf.clear();
+        self.line += 1;
+    }
+
+    /// Drop the newline (and carriage returns) at the end of `buf`; true
+    /// when a line is left.
+    fn end_line(&mut self) -> bool {
+        while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
+            self.buf.pop();
+        }
+        !self.buf.is_empty()
+    }
+
+    /// Read up to and with the next newline into `buf`, until it holds
+    /// `upto` bytes; false at EOF with nothing read. At most one byte past
+    /// [`MAX_LINE`] is buffered: `take` bounds the line, and `read_until`
+    /// finds the newline with the standard library's word-at-a-time
+    /// search (a byte loop took a tenth of pbf-overlap's time on an index
+    /// of small blobs).
+    fn fill_line(&mut self, upto: usize) -> Result<bool, Error> {
+        let room = upto.min(MAX_LINE + 1).saturating_sub(self.buf.len()) as u64;
         (&mut self.inner)
             .take(room)
             .read_until(b'\n', &mut self.buf)
@@ -185,21 +197,12 @@ impl<R: BufRead> LineReader<R> {
     /// ([`crate::arriving`]).
     fn next_plan_record(&mut self) -> Result<Option<PlanRecord>, Error> {
         loop {
-            if self.buf.capacity() > KEEP_LINE_BUFFER {
-                self.buf = Vec::new();
-            }
-            self.buf.clear();
-            self.line += 1;
-            let room = arriving::PIECE as u64;
-            let n = (&mut self.inner)
-                .take(room)
-                .read_until(b'\n', &mut self.buf)
-                .map_err(|e| Error::from(e).at_line(self.line))?;
-            if n == 0 {
+            self.start_line();
+            if !self.fill_line(arriving::PIECE)? {
                 return Ok(None);
             }
             // A line that neither ended nor met the end of the stream.
-            let longer = n as u64 == room && self.buf.last() != Some(&b'\n');
+            let longer = self.buf.len() == arriving::PIECE && self.buf.last() != Some(&b'\n');
             if longer && self.buf.starts_with(MERGE_START) {
                 let head = std::mem::take(&mut self.buf);
                 let room = MAX_LINE - head.len();
@@ -215,12 +218,9 @@ impl<R: BufRead> LineReader<R> {
                     Arrived::Line(line) => self.buf = line,
                 }
             } else if longer {
-                self.fill_line()?;
+                self.fill_line(MAX_LINE + 1)?;
             }
-            while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
-                self.buf.pop();
-            }
-            if !self.buf.is_empty() {
+            if self.end_line() {
                 return self.parse_line(parse_plan_record).map(Some);
             }
         }
