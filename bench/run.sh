@@ -683,28 +683,22 @@ EOF
 # against the shuffled shape's (blobs of 8000 objects): the small-blob
 # target is about that ratio.
 render_per_object() {
-    local shape in counts=$WORK/objects.tsv
-    : >"$counts"
-    for shape in shuffled interleaved smallblobs; do
-        grep -q "^sort-$shape	" "$ROWS" || continue
-        in=$(input_for "$shape" "$(size_of "$shape")")
-        [[ -s $in.counts ]] || continue
-        printf '%s\t%s\n' "$shape" "$(tr ' ' '+' <"$in.counts" | bc)" >>"$counts"
-    done
-    [[ -s $counts ]] || return 0
+    grep -qE "^sort-(shuffled|interleaved|smallblobs)	" "$ROWS" || return 0
     echo
     echo "## Time per object (pbf-sort)"
     echo
-    python3 - "$ROWS" "$counts" <<'EOF'
-import statistics, sys
+    python3 - "$ROWS" <<'EOF'
+import os, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
-objects = dict(l.split() for l in open(sys.argv[2]))
 per = {}
-for shape, n in objects.items():
-    ok = [float(r[5]) for r in rows
+for shape in ["shuffled", "interleaved", "smallblobs"]:
+    ok = [r for r in rows
           if r[0] == f"sort-{shape}" and r[3] == "pbf-sort" and r[7] == "0" and r[8] == "verified"]
-    if ok:
-        per[shape] = (statistics.median(ok), int(n))
+    counts = f"{ok[0][1]}.counts" if ok else ""
+    if os.path.exists(counts):
+        # The input's objects: its counts of nodes, ways and relations.
+        n = sum(map(int, open(counts).read().split()))
+        per[shape] = (statistics.median(float(r[5]) for r in ok), n)
 base = per.get("shuffled")
 print("| shape | objects | median wall s | µs per object | ratio to shuffled |")
 print("|---|---|---|---|---|")
