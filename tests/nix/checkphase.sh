@@ -40,11 +40,11 @@ nix_setup
 W=${PBF_SORT_CHECKPHASE_DIR:-}
 if [[ -z "$W" ]]; then
     W=$(mktemp -d /tmp/pbf-sort-checkphase.XXXXXX)
-    trap 'rm -rf -- "$work" "$work.err" "$W"' EXIT
+    trap 'rm -rf -- "$work" "$work.err" "$work.cache" "$W"' EXIT
 else
     mkdir -p "$W"
     W=$(cd "$W" && pwd)
-    trap 'rm -rf -- "$work" "$work.err"' EXIT
+    trap 'rm -rf -- "$work" "$work.err" "$work.cache"' EXIT
 fi
 chmod 755 "$W"
 build=$W/build src_dir=$W/build/source path_dir=$W/path host=$W/host
