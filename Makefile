@@ -37,10 +37,11 @@ SHELLCHECK_FILES := pbf-sort .ci/run .ci/deps .ci/nix-trixie tests/nix/check.sh 
 shellcheck:
 	shellcheck -x $(SHELLCHECK_FILES)
 
-# Regenerate the tools' man pages after changing a flag or a template
-# (`cargo test` fails on drift).
+# Regenerate the tools' man pages and every shell completion (completions/,
+# from the tools' and the driver's clap definitions in crates/pbf-man) after
+# changing a flag or a template (`cargo test` fails on drift).
 man:
-	$(CARGO) run -q -p pbf-man -- man/
+	$(CARGO) run -q -p pbf-man -- man/ --completions completions/
 
 # Sort a bundled unsorted real file (VEX output) and show osmium's verdict
 # before and after.
@@ -54,12 +55,22 @@ demo:
 	@echo "demo: $(DEMO_OUT) after pbf-sort:"
 	@osmium fileinfo -e $(DEMO_OUT) | grep -E 'Objects ordered|Number of (nodes|ways|relations)|Sort.Type_then_ID'
 
-# Binaries, the driver beside them, and the man pages under $(PREFIX).
+# Binaries, the driver beside them, the man pages and the bash, zsh and fish
+# completions under $(PREFIX).
+BASH_COMPLETIONS := $(PREFIX)/share/bash-completion/completions
+ZSH_COMPLETIONS := $(PREFIX)/share/zsh/site-functions
+FISH_COMPLETIONS := $(PREFIX)/share/fish/vendor_completions.d
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 755 $(addprefix target/release/,$(BINS)) pbf-sort $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -d $(DESTDIR)$(BASH_COMPLETIONS) $(DESTDIR)$(ZSH_COMPLETIONS) $(DESTDIR)$(FISH_COMPLETIONS)
+	for name in $(BINS) pbf-sort; do \
+		install -m 644 completions/$$name.bash $(DESTDIR)$(BASH_COMPLETIONS)/$$name && \
+		install -m 644 completions/_$$name $(DESTDIR)$(ZSH_COMPLETIONS)/ && \
+		install -m 644 completions/$$name.fish $(DESTDIR)$(FISH_COMPLETIONS)/ || exit 1; \
+	done
 
 # Evaluate flake.nix against the real nixpkgs lib with stub packages (needs
 # Nix 2.18+; CI runs it), and run the tests as the flake's checkPhase would.

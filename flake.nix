@@ -1,7 +1,8 @@
 # The toolkit as a Nix flake: one package with every tool binary, the
-# pbf-sort driver (wrapped so its default stages are this package's binaries)
-# and the man pages; an app per tool; a development shell; and checks that run
-# the test suite, clippy, rustfmt, shellcheck and a man page lint.
+# pbf-sort driver (wrapped so its default stages are this package's binaries),
+# the man pages and the shell completions; an app per tool; a development
+# shell; and checks that run the test suite, clippy, rustfmt, shellcheck and a
+# man page lint.
 #
 # nixpkgs is the only input. tests/nix/check.sh evaluates this flake against
 # the real nixpkgs lib with stub packages (tests/nix/stub-nixpkgs) on machines
@@ -44,6 +45,7 @@
           ./tools
           ./tests
           ./man
+          ./completions
           ./bench
           ./.ci
           ./fuzz/run.sh
@@ -70,6 +72,10 @@
         (pkgs.python3.withPackages (ps: [ ps.pyosmium ]))
         # osmconvert: default outputs must stay readable by osmctools.
         pkgs.osmctools
+        # The completion tests load completions/*.bash into bash and run
+        # them with complete and compgen, which the stdenv's bash (built
+        # without readline) lacks.
+        pkgs.bashInteractive
       ];
 
       package =
@@ -115,6 +121,8 @@
                 ]
               }
             installManPage man/*.1 man/*.5
+            # Generated from the clap definitions and committed (make man).
+            installShellCompletion completions/*.{bash,fish} --zsh completions/_*
           '';
 
           # Sort a bundled unsorted file with the installed driver and check

@@ -100,19 +100,21 @@ done
     { echo "nix-check: the default app is not pbf-sort" >&2; exit 1; }
 
 # The install script must install the driver, wrap it so its stages are this
-# package's binaries, and install every page. ($out is Nix's, not ours.)
+# package's binaries, and install every page and completion. ($out is Nix's,
+# not ours.)
 post=$(nixx eval --raw "$flake#packages.$system.default.postInstall")
 # shellcheck disable=SC2016
 for needle in 'install -Dm755 pbf-sort $out/bin/pbf-sort' 'wrapProgram $out/bin/pbf-sort' \
-    '--prefix PATH : $out/bin' 'installManPage man/*.1 man/*.5'; do
+    '--prefix PATH : $out/bin' 'installManPage man/*.1 man/*.5' \
+    'installShellCompletion completions/*.{bash,fish} --zsh completions/_*'; do
     [[ "$post" == *"$needle"* ]] || { echo "nix-check: postInstall lacks: $needle" >&2; exit 1; }
 done
 [[ "$(nixx eval --raw "$flake#packages.$system.default.meta.mainProgram")" == pbf-sort ]]
 
 # The source the real lib.fileset.toSource selects (copied to the store while
 # evaluating) holds what the checks read: README.md for the cookbook test,
-# every script `make shellcheck` lints, the fixtures; and no test needs a
-# ../shared beside it.
+# every script `make shellcheck` lints, the fixtures, the completions (the
+# drift test compares them); and no test needs a ../shared beside it.
 src=$(nixx eval --raw "$flake#packages.$system.default.src")
 mapfile -t linted < <(make -s --no-print-directory -f - print-shellcheck <<'EOF'
 include Makefile
@@ -121,7 +123,8 @@ print-shellcheck:
 EOF
 )
 ((${#linted[@]} > 3)) || { echo "nix-check: Makefile lists no SHELLCHECK_FILES" >&2; exit 1; }
-for f in README.md Cargo.lock tests/fixtures/SOURCES.tsv man/pbf-sort.1 "${linted[@]}"; do
+for f in README.md Cargo.lock tests/fixtures/SOURCES.tsv man/pbf-sort.1 completions/pbf-sort.bash \
+    completions/_pbf-sort completions/pbf-sort.fish "${linted[@]}"; do
     [[ -f "$src/$f" ]] || { echo "nix-check: the flake's source lacks $f" >&2; exit 1; }
 done
 [[ ! -e "$src/target" && ! -e "$src/.git" ]] || { echo "nix-check: the flake's source holds target/ or .git" >&2; exit 1; }

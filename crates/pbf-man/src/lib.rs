@@ -11,9 +11,15 @@
 //! script) and `pbf-stream.5` (a file format) have no clap definition and are
 //! written by hand in `man/`; [`HAND_WRITTEN`] names them for the lint test.
 //!
+//! The same definitions, with the driver's ([`driver::command`]), give the
+//! shell completions in `completions/` ([`completions`]).
+//!
 //! To add a tool: add its crate to this crate's `Cargo.toml`, write
 //! `templates/<tool>.1`, and add one line to [`TOOLS`].
 #![deny(missing_docs)]
+
+pub mod completions;
+pub mod driver;
 
 use std::fmt;
 

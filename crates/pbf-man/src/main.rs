@@ -1,60 +1,89 @@
-//! `cargo run -p pbf-man -- man/` regenerates the tools' man pages in `man/`;
-//! with `--check` it writes nothing and fails when a committed page differs
-//! from what the code would generate (the drift test does the same).
+//! `cargo run -p pbf-man -- man/ --completions completions/` (`make man`)
+//! regenerates the tools' man pages in `man/` and every shell completion in
+//! `completions/`; with `--check` it writes nothing and fails when a
+//! committed file differs from what the code would generate (the drift tests
+//! do the same).
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+const USAGE: &str = "Usage: pbf-man [--check] [MAN_DIR] [--completions DIR]";
+
 fn main() -> ExitCode {
     let mut check = false;
-    let mut dir = None;
-    for arg in std::env::args().skip(1) {
+    let mut man = None;
+    let mut completions = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--check" => check = true,
+            "--completions" => match args.next() {
+                Some(dir) => completions = Some(PathBuf::from(dir)),
+                None => return usage("--completions needs a DIR"),
+            },
             "-h" | "--help" => {
                 println!(
-                    "Usage: pbf-man [--check] DIR\n\nWrite the generated man pages into DIR (or, with --check, fail when they differ)."
+                    "{USAGE}\n\nWrite the generated man pages into MAN_DIR and the shell completions \
+                     into DIR (or, with --check, fail when they differ)."
                 );
                 return ExitCode::SUCCESS;
             }
-            _ if dir.is_none() && !arg.starts_with('-') => dir = Some(PathBuf::from(arg)),
+            _ if man.is_none() && !arg.starts_with('-') => man = Some(PathBuf::from(arg)),
             _ => return usage(&format!("unexpected argument '{arg}'")),
         }
     }
-    let Some(dir) = dir else {
-        return usage("no DIR given");
-    };
-    match run(&dir, check) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
-        Err(e) => {
-            eprintln!("pbf-man: error: {e}");
-            ExitCode::from(1)
+    if man.is_none() && completions.is_none() {
+        return usage("no MAN_DIR and no --completions DIR given");
+    }
+    let mut same = true;
+    let mut sets = Vec::new();
+    if let Some(dir) = man {
+        match pbf_man::render_all() {
+            Ok(pages) => sets.push((dir, pages)),
+            Err(e) => {
+                eprintln!("pbf-man: error: {e}");
+                return ExitCode::from(1);
+            }
         }
+    }
+    if let Some(dir) = completions {
+        sets.push((dir, pbf_man::completions::render_all()));
+    }
+    for (dir, files) in sets {
+        match run(&dir, files, check) {
+            Ok(ok) => same &= ok,
+            Err(e) => {
+                eprintln!("pbf-man: error: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    if same {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 
 fn usage(msg: &str) -> ExitCode {
-    eprintln!("pbf-man: {msg}\nUsage: pbf-man [--check] DIR");
+    eprintln!("pbf-man: {msg}\n{USAGE}");
     ExitCode::from(2)
 }
 
-/// Write or compare every page; false when `check` found a difference.
-fn run(dir: &Path, check: bool) -> Result<bool, Box<dyn std::error::Error>> {
+/// Write or compare every file in `dir`; false when `check` found a difference.
+fn run(dir: &Path, files: Vec<(String, String)>, check: bool) -> Result<bool, String> {
     let mut same = true;
-    for (name, page) in pbf_man::render_all()? {
+    for (name, text) in files {
         let path = dir.join(&name);
         let old = std::fs::read_to_string(&path).ok();
-        if old.as_deref() == Some(page.as_str()) {
+        if old.as_deref() == Some(text.as_str()) {
             continue;
         }
         if check {
-            eprintln!(
-                "pbf-man: {} is out of date; run: cargo run -p pbf-man -- man/",
-                path.display()
-            );
+            eprintln!("pbf-man: {} is out of date; run: make man", path.display());
             same = false;
         } else {
-            std::fs::write(&path, page).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
             eprintln!("pbf-man: wrote {}", path.display());
         }
     }

@@ -118,4 +118,5 @@ in
   btrfs-progs = package "btrfs-progs";
   osmctools = package "osmctools";
   e2fsprogs = package "e2fsprogs";
+  bashInteractive = package "bashInteractive";
 }
