@@ -46,7 +46,7 @@ fn files_that_are_not_pbf_are_named() {
     let cases = [
         (&xml, "OSM XML", "osmium cat"),
         (&opl, "OPL text", "osmium cat"),
-        (&bz2, "bzip2-compressed", "osmium cat"),
+        (&bz2, "bzip2-compressed", "bzip2 -dc"),
         (&gz, "gzip-compressed", "gzip -dc"),
         (&o5m, "o5m", "osmium cat"),
     ];
@@ -374,5 +374,149 @@ fn the_dry_run_script_fails_when_the_run_would() {
         );
         let all = fileinfo(&big)["data"]["count"].clone();
         assert_eq!(info["data"]["count"], all, "a part of the output");
+    }
+}
+
+/// Run `command` with bash in `dir`, our tools first on PATH; it must
+/// succeed.
+fn bash_succeeds(command: &str, dir: &Path) {
+    let o = std::process::Command::new("bash")
+        .args(["-o", "pipefail", "-c", command])
+        .current_dir(dir)
+        .env("PATH", tools_path())
+        .output()
+        .expect("bash");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{command}: {err}");
+}
+
+/// The command a not-PBF line gives after `after`, up to `;` or the end.
+fn hinted<'a>(line: &'a str, after: &str) -> &'a str {
+    let from = line.find(after).map(|i| i + after.len());
+    let from = from.unwrap_or_else(|| panic!("no {after:?} in {line}"));
+    let rest = line[from..].trim_end();
+    rest.split(';').next().expect("a command")
+}
+
+/// An empty file, and XML or compressed data on standard input, are no
+/// PBF either: exit 2, and the hint for standard input is a command for a
+/// stream, which works when the stream is put where it says `...`.
+#[test]
+fn empty_files_and_streams_that_are_not_pbf_exit_2_with_a_working_hint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let src = data("unsorted-type-regression.osm.pbf");
+    let out = d.join("out.osm.pbf");
+    // An empty file, named as given, through pbf-index and the driver
+    // (which refuses it before any stage starts).
+    std::fs::write(d.join("empty.osm.pbf"), b"").expect("write");
+    let mut c = bin("pbf-index");
+    c.current_dir(d).arg("empty.osm.pbf");
+    refused(
+        c,
+        &["pbf-index: error: empty.osm.pbf: empty (0 bytes), not a PBF file"],
+    );
+    let mut c = pbf_sort();
+    c.current_dir(d)
+        .args(["empty.osm.pbf", "-o", "out.osm.pbf"]);
+    refused(
+        c,
+        &["pbf-sort: error: empty.osm.pbf: empty (0 bytes), not a PBF file"],
+    );
+    // XML, and bzip2-compressed PBF, on standard input.
+    let xml = d.join("in.osm");
+    osmium_cat(&src, "osm", &xml);
+    let bz2 = d.join("in.osm.pbf.bz2");
+    bash_succeeds(&format!("bzip2 -c {} > in.osm.pbf.bz2", src.display()), d);
+    let cases = [
+        (
+            &xml,
+            "OSM XML",
+            "convert it: ",
+            "... | osmium cat -F xml - -f pbf -o - | ",
+        ),
+        (
+            &bz2,
+            "bzip2-compressed",
+            "decompress it: ",
+            "... | bzip2 -dc | pbf-sort -",
+        ),
+    ];
+    for (input, kind, after, fix) in cases {
+        let bytes = std::fs::read(input).expect("read");
+        // pbf-index - reads standard input when it is a regular file.
+        let mut c = bin("pbf-index");
+        c.arg("-").stdin(std::fs::File::open(input).expect("open"));
+        let index = c.output().expect("pbf-index");
+        let line = String::from_utf8_lossy(&index.stderr).into_owned();
+        assert_eq!(index.status.code(), Some(2), "pbf-index -: {line}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+        let want = format!("pbf-index: error: /dev/stdin: this is {kind}");
+        assert!(line.starts_with(&want) && line.contains(fix), "{line}");
+        assert!(!line.contains("osmium cat /dev/stdin"), "{line}");
+        let mut c = pbf_sort();
+        c.args(["-q", "-", "-o"]).arg(&out);
+        let sort = run_with_input(c, &bytes);
+        let err = String::from_utf8_lossy(&sort.stderr).into_owned();
+        assert_eq!(sort.status.code(), Some(2), "pbf-sort -: {err}");
+        let driver =
+            "pbf-sort: error: index stage 'pbf-index' failed (exit 2); no output was written";
+        assert_eq!(err, format!("{line}{driver}\n"));
+        assert!(!out.exists() && leftovers(d).is_empty());
+        // The hint, with the stream where it says "...".
+        let command = hinted(&line, after)
+            .replacen("...", &format!("cat {}", input.display()), 1)
+            .replace("OUT.osm.pbf", "hinted.osm.pbf");
+        bash_succeeds(&command, d);
+        assert_sorted_like_osmium(&d.join("hinted.osm.pbf"), &[&src], d, &command);
+        std::fs::remove_file(d.join("hinted.osm.pbf")).expect("rm");
+    }
+    // Standard input that is empty.
+    let mut c = pbf_sort();
+    c.args(["-q", "-", "-o"]).arg(&out);
+    let o = run_with_input(c, b"");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("pbf-index: error: /dev/stdin: empty (0 bytes), not a PBF"),
+        "{err}"
+    );
+}
+
+/// PBF compressed by bzip2, gzip, xz or zstd: the hint decompresses it
+/// into `pbf-sort -` (and, were it XML, into osmium), and works as given.
+#[test]
+fn compressed_pbf_is_named_with_the_command_that_decompresses_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let src = data("unsorted-type-regression.osm.pbf");
+    for tool in ["bzip2", "gzip", "xz", "zstd"] {
+        let suffix = match tool {
+            "bzip2" => "bz2",
+            "gzip" => "gz",
+            other => other,
+        };
+        let file = format!("x.osm.pbf.{suffix}");
+        bash_succeeds(&format!("{tool} -c < {} > {file}", src.display()), d);
+        let mut c = pbf_sort();
+        c.current_dir(d).args([&file, "-o", "out.osm.pbf"]);
+        let o = c.output().expect("run");
+        let line = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{line}");
+        assert_eq!(line.lines().count(), 1, "{line}");
+        let pbf = format!("if it holds PBF, decompress it: {tool} -dc {file} | pbf-sort - -o OUT");
+        let xml = format!("if OSM XML: {tool} -dc {file} | osmium cat -F xml - -f pbf -o - |");
+        for want in [
+            &format!("{file}: this is {tool}-compressed data, not PBF"),
+            &pbf,
+            &xml,
+        ] {
+            assert!(line.contains(want.as_str()), "lacks {want:?}: {line}");
+        }
+        let command = hinted(&line, "decompress it: ").replace("OUT.osm.pbf", "hinted.osm.pbf");
+        bash_succeeds(&command, d);
+        assert_sorted_like_osmium(&d.join("hinted.osm.pbf"), &[&src], d, &command);
+        std::fs::remove_file(d.join("hinted.osm.pbf")).expect("rm");
+        assert!(!d.join("out.osm.pbf").exists());
     }
 }

@@ -146,7 +146,9 @@ pub fn decode_header(data: &[u8]) -> Result<Header> {
 
 /// Read a file's OSMHeader from the first of its `frames` (a walk of `file`
 /// from offset 0): that frame and the decoded header. An empty file, or one
-/// whose first blob is not an OSMHeader, is not a PBF file.
+/// whose first bytes say it is of another kind ([`crate::sniff`]), is not
+/// a PBF file ([`ErrorKind::NotPbf`]); one whose first blob is not an
+/// OSMHeader is malformed.
 pub fn read_file_header(
     file: &PbfFile,
     frames: &mut impl Iterator<Item = Result<FrameHeader>>,
@@ -154,7 +156,10 @@ pub fn read_file_header(
     let path = file.path();
     let first = match frames.next() {
         Some(r) => r.map_err(|e| not_pbf(file).unwrap_or(e))?,
-        None => return Err(Error::malformed("empty file, not a PBF file").in_file(path)),
+        None => {
+            let empty = "empty (0 bytes), not a PBF file: nothing to sort";
+            return Err(Error::new(ErrorKind::NotPbf(empty.to_owned())).in_file(path));
+        }
     };
     if first.blob_type != BlobType::OsmHeader {
         if let Some(e) = not_pbf(file) {

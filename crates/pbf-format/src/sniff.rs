@@ -31,24 +31,60 @@ impl NotPbf {
     }
 }
 
-/// One line for a file `name` of this kind: what it is, and how to get a
-/// PBF from it (osmium reads XML, OPL and o5m, plain or compressed).
+/// One line for an input `name` of this kind: what it is, and how to get a
+/// PBF from it, as a command to paste. osmium converts XML, OPL and o5m
+/// (told the format with `-F`, so the name's suffix does not matter); a
+/// compressed input is decompressed first, into `pbf-sort -` when it holds
+/// PBF, else into osmium (which reads no xz or zstd). Standard input (`-`
+/// or `/dev/stdin`) is a stream the tool has read: the command starts with
+/// `... |`, the place of whatever wrote it.
 pub fn advice(kind: NotPbf, name: &str) -> String {
-    let osmium = format!("osmium cat {name} -f pbf -o - | pbf-sort - -o OUT.osm.pbf");
-    let tool = match kind {
-        NotPbf::Compressed("gzip") => Some("gzip"),
-        NotPbf::Compressed("xz") => Some("xz"),
-        NotPbf::Compressed("zstd") => Some("zstd"),
-        _ => None,
+    let stream = name == "-" || name == "/dev/stdin";
+    // What reads the input: NAME as an argument, or a pipe from "...".
+    let (from, arg) = if stream {
+        ("... | ".to_owned(), "-".to_owned())
+    } else {
+        (String::new(), shell_word(name))
     };
-    let how = match tool {
-        Some(t) => format!(
-            "if it holds PBF, decompress it: {t} -dc {name} | pbf-sort - -o OUT.osm.pbf; \
-             if OSM XML: {osmium}"
-        ),
-        None => format!("convert it: {osmium}"),
+    let sort = "pbf-sort - -o OUT.osm.pbf";
+    // osmium's name of the format (its -F).
+    let convert = |format: &str| {
+        format!("convert it: {from}osmium cat -F {format} {arg} -f pbf -o - | {sort}")
+    };
+    let how = match kind {
+        NotPbf::Xml => convert("xml"),
+        NotPbf::Opl => convert("opl"),
+        NotPbf::O5m => convert("o5m"),
+        NotPbf::Compressed(tool) => {
+            let unpack = if stream {
+                format!("{from}{tool} -dc")
+            } else {
+                format!("{tool} -dc {arg}")
+            };
+            format!(
+                "if it holds PBF, decompress it: {unpack} | {sort}; \
+                 if OSM XML: {unpack} | osmium cat -F xml - -f pbf -o - | {sort}"
+            )
+        }
     };
     format!("this is {}, not PBF: {how}", kind.describe())
+}
+
+/// `name` as one word of a shell command line that no command takes for
+/// an option: as it is when it holds only characters no shell treats
+/// specially, else in single quotes; `./` before a leading `-`.
+fn shell_word(name: &str) -> String {
+    let name = if name.starts_with('-') {
+        format!("./{name}")
+    } else {
+        name.to_owned()
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./+,:@%=".contains(c);
+    if !name.is_empty() && name.chars().all(plain) {
+        name
+    } else {
+        format!("'{}'", name.replace('\'', "'\\''"))
+    }
 }
 
 /// The kind of file that starts with `head` (its first [`SNIFF_LEN`] bytes,
@@ -99,5 +135,30 @@ mod tests {
         for (head, want) in cases {
             assert_eq!(identify(head), want, "{head:?}");
         }
+    }
+
+    #[test]
+    fn advice_is_a_command_for_a_file_or_for_a_stream() {
+        let bz2 = NotPbf::Compressed("bzip2");
+        assert_eq!(
+            advice(bz2, "x.osm.pbf.bz2"),
+            "this is bzip2-compressed data, not PBF: if it holds PBF, decompress it: \
+             bzip2 -dc x.osm.pbf.bz2 | pbf-sort - -o OUT.osm.pbf; if OSM XML: bzip2 -dc \
+             x.osm.pbf.bz2 | osmium cat -F xml - -f pbf -o - | pbf-sort - -o OUT.osm.pbf"
+        );
+        assert_eq!(
+            advice(NotPbf::Xml, "/dev/stdin"),
+            "this is OSM XML, not PBF: convert it: ... | osmium cat -F xml - -f pbf -o - | \
+             pbf-sort - -o OUT.osm.pbf"
+        );
+        assert_eq!(
+            advice(NotPbf::Compressed("zstd"), "-"),
+            "this is zstd-compressed data, not PBF: if it holds PBF, decompress it: ... | \
+             zstd -dc | pbf-sort - -o OUT.osm.pbf; if OSM XML: ... | zstd -dc | osmium cat \
+             -F xml - -f pbf -o - | pbf-sort - -o OUT.osm.pbf"
+        );
+        assert!(advice(NotPbf::Opl, "my data/a.opl").contains("-F opl 'my data/a.opl' -f"));
+        assert!(advice(NotPbf::O5m, "-x.o5m").contains("-F o5m ./-x.o5m -f"));
+        assert!(advice(NotPbf::Xml, "it's.osm").contains(r"'it'\''s.osm'"));
     }
 }

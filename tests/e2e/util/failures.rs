@@ -26,7 +26,7 @@ pub fn is_stage_failure(line: &str) -> bool {
 /// offset; anything else fails with exit 1. Returns the root-cause line.
 pub fn check_clean_failure(what: &str, o: &Outcome, file: &str, offset: bool) -> String {
     let err = &o.stderr;
-    let not_pbf = err.contains(", not PBF: ");
+    let not_pbf = err.contains(", not PBF: ") || err.contains(", not a PBF file");
     assert_eq!(
         o.status.code(),
         Some(if not_pbf { 2 } else { 1 }),

@@ -129,9 +129,9 @@ pub fn command() -> Command {
                 .help(
                     "Check that every FILE is a PBF file at all, and exit: 0 when each starts like \
                      one, 2 with one line naming the first that does not and what it is (OSM XML, \
-                     OPL, o5m, compressed) or why it cannot be read; no index is written. Damage \
-                     inside a PBF file is found by indexing it (pbf-sort checks its inputs this \
-                     way before it starts a stage)",
+                     OPL, o5m, compressed, empty) or why it cannot be read; no index is written. \
+                     Damage inside a PBF file is found by indexing it (pbf-sort checks its inputs \
+                     this way before it starts a stage)",
                 )
                 .action(ArgAction::SetTrue),
         )
@@ -275,8 +275,9 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
     let serialised = out.serialise_time();
     let path = open_path(path);
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
-    // Standard input keeps its name in messages; a file is named by its path.
-    let file = PbfFile::open(if path == Path::new(STDIN) { path } else { &abs })?;
+    // Messages name the file as given (standard input as /dev/stdin); the
+    // stream records its absolute path, for the later stages to open.
+    let file = PbfFile::open(path)?;
     let mut walk = Walk::new(&file, opts.io);
     if let Some(e) = walk.fallback() {
         if !opts.quiet {
