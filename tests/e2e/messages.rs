@@ -333,3 +333,34 @@ fn indexdata_that_lies_is_named_by_the_merge() {
     )
     .check();
 }
+
+/// A stream pretty-printed by `jq .` is refused at its first line with
+/// the reason and the fix (`jq -c`), which then works.
+#[test]
+fn a_pretty_printed_stream_is_refused_naming_jq_c() {
+    let mut c = bin("pbf-index");
+    c.arg("-q").arg(data("unsorted-type-regression.osm.pbf"));
+    let index = succeeds(c);
+    let mut jq = tool("jq", "jq", "the jq tests");
+    jq.arg(".");
+    let pretty = succeeds_with(jq, &index);
+    assert!(
+        pretty.starts_with(b"{\n"),
+        "jq . spreads records over lines"
+    );
+    let o = run_with_input(bin("pbf-overlap"), &pretty);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(
+            "pbf-overlap: error: <stdin>: line 1: a JSON object that does not end on its line"
+        ) && err.contains("stream records are one JSON object per line (jq -c keeps them so"),
+        "{err}"
+    );
+    let mut jq = tool("jq", "jq", "the jq tests");
+    jq.arg("-c").arg(".");
+    let compact = succeeds_with(jq, &pretty);
+    let plan = succeeds_with(bin("pbf-overlap"), &compact);
+    assert!(plan.ends_with(b"}\n"), "a plan from the jq -c stream");
+}

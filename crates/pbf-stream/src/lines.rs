@@ -280,6 +280,18 @@ struct Probe {
 }
 
 fn explain(line: &[u8], e: serde_json::Error) -> Error {
+    // An object that its line ends inside of, where pretty-printing breaks
+    // a line (after `{`, `[` or `,`): the first line of a record spread
+    // over several (`jq .`, where `jq -c` was meant). A line cut anywhere
+    // else (a writer that died) keeps the parser's word.
+    let text = line.trim_ascii();
+    if e.is_eof() && text.starts_with(b"{") && matches!(text.last(), Some(b'{' | b'[' | b',')) {
+        return Error::invalid(
+            "a JSON object that does not end on its line, as in a pretty-printed stream: \
+             stream records are one JSON object per line (jq -c keeps them so; jq . \
+             spreads each over several)",
+        );
+    }
     if let Ok(p) = serde_json::from_slice::<Probe>(line) {
         if let (Some(s), Some(v)) = (&p.schema, p.version) {
             if v != SCHEMA_VERSION {

@@ -134,6 +134,21 @@ fn index_errors_name_the_line() {
             "line 2: record has no \"type\" field",
         ),
         (vec![], "empty index stream"),
+        (
+            // Pretty-printed (jq .): the first line opens an object.
+            vec!["{".into(), r#"  "type": "source","#.into()],
+            "line 1: a JSON object that does not end on its line, as in a pretty-printed \
+             stream: stream records are one JSON object per line (jq -c keeps them so",
+        ),
+        (
+            vec![source_line(), r#"{"type": "blob","#.into()],
+            "line 2: a JSON object that does not end on its line",
+        ),
+        (
+            // Cut short (a writer that died), not where a line breaks.
+            vec![source_line(), blob_line(0, 10)[..40].into()],
+            "line 2: invalid record: EOF while parsing",
+        ),
     ];
     for (lines, want) in cases {
         let err = read_index(&lines.join("\n")).expect_err(want);
