@@ -109,6 +109,9 @@ fn option_values_are_checked_before_any_stage_also_under_dry_run() {
         // getopt(1)'s words.
         (&["--bogus"], "unrecognized option '--bogus'"),
         (&["-Z"], "invalid option -- 'Z'"),
+        // One output, as for osmium and GNU sort.
+        (&["-o", "other.osm.pbf"], "-o/--output given twice"),
+        (&["--output=-"], "-o/--output given twice"),
     ];
     for (extra, needle) in cases {
         for dry in [false, true] {
@@ -880,4 +883,129 @@ fn a_signal_after_the_output_is_in_place_is_a_success() {
     assert!(st.success(), "SIGINT after the output was in place: {st}");
     assert_sorted_like_osmium(&out, &[&input], d, "SIGINT after the commit");
     assert_no_temporaries(d, "SIGINT after the commit");
+}
+
+/// A program of the run that is not there (a fresh checkout before `make
+/// build`) is named with how to get it, before anything runs: the
+/// toolkit's own by name, a replacement by its command as given.
+#[test]
+fn a_missing_stage_program_is_named_with_how_to_get_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let input = input.to_str().expect("utf-8");
+    let (marker_script, marker) = marker_stage(d);
+    let marker_script = marker_script.to_str().expect("utf-8").to_owned();
+    // A PATH with the toolkit's programs but `missing`, and the system's.
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pbf-index"))
+        .parent()
+        .expect("dir");
+    let run_without = |missing: &str, args: &[&str]| {
+        let tools = d.join(format!("without-{missing}"));
+        std::fs::create_dir_all(&tools).expect("mkdir");
+        for t in [
+            "pbf-index",
+            "pbf-overlap",
+            "pbf-merge",
+            "pbf-copy",
+            "pbf-reflink",
+        ] {
+            if t != missing && !tools.join(t).exists() {
+                std::os::unix::fs::symlink(bin_dir.join(t), tools.join(t)).expect("link");
+            }
+        }
+        let mut c = pbf_sort();
+        c.env("PATH", format!("{}:/usr/bin:/bin", tools.display()))
+            .env("PBF_SORT_INDEX", &marker_script)
+            .args(args);
+        run(c)
+    };
+    let out = d.join("o.osm.pbf");
+    let out = out.to_str().expect("utf-8");
+    for missing in ["pbf-index", "pbf-merge", "pbf-copy", "pbf-reflink"] {
+        for args in [
+            &["-q", input, "-o", out][..],
+            &["--dry-run", "-j", "2", input, "-o", out],
+        ] {
+            let o = run_without(missing, args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{missing} {args:?}: {err}");
+            assert_eq!(
+                err,
+                format!(
+                    "pbf-sort: error: {missing} not found beside the driver or on PATH; build the \
+                     toolkit (make build, then put target/release on PATH, or make install) or \
+                     install the Nix package\n"
+                ),
+                "{args:?}"
+            );
+            assert!(!marker.exists(), "{missing}: a stage ran");
+        }
+    }
+    let o = run_without("pbf-index", &["--version"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("pbf-index not found beside the driver"));
+    // A replacement's command, named as given, before the toolkit asks
+    // about the inputs.
+    let o = run_without(
+        "none",
+        &["--overlap-cmd", "./my-planner -x", input, "-o", out],
+    );
+    assert_eq!(
+        stderr(&o),
+        "pbf-sort: error: planning stage './my-planner -x': ./my-planner: command not found \
+         (see 'pbf-sort --help')\n"
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!marker.exists() && entries(d).iter().all(|e| !e.starts_with(".pbf-sort")));
+}
+
+/// Without -o, the message says how to write to standard output, and
+/// that a file the shell made for `>` is left empty.
+#[test]
+fn no_output_names_o_dash_and_the_file_the_shell_made() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("unsorted-vex.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg(&input).stdout(Stdio::piped());
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "pbf-sort: error: no output given (-o OUTPUT, or -o - for standard output) (see \
+         'pbf-sort --help')\n"
+    );
+    // pbf-sort in.osm.pbf > out.osm.pbf
+    let shell_made = dir.path().join("out.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg(&input)
+        .stdout(std::fs::File::create(&shell_made).expect("create"));
+    let o = c.output().expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "pbf-sort: error: no output given (-o OUTPUT, or -o - for standard output: the shell's \
+         '>' made that file, left empty) (see 'pbf-sort --help')\n"
+    );
+    assert_eq!(std::fs::metadata(&shell_made).expect("meta").len(), 0);
+    // As it says: -o - writes the sorted file to standard output.
+    let want = dir.path().join("want.osm.pbf");
+    sort_ok(
+        &[
+            "-q",
+            input.to_str().expect("utf-8"),
+            "-o",
+            want.to_str().expect("utf-8"),
+        ],
+        "-o FILE",
+    );
+    let mut c = pbf_sort();
+    c.args(["-q", "-o", "-"])
+        .arg(&input)
+        .stdout(std::fs::File::create(&shell_made).expect("create"));
+    assert!(c.status().expect("run").success());
+    assert_eq!(
+        std::fs::read(&shell_made).expect("read"),
+        std::fs::read(&want).expect("read")
+    );
 }
