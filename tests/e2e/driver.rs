@@ -1009,3 +1009,91 @@ fn no_output_names_o_dash_and_the_file_the_shell_made() {
         std::fs::read(&want).expect("read")
     );
 }
+
+/// The scripts of pbf-sort(1)'s "Replacing a stage", as the page prints
+/// them: every `.EX` block that starts with `#!/bin/sh`, in order.
+fn documented_scripts() -> Vec<String> {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("man/pbf-sort.1"))
+            .expect("man/pbf-sort.1");
+    let unroff = |l: &str| {
+        l.replace("\\-", "-")
+            .replace("\\(aq", "'")
+            .replace("\\(dq", "\"")
+            .replace("\\e", "\\")
+    };
+    page.split(".EX\n")
+        .skip(1)
+        .filter_map(|block| {
+            let block = block.split(".EE\n").next().expect("an .EE");
+            block
+                .starts_with("#!/bin/sh\n")
+                .then(|| block.lines().map(unroff).collect::<Vec<_>>().join("\n") + "\n")
+        })
+        .collect()
+}
+
+/// The replacement contract as pbf-sort(1) shows it: a command that is not
+/// a stage fails on the stage's arguments, and the page's two scripts (a
+/// wrapper that passes them on, a filter before the planner) run through
+/// the driver into the output the default stages make.
+#[test]
+fn the_documented_replacement_scripts_run_and_sort_like_the_default() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let default = d.join("default.osm.pbf");
+    let mut c = pbf_sort();
+    c.arg("-q").arg(&input).arg("-o").arg(&default);
+    succeeds(c);
+    // A command that does not take the stage's arguments.
+    let err = sort_exits(
+        &["--merge-cmd", "jq -c ."],
+        &input,
+        &d.join("jq.osm.pbf"),
+        2,
+    );
+    assert!(err.starts_with("jq: Unknown option --spool"), "{err}");
+    assert!(
+        err.ends_with(
+            "pbf-sort: error: merge stage 'jq -c .' failed (exit 2); no output was written\n"
+        ),
+        "{err}"
+    );
+    let scripts = documented_scripts();
+    assert_eq!(scripts.len(), 2, "{scripts:?}");
+    assert!(
+        scripts[0].contains("exec pbf-merge \"$@\""),
+        "{}",
+        scripts[0]
+    );
+    assert!(
+        scripts[1].contains("| exec pbf-overlap \"$@\""),
+        "{}",
+        scripts[1]
+    );
+    write_script(&d.join("my-merge"), &scripts[0]);
+    write_script(&d.join("no-lookahead"), &scripts[1]);
+    // The page's command line, in the directory of the scripts.
+    let mut c = pbf_sort();
+    c.current_dir(d)
+        .args([
+            "-q",
+            "--merge-cmd",
+            "./my-merge",
+            "--overlap-cmd",
+            "./no-lookahead",
+        ])
+        .arg(&input)
+        .args(["-o", "out.osm.pbf"]);
+    let o = run(c);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.starts_with("my-merge: pbf-merge -q --spool "), "{err}");
+    assert_eq!(
+        std::fs::read(d.join("out.osm.pbf")).expect("read"),
+        std::fs::read(&default).expect("read"),
+        "not the default run's output"
+    );
+    assert_no_temporaries(d, "replaced stages");
+}
