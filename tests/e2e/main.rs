@@ -23,5 +23,6 @@ mod soak;
 mod sort;
 mod spools;
 mod streams;
+mod terminal;
 mod ties;
 mod trust;

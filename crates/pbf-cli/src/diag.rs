@@ -4,12 +4,16 @@
 //! at `$COLUMNS` or 80 columns) or `--no-progress` or `-q` turns them off.
 //! A bar fits its line: the message is elided, and the bar takes what is left.
 
+use std::fmt;
 use std::io::{self, IsTerminal, Write};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
+use indicatif::{
+    HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle, TermLike,
+};
 
 /// The help texts of `-v` and `-q`, which differ from tool to tool.
 #[derive(Clone, Copy, Debug)]
@@ -81,11 +85,6 @@ impl Bars {
             Bars::Auto
         }
     }
-
-    /// Never when `hide` (another stage draws), else as it is.
-    pub fn unless(self, hide: bool) -> Bars {
-        if hide { Bars::Never } else { self }
-    }
 }
 
 /// Widest message before the bar; longer ones are elided in the middle.
@@ -103,49 +102,78 @@ pub fn set_message(bar: &ProgressBar, text: &str) {
 /// The template of a bar that fits `width` columns, and the width its
 /// message gets (0: no message). The byte counts take up to 21 columns
 /// ("298.65 MiB/954.85 MiB"), the eta 8, brackets and spaces 4, and the bar
-/// itself at least 8; on narrower lines the eta goes, then the message.
+/// itself at least 8; on narrower lines the eta goes, then the byte counts
+/// give way to a percentage (4 columns), then the message.
 fn layout(width: usize) -> (&'static str, usize) {
     const FIXED: usize = 21 + 4 + 8;
+    const NARROW: usize = 4 + 4 + 8;
     const MIN_MESSAGE: usize = 10;
     if width >= FIXED + 8 + MIN_MESSAGE {
         let msg = MESSAGE_WIDTH.min(width - FIXED - 8);
-        ("{msg} [{wide_bar}] {bytes}/{total_bytes} eta {eta}", msg)
+        ("{msg} [{wide_bar}] {bytes}/{total_bytes}{eta}", msg)
     } else if width >= FIXED + MIN_MESSAGE {
         ("{msg} [{wide_bar}] {bytes}/{total_bytes}", width - FIXED)
+    } else if width >= NARROW + MIN_MESSAGE {
+        ("{msg} [{wide_bar}] {percent:>3}%", width - NARROW)
     } else {
-        ("[{wide_bar}] {bytes}/{total_bytes}", 0)
+        ("[{wide_bar}] {percent:>3}%", 0)
     }
 }
 
 /// A byte-count progress bar on stderr as `bars` says; otherwise a hidden
-/// bar that costs nothing.
+/// bar that costs nothing. It is drawn on the [`Screen`] line, which one
+/// process of a pipeline has at a time: the first to draw keeps it until it
+/// exits, so a stage with nothing to show yet should count on a hidden bar
+/// and [`draw`] it once its work starts.
 pub fn progress(total_bytes: u64, message: &str, bars: Bars) -> ProgressBar {
+    let bar = ProgressBar::hidden();
+    bar.set_length(total_bytes);
+    draw(&bar, message, bars);
+    bar
+}
+
+/// Draw `bar`, hidden until now, from now on as `bars` says, labelled
+/// `message`; it keeps the position it counted while hidden.
+pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
     let terminal = io::stderr().is_terminal();
-    let (target, width) = match bars {
-        Bars::Never => return ProgressBar::hidden(),
-        Bars::Auto if !terminal => return ProgressBar::hidden(),
-        Bars::Auto | Bars::Always if terminal => {
-            let width = console::Term::stderr().size().1;
-            (ProgressDrawTarget::stderr(), width)
-        }
-        Bars::Auto | Bars::Always => {
-            let width = PlainStderr.width();
-            (
-                ProgressDrawTarget::term_like_with_hz(Box::new(PlainStderr), 5),
-                width,
-            )
-        }
-    };
-    let bar = ProgressBar::with_draw_target(Some(total_bytes), target);
-    let (template, message_width) = layout(usize::from(width));
+    match bars {
+        Bars::Never => return,
+        Bars::Auto if !terminal => return,
+        Bars::Auto | Bars::Always => {}
+    }
+    let screen = Screen::new(terminal);
+    let (template, message_width) = layout(usize::from(screen.width()));
     MESSAGE_COLS.store(message_width, Ordering::Relaxed);
     let style = ProgressStyle::with_template(template)
         .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key("eta", eta)
         .progress_chars("=> ");
     bar.set_style(style);
     bar.set_message(elide(message, message_width));
+    bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(screen), 5));
     bar.enable_steady_tick(Duration::from_millis(200));
-    bar
+}
+
+/// Time and share of the work after which an estimate means something: the
+/// first seconds of a merge read the plan, and their rate says nothing of
+/// the rest.
+const ETA_AFTER: Duration = Duration::from_secs(5);
+const ETA_AFTER_SHARE: f64 = 0.05;
+
+/// The `{eta}` of a bar's template (see [`eta_text`]).
+fn eta(state: &ProgressState, w: &mut dyn fmt::Write) {
+    let len = state.len().unwrap_or(0);
+    if let Some(text) = eta_text(state.elapsed(), state.pos(), len, state.eta()) {
+        let _ = w.write_str(&text);
+    }
+}
+
+/// " eta 3m" for a bar at `pos` of `len` after `elapsed`, or nothing while
+/// an estimate would mean nothing (too early, or done).
+fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<String> {
+    let share = if len == 0 { 0.0 } else { pos as f64 / len as f64 };
+    let meaningful = elapsed >= ETA_AFTER && share >= ETA_AFTER_SHARE && share < 1.0;
+    meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }
 
 /// `text` in at most `width` characters, the middle replaced by `...`.
@@ -160,14 +188,61 @@ pub fn elide(text: &str, width: usize) -> String {
     format!("{head}...{tail}")
 }
 
-/// Stderr that is not a terminal, for `--progress`: ANSI escapes, and the
-/// width from `$COLUMNS` (80 when unset).
+/// The one progress line of a pipeline on stderr. Every stage of a pipeline
+/// shares stderr, so two bars drawn there would overwrite each other's line.
+/// A process draws only while it holds an exclusive `flock` on stderr's file
+/// (opened anew, so the lock is this process's and not the shared open
+/// file's); it takes the lock at its first draw and keeps it until it exits.
+/// A process that cannot have it draws nothing and tries again at its next
+/// draw, so the line passes from stage to stage as each ends. Each frame is
+/// one write, so a diagnostic line (which clears the line first, see
+/// [`crate::warn`]) never lands inside one. Where the lock cannot be taken
+/// at all (a file system without `flock`), the process draws regardless, as
+/// a lone tool would.
 #[derive(Debug)]
-struct PlainStderr;
+struct Screen {
+    terminal: bool,
+    frame: Mutex<Vec<u8>>,
+}
 
-impl PlainStderr {
+/// Whether this process holds the progress line: `None` until it first
+/// asks.
+static LINE: Mutex<Option<Line>> = Mutex::new(None);
+
+#[derive(Debug)]
+enum Line {
+    /// The lock is ours until the process exits (dropping it would
+    /// release it).
+    Held(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>),
+    /// Another process has it.
+    Busy,
+    /// No lock can be had here: draw.
+    Unlockable,
+}
+
+impl Screen {
+    fn new(terminal: bool) -> Screen {
+        Screen {
+            terminal,
+            frame: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Whether this process may draw now (see [`Screen`]).
+    fn owns_line(&self) -> bool {
+        let mut line = LINE.lock().unwrap_or_else(|e| e.into_inner());
+        if !matches!(*line, Some(Line::Held(_) | Line::Unlockable)) {
+            *line = Some(take_line());
+        }
+        matches!(*line, Some(Line::Held(_) | Line::Unlockable))
+    }
+
     fn put(&self, s: &str) -> io::Result<()> {
-        io::stderr().lock().write_all(s.as_bytes())
+        self.frame
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(s.as_bytes());
+        Ok(())
     }
 
     /// Move the cursor `n` cells in the direction of CSI code `dir`.
@@ -180,13 +255,40 @@ impl PlainStderr {
     }
 }
 
-impl TermLike for PlainStderr {
+/// Try for the exclusive lock on stderr's file (see [`Screen`]).
+fn take_line() -> Line {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NOCTTY)
+        .open("/proc/self/fd/2");
+    let Ok(file) = opened else {
+        return Line::Unlockable;
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Line::Held(lock),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Line::Busy,
+        Err(_) => Line::Unlockable,
+    }
+}
+
+impl TermLike for Screen {
+    /// Three columns short of the terminal's: a line that fills the last
+    /// column leaves some terminals waiting to wrap, and the terminal's echo
+    /// of Ctrl-C (`^C`) must fit beside the bar, or it wraps onto a new line
+    /// and the line that is cleared after the interrupt is not the bar's.
     fn width(&self) -> u16 {
-        std::env::var("COLUMNS")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .filter(|&w| w >= 20)
-            .unwrap_or(80)
+        let width = if self.terminal {
+            console::Term::stderr().size().1
+        } else {
+            std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.parse().ok())
+                .filter(|&w| w >= 20)
+                .unwrap_or(80)
+        };
+        width.saturating_sub(3).max(19)
     }
 
     fn move_cursor_up(&self, n: usize) -> io::Result<()> {
@@ -217,8 +319,15 @@ impl TermLike for PlainStderr {
         self.put("\r\x1b[2K")
     }
 
+    /// The end of a frame: written in one piece if the line is ours.
     fn flush(&self) -> io::Result<()> {
-        io::stderr().flush()
+        let frame = std::mem::take(&mut *self.frame.lock().unwrap_or_else(|e| e.into_inner()));
+        if frame.is_empty() || !self.owns_line() {
+            return Ok(());
+        }
+        let mut err = io::stderr().lock();
+        err.write_all(&frame)?;
+        err.flush()
     }
 }
 
@@ -255,24 +364,38 @@ mod tests {
         assert_eq!(bars(&["t", "-q", "--progress"]), Bars::Always);
         assert_eq!(bars(&["t", "--progress", "--no-progress"]), Bars::Never);
         assert_eq!(bars(&["t", "--no-progress", "--progress"]), Bars::Always);
-        assert_eq!(Bars::Always.unless(true), Bars::Never);
     }
 
     #[test]
     fn bars_fit_narrow_lines() {
-        // The widest text besides the bar: message, byte counts, eta.
-        for width in [20, 40, 43, 50, 51, 60, 80, 200] {
+        // The widest text besides the bar: message, counts, eta.
+        for width in [19, 20, 25, 26, 39, 40, 43, 50, 51, 60, 79, 80, 199, 200] {
             let (template, msg) = layout(width);
             let eta = if template.contains("{eta}") { 8 } else { 0 };
-            let text = msg + 21 + 4 + eta;
-            assert!(text + 8 <= width.max(33), "{width}: {template} {msg}");
+            let counts = if template.contains("{bytes}") { 21 } else { 4 };
+            let text = msg + counts + 4 + eta;
+            assert!(text + 8 <= width.max(16), "{width}: {template} {msg}");
             assert!(msg <= MESSAGE_WIDTH);
+            assert_eq!(msg == 0, !template.contains("{msg}"), "{width}");
         }
         assert_eq!(layout(80).1, MESSAGE_WIDTH);
         assert!(
-            layout(50).0.contains("{msg}"),
-            "a 50-column line keeps the message"
+            layout(39).0.contains("{msg}"),
+            "a 40-column terminal keeps the message"
         );
+    }
+
+    #[test]
+    fn an_eta_shows_once_it_means_something() {
+        let s = Duration::from_secs;
+        let eta = s(600);
+        assert_eq!(eta_text(s(1), 50, 100, eta), None, "too early");
+        assert_eq!(eta_text(s(60), 1, 100, eta), None, "too little done");
+        assert_eq!(eta_text(s(60), 100, 100, eta), None, "done");
+        assert_eq!(eta_text(s(60), 0, 0, eta), None, "nothing to do");
+        let text = eta_text(s(5), 5, 100, eta).expect("an eta");
+        assert_eq!(text, " eta 10m");
+        assert!(text.len() <= 8, "the layout leaves 8 columns: {text:?}");
     }
 
     #[test]

@@ -13,7 +13,9 @@ use std::process::ExitCode;
 
 mod diag;
 
-pub use diag::{Bars, VerbosityHelp, elide, progress, progress_args, set_message, verbosity_args};
+pub use diag::{
+    Bars, VerbosityHelp, draw, elide, progress, progress_args, set_message, verbosity_args,
+};
 /// The progress bar type [`progress`] returns.
 pub use indicatif::ProgressBar;
 

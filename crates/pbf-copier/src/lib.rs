@@ -214,10 +214,9 @@ impl Job {
 
 /// The writer's progress bar over the sources' bytes (see
 /// [`pbf_cli::progress`]), drawn from the first op on: a plan record can come
-/// long before its ops (`pbf-overlap --sources`), while pbf-index draws its
-/// own bar. Hidden when the plan has a spool source: a `pbf-merge` upstream
-/// then draws its own bar, which counts the copy ops it passes on too, and two
-/// bars on one terminal line would take turns.
+/// long before its ops (`pbf-overlap --sources`). While a stage upstream
+/// (pbf-index, pbf-merge) still draws, the line is its, and this bar shows
+/// once that stage has ended.
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
     total: u64,
@@ -227,11 +226,10 @@ pub struct Progress {
 
 /// The progress bar of a copier reading `sources`, labelled `message`.
 pub fn progress(sources: &CopySources, message: &'static str, bars: pbf_cli::Bars) -> Progress {
-    let merge_draws = sources.spools().next().is_some();
     Progress {
         total: sources.known_bytes(),
         message,
-        bars: bars.unless(merge_draws),
+        bars,
     }
 }
 

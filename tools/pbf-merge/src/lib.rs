@@ -213,8 +213,6 @@ fn execute<R: io::BufRead + Send + 'static>(
     let plan_sources = reader.header().sources.clone();
     let mut queue = OpQueue::start(reader, pbf_cli::input_name(name));
     let first = queue.next()?;
-    // The bar starts with the ops: a plan record written early comes while
-    // pbf-index still draws its own bar.
     let progress = Progress::new(&plan_sources, pbf_cli::Bars::from_matches(m));
     let spill_dir = match spool.path().parent() {
         Some(d) => d.to_path_buf(),
@@ -331,16 +329,25 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
 /// The progress bar (see [`pbf_cli::progress`]): input bytes of the ops
 /// done out of the sources' sizes. A copy op counts when it passes; a merge
 /// op's input frames count as the engine decodes them, so the bar moves
-/// during a long merge op, and its label says what is happening.
+/// during a long merge op, and its label says what is happening. It is
+/// drawn from the first merge op on: passing copy ops on is not work to
+/// show (the copier shows it), and a plan without merge ops draws nothing.
 struct Progress {
     bar: pbf_cli::ProgressBar,
+    bars: pbf_cli::Bars,
+    drawn: std::sync::Once,
 }
 
 impl Progress {
     fn new(sources: &[SourceRef], bars: pbf_cli::Bars) -> Progress {
         let total = sources.iter().filter(|s| !s.spool).map(|s| s.size).sum();
-        let bar = pbf_cli::progress(total, "reading the plan", bars);
-        Progress { bar }
+        let bar = pbf_cli::ProgressBar::hidden();
+        bar.set_length(total);
+        Progress {
+            bar,
+            bars,
+            drawn: std::sync::Once::new(),
+        }
     }
 
     /// The engine's callback: input frames decoded (on decoding threads).
@@ -349,22 +356,19 @@ impl Progress {
         LoadProgress::new(move |bytes| bar.inc(bytes))
     }
 
-    fn copied(&self, op: &CopyOp, totals: &Totals) {
+    fn copied(&self, op: &CopyOp) {
         self.bar.inc(op.length);
-        if totals.merges == 0 {
-            pbf_cli::set_message(&self.bar, "passing copy ops on");
-        }
     }
 
     fn merging(&self, op: &MergeOp, totals: &Totals) {
-        pbf_cli::set_message(
-            &self.bar,
-            &format!(
-                "merging {} of op {}",
-                plural(op.inputs.len() as u64, "blob"),
-                totals.merges + 1
-            ),
+        let message = format!(
+            "merging op {} ({})",
+            totals.merges + 1,
+            plural(op.inputs.len() as u64, "blob")
         );
+        self.drawn
+            .call_once(|| pbf_cli::draw(&self.bar, &message, self.bars));
+        pbf_cli::set_message(&self.bar, &message);
     }
 
     /// A merge op that started at `base` and read `bytes` of frames is
@@ -374,9 +378,9 @@ impl Progress {
         pbf_cli::set_message(
             &self.bar,
             &format!(
-                "merged {} in {}",
-                plural(totals.stats.inputs, "blob"),
-                plural(totals.merges, "op")
+                "merged {} ({})",
+                plural(totals.merges, "op"),
+                plural(totals.stats.inputs, "blob")
             ),
         );
     }
@@ -458,7 +462,7 @@ fn rewrite(
         match op {
             Some(PlanRecord::Copy(c)) => {
                 end.add_copy(&c);
-                progress.copied(&c, &totals);
+                progress.copied(&c);
                 out.write(&PlanRecord::Copy(c))?;
             }
             // A new output header (after an early plan record) comes before

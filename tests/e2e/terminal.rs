@@ -1,0 +1,269 @@
+//! What a user sees in a real terminal: the driver runs in a pseudo-terminal
+//! of 40 or 80 columns (its stdin, stdout and stderr, and its controlling
+//! terminal, as in a shell), and what the stages drew there is rendered by a
+//! terminal emulator (`vt100`). Asserted on every rendered state of the
+//! screen while the run goes on: at most one progress bar, no line wrapped;
+//! and on the screen once the run has ended: no bar left, the error line of
+//! a failure present. A merge-heavy input must show a bar that moves.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::commands::{pbf_sort, wait_at_most};
+use crate::util::files::{concat, data};
+
+/// Rows of the pseudo-terminal.
+const ROWS: u16 = 24;
+
+/// What a run drew: every state of the screen, and how it ended.
+struct Drawn {
+    /// The screen's rows after each piece of output arrived.
+    screens: Vec<Vec<String>>,
+    /// Whether any state showed a bar wrapped onto a second row (a bar
+    /// longer than the terminal's width).
+    wrapped: bool,
+    status: ExitStatus,
+}
+
+impl Drawn {
+    fn last(&self) -> &[String] {
+        self.screens.last().map_or(&[], |s| s.as_slice())
+    }
+
+    /// The most bars any one state of the screen showed.
+    fn most_bars(&self) -> usize {
+        self.screens
+            .iter()
+            .map(|s| s.iter().filter(|r| is_bar(r)).count())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The distinct bar rows drawn, in order.
+    fn bars(&self) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for row in self.screens.iter().flatten().filter(|r| is_bar(r)) {
+            if seen.last() != Some(row) {
+                seen.push(row.clone());
+            }
+        }
+        seen
+    }
+
+    fn show(&self) -> String {
+        self.last().join("\n")
+    }
+}
+
+/// A progress bar's row: brackets around the bar, then counts.
+fn is_bar(row: &str) -> bool {
+    let (Some(open), Some(close)) = (row.find('['), row.rfind(']')) else {
+        return false;
+    };
+    open < close
+        && row[open + 1..close]
+            .chars()
+            .all(|c| matches!(c, '=' | '>' | ' '))
+        && (row.ends_with('%') || row.contains("B/") || row.contains(" eta "))
+}
+
+/// Run `cmd` with a new pseudo-terminal of `cols` columns as its controlling
+/// terminal and standard streams; `interrupt` (once a bar is on the screen)
+/// types Ctrl-C into it. The run must end within two minutes.
+fn in_terminal(mut cmd: Command, cols: u16, interrupt: bool) -> Drawn {
+    let size = nix::pty::Winsize {
+        ws_row: ROWS,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).expect("openpty");
+    let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the terminal"));
+    cmd.stdin(slave(&pty.slave))
+        .stdout(slave(&pty.slave))
+        .stderr(slave(&pty.slave))
+        .env("TERM", "xterm")
+        .env_remove("COLUMNS");
+    // A session of its own with the terminal as its controlling one, so
+    // Ctrl-C reaches the driver and its stages as a shell's job.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()?;
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("start the driver");
+    // The command holds copies of the terminal: only once every one is
+    // closed does reading the master end.
+    drop(cmd);
+    drop(pty.slave);
+    let master = std::fs::File::from(pty.master);
+    let mut typist = master.try_clone().expect("dup the master");
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let mut buf = [0u8; 4096];
+        // Read until every holder of the terminal has closed it (EIO).
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut parser = vt100::Parser::new(
+        ROWS.try_into().expect("rows"),
+        cols.try_into().expect("cols"),
+        0,
+    );
+    let mut drawn = Drawn {
+        screens: Vec::new(),
+        wrapped: false,
+        status: ExitStatus::default(),
+    };
+    let mut typed = false;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while let Ok(bytes) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        parser.process(&bytes);
+        let screen = parser.screen();
+        let rows: Vec<String> = screen.rows(0, cols).collect();
+        // A message may wrap as any text does; a bar must fit its line.
+        drawn.wrapped |= (1..ROWS).any(|r| {
+            let (above, row) = (&rows[usize::from(r - 1)], &rows[usize::from(r)]);
+            screen.row_wrapped(r - 1) && is_bar(&format!("{above}{row}"))
+        });
+        if interrupt && !typed && rows.iter().any(|r| is_bar(r)) {
+            use std::io::Write;
+            typist.write_all(b"\x03").expect("type Ctrl-C");
+            typed = true;
+        }
+        drawn.screens.push(rows);
+    }
+    drawn.status = wait_at_most(&mut child, Duration::from_secs(10));
+    reader.join().expect("reader");
+    drawn
+}
+
+/// `copies` copies of kualalumpur's blobs in one file: every key in every
+/// copy, so each blob overlaps its copies and the whole file is merged.
+fn repeated(dir: &Path, copies: usize) -> PathBuf {
+    let out = dir.join("repeated.osm.pbf");
+    concat(&vec![data("sorted-kualalumpur.osm.pbf"); copies], &out);
+    out
+}
+
+/// The final screen holds no bar and no line a finished stage drew.
+fn assert_clean(d: &Drawn, what: &str) {
+    assert!(
+        !d.last().iter().any(|r| is_bar(r)),
+        "{what}: a bar is left on the screen:\n{}",
+        d.show()
+    );
+    assert!(!d.wrapped, "{what}: a bar wrapped:\n{}", d.show());
+    assert!(
+        d.most_bars() <= 1,
+        "{what}: two bars at once on the screen (bars drawn: {:?})",
+        d.bars()
+    );
+}
+
+#[test]
+fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = repeated(dir.path(), 8);
+    for cols in [40, 80] {
+        let out = dir.path().join(format!("out-{cols}.osm.pbf"));
+        let mut cmd = pbf_sort();
+        cmd.arg(&input).arg("-o").arg(&out);
+        let d = in_terminal(cmd, cols, false);
+        assert!(d.status.success(), "{cols} columns: {:?}\n{}", d.status, d.show());
+        assert_clean(&d, &format!("merge at {cols} columns"));
+        let bars = d.bars();
+        assert!(
+            bars.len() >= 2,
+            "{cols} columns: no moving bar was drawn: {bars:?}"
+        );
+        assert!(
+            bars.iter().any(|b| b.starts_with("merging ")),
+            "{cols} columns: the merge's bar was not shown: {bars:?}"
+        );
+        assert!(
+            bars.iter().all(|b| b.chars().count() + 3 <= usize::from(cols)),
+            "{cols} columns: a bar leaves no room for the echo of Ctrl-C: {bars:?}"
+        );
+        assert!(out.exists(), "{cols} columns: no output");
+    }
+}
+
+#[test]
+fn a_sorted_input_leaves_a_clean_screen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for cols in [40, 80] {
+        let out = dir.path().join(format!("out-{cols}.osm.pbf"));
+        let mut cmd = pbf_sort();
+        cmd.arg(data("sorted-kualalumpur.osm.pbf"))
+            .arg("-o")
+            .arg(&out);
+        let d = in_terminal(cmd, cols, false);
+        assert!(d.status.success(), "{cols} columns: {:?}\n{}", d.status, d.show());
+        assert_clean(&d, &format!("sorted input at {cols} columns"));
+        assert!(
+            d.bars().iter().all(|b| !b.contains("0 B/") || b.starts_with("indexing")),
+            "{cols} columns: a bar that never moved was drawn: {:?}",
+            d.bars()
+        );
+    }
+}
+
+#[test]
+fn a_failure_leaves_its_error_line_and_no_bar() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let whole = repeated(dir.path(), 8);
+    let bytes = std::fs::read(&whole).expect("read");
+    let cut = dir.path().join("cut.osm.pbf");
+    std::fs::write(&cut, &bytes[..bytes.len() * 9 / 10]).expect("write");
+    for cols in [40, 80] {
+        let out = dir.path().join(format!("out-{cols}.osm.pbf"));
+        let mut cmd = pbf_sort();
+        cmd.arg(&cut).arg("-o").arg(&out);
+        let d = in_terminal(cmd, cols, false);
+        assert_eq!(d.status.code(), Some(1), "{cols} columns:\n{}", d.show());
+        assert_clean(&d, &format!("failure at {cols} columns"));
+        let text = d.last().join("\n");
+        assert!(
+            text.contains("pbf-sort: error: index stage"),
+            "{cols} columns: no error line from the driver:\n{text}"
+        );
+        assert!(!out.exists(), "{cols} columns: an output was left");
+    }
+}
+
+#[test]
+fn ctrl_c_leaves_a_clean_screen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = repeated(dir.path(), 8);
+    for cols in [40, 80] {
+        let out = dir.path().join(format!("out-{cols}.osm.pbf"));
+        let mut cmd = pbf_sort();
+        cmd.arg(&input).arg("-o").arg(&out);
+        let d = in_terminal(cmd, cols, true);
+        assert!(
+            !d.status.success(),
+            "{cols} columns: the run was not interrupted"
+        );
+        assert_clean(&d, &format!("Ctrl-C at {cols} columns"));
+        assert!(!out.exists(), "{cols} columns: an output was left");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("read dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".pbf-sort"))
+            .collect();
+        assert!(left.is_empty(), "{cols} columns: left behind: {left:?}");
+    }
+}
