@@ -31,7 +31,8 @@ clippy:
 
 # The shell scripts, listed once: `make lint`, the flake's shellcheck check
 # and tests/nix/check.sh (which requires each in the flake's source) read it.
-SHELLCHECK_FILES := pbf-sort .ci/run .ci/deps .ci/nix-trixie tests/nix/check.sh tests/nix/checkphase.sh \
+SHELLCHECK_FILES := pbf-sort .ci/run .ci/deps .ci/nix-trixie .ci/nix-fresh \
+	tests/nix/check.sh tests/nix/checkphase.sh \
 	bench/common.sh bench/run.sh bench/reflink.sh fuzz/run.sh
 
 shellcheck:

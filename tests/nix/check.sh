@@ -39,6 +39,10 @@ nix_setup() {
         echo "nix-check: no Nix 2.18 or newer (on Debian bookworm: .ci/nix-trixie)" >&2
         return 1
     }
+    # Nix's configuration is the project's own (tests/nix/nix.conf), and its
+    # caches are this run's: nothing of the host's Nix setup reaches it.
+    unset "${!NIX_@}"
+    export NIX_CONF_DIR=$root/tests/nix NIX_USER_CONF_FILES=$root/tests/nix/nix.conf
     # The flake as a user's checkout would present it: tracked and untracked
     # files, nothing ignored (no target/), copied so Nix need not see a git index.
     work=$(mktemp -d)
@@ -46,6 +50,7 @@ nix_setup() {
         while IFS= read -r -d '' f; do [[ -e "$f" ]] && printf '%s\0' "$f"; done |
         tar --null -T - -cf - | tar -xf - -C "$work")
     flake="path:$work"
+    export XDG_CACHE_HOME=$work.cache
 }
 
 # Run nix with the stub packages and the real lib as nixpkgs; its stderr
@@ -65,7 +70,7 @@ nixx() {
 
 cd "$(dirname "$0")/../.."
 nix_setup
-trap 'rm -rf -- "$work" "$work.err"' EXIT
+trap 'rm -rf -- "$work" "$work.err" "$work.cache"' EXIT
 echo "nix-check: $("$NIX" --version), nixpkgs lib at $LIB"
 
 # The tests read the real files in tests/fixtures: complete and unchanged.
