@@ -5,8 +5,9 @@
 //! sources and the output, the loop over the plan's copy ops and header
 //! records (a merge op or a stray record is refused; the plan reader has
 //! checked the ops' order), the output header, which a plan `header` record
-//! can replace before the first op, and finishing: the check of the complete
-//! output (`--check-cmd`), the commit, and removing spools (by default: once
+//! can replace before the first op, and finishing: the last check that no
+//! source changed while it was read, the check of the complete output
+//! (`--check-cmd`), the commit, and removing spools (by default: once
 //! read, on success, failure or signal; `--keep-spools` keeps them). It is
 //! kept out of `pbf-output` so the I/O library depends on no command-line
 //! code.
@@ -361,15 +362,23 @@ pub fn frames_missing(op: &CopyOp, path: &Path) -> anyhow::Error {
     )
 }
 
-/// Commit the output (after `check` passed on it, when given), then remove
-/// the spools (unless `--keep-spools`); returns the output's copy
-/// statistics and length.
+/// Once every byte was read: refuse an output whose sources changed while
+/// they were read; else commit it (after `check` passed on it, when given),
+/// then remove the spools (unless `--keep-spools`). Returns the output's
+/// copy statistics and length.
 pub fn finish(
     name: &str,
     out: OutputFile,
     sources: &mut CopySources,
     check: Option<&str>,
 ) -> Result<(CopyStats, u64)> {
+    if let Err(e) = sources.check_unchanged() {
+        let lost = match out.is_stream() {
+            true => "what went to standard output is not a complete output",
+            false => "the output was not written",
+        };
+        bail!("{e}; {lost}");
+    }
     let (stats, written) = (out.stats(), out.position());
     match check {
         Some(cmd) => {

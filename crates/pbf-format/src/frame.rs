@@ -237,10 +237,11 @@ pub struct PbfFile {
     path: PathBuf,
     size: u64,
     mtime: (i64, u32),
+    ctime: (i64, u32),
 }
 
 impl PbfFile {
-    /// Open a file for reading; its size and mtime are taken now.
+    /// Open a file for reading; its size, mtime and ctime are taken now.
     pub fn open(path: &Path) -> Result<PbfFile> {
         // Check before opening: opening a FIFO blocks until a writer appears.
         if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
@@ -258,11 +259,13 @@ impl PbfFile {
             .in_file(path));
         }
         let mtime = (meta.mtime(), u32::try_from(meta.mtime_nsec()).unwrap_or(0));
+        let ctime = (meta.ctime(), u32::try_from(meta.ctime_nsec()).unwrap_or(0));
         Ok(PbfFile {
             file,
             path: path.to_path_buf(),
             size: meta.len(),
             mtime,
+            ctime,
         })
     }
 
@@ -280,6 +283,12 @@ impl PbfFile {
     /// nanoseconds past them.
     pub fn mtime(&self) -> (i64, u32) {
         self.mtime
+    }
+
+    /// Status change time when opened (moved by every write, which no user
+    /// can set back, unlike the mtime): seconds and nanoseconds.
+    pub fn ctime(&self) -> (i64, u32) {
+        self.ctime
     }
 
     /// The open file.

@@ -1,6 +1,9 @@
 //! The files a plan reads from. Every ordinary source is checked against the
-//! size and mtime the plan recorded before anything is written (a file that
-//! changed since it was indexed would be copied at stale offsets). Spool
+//! size, mtime and ctime the plan recorded before anything is written (a file
+//! that changed since it was indexed would be copied at stale offsets), and
+//! again once everything was read, before the output is put in place
+//! ([`CopySources::check_unchanged`]: a file rewritten in place while it was
+//! read gave bytes part old, part new). Spool
 //! sources are written by `pbf-merge` while the plan streams, so they grow:
 //! each is opened on first use and every range is checked against its size
 //! at the moment it is read.
@@ -16,7 +19,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use pbf_format::frame::BlobType;
-use pbf_stream::{PlanHeader, check_source};
+use pbf_stream::{PlanHeader, SourceRef, check_source, check_unchanged};
 
 use crate::cleanup::{Registration, remove_on_signal};
 use crate::error::{Error, ErrorKind, Result};
@@ -30,6 +33,8 @@ pub struct Source {
     pub path: PathBuf,
     /// A growing spool file written by pbf-merge.
     pub spool: bool,
+    /// The plan's record of it: what it must still be at the end.
+    recorded: SourceRef,
     file: Option<File>,
     /// Ranges read from a spool, for [`CopySources::finish_spools`].
     used: Vec<(u64, u64)>,
@@ -63,6 +68,7 @@ impl CopySources {
                 id: s.id,
                 path: s.path.clone(),
                 spool: s.spool,
+                recorded: s.clone(),
                 file,
                 used: Vec::new(),
                 on_signal: None,
@@ -104,6 +110,19 @@ impl CopySources {
             }
         }
         kept
+    }
+
+    /// Check that no ordinary source changed since it was opened and
+    /// checked: its size, mtime and ctime must still be the plan's. Called
+    /// once every byte was read, before the output is put in place.
+    pub fn check_unchanged(&self) -> Result<()> {
+        for src in self.list.iter().filter(|s| !s.spool) {
+            if let Some(file) = &src.file {
+                check_unchanged(&src.recorded, file)
+                    .map_err(|e| Error::new("", ErrorKind::Stream(e)))?;
+            }
+        }
+        Ok(())
     }
 
     /// Every source path (for refusing an output that is one of them).
@@ -276,7 +295,7 @@ fn only_padding(spool: &pbf_format::frame::PbfFile, start: u64, end: u64) -> boo
 mod tests {
     use super::*;
     use pbf_format::header::Header;
-    use pbf_stream::{SourceRef, mtime};
+    use pbf_stream::{SourceRef, ctime, mtime};
 
     fn plan(sources: Vec<SourceRef>) -> PlanHeader {
         PlanHeader {
@@ -296,6 +315,9 @@ mod tests {
             size: meta.len(),
             mtime: mtime(&meta).0,
             mtime_nsec: mtime(&meta).1,
+            ctime: Some(ctime(&meta).0),
+            ctime_nsec: Some(ctime(&meta).1),
+            given: None,
             spool,
         }
     }
@@ -315,7 +337,14 @@ mod tests {
         std::fs::write(&spool, b"abcdefghijkl").expect("spool grows");
         assert!(s.range(1, 0, 10).is_ok());
         assert_eq!(s.spools().collect::<Vec<_>>(), [spool.as_path()]);
+        s.check_unchanged().expect("nothing changed; a spool grows");
         std::fs::write(&a, b"01234567890").expect("a changes");
+        let err = s.check_unchanged().expect_err("changed while open");
+        assert!(
+            err.to_string()
+                .contains("changed during the run (size 10 -> 11"),
+            "{err}"
+        );
         let err = CopySources::open(&p).expect_err("changed");
         assert!(
             err.to_string().contains("changed since it was indexed"),

@@ -13,7 +13,8 @@
 //! Readers ([`IndexReader`], [`PlanReader`]) validate order, schema and major
 //! version, require the `end` record (a stream that stops without one means an
 //! upstream stage died), ignore unknown fields, and report errors with line
-//! numbers. [`check_source`] verifies that a file is still the one indexed.
+//! numbers. [`check_source`] verifies that a file is still the one indexed, and
+//! [`check_unchanged`] that it did not change while it was read.
 //! Every number is exact in an IEEE double ([`ijson`]), so a stream survives
 //! jq or any other JSON tool a user puts between two stages.
 #![deny(missing_docs)]
@@ -32,4 +33,4 @@ pub use error::{Error, ErrorKind};
 pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_PIECE, PlanReader, StreamTime, Writer};
 pub use pbf_format::ijson;
 pub use records::*;
-pub use source::{check_source, mtime};
+pub use source::{check_source, check_unchanged, ctime, mtime};

@@ -250,6 +250,9 @@ mod tests {
             size: 1000,
             mtime: 0,
             mtime_nsec: 0,
+            ctime: None,
+            ctime_nsec: None,
+            given: None,
             spool: false,
         };
         OrderCheck::new(&[source(0), source(1)])

@@ -106,6 +106,23 @@ pub struct SourceRecord {
     pub mtime: i64,
     /// Modification time when indexed: nanoseconds past `mtime`.
     pub mtime_nsec: u32,
+    /// Status change time when indexed: seconds since the epoch. Every
+    /// write moves it, and no user can set it back (`touch -d` sets the
+    /// mtime, and moves the ctime). Absent in older and hand-written
+    /// streams: only size and mtime are compared then.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ijson::opt_int"
+    )]
+    pub ctime: Option<i64>,
+    /// Status change time when indexed: nanoseconds past `ctime`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctime_nsec: Option<u32>,
+    /// The file as named on pbf-index's command line (`-`: standard
+    /// input), which messages name it by; absent: they name `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<PathBuf>,
     /// The file's OSMHeader.
     pub header: Header,
     /// Keys read ahead: the smallest key of a data frame found near each of
@@ -268,6 +285,20 @@ pub struct SourceRef {
     pub mtime: i64,
     /// Modification time when indexed: nanoseconds past `mtime`.
     pub mtime_nsec: u32,
+    /// Status change time when indexed, as the source record's (optional).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ijson::opt_int"
+    )]
+    pub ctime: Option<i64>,
+    /// Nanoseconds past `ctime` (optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ctime_nsec: Option<u32>,
+    /// The file as named on pbf-index's command line, as the source
+    /// record's (optional): messages name the file so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<PathBuf>,
     /// A spool file written by `pbf-merge` while the plan streams: it grows
     /// until the `end` record, so `size` and the mtime are not checked; every
     /// range is checked against the file's size when it is read instead.

@@ -1,6 +1,16 @@
-//! Source identity: a stream names files by path, size and mtime, and every
-//! consumer re-checks them before reading, so a file that changed since it
-//! was indexed is refused instead of being copied at stale offsets.
+//! Source identity: a stream names files by path, size, mtime and ctime, and
+//! every consumer re-checks them, so a file that changed since it was
+//! indexed is refused instead of being copied at stale offsets: when a
+//! stage opens it ([`check_source`]), and once more when a copier has read
+//! everything and is about to put its output in place ([`check_unchanged`]),
+//! which catches a file rewritten in place while the stages read it.
+//!
+//! The ctime is what makes the check worth having: a rewrite that keeps the
+//! size (`dd conv=notrunc`) and puts the mtime back (`touch -d`) still moves
+//! the ctime, which no user can set. A change of content with no change of
+//! size, mtime or ctime is not seen; the kernel moves the ctime on every
+//! write. Streams without a ctime (older or hand-written ones) are checked
+//! by size and mtime alone.
 
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
@@ -15,33 +25,186 @@ pub fn mtime(meta: &Metadata) -> (i64, u32) {
     (meta.mtime(), nsec)
 }
 
-/// Open a source and check that its size and mtime are those in the stream.
+/// Status change time of a file, as [`mtime`].
+pub fn ctime(meta: &Metadata) -> (i64, u32) {
+    let nsec = u32::try_from(meta.ctime_nsec()).unwrap_or(0);
+    (meta.ctime(), nsec)
+}
+
+impl SourceRef {
+    /// The file as messages name it: as given to pbf-index when the stream
+    /// says, else by its path.
+    pub fn name(&self) -> String {
+        match &self.given {
+            Some(g) if g.as_os_str() == "-" => "standard input".into(),
+            Some(g) => g.display().to_string(),
+            None => self.path.display().to_string(),
+        }
+    }
+}
+
+/// Open a source and check that its size, mtime and ctime (when recorded)
+/// are those in the stream.
 pub fn check_source(src: &SourceRef) -> Result<File, Error> {
     let path = &src.path;
+    let changed =
+        |why: String| Error::new(ErrorKind::SourceChanged(format!("{}: {why}", src.name())));
     // Refuse a FIFO or device before opening it: opening a FIFO blocks until
     // a writer appears, so a plan naming one would hang the stage.
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(Error::new(ErrorKind::SourceChanged(format!(
-            "{}: not a regular file",
-            path.display()
-        ))));
+        return Err(changed("not a regular file".into()));
     }
-    let file = File::open(path).map_err(|e| {
-        Error::new(ErrorKind::SourceChanged(format!(
-            "{}: cannot open: {e}",
-            path.display()
-        )))
-    })?;
-    let meta = file.metadata()?;
-    let (size, (sec, nsec)) = (meta.len(), mtime(&meta));
-    if size != src.size || (sec, nsec) != (src.mtime, src.mtime_nsec) {
-        return Err(Error::new(ErrorKind::SourceChanged(format!(
-            "{}: changed since it was indexed (size {} -> {size}, mtime {}.{:09} -> {sec}.{nsec:09}); re-run pbf-index",
-            path.display(),
-            src.size,
-            src.mtime,
-            src.mtime_nsec
-        ))));
+    let file = File::open(path).map_err(|e| changed(format!("cannot open: {e}")))?;
+    let differs = differences(src, &file.metadata()?);
+    if !differs.is_empty() {
+        return Err(changed(format!(
+            "changed since it was indexed ({}); re-run pbf-index",
+            differs.join(", ")
+        )));
     }
     Ok(file)
+}
+
+/// Check that `file`, the open source `src`, still has the size, mtime and
+/// ctime the stream recorded: after every byte was read from it, before an
+/// output made of those bytes is put in place.
+pub fn check_unchanged(src: &SourceRef, file: &File) -> Result<(), Error> {
+    let differs = differences(src, &file.metadata()?);
+    if differs.is_empty() {
+        return Ok(());
+    }
+    Err(Error::new(ErrorKind::SourceChanged(format!(
+        "{}: changed during the run ({}): what was read of it may be part old, part new",
+        src.name(),
+        differs.join(", ")
+    ))))
+}
+
+/// What differs between the recorded identity and the file's, in words
+/// ("size 10 -> 11", "ctime 1.000000000 -> 2.000000000"); empty when
+/// nothing does. A ctime without nanoseconds compares its seconds.
+fn differences(src: &SourceRef, meta: &Metadata) -> Vec<String> {
+    let mut differs = Vec::new();
+    if meta.len() != src.size {
+        differs.push(format!("size {} -> {}", src.size, meta.len()));
+    }
+    let now = mtime(meta);
+    if now != (src.mtime, src.mtime_nsec) {
+        differs.push(format!(
+            "mtime {} -> {}",
+            time(src.mtime, src.mtime_nsec),
+            time(now.0, now.1)
+        ));
+    }
+    if let Some(sec) = src.ctime {
+        let now = ctime(meta);
+        let nsec = src.ctime_nsec.unwrap_or(now.1);
+        if now != (sec, nsec) {
+            differs.push(format!(
+                "ctime {} -> {}",
+                time(sec, nsec),
+                time(now.0, now.1)
+            ));
+        }
+    }
+    differs
+}
+
+fn time(sec: i64, nsec: u32) -> String {
+    format!("{sec}.{nsec:09}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn recorded(path: &Path, given: Option<&str>) -> SourceRef {
+        let meta = std::fs::metadata(path).expect("meta");
+        SourceRef {
+            id: 0,
+            path: path.to_path_buf(),
+            size: meta.len(),
+            mtime: mtime(&meta).0,
+            mtime_nsec: mtime(&meta).1,
+            ctime: Some(ctime(&meta).0),
+            ctime_nsec: Some(ctime(&meta).1),
+            given: given.map(Into::into),
+            spool: false,
+        }
+    }
+
+    /// Wait until the clock the filesystem stamps files with has moved.
+    fn tick() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    #[test]
+    fn a_rewrite_that_keeps_size_and_mtime_is_seen_by_its_ctime() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("in.osm.pbf");
+        std::fs::write(&path, b"0123456789").expect("write");
+        let src = recorded(&path, Some("in.osm.pbf"));
+        let file = check_source(&src).expect("unchanged");
+        check_unchanged(&src, &file).expect("still unchanged");
+        tick();
+        let mtime_before = std::fs::metadata(&path)
+            .expect("meta")
+            .modified()
+            .expect("mtime");
+        std::fs::write(&path, b"abcdefghij").expect("rewrite");
+        File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(mtime_before))
+            .expect("mtime set back");
+        let err = check_unchanged(&src, &file).expect_err("ctime moved");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("in.osm.pbf: changed during the run (ctime "),
+            "{msg}"
+        );
+        assert!(!msg.contains("size") && !msg.contains("mtime"), "{msg}");
+        let err = check_source(&src).expect_err("changed since indexed");
+        assert!(
+            err.to_string()
+                .contains("changed since it was indexed (ctime"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn every_difference_is_named_and_a_stream_without_ctime_checks_the_rest() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("in.osm.pbf");
+        std::fs::write(&path, b"0123456789").expect("write");
+        let mut src = recorded(&path, Some("-"));
+        let file = File::open(&path).expect("open");
+        tick();
+        std::fs::write(&path, b"01234567890").expect("grow");
+        let msg = check_unchanged(&src, &file)
+            .expect_err("changed")
+            .to_string();
+        assert!(
+            msg.starts_with("standard input: changed during the run (size 10 -> 11, mtime "),
+            "{msg}"
+        );
+        assert!(msg.contains(", ctime "), "{msg}");
+        src = recorded(&path, None);
+        let meta = std::fs::metadata(&path).expect("meta");
+        src.ctime = None;
+        src.ctime_nsec = None;
+        File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(meta.modified().expect("mtime")))
+            .expect("ctime moves, mtime stays");
+        check_unchanged(&src, &file).expect("no ctime recorded: size and mtime agree");
+        src.size = 3;
+        let msg = check_unchanged(&src, &file).expect_err("size").to_string();
+        assert!(
+            msg.starts_with(&format!("{}: changed", path.display())),
+            "{msg}"
+        );
+    }
 }

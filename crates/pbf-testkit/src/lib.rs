@@ -111,6 +111,7 @@ pub fn indexed(path: &Path) -> Indexed {
         }
     }
     let (mtime, mtime_nsec) = file.mtime();
+    let (ctime, ctime_nsec) = file.ctime();
     Indexed {
         source: SourceRef {
             id: 0,
@@ -118,6 +119,9 @@ pub fn indexed(path: &Path) -> Indexed {
             size: file.size(),
             mtime,
             mtime_nsec,
+            ctime: Some(ctime),
+            ctime_nsec: Some(ctime_nsec),
+            given: None,
             spool: false,
         },
         header,

@@ -86,6 +86,9 @@ pub fn plan_header(src: &SourceRecord) -> PlanHeader {
         size: src.size,
         mtime: src.mtime,
         mtime_nsec: src.mtime_nsec,
+        ctime: src.ctime,
+        ctime_nsec: src.ctime_nsec,
+        given: src.given.clone(),
         spool: false,
     };
     pbf_testkit::plan_header(vec![source], &src.header)

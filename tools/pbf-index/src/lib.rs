@@ -273,6 +273,7 @@ fn usable(path: &Path) -> Result<()> {
 fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
     let started = std::time::Instant::now();
     let serialised = out.serialise_time();
+    let given = path;
     let path = open_path(path);
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
     // Messages name the file as given (standard input as /dev/stdin); the
@@ -299,6 +300,9 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         size: file.size(),
         mtime: file.mtime().0,
         mtime_nsec: file.mtime().1,
+        ctime: Some(file.ctime().0),
+        ctime_nsec: Some(file.ctime().1),
+        given: Some(given.to_path_buf()),
         header,
         samples,
     }))?;

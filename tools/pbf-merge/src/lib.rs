@@ -427,6 +427,9 @@ fn forward_plan_record<R: io::BufRead>(
         size: 0,
         mtime: 0,
         mtime_nsec: 0,
+        ctime: None,
+        ctime_nsec: None,
+        given: None,
         spool: true,
     });
     let mut out = Writer::new(pbf_cli::stdout());

@@ -367,6 +367,9 @@ impl Input {
             size: s.size,
             mtime: s.mtime,
             mtime_nsec: s.mtime_nsec,
+            ctime: s.ctime,
+            ctime_nsec: s.ctime_nsec,
+            given: s.given,
             spool: false,
         });
         self.add_header(s.header)
@@ -772,6 +775,9 @@ mod tests {
             size: 100 + 1000 * blobs.len() as u64,
             mtime: 0,
             mtime_nsec: 0,
+            ctime: None,
+            ctime_nsec: None,
+            given: None,
             header,
             samples,
         };

@@ -64,6 +64,9 @@ pub fn source_ref(path: &Path, id: u32) -> SourceRef {
         size: meta.len(),
         mtime: pbf_stream::mtime(&meta).0,
         mtime_nsec: pbf_stream::mtime(&meta).1,
+        ctime: Some(pbf_stream::ctime(&meta).0),
+        ctime_nsec: Some(pbf_stream::ctime(&meta).1),
+        given: None,
         spool: false,
     }
 }
