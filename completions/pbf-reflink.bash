@@ -24,7 +24,7 @@ _pbf__reflink() {
 
     case "${cmd}" in
         pbf__reflink)
-            opts="-o -O -v -q -h -V --output --overwrite --temp-dir --check-cmd --require-reflink --probe --add-indexdata --keep-spools --remove-spools --verbose --quiet --progress --no-progress --help --version"
+            opts="-o -O -v -q -h -V --output --overwrite --temp-dir --check-cmd --require-reflink --probe --add-indexdata --keep-spools --remove-spools --no-space-check --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

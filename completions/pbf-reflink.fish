@@ -8,6 +8,7 @@ complete -c pbf-reflink -l probe -d 'Read no plan: print the block size clones a
 complete -c pbf-reflink -l add-indexdata -d 'Give every data frame a new BlobHeader with pbf-sort indexdata; each frame\'s Blob (not the frame) is then aligned and cloned on its own. osmium, Osmosis and pyosmium read such files; osmconvert 0.9 (osmctools) does not (it reads only BlobHeaders of 11 to 17 bytes)'
 complete -c pbf-reflink -l keep-spools -d 'Keep the plan\'s spool files (written by pbf-merge); by default they are removed once read: after the output is committed, or on an error or signal'
 complete -c pbf-reflink -l remove-spools -d 'Remove the spool files once read (the default; undoes an earlier --keep-spools)'
+complete -c pbf-reflink -l no-space-check -d 'Write even when OUT\'s filesystem reports too little free space for what the plan copies as it is (its copy_bytes, see pbf-stream(5)), for a filesystem that reports free space wrongly; the run then fails with ENOSPC if it really runs out, leaving nothing behind'
 complete -c pbf-reflink -s v -l verbose -d 'Print a summary on stderr: bytes cloned, bytes copied, padding added, time, and the time spent parsing the plan'
 complete -c pbf-reflink -s q -l quiet -d 'No progress bar, no notices and no warnings'
 complete -c pbf-reflink -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'

@@ -342,10 +342,11 @@ fn plan_of(index: &[u8], args: &[&str]) -> Vec<u8> {
 
 /// The records of a plan stream, the plan record's `early` flag apart (and
 /// the `unsorted` and `sorted` records, which only an early plan record can
-/// be followed by).
+/// be followed by, and the `header` record that follows it once planned,
+/// taken into the plan record: it brings the header and `copy_bytes`).
 fn records_but_early(plan: &[u8]) -> (bool, Vec<PlanRecord>) {
     let mut early = false;
-    let records = plan
+    let mut records: Vec<PlanRecord> = plan
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
         .filter(|l| !l.starts_with(br#"{"type":"unsorted""#))
@@ -360,6 +361,11 @@ fn records_but_early(plan: &[u8]) -> (bool, Vec<PlanRecord>) {
             },
         )
         .collect();
+    if let [PlanRecord::Plan(p), PlanRecord::Header(h), ..] = records.as_mut_slice() {
+        p.header = h.header.clone();
+        p.copy_bytes = h.copy_bytes;
+        records.remove(1);
+    }
     (early, records)
 }
 
@@ -396,7 +402,23 @@ fn sources_writes_the_plan_record_once_the_first_blobs_are_in_order() {
     let (flagged, plan) = records_but_early(early.as_bytes());
     assert!(flagged, "the early plan record says so: {early}");
     let (_, whole) = records_but_early(&plan_of(&index, &[]));
-    assert_eq!(plan[..], whole[..1], "the same plan record");
+    let PlanRecord::Plan(planned) = &whole[0] else {
+        panic!("no plan record: {whole:?}");
+    };
+    assert!(
+        planned.copy_bytes.is_some(),
+        "a plan record made after planning has copy_bytes"
+    );
+    // The early record cannot know what the plan copies yet.
+    let unplanned = PlanHeader {
+        copy_bytes: None,
+        ..planned.clone()
+    };
+    assert_eq!(
+        plan[..],
+        [PlanRecord::Plan(unplanned)],
+        "the same plan record"
+    );
 }
 
 /// After the early plan record, `pbf-overlap --sources` says how far the

@@ -22,6 +22,7 @@ mod reflink;
 mod rewritten;
 mod soak;
 mod sort;
+mod space;
 mod spools;
 mod streams;
 mod terminal;

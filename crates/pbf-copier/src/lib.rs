@@ -23,7 +23,7 @@ use std::process::{Command as Process, Stdio};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
-use pbf_stream::{CopyOp, PlanReader, PlanRecord, SortedThrough};
+use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
 use pbf_output::{CopySources, CopyStats, OutputFile, OutputOptions, frames};
 
@@ -89,8 +89,8 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
     )
 }
 
-/// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`, `-v`,
-/// `-q`, `--progress` and `--no-progress` options.
+/// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`,
+/// `--no-space-check`, `-v`, `-q`, `--progress` and `--no-progress` options.
 pub fn write_args(cmd: Command, help: &Help) -> Command {
     let cmd = cmd.arg(
         Arg::new("add-indexdata")
@@ -115,6 +115,17 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
             .overrides_with("keep-spools")
             .action(ArgAction::SetTrue),
     )
+    .arg(
+        Arg::new("no-space-check")
+            .long("no-space-check")
+            .help(
+                "Write even when OUT's filesystem reports too little free space for what the \
+                 plan copies as it is (its copy_bytes, see pbf-stream(5)), for a filesystem \
+                 that reports free space wrongly; the run then fails with ENOSPC if it really \
+                 runs out, leaving nothing behind",
+            )
+            .action(ArgAction::SetTrue),
+    )
     ;
     let verbosity = pbf_cli::VerbosityHelp {
         verbose: help.verbose,
@@ -130,6 +141,8 @@ pub struct Options {
     pub add_indexdata: bool,
     /// `--keep-spools` (and not a later `--remove-spools`).
     pub keep_spools: bool,
+    /// Not `--no-space-check`: refuse an output its filesystem cannot hold.
+    pub space_check: bool,
     /// `-v`.
     pub verbose: bool,
     /// `-q`.
@@ -145,6 +158,7 @@ impl Options {
         Options {
             add_indexdata: m.get_flag("add-indexdata"),
             keep_spools: m.get_flag("keep-spools"),
+            space_check: !m.get_flag("no-space-check"),
             verbose: m.get_flag("verbose"),
             quiet: m.get_flag("quiet"),
             bars: pbf_cli::Bars::from_matches(m),
@@ -237,9 +251,9 @@ pub fn progress(sources: &CopySources, message: &'static str, bars: pbf_cli::Bar
 /// A record of the plan that a copier acts on.
 #[derive(Clone, Copy, Debug)]
 pub enum Step<'a> {
-    /// A `header` record: the output header is this one instead (only
-    /// before the first op).
-    Header(&'a Header),
+    /// A `header` record: the output header is this one instead, and the
+    /// plan's `copy_bytes` when it has them (only before the first op).
+    Header(&'a OutputHeader),
     /// A copy op.
     Copy(&'a CopyOp),
     /// An `unsorted` record: a copy ahead on the early plan record's guess
@@ -273,7 +287,7 @@ pub fn for_each_copy(
                 ops += 1;
                 bar.inc(op.length);
             }
-            PlanRecord::Header(h) => each(Step::Header(&h.header), line)?,
+            PlanRecord::Header(h) => each(Step::Header(&h), line)?,
             PlanRecord::Unsorted(_) => each(Step::Unsorted, line)?,
             PlanRecord::Sorted(s) => each(Step::Sorted(s), line)?,
             PlanRecord::Merge(_) => return Err(merges_left(plan, plan_name, line)),
@@ -307,6 +321,17 @@ impl OutputHead {
         }
     }
 
+    /// Unless `--no-space-check`: refuse an output whose filesystem cannot
+    /// hold this header and `copied` bytes more (what the copier writes as
+    /// it is of the plan's `copy_bytes`), before it writes them.
+    pub fn check_room(&self, out: &OutputFile, copied: u64, opts: Options) -> Result<()> {
+        if opts.space_check {
+            let header = frames::header_frame(&self.header)?.len() as u64;
+            out.check_room(header + copied)?;
+        }
+        Ok(())
+    }
+
     /// Write the header unless it is written already.
     pub fn write(&mut self, out: &mut OutputFile) -> Result<()> {
         if !self.written {
@@ -316,8 +341,18 @@ impl OutputHead {
         Ok(())
     }
 
-    /// Take `header` instead; an output that holds the old one starts over.
+    /// True when `header` is the one this writes (a plan `header` record
+    /// that only brings `copy_bytes` changes nothing).
+    pub fn is(&self, header: &Header) -> bool {
+        self.header == *header
+    }
+
+    /// Take `header` instead; an output that holds the old one starts over
+    /// (unless it is the same header).
     pub fn replace(&mut self, header: &Header, out: &mut OutputFile) -> Result<()> {
+        if self.is(header) {
+            return Ok(());
+        }
         self.header = header.clone();
         if self.written {
             out.restart()?;

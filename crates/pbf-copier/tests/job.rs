@@ -64,8 +64,8 @@ fn copy(args: &[&str]) -> anyhow::Result<Vec<Seen>> {
     let ops = for_each_copy(&mut job.plan, &job.plan_name, bar, |step, _line| {
         match step {
             Step::Header(h) => {
-                seen.push(Seen::Header(h.writingprogram.clone()));
-                return head.replace(h, out);
+                seen.push(Seen::Header(h.header.writingprogram.clone()));
+                return head.replace(&h.header, out);
             }
             Step::Unsorted => seen.push(Seen::Unsorted),
             Step::Sorted(s) => seen.push(Seen::Sorted(s.through)),
@@ -153,7 +153,10 @@ fn records_reach_the_copier_in_plan_order_and_a_header_record_starts_over() {
                 source: 0,
                 through: 100,
             }),
-            PlanRecord::Header(OutputHeader { header }),
+            PlanRecord::Header(OutputHeader {
+                header,
+                copy_bytes: None,
+            }),
             PlanRecord::Unsorted(Unsorted {}),
         ],
         true,

@@ -130,6 +130,10 @@ pub fn command() -> Command {
             ValueHint::DirPath,
             "Where the spool goes [default: the output's directory]",
         ))
+        .arg(flag(
+            "no-space-check",
+            "Write even where the filesystem reports too little free space",
+        ))
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
         .arg(flag(
             "check",

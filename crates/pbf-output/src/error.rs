@@ -36,6 +36,14 @@ pub enum ErrorKind {
     Format(pbf_format::Error),
     /// A plan source is not the file that was indexed.
     Stream(pbf_stream::Error),
+    /// The output's filesystem cannot hold what the plan copies (the
+    /// context names its directory).
+    NoSpace {
+        /// Bytes the output still needs at least.
+        needed: u64,
+        /// Bytes free there.
+        free: u64,
+    },
     /// Anything else, explained in words.
     Invalid(String),
 }
@@ -100,6 +108,11 @@ impl fmt::Display for Error {
             ),
             ErrorKind::Format(e) => write!(f, "{e}"),
             ErrorKind::Stream(e) => write!(f, "{e}"),
+            ErrorKind::NoSpace { needed, free } => write!(
+                f,
+                "not enough free space: the output needs at least {needed} bytes more on this \
+                 filesystem, which has {free} bytes free (--no-space-check writes anyway)"
+            ),
             ErrorKind::Invalid(m) => write!(f, "{m}"),
         }
     }

@@ -209,6 +209,43 @@ impl OutputFile {
         self.stats
     }
 
+    /// Refuse an output that cannot fit: it will hold at least `total`
+    /// bytes (its header and what a plan copies as it is), and what the
+    /// file holds already took its space, so the rest must be free on its
+    /// filesystem (`f_bavail * f_frsize`, what an unprivileged writer may
+    /// use). The error names the directory as given. A stream is checked
+    /// only when it is a regular file; a pipe or terminal takes any size.
+    pub fn check_room(&self, total: u64) -> Result<()> {
+        let stat =
+            |what: &str, e: nix::Error| Error::io(format!("{}: {what}", self.name), e.into());
+        let (file, held) = match &self.target {
+            Target::Temp { temp, .. } => {
+                let meta = temp
+                    .file()
+                    .metadata()
+                    .map_err(|e| Error::io(&self.name, e))?;
+                (temp.file(), meta.blocks().saturating_mul(512))
+            }
+            Target::Stream(s) if s.file.metadata().is_ok_and(|m| m.is_file()) => {
+                (&s.file, self.pos)
+            }
+            Target::Stream(_) => return Ok(()),
+        };
+        // Free space first: a copy ahead still writing only makes `held`
+        // larger, so the need is never overstated.
+        let vfs = nix::sys::statvfs::fstatvfs(file).map_err(|e| stat("statvfs", e))?;
+        let free = (vfs.blocks_available() as u64).saturating_mul(vfs.fragment_size() as u64);
+        let needed = total.saturating_sub(held);
+        if needed <= free {
+            return Ok(());
+        }
+        let dir = match self.temp_dir() {
+            Some(d) => d.display().to_string(),
+            None => self.name.clone(),
+        };
+        Err(Error::new(dir, ErrorKind::NoSpace { needed, free }))
+    }
+
     /// Record `len` bytes written at [`OutputFile::position`] through
     /// [`OutputFile::file`] by the caller (e.g. a clone), counted as kernel bytes.
     pub fn advance(&mut self, len: u64) {
@@ -683,6 +720,41 @@ mod tests {
             };
             assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn check_room_counts_what_the_file_holds_and_names_the_directory() {
+        let dir = tempfile::tempdir().expect("dir");
+        let out = dir.path().join("out.pbf");
+        let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
+        o.check_room(0).expect("nothing needed");
+        let err = o
+            .check_room(u64::MAX)
+            .expect_err("no filesystem is that big");
+        let ErrorKind::NoSpace { needed, free } = *err.kind() else {
+            panic!("{err}");
+        };
+        assert!(needed == u64::MAX && free < needed, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!("{}: not enough free space", dir.path().display())),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("{needed} bytes more"))
+                && msg.contains(&format!("{free} bytes free")),
+            "{msg}"
+        );
+        o.write_all(&vec![7; 1 << 16]).expect("write");
+        o.file().sync_all().expect("sync");
+        let err = o.check_room(u64::MAX).expect_err("still too big");
+        assert!(
+            matches!(err.kind(), ErrorKind::NoSpace { needed, .. } if *needed < u64::MAX),
+            "{err}"
+        );
+        let (_r, w) = nix::unistd::pipe().expect("pipe");
+        let s = OutputFile::stream(File::from(w), "pipe".into());
+        s.check_room(u64::MAX).expect("a pipe takes any size");
     }
 
     #[test]

@@ -304,6 +304,7 @@ mod tests {
             sources,
             header: Header::default(),
             early: false,
+            copy_bytes: None,
         }
     }
 

@@ -621,7 +621,8 @@ impl<R: BufRead> PlanReader<R> {
     }
 
     /// The next op (`Copy` or `Merge`, or a `Header` that replaces the plan
-    /// record's header, only before any op); `None` after a valid `end` record.
+    /// record's header and brings its `copy_bytes` when it has them, only
+    /// before any op); `None` after a valid `end` record.
     pub fn next_op(&mut self) -> Result<Option<PlanRecord>, Error> {
         if self.done {
             return Ok(None);
@@ -664,6 +665,9 @@ impl<R: BufRead> PlanReader<R> {
                     ));
                 }
                 self.header.header = h.header.clone();
+                if h.copy_bytes.is_some() {
+                    self.header.copy_bytes = h.copy_bytes;
+                }
             }
             PlanRecord::Copy(c) => {
                 self.check_range(c.source, c.offset, c.length)?;

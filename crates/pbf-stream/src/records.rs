@@ -269,6 +269,10 @@ pub struct SortedThrough {
 pub struct OutputHeader {
     /// The OSMHeader to write to the output.
     pub header: Header,
+    /// The plan's [`PlanHeader::copy_bytes`], once planned after an early
+    /// plan record (optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_bytes: Option<u64>,
 }
 
 /// A file the plan reads from.
@@ -328,6 +332,13 @@ pub struct PlanHeader {
     /// guess would only compete with that stage.
     #[serde(default, skip_serializing_if = "is_false")]
     pub early: bool,
+    /// Bytes of the ordinary sources (not spools) that the copy ops copy,
+    /// as planned: an output holds at least these and its header, so a
+    /// copier knows before it writes whether its filesystem has room.
+    /// Absent when the record went out before planning (`early`: a
+    /// `header` record brings it then) and in older streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_bytes: Option<u64>,
 }
 
 /// The keys of one frame inside a copy op, for writing indexdata.

@@ -166,6 +166,7 @@ pub fn plan_header(sources: Vec<SourceRef>, header: &Header) -> PlanHeader {
         sources,
         header,
         early: false,
+        copy_bytes: None,
     }
 }
 

@@ -39,8 +39,14 @@ pub fn command() -> Command {
              pbf-overlap for sorted input or by pbf-merge, and write the output: the plan's \
              OSMHeader, then every copied range in order with copy_file_range(2), falling back to \
              read/write where the kernel refuses. Blob bodies are never decoded.\n\n\
-             Before writing, every source is checked against the size and mtime recorded in the \
-             plan. The output is written to a temporary file in OUT's directory (unnamed where the \
+             Before writing, every source is checked against the size, mtime and ctime recorded \
+             in the plan, and once more after the plan's end record, before the output is put in \
+             place: a source rewritten in place during the run (its ctime moves with every \
+             write) fails the run with exit 1 and no output (with -o -, the stream ends with \
+             bytes no PBF reader accepts). When the plan says how many bytes its copy ops copy \
+             (copy_bytes), OUT's filesystem must have room for them and the header before a \
+             byte is written (else exit 1, naming OUT's directory, the bytes needed and the \
+             bytes free; --no-space-check skips this). The output is written to a temporary file in OUT's directory (unnamed where the \
              filesystem allows, so not even SIGKILL leaves it behind), fsynced and put in place \
              as OUT only after the plan's end record, and after --check-cmd passed on it when \
              given; on an error or SIGINT/SIGTERM/SIGHUP the temporary file is removed and an \
@@ -141,11 +147,24 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     });
     let mut job = Job::open(m)?;
     let mut head = OutputHead::new(&job.plan.header().header);
+    // What the plan copies as it is goes into the output byte for byte;
+    // --recompress and --add-indexdata rewrite it, to a size not known yet.
+    let as_it_is = |copy_bytes: Option<u64>| {
+        copy_bytes.filter(|_| recompress.is_none() && !opts.add_indexdata)
+    };
+    if let Some(bytes) = as_it_is(job.plan.header().copy_bytes) {
+        head.check_room(&job.out, bytes, opts)?;
+    }
+    // A guess whose copy cannot fit is not copied: right, the plan will not
+    // fit either; wrong, it only filled the disk.
     let ahead = !m.get_flag("no-copy-ahead")
         && job.plan.header().early
         && recompress.is_none()
         && !opts.add_indexdata
-        && !job.out.is_stream();
+        && !job.out.is_stream()
+        && head
+            .check_room(&job.out, job.sources.known_bytes(), opts)
+            .is_ok();
     let mut guess = None;
     if ahead {
         head.write(&mut job.out)?;
@@ -157,12 +176,18 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
         let op = match step {
             // The guess copied behind the old header: offsets moved, so
-            // nothing of it is kept.
+            // nothing of it is kept. The record may bring only copy_bytes.
             Step::Header(h) => {
-                if let Some(g) = guess.take() {
-                    landed = Some(g.drop_all(out)?);
+                if !head.is(&h.header) {
+                    if let Some(g) = guess.take() {
+                        landed = Some(g.drop_all(out)?);
+                    }
+                    head.replace(&h.header, out)?;
                 }
-                return head.replace(h, out);
+                return match as_it_is(h.copy_bytes) {
+                    Some(bytes) => head.check_room(out, bytes, opts),
+                    None => Ok(()),
+                };
             }
             // The input is not in file order: stop copying more of it; what
             // was copied may still be the prefix the first ops confirm.

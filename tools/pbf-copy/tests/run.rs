@@ -80,6 +80,7 @@ fn copying_ahead_writes_what_waiting_for_the_ops_writes() {
             "a header record",
             vec![PlanRecord::Header(OutputHeader {
                 header: new_header.clone(),
+                copy_bytes: None,
             })],
             Vec::new(),
         ),

@@ -510,7 +510,7 @@ impl PlanOut {
             self.in_order = None;
             return Ok(());
         }
-        self.out.write(&plan_record(input, header.clone(), true))?;
+        self.out.write(&plan_record(input, header.clone(), None))?;
         self.early = Some(header);
         self.sorted(seg)
     }
@@ -575,14 +575,14 @@ impl PlanOut {
         };
         let merges = blobs.runs().any(|r| !plan::is_copy(r));
         let header = header::output_header(&input.headers, merges, &self.program);
-        match self.early.take() {
-            None => self.out.write(&plan_record(input, header, false))?,
-            Some(early) if early != header => {
-                self.out
-                    .write(&PlanRecord::Header(OutputHeader { header }))?;
-            }
-            Some(_) => {}
-        }
+        let copy_bytes = Some(blobs.copy_bytes());
+        // After an early plan record, the header record brings what the
+        // plan copies (and the header, changed or not) before the first op.
+        let record = match self.early.take() {
+            None => plan_record(input, header, copy_bytes),
+            Some(_) => PlanRecord::Header(OutputHeader { header, copy_bytes }),
+        };
+        self.out.write(&record)?;
         let mut tally = Tally::default();
         for op in blobs.ops(frame_keys) {
             match op {
@@ -629,13 +629,16 @@ impl Tally {
     }
 }
 
-fn plan_record(input: &Input, header: Header, early: bool) -> PlanRecord {
+/// The plan record: early (before planning) when `copy_bytes` is not
+/// known yet.
+fn plan_record(input: &Input, header: Header, copy_bytes: Option<u64>) -> PlanRecord {
     PlanRecord::Plan(PlanHeader {
         schema: pbf_stream::PLAN_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
         sources: input.sources.clone(),
         header,
-        early,
+        early: copy_bytes.is_none(),
+        copy_bytes,
     })
 }
 
@@ -881,6 +884,52 @@ mod tests {
                 .collect()
         };
         assert_eq!(ops(&with), ops(&without), "the same ops");
+    }
+
+    /// The records `pbf-overlap` writes for `index`, with `--sources`
+    /// when given.
+    fn plan_records(index: Vec<u8>, sources: Option<u32>) -> Vec<PlanRecord> {
+        let buf = Shared::default();
+        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), sources, false);
+        let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
+        let mut on_record = |input: &Input| plan.record_read(input);
+        input
+            .read("index", Box::new(Cursor::new(index)), &mut on_record)
+            .expect("read");
+        if let Purpose::Plan(blobs) = &mut input.blobs {
+            blobs.sort();
+        }
+        plan.finish(&input, false).expect("plan");
+        let mut lines = pbf_stream::LineReader::new(Cursor::new(buf.0.take()));
+        std::iter::from_fn(|| lines.next_record().expect("a plan record")).collect()
+    }
+
+    #[test]
+    fn the_plan_says_what_its_copy_ops_copy_before_the_first_op() {
+        // Blobs 16 to 19 overlap the blobs after them: 16 blobs are copied.
+        let keys = [sorted_keys(0..20), interleaving(16..20)].concat();
+        let copied = Some(16 * 1000);
+        let planned = plan_records(index(&keys, &[]), None);
+        let PlanRecord::Plan(p) = &planned[0] else {
+            panic!("{planned:?}");
+        };
+        assert_eq!((p.early, p.copy_bytes), (false, copied));
+        assert!(!planned.iter().any(|r| matches!(r, PlanRecord::Header(_))));
+        // An early plan record cannot know: the header record brings it.
+        let early = plan_records(index(&keys, &[]), Some(1));
+        let PlanRecord::Plan(p) = &early[0] else {
+            panic!("{early:?}");
+        };
+        assert_eq!((p.early, p.copy_bytes), (true, None));
+        let first_op = early
+            .iter()
+            .position(|r| matches!(r, PlanRecord::Copy(_) | PlanRecord::Merge(_)))
+            .expect("ops");
+        let PlanRecord::Header(h) = &early[first_op - 1] else {
+            panic!("{early:?}");
+        };
+        assert_eq!((&h.header, h.copy_bytes), (&p.header, copied));
+        assert_eq!(early[first_op..], planned[1..], "the same ops");
     }
 
     #[test]

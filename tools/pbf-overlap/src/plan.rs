@@ -236,6 +236,15 @@ impl Blobs {
         runs(&self.segs)
     }
 
+    /// Bytes the copy ops of the sorted blobs copy (the plan record's
+    /// `copy_bytes`).
+    pub fn copy_bytes(&self) -> u64 {
+        self.runs()
+            .filter(|r| is_copy(r))
+            .map(|r| u64::from(r[0].length))
+            .sum()
+    }
+
     /// The ops of the sorted blobs, in output order.
     pub fn ops(&self, frame_keys: bool) -> Ops<'_> {
         Ops {

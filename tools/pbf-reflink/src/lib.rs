@@ -43,10 +43,13 @@ pub fn command() -> Command {
              FICLONERANGE (shared extents on XFS with reflink=1 or btrfs); the unaligned head and \
              tail are copied. A range is cloned only when its padding is at most 1/8 of the bytes \
              cloned, so padding stays below one block plus one padding frame per range.\n\n\
-             Before writing, pbf-reflink checks every source like pbf-copy and probes whether \
+             Before writing, pbf-reflink checks every source like pbf-copy (and again before \
+             the output is put in place) and probes whether \
              the output's filesystem can clone and every source is on it. If not, it prints a \
              one-line notice and writes exactly what pbf-copy writes (no padding); with \
-             --require-reflink it exits 1 without writing anything; --probe asks only that. The \
+             --require-reflink it exits 1 without writing anything; --probe asks only that. \
+             Cloned ranges take no room; when it copies like pbf-copy, it checks first that \
+             OUT's filesystem has room like pbf-copy (--no-space-check skips that). The \
              output is written to a temporary file in OUT's directory (unnamed where the \
              filesystem allows), fsynced and put in place as OUT only after the plan's end \
              record, and after --check-cmd passed on it when given; on an error or \
@@ -141,15 +144,28 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         check,
     } = Job::open(m)?;
     let cloner = probe(&out, &sources, opts)?;
+    // A clone shares the source's blocks and takes no room: only an output
+    // copied like pbf-copy's needs room for what the plan copies.
+    let copied = cloner.is_none() && !opts.common.add_indexdata;
+    let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| copied);
     let mut w = CloningOutput { out, cloner, opts };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
+    if let Some(bytes) = as_it_is(plan.header().copy_bytes) {
+        head.check_room(&w.out, bytes, opts.common)?;
+    }
     let bar = copier::progress(&sources, "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
     let ops = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
-            Step::Header(h) => return head.replace(h, &mut w.out),
+            Step::Header(h) => {
+                head.replace(&h.header, &mut w.out)?;
+                return match as_it_is(h.copy_bytes) {
+                    Some(bytes) => head.check_room(&w.out, bytes, opts.common),
+                    None => Ok(()),
+                };
+            }
             // pbf-reflink does not copy ahead.
             Step::Unsorted | Step::Sorted(_) => return Ok(()),
             Step::Copy(op) => op,

@@ -125,6 +125,7 @@ fn a_header_record_replaces_the_output_header() {
         false,
         vec![PlanRecord::Header(OutputHeader {
             header: header.clone(),
+            copy_bytes: None,
         })],
     );
     let out = dir.path().join("out.osm.pbf");
