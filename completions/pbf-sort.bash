@@ -24,7 +24,7 @@ _pbf__sort() {
 
     case "${cmd}" in
         pbf__sort)
-            opts="-o -O -j -q -v -h -V --output --overwrite --jobs --compression --recompress --memory --dedupe --generator --add-indexdata --copier --index-cmd --overlap-cmd --merge-cmd --copy-cmd --keep-plan --tmpdir --no-space-check --dry-run --check --progress --no-progress --quiet --verbose --help --version"
+            opts="-o -O -j -q -v -h -V --output --overwrite --jobs --compression --recompress --memory --dedupe --generator --add-indexdata --copier --index-cmd --overlap-cmd --merge-cmd --copy-cmd --keep-plan --tmpdir --no-space-check --summary-json --dry-run --check --progress --no-progress --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -123,6 +123,21 @@ _pbf__sort() {
                     COMPREPLY=()
                     if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
                         compopt -o plusdirs
+                    fi
+                    return 0
+                    ;;
+                --summary-json)
+                    local oldifs
+                    if [ -n "${IFS+x}" ]; then
+                        oldifs="$IFS"
+                    fi
+                    IFS=$'\n'
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    if [ -n "${oldifs+x}" ]; then
+                        IFS="$oldifs"
+                    fi
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o filenames
                     fi
                     return 0
                     ;;

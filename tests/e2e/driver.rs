@@ -1097,3 +1097,112 @@ fn the_documented_replacement_scripts_run_and_sort_like_the_default() {
     );
     assert_no_temporaries(d, "replaced stages");
 }
+
+/// The times of `-v`'s `pbf-sort: stages ended at: ROLE T s, ...` line, in
+/// its order, and the total of its `sorted ... in T s with COPIER` line.
+fn stage_times(err: &str) -> (Vec<(String, f64)>, f64) {
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("pbf-sort: stages ended at: "))
+        .unwrap_or_else(|| panic!("no stage times in: {err}"));
+    let list = line
+        .strip_suffix(" (each from the start of the run)")
+        .unwrap_or_else(|| panic!("{line}"));
+    let seconds = |t: &str| -> f64 {
+        let t = t
+            .strip_suffix(" s")
+            .unwrap_or_else(|| panic!("{t:?} in {line}"));
+        t.parse().unwrap_or_else(|e| panic!("{t:?}: {e}"))
+    };
+    let times = list
+        .split(", ")
+        .map(|item| {
+            let (role, t) = item.split_once(' ').expect("ROLE T s");
+            (role.to_owned(), seconds(t))
+        })
+        .collect();
+    let total = err
+        .lines()
+        .find_map(|l| l.strip_prefix("pbf-sort: sorted 1 input(s) into "))
+        .and_then(|l| l.split_once(" in "))
+        .and_then(|(_, l)| l.split_once(" with "))
+        .map(|(t, _)| seconds(t))
+        .unwrap_or_else(|| panic!("no total in: {err}"));
+    (times, total)
+}
+
+#[test]
+fn verbose_says_when_each_stage_ended_in_pipeline_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    // --keep-plan's tee between the stages is no stage of the line.
+    for extra in [&[][..], &["--keep-plan", "kept"][..]] {
+        let mut c = pbf_sort();
+        c.current_dir(d)
+            .args(["-v", "-O"])
+            .args(extra)
+            .arg(&input)
+            .args(["-o", "out.osm.pbf"]);
+        let o = run(c);
+        let err = stderr(&o);
+        assert!(o.status.success(), "{err}");
+        let (times, total) = stage_times(&err);
+        let roles: Vec<&str> = times.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(roles, ["index", "planning", "merge", "copy"], "{err}");
+        for pair in times.windows(2) {
+            assert!(pair[0].1 <= pair[1].1, "not in pipeline order: {err}");
+        }
+        assert!(times[0].1 > 0.0, "{err}");
+        assert!(times[3].1 <= total, "the last after the total: {err}");
+    }
+}
+
+#[test]
+fn summary_json_is_refused_where_it_cannot_work() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let input = input.to_str().expect("utf-8");
+    let out = d.join("o.osm.pbf");
+    let out = out.to_str().expect("utf-8");
+    let file = d.join("run.json");
+    let file = file.to_str().expect("utf-8");
+    let missing = d.join("no-such-dir/run.json");
+    let missing = missing.to_str().expect("utf-8");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--summary-json", out, input, "-o", out],
+            "the output or an input",
+        ),
+        (
+            &["--summary-json", input, input, "-o", out],
+            "the output or an input",
+        ),
+        (
+            &["--summary-json", "-", input, "-o", out],
+            "standard output",
+        ),
+        (
+            &[
+                "--summary-json",
+                d.to_str().expect("utf-8"),
+                input,
+                "-o",
+                out,
+            ],
+            "is a directory",
+        ),
+        (
+            &["--summary-json", missing, input, "-o", out],
+            "no such directory (--summary-json)",
+        ),
+        (
+            &["--dry-run", "--summary-json", file, input, "-o", out],
+            "the --dry-run script writes no summary",
+        ),
+    ];
+    for (args, needle) in cases {
+        refused_up_front(d, args, needle);
+    }
+}

@@ -25,6 +25,7 @@ mod sort;
 mod space;
 mod spools;
 mod streams;
+mod summary;
 mod terminal;
 mod ties;
 mod trust;

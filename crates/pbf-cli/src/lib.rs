@@ -3,7 +3,8 @@
 //! codes (0 success, 1 failure, 2 usage, an input that is not PBF among
 //! them; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
-//! tool ([`diag`]), and parsing of common option values.
+//! tool ([`diag`]), parsing of common option values, and the report of a
+//! run that the driver's `--summary-json` gathers ([`report`]).
 #![deny(missing_docs)]
 
 use clap::{ArgMatches, Command};
@@ -12,6 +13,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
 mod diag;
+pub mod report;
 
 pub use diag::{
     Bars, VerbosityHelp, draw, elide, progress, progress_args, set_message, verbosity_args,
@@ -23,13 +25,26 @@ pub use indicatif::ProgressBar;
 pub const EXIT_NO: u8 = 1;
 
 /// Parse arguments with `command`, call `run`, and turn its result into an
-/// exit code. Errors print one line, `NAME: error: CAUSE: CAUSE...`.
+/// exit code. Errors print one line, `NAME: error: CAUSE: CAUSE...`. Under
+/// `PBF_SORT_SUMMARY_DIR` the run's report is written as it returns
+/// ([`report`]).
 pub fn main(
     name: &str,
     command: Command,
     run: fn(&ArgMatches) -> anyhow::Result<ExitCode>,
 ) -> ExitCode {
+    let started = std::time::Instant::now();
     die_with_driver();
+    let code = parse_and_run(name, command, run);
+    report::write(name, code, started);
+    code
+}
+
+fn parse_and_run(
+    name: &str,
+    command: Command,
+    run: fn(&ArgMatches) -> anyhow::Result<ExitCode>,
+) -> ExitCode {
     let matches = match command.try_get_matches() {
         Ok(m) => m,
         Err(e) if !e.use_stderr() => e.exit(),

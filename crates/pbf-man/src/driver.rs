@@ -134,6 +134,12 @@ pub fn command() -> Command {
             "no-space-check",
             "Write even where the filesystem reports too little free space",
         ))
+        .arg(value(
+            "summary-json",
+            "FILE",
+            ValueHint::FilePath,
+            "Write the run to FILE as one JSON object, also when it fails (not with --dry-run)",
+        ))
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
         .arg(flag(
             "check",

@@ -225,6 +225,16 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     }
     let parsing = job.plan.parse_time();
     let (stats, written) = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
+    pbf_cli::report::counters(&Counters {
+        ops,
+        written_bytes: written,
+        kernel_bytes: stats.kernel_bytes,
+        fallback_bytes: stats.fallback_bytes,
+        fallbacks: stats.fallbacks,
+        memory_bytes: stats.written_bytes,
+        ahead_kept_bytes: landed.as_ref().map(|l| l.kept),
+        ahead_dropped_bytes: landed.as_ref().map(|l| l.dropped),
+    });
     if opts.verbose {
         report(ops, written, stats, landed.as_ref(), (started, parsing));
     }
@@ -289,6 +299,25 @@ fn copy_op(
         offset += keys.length;
     }
     Ok(())
+}
+
+/// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
+#[derive(serde::Serialize)]
+struct Counters {
+    /// Copy ops, and the bytes of the output.
+    ops: u64,
+    written_bytes: u64,
+    /// Bytes copied in the kernel, by read/write (after how many
+    /// refusals), and written from memory (headers, new BlobHeaders).
+    kernel_bytes: u64,
+    fallback_bytes: u64,
+    fallbacks: u64,
+    memory_bytes: u64,
+    /// Of a copy ahead (absent without one): bytes kept and dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ahead_kept_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ahead_dropped_bytes: Option<u64>,
 }
 
 fn report(

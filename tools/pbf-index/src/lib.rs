@@ -196,11 +196,37 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     // Serialising is timed for -v only: a clock read per record adds up.
     let mut out = Writer::new(pbf_cli::stdout()).timed(opts.verbose);
+    let mut counters = Counters::default();
     for path in files {
-        pool.install(|| index_file(path, opts, &mut out))?;
+        counters.add(&pool.install(|| index_file(path, opts, &mut out))?);
     }
     out.finish()?;
+    pbf_cli::report::counters(&counters);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The counters of a run's report (`pbf_cli::report`): the counts of the
+/// `-v` lines, summed over the files.
+#[derive(Default, serde::Serialize)]
+struct Counters {
+    files: u64,
+    blobs: u64,
+    /// Blobs whose keys came from trusted indexdata.
+    from_indexdata: u64,
+    /// Blobs decompressed and key-scanned.
+    decoded: u64,
+    /// Objects per kind, as the `end` records' `counts`.
+    objects: Counts,
+}
+
+impl Counters {
+    fn add(&mut self, file: &Tally) {
+        self.files += 1;
+        self.blobs += file.end.blobs;
+        self.from_indexdata += file.from_indexdata;
+        self.decoded += file.end.blobs - file.from_indexdata;
+        self.objects.add(file.end.counts);
+    }
 }
 
 /// `--validate`: each file must open, and must not be of a kind that is
@@ -270,7 +296,7 @@ fn usable(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<()> {
+fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<Tally> {
     let started = std::time::Instant::now();
     let serialised = out.serialise_time();
     let given = path;
@@ -334,7 +360,7 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         };
         print_summary(path, &tally, sampled, started.elapsed(), streams);
     }
-    Ok(())
+    Ok(tally)
 }
 
 /// Describe and write the record of every frame `walk` finds (the

@@ -187,6 +187,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     drop(on_signal);
     match result {
         Ok(total) => {
+            pbf_cli::report::counters(&Counters::of(&total));
             if verbose {
                 pbf_cli::warn(NAME, summary(&total, &spool, started));
             }
@@ -261,6 +262,8 @@ struct Totals {
     max_longest: u64,
     max_batches: u64,
     max_levels: u64,
+    /// Bytes of the merge ops' input frames, read and decoded.
+    read_bytes: u64,
     streams: StreamTime,
 }
 
@@ -287,6 +290,45 @@ impl Totals {
         }
         self.max_batches = self.max_batches.max(s.batches);
         self.max_levels = self.max_levels.max(s.spill_levels);
+    }
+}
+
+/// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
+#[derive(serde::Serialize)]
+struct Counters {
+    /// Merge ops, their input blobs and the bytes of those blobs' frames.
+    merges: u64,
+    blobs: u64,
+    read_bytes: u64,
+    /// Objects decoded, objects written, repeats dropped (`--dedupe`).
+    elements_in: u64,
+    elements_out: u64,
+    duplicates: u64,
+    /// Frames written to the spool, their bytes, and alignment padding.
+    frames: u64,
+    spool_bytes: u64,
+    padding_bytes: u64,
+    /// Runs and bytes spilled to disk beyond `--memory`.
+    spilled_runs: u64,
+    spilled_bytes: u64,
+}
+
+impl Counters {
+    fn of(t: &Totals) -> Counters {
+        let s = &t.stats;
+        Counters {
+            merges: t.merges,
+            blobs: s.inputs,
+            read_bytes: t.read_bytes,
+            elements_in: s.elements_in,
+            elements_out: s.elements_out,
+            duplicates: s.duplicates,
+            frames: s.frames,
+            spool_bytes: s.bytes,
+            padding_bytes: s.padding,
+            spilled_runs: s.spilled_runs,
+            spilled_bytes: s.spilled_bytes,
+        }
     }
 }
 
@@ -504,6 +546,7 @@ fn rewrite(
                 let stats =
                     merger.merge_prepared(prepared, spool, &mut report, &mut prepare_next)?;
                 totals.add(&stats);
+                totals.read_bytes += bytes;
                 progress.merged(base, bytes, &totals);
             }
             Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,

@@ -165,6 +165,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         // Like cmp(1): 1 means "not in order", so an error must exit 2.
         return Ok(match read_check_input(m) {
             Ok((input, objects_of)) => {
+                pbf_cli::report::counters(&CheckCounters {
+                    blobs: input.blob_records,
+                });
                 if m.get_flag("verbose") {
                     let streams = StreamTime {
                         parsing: input.parsing,
@@ -191,6 +194,15 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
     read_input(m, &mut input, &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
+    pbf_cli::report::counters(&PlanCounters {
+        blobs: input.blob_records,
+        copy_blobs: tally.copy_blobs,
+        copy_ops: tally.copy_ops,
+        copy_bytes: tally.end.copy_bytes,
+        merge_blobs: tally.end.merge_inputs,
+        merge_ops: tally.merge_ops,
+        merge_elements: tally.merge_elements,
+    });
     if m.get_flag("verbose") {
         let streams = StreamTime {
             parsing: input.parsing,
@@ -692,6 +704,27 @@ fn check(
         }
     }
     ExitCode::from(pbf_cli::EXIT_NO)
+}
+
+/// The counters of a plan's report (`pbf_cli::report`), as its `-v` line.
+#[derive(serde::Serialize)]
+struct PlanCounters {
+    /// Blob records read.
+    blobs: u64,
+    /// Blobs passed through in copy ops, in how many ops, and their bytes.
+    copy_blobs: u64,
+    copy_ops: u64,
+    copy_bytes: u64,
+    /// Blobs to merge in merge ops, in how many ops, and their objects.
+    merge_blobs: u64,
+    merge_ops: u64,
+    merge_elements: u64,
+}
+
+/// The counters of a `--check` run's report: the blob records checked.
+#[derive(serde::Serialize)]
+struct CheckCounters {
+    blobs: u64,
 }
 
 /// The `-v` line of a plan; the time includes waiting for the index streams.

@@ -189,6 +189,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     let CloningOutput { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
     let (stats, written) = copier::finish(NAME, out, &mut sources, check.as_deref())?;
+    pbf_cli::report::counters(&Counters::of(ops, written, stats, clone_stats));
     if opts.common.verbose {
         report(
             ops,
@@ -341,6 +342,40 @@ impl CloningOutput {
             offset += keys.length;
         }
         Ok(())
+    }
+}
+
+/// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
+#[derive(serde::Serialize)]
+struct Counters {
+    /// Copy ops, and the bytes of the output.
+    ops: u64,
+    written_bytes: u64,
+    /// Bytes cloned, in how many clones; bytes copied (in the kernel and
+    /// by read/write); padding frames and their bytes; bytes written from
+    /// memory in all (headers, padding).
+    cloned_bytes: u64,
+    clones: u64,
+    copied_bytes: u64,
+    padding_bytes: u64,
+    padding_frames: u64,
+    memory_bytes: u64,
+}
+
+impl Counters {
+    fn of(ops: u64, written: u64, stats: CopyStats, clone: Option<CloneStats>) -> Counters {
+        let c = clone.unwrap_or_default();
+        Counters {
+            ops,
+            written_bytes: written,
+            cloned_bytes: c.cloned,
+            clones: c.clones,
+            // Clones are counted by the output as kernel bytes: take them out.
+            copied_bytes: stats.copied().saturating_sub(c.cloned),
+            padding_bytes: c.padding,
+            padding_frames: c.padding_frames,
+            memory_bytes: stats.written_bytes,
+        }
     }
 }
 
