@@ -334,6 +334,91 @@ fn indexdata_that_lies_is_named_by_the_merge() {
     .check();
 }
 
+/// Run `c` in `dir`; it must fail with exit 1 and a line naming `name` as
+/// given (relative), never by the directory it lies in.
+fn fails_naming(mut c: std::process::Command, dir: &Path, name: &str, says: &str) -> String {
+    c.current_dir(dir);
+    let what = format!("{:?}", c.get_args().collect::<Vec<_>>());
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{what}: {err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(first.contains(&format!("{name}{says}")), "{what}: {err}");
+    let abs = dir.display().to_string();
+    assert!(!err.contains(&abs), "{what}: names {abs}: {err}");
+    err
+}
+
+/// Errors name an input as the user typed it: pbf-index as its argument,
+/// the later stages as the index stream's `given` name, not by the
+/// absolute path the stream records for opening it.
+#[test]
+fn errors_name_inputs_as_typed_relative_paths_too() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    std::fs::create_dir(d.join("bad")).expect("mkdir");
+    let bytes = std::fs::read(data("sorted-andorra.osm.pbf")).expect("read");
+    std::fs::write(d.join("bad/trunc.osm.pbf"), &bytes[..50_000]).expect("write");
+    let trunc = "bad/trunc.osm.pbf";
+    let mut c = bin("pbf-index");
+    c.args(["-q", trunc]);
+    fails_naming(c, d, trunc, ": blob at offset ");
+    let mut c = pbf_sort();
+    c.args(["-q", trunc, "-o", "out.osm.pbf"]);
+    let err = fails_naming(c, d, trunc, ": blob at offset ");
+    assert!(
+        err.contains("index stage 'pbf-index' failed (exit 1)"),
+        "{err}"
+    );
+    assert!(!d.join("out.osm.pbf").exists());
+    // Downstream: the index stream carries the name as given.
+    let over = "bad/over.osm.pbf";
+    std::fs::copy(data("unsorted-vex.osm.pbf"), d.join(over)).expect("copy");
+    let mut c = bin("pbf-index");
+    c.current_dir(d).args(["-q", over]);
+    let index = succeeds(c);
+    let text = String::from_utf8_lossy(&index);
+    assert!(text.contains(&format!("\"given\":\"{over}\"")), "{text}");
+    let mut c = bin("pbf-index");
+    c.current_dir(d).args(["-q", over, over]);
+    let twice = succeeds(c);
+    let o = run_with_input(bin("pbf-overlap"), &twice);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("{over} is indexed twice")), "{err}");
+    assert!(!err.contains(&d.display().to_string()), "{err}");
+    // A merge op whose first input claims fewer keys than its blob holds.
+    let plan = String::from_utf8(succeeds_with(bin("pbf-overlap"), &index)).expect("utf-8");
+    let mut lines: Vec<String> = plan.lines().map(str::to_owned).collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(r#"{"type":"merge""#))
+        .expect("a merge op");
+    let mut op: serde_json::Value = serde_json::from_str(&lines[at]).expect("json");
+    op["inputs"][0]["first"] = op["inputs"][0]["last"].clone();
+    lines[at] = op.to_string();
+    write_lines(&d.join("edited.jsonl"), &lines.iter().collect::<Vec<_>>());
+    let mut c = bin("pbf-merge");
+    c.args(["-q", "edited.jsonl", "--spool", "spool.pbf"]);
+    fails_naming(c, d, over, ": blob at offset ");
+    // The input changed after it was indexed.
+    std::fs::write(d.join("plan.jsonl"), &plan).expect("write plan");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(d.join(over))
+        .expect("open");
+    std::io::Write::write_all(&mut f, b"\0").expect("append");
+    let mut c = bin("pbf-merge");
+    c.args(["-q", "plan.jsonl", "--spool", "spool.pbf"]);
+    fails_naming(c, d, over, ": changed since it was indexed");
+    for copier in ["pbf-copy", "pbf-reflink"] {
+        let mut c = bin(copier);
+        c.args(["-q", "plan.jsonl", "-o", "out.osm.pbf"]);
+        fails_naming(c, d, over, ": changed since it was indexed");
+    }
+    assert!(!d.join("out.osm.pbf").exists() && !d.join("spool.pbf").exists());
+}
+
 /// A stream pretty-printed by `jq .` is refused at its first line with
 /// the reason and the fix (`jq -c`), which then works.
 #[test]

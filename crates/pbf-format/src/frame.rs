@@ -269,9 +269,18 @@ impl PbfFile {
         })
     }
 
-    /// The path given to [`PbfFile::open`].
+    /// The file's name in messages: the path given to [`PbfFile::open`],
+    /// or the name given to [`PbfFile::named`].
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Name the open file `name` in messages from now on: the name a user
+    /// gave it, where it was opened by another path (a stream's absolute
+    /// path).
+    pub fn named(mut self, name: impl Into<PathBuf>) -> PbfFile {
+        self.path = name.into();
+        self
     }
 
     /// File size in bytes when opened.

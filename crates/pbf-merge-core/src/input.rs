@@ -42,10 +42,11 @@ impl SourceFiles {
             if !src.spool {
                 check_source(src)?;
             }
-            let file = PbfFile::open(&src.path)?;
+            // Named in messages as given to pbf-index.
+            let file = PbfFile::open(&src.path)?.named(src.name());
             if !src.spool && file.size() != src.size {
                 return Err(Error::plan(
-                    &src.path,
+                    file.path(),
                     0,
                     format!("size changed to {} bytes while opening", file.size()),
                 ));

@@ -730,7 +730,7 @@ impl<R: BufRead> PlanReader<R> {
         if end.is_none() {
             return Err(Error::invalid(format!(
                 "range {offset}+{length} lies outside {} ({} bytes)",
-                src.path.display(),
+                src.name(),
                 src.size
             )));
         }

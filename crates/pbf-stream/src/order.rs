@@ -35,17 +35,14 @@ pub(crate) struct OrderCheck {
     /// The last key of the op before, and its line.
     before: Option<(Key, u64)>,
     read: HashMap<u32, Read>,
-    /// Each source's path, for messages.
+    /// Each source's name in messages ([`SourceRef::name`]).
     names: HashMap<u32, String>,
 }
 
 impl OrderCheck {
     /// A check of the ops over `sources`.
     pub fn new(sources: &[SourceRef]) -> OrderCheck {
-        let names = sources
-            .iter()
-            .map(|s| (s.id, s.path.display().to_string()))
-            .collect();
+        let names = sources.iter().map(|s| (s.id, s.name())).collect();
         OrderCheck {
             names,
             ..OrderCheck::default()

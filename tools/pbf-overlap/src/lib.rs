@@ -247,13 +247,10 @@ fn files_of(input: &Input) -> Option<String> {
     (!names.is_empty()).then(|| names.join(", "))
 }
 
-/// The path of each source of an index, in source order.
+/// The name of each source of an index, in source order: as given to
+/// pbf-index ([`SourceRef::name`]).
 fn source_names(input: &Input) -> Vec<String> {
-    input
-        .sources
-        .iter()
-        .map(|s| s.path.display().to_string())
-        .collect()
+    input.sources.iter().map(SourceRef::name).collect()
 }
 
 /// Called after each source and blob record with everything read so far.
@@ -364,16 +361,9 @@ impl Input {
     }
 
     fn add_source(&mut self, s: SourceRecord) -> Result<(), String> {
-        let path = s.path;
-        if !self.paths.insert(path.clone()) {
-            return Err(format!(
-                "{} is indexed twice; its objects would be duplicated",
-                path.display()
-            ));
-        }
         let id = u32::try_from(self.sources.len()).map_err(|_| "too many sources".to_owned())?;
-        self.samples = Samples::new(&s.samples);
-        self.sources.push(SourceRef {
+        let path = s.path;
+        let source = SourceRef {
             id,
             path,
             size: s.size,
@@ -383,18 +373,26 @@ impl Input {
             ctime_nsec: s.ctime_nsec,
             given: s.given,
             spool: false,
-        });
+        };
+        if !self.paths.insert(source.path.clone()) {
+            return Err(format!(
+                "{} is indexed twice; its objects would be duplicated",
+                source.name()
+            ));
+        }
+        self.samples = Samples::new(&s.samples);
+        self.sources.push(source);
         self.add_header(s.header)
     }
 
     /// A header of the source read last: its first, or a later one of a
     /// file joined from several (`cat`), which counts like another input's.
     fn add_header(&mut self, header: Header) -> Result<(), String> {
-        let path = &self.sources[self.sources.len() - 1].path;
+        let source = &self.sources[self.sources.len() - 1];
         if let Some(f) = header.unknown_required_feature() {
             return Err(format!(
                 "{}: requires the feature {f:?}, which pbf-sort does not understand",
-                path.display()
+                source.name()
             ));
         }
         self.headers.push(header);
@@ -429,7 +427,7 @@ impl Input {
                 b.seq,
                 b.offset,
                 b.length,
-                src.path.display(),
+                src.name(),
                 src.size
             ));
         }
