@@ -172,7 +172,7 @@ fn eta(state: &ProgressState, w: &mut dyn fmt::Write) {
 /// an estimate would mean nothing (too early, or done).
 fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<String> {
     let share = if len == 0 { 0.0 } else { pos as f64 / len as f64 };
-    let meaningful = elapsed >= ETA_AFTER && share >= ETA_AFTER_SHARE && share < 1.0;
+    let meaningful = elapsed >= ETA_AFTER && (ETA_AFTER_SHARE..1.0).contains(&share);
     meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }
 

@@ -228,8 +228,9 @@ impl Job {
 }
 
 /// The writer's progress bar over the sources' bytes (see
-/// [`pbf_cli::progress`]), drawn from the first op on: a plan record can come
-/// long before its ops (`pbf-overlap --sources`). While a stage upstream
+/// [`pbf_cli::progress`]), drawn once the first op is done: a plan record can
+/// come long before its ops (`pbf-overlap --sources`), and a bar is drawn
+/// only when it has moved. While a stage upstream
 /// (pbf-index, pbf-merge) still draws, the line is its, and this bar shows
 /// once that stage has ended.
 #[derive(Clone, Copy, Debug)]
@@ -275,17 +276,20 @@ pub fn for_each_copy(
     mut each: impl FnMut(Step<'_>, u64) -> Result<()>,
 ) -> Result<u64> {
     let mut ops = 0u64;
-    let mut bar = None;
+    // Counted from the start, drawn once an op is done: a bar that stood at
+    // 0 while the first op is copied would say nothing.
+    let bar = pbf_cli::ProgressBar::hidden();
+    bar.set_length(progress.total);
     while let Some(rec) = plan.next_op().context(plan_name.to_owned())? {
         let line = plan.line();
-        let bar = bar.get_or_insert_with(|| {
-            pbf_cli::progress(progress.total, progress.message, progress.bars)
-        });
         match rec {
             PlanRecord::Copy(op) => {
                 each(Step::Copy(&op), line)?;
                 ops += 1;
                 bar.inc(op.length);
+                if ops == 1 {
+                    pbf_cli::draw(&bar, progress.message, progress.bars);
+                }
             }
             PlanRecord::Header(h) => each(Step::Header(&h), line)?,
             PlanRecord::Unsorted(_) => each(Step::Unsorted, line)?,
@@ -296,9 +300,7 @@ pub fn for_each_copy(
             }
         }
     }
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    bar.finish_and_clear();
     Ok(ops)
 }
 
