@@ -1211,3 +1211,65 @@ fn summary_json_is_refused_where_it_cannot_work() {
         refused_up_front(d, args, needle);
     }
 }
+
+/// A pipe or FIFO given as an input is saved to a file first; what the
+/// index stage says of it names it as typed (a FIFO by its name, a shell's
+/// `<(...)` by its /dev/fd path, with the command for a stream), never the
+/// copy, and the index stream carries that name to the later stages.
+#[test]
+fn a_saved_pipe_is_named_as_typed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let bytes = std::fs::read(data("unsorted-vex.osm.pbf")).expect("read");
+    let xml = b"<?xml version='1.0' encoding='UTF-8'?>\n<osm version=\"0.6\">\n</osm>\n";
+    let fifo = d.join("in.fifo");
+    mkfifo(&fifo);
+    let cases: [(&[u8], i32, &str); 3] = [
+        (
+            xml,
+            2,
+            "in.fifo: this is OSM XML, not PBF: convert it: osmium cat -F xml in.fifo",
+        ),
+        (&bytes[..1000], 1, "in.fifo: blob at offset "),
+        (&bytes, 0, ""),
+    ];
+    for (input, code, says) in cases {
+        let writer = {
+            let (fifo, input) = (fifo.clone(), input.to_vec());
+            std::thread::spawn(move || std::fs::write(fifo, input).expect("write fifo"))
+        };
+        let mut c = pbf_sort();
+        c.current_dir(d)
+            .args(["-q", "--keep-plan", "plan", "in.fifo", "-o", "out.osm.pbf"]);
+        let o = run(c);
+        writer.join().expect("writer");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(code), "{err}");
+        assert!(
+            code == 0 || err.starts_with(&format!("pbf-index: error: {says}")),
+            "{err}"
+        );
+        assert!(!err.contains(".pbf-sort."), "names the saved copy: {err}");
+        if code == 0 {
+            let index = std::fs::read_to_string(d.join("plan/index.jsonl")).expect("index");
+            assert!(index.contains(r#""given":"in.fifo""#), "{index}");
+        }
+        assert_no_temporaries(d, "a saved FIFO");
+    }
+    // bash's <(...): a /dev/fd path, a stream to read again from its start.
+    std::fs::write(d.join("in.osm"), xml).expect("write");
+    let o = Command::new("bash")
+        .current_dir(d)
+        .env("PATH", tools_path())
+        .args(["-c", "pbf-sort -q <(cat in.osm) -o out2.osm.pbf"])
+        .output()
+        .expect("bash");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("pbf-index: error: /dev/fd/")
+            && err.contains(": this is OSM XML, not PBF: convert it: ... | osmium cat -F xml -"),
+        "{err}"
+    );
+    assert!(!err.contains(".pbf-sort."), "{err}");
+}

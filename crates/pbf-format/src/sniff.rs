@@ -36,10 +36,11 @@ impl NotPbf {
 /// (told the format with `-F`, so the name's suffix does not matter); a
 /// compressed input is decompressed first, into `pbf-sort -` when it holds
 /// PBF, else into osmium (which reads no xz or zstd). Standard input (`-`
-/// or `/dev/stdin`) is a stream the tool has read: the command starts with
-/// `... |`, the place of whatever wrote it.
+/// or `/dev/stdin`) and a pipe of the shell's (`/dev/fd/N`, from `<(...)`)
+/// are streams, read once: the command starts with `... |`, the place of
+/// whatever wrote them.
 pub fn advice(kind: NotPbf, name: &str) -> String {
-    let stream = name == "-" || name == "/dev/stdin";
+    let stream = name == "-" || name == "/dev/stdin" || name.starts_with("/dev/fd/");
     // What reads the input: NAME as an argument, or a pipe from "...".
     let (from, arg) = if stream {
         ("... | ".to_owned(), "-".to_owned())
@@ -157,6 +158,7 @@ mod tests {
              zstd -dc | pbf-sort - -o OUT.osm.pbf; if OSM XML: ... | zstd -dc | osmium cat \
              -F xml - -f pbf -o - | pbf-sort - -o OUT.osm.pbf"
         );
+        assert!(advice(NotPbf::Xml, "/dev/fd/63").contains(": ... | osmium cat -F xml - -f"));
         assert!(advice(NotPbf::Opl, "my data/a.opl").contains("-F opl 'my data/a.opl' -f"));
         assert!(advice(NotPbf::O5m, "-x.o5m").contains("-F o5m ./-x.o5m -f"));
         assert!(advice(NotPbf::Xml, "it's.osm").contains(r"'it'\''s.osm'"));

@@ -136,6 +136,21 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("given")
+                .long("given")
+                .value_names(["FILE", "NAME"])
+                .num_args(2)
+                .action(ArgAction::Append)
+                .value_parser(value_parser!(PathBuf))
+                .help("Name FILE as NAME in messages and in the index stream")
+                .long_help(
+                    "Name FILE as NAME in messages and in the index stream's `given`, which the \
+                     later stages name it by: for a FILE that a caller saved from what the user \
+                     named NAME (pbf-sort saves a pipe or FIFO so). Without it a FILE is named \
+                     as it is given here",
+                ),
+        )
+        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -184,13 +199,19 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         .into_iter()
         .flatten()
         .collect();
+    let given: Vec<&PathBuf> = m
+        .get_many::<PathBuf>("given")
+        .into_iter()
+        .flatten()
+        .collect();
+    let name = |path| given_name(&given, path);
     // Found before any work: a usage error (exit 2).
     files
         .iter()
-        .try_for_each(|p| usable(p))
+        .try_for_each(|p| usable(p, name(p)))
         .map_err(|e| pbf_cli::usage(pbf_cli::one_line(&e)))?;
     if m.get_flag("validate") {
-        return validate(files.into_iter());
+        return validate(files.iter().map(|p| (p.as_path(), name(p))));
     }
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
@@ -198,7 +219,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let mut out = Writer::new(pbf_cli::stdout()).timed(opts.verbose);
     let mut counters = Counters::default();
     for path in files {
-        counters.add(&pool.install(|| index_file(path, opts, &mut out))?);
+        let given = name(path);
+        counters.add(&pool.install(|| index_file(path, given, opts, &mut out))?);
     }
     out.finish()?;
     pbf_cli::report::counters(&counters);
@@ -232,9 +254,10 @@ impl Counters {
 /// `--validate`: each file must open, and must not be of a kind that is
 /// not PBF (exit 2 through `pbf_cli::main`); a PBF file damaged inside is
 /// left to the index run, which names the blob.
-fn validate<'a>(files: impl Iterator<Item = &'a PathBuf>) -> Result<ExitCode> {
-    for path in files {
+fn validate<'a>(files: impl Iterator<Item = (&'a Path, &'a Path)>) -> Result<ExitCode> {
+    for (path, given) in files {
         let file = PbfFile::open(open_path(path)).map_err(|e| pbf_cli::usage(e.to_string()))?;
+        let file = file.named(open_path(given));
         if let Err(e) = read_file_header(&file, &mut file.headers()) {
             if matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)) {
                 return Err(e.into());
@@ -242,6 +265,13 @@ fn validate<'a>(files: impl Iterator<Item = &'a PathBuf>) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The name of FILE `path`: the NAME of the last `--given FILE NAME` pair
+/// (`given`, flattened) for it, else the path itself.
+fn given_name<'a>(given: &[&'a PathBuf], path: &'a PathBuf) -> &'a Path {
+    let named = given.chunks(2).rev().find(|pair| pair[0] == path);
+    named.map_or(path, |pair| pair[1])
 }
 
 /// Counters of one file, for the `end` record.
@@ -271,40 +301,43 @@ fn open_path(path: &Path) -> &Path {
 }
 
 /// A file that can be indexed: it exists and is a regular file (checked
-/// before any work, so a wrong argument is a usage error).
-fn usable(path: &Path) -> Result<()> {
+/// before any work, so a wrong argument is a usage error); named `given`.
+fn usable(path: &Path, given: &Path) -> Result<()> {
     if path == Path::new("-") && !std::fs::metadata(STDIN).is_ok_and(|m| m.is_file()) {
         bail!(
             "-: standard input is not a regular file, and a stream cannot be indexed: later \
              stages re-read the file by offset; {SAVE_FIRST}"
         );
     }
-    let path = open_path(path);
+    let (path, shown) = (open_path(path), open_path(given).display());
     // Before canonicalize: /dev/stdin on a pipe resolves to "pipe:[N]", which
     // does not exist, and a FIFO would block the open.
-    let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+    let meta = std::fs::metadata(path).with_context(|| format!("{shown}"))?;
     if meta.is_dir() {
-        bail!("{}: is a directory", path.display());
+        bail!("{shown}: is a directory");
     }
     if !meta.is_file() {
         bail!(
-            "{}: not a regular file (a pipe or device): later stages re-read the file by offset; \
-             {SAVE_FIRST}",
-            path.display()
+            "{shown}: not a regular file (a pipe or device): later stages re-read the file by \
+             offset; {SAVE_FIRST}"
         );
     }
     Ok(())
 }
 
-fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) -> Result<Tally> {
+fn index_file<W: Write + Send>(
+    path: &Path,
+    given: &Path,
+    opts: Options,
+    out: &mut Writer<W>,
+) -> Result<Tally> {
     let started = std::time::Instant::now();
     let serialised = out.serialise_time();
-    let given = path;
-    let path = open_path(path);
-    let abs = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
     // Messages name the file as given (standard input as /dev/stdin); the
     // stream records its absolute path, for the later stages to open.
-    let file = PbfFile::open(path)?;
+    let (path, shown) = (open_path(path), open_path(given));
+    let abs = std::fs::canonicalize(path).with_context(|| format!("{}", shown.display()))?;
+    let file = PbfFile::open(path)?.named(shown);
     let mut walk = Walk::new(&file, opts.io);
     if let Some(e) = walk.fallback() {
         if !opts.quiet {
@@ -333,9 +366,9 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
         samples,
     }))?;
     // The file name only: the bar must fit an 80-column line.
-    let name = path
+    let name = shown
         .file_name()
-        .unwrap_or(path.as_os_str())
+        .unwrap_or(shown.as_os_str())
         .to_string_lossy();
     let message = format!("indexing {}", pbf_cli::elide(&name, 19));
     let bar = pbf_cli::progress(file.size(), &message, opts.bars);
@@ -350,7 +383,7 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
     };
     index_frames(walk, &mut batches, &mut tally, out, &bar)?;
     bar.finish_and_clear();
-    warn_skipped_blobs(path, &tally.end, opts.quiet);
+    warn_skipped_blobs(shown, &tally.end, opts.quiet);
     let end = tally.end.clone();
     out.write(&IndexRecord::End(end))?;
     if opts.verbose {
@@ -358,7 +391,7 @@ fn index_file<W: Write + Send>(path: &Path, opts: Options, out: &mut Writer<W>) 
             parsing: Duration::ZERO,
             writing: out.serialise_time() - serialised,
         };
-        print_summary(path, &tally, sampled, started.elapsed(), streams);
+        print_summary(shown, &tally, sampled, started.elapsed(), streams);
     }
     Ok(tally)
 }
