@@ -13,7 +13,10 @@ use crate::util::*;
 /// refuse the copy path's output before it fills the disk.
 fn sort_into(input: &Path, out: &Path, scratch: &Path) -> Outcome {
     let mut c = pbf_sort();
-    c.args(["-q", "--no-space-check"]).arg(input).arg("-o").arg(out);
+    c.args(["-q", "--no-space-check"])
+        .arg(input)
+        .arg("-o")
+        .arg(out);
     run_bounded(&c, Duration::from_secs(300), scratch)
 }
 

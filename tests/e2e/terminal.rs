@@ -182,7 +182,12 @@ fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
         let mut cmd = pbf_sort();
         cmd.arg(&input).arg("-o").arg(&out);
         let d = in_terminal(cmd, cols, false);
-        assert!(d.status.success(), "{cols} columns: {:?}\n{}", d.status, d.show());
+        assert!(
+            d.status.success(),
+            "{cols} columns: {:?}\n{}",
+            d.status,
+            d.show()
+        );
         assert_clean(&d, &format!("merge at {cols} columns"));
         let bars = d.bars();
         assert!(
@@ -194,7 +199,8 @@ fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
             "{cols} columns: the merge's bar was not shown: {bars:?}"
         );
         assert!(
-            bars.iter().all(|b| b.chars().count() + 3 <= usize::from(cols)),
+            bars.iter()
+                .all(|b| b.chars().count() + 3 <= usize::from(cols)),
             "{cols} columns: a bar leaves no room for the echo of Ctrl-C: {bars:?}"
         );
         assert!(out.exists(), "{cols} columns: no output");
@@ -211,10 +217,17 @@ fn a_sorted_input_leaves_a_clean_screen() {
             .arg("-o")
             .arg(&out);
         let d = in_terminal(cmd, cols, false);
-        assert!(d.status.success(), "{cols} columns: {:?}\n{}", d.status, d.show());
+        assert!(
+            d.status.success(),
+            "{cols} columns: {:?}\n{}",
+            d.status,
+            d.show()
+        );
         assert_clean(&d, &format!("sorted input at {cols} columns"));
         assert!(
-            d.bars().iter().all(|b| !b.contains("0 B/") || b.starts_with("indexing")),
+            d.bars()
+                .iter()
+                .all(|b| !b.contains("0 B/") || b.starts_with("indexing")),
             "{cols} columns: a bar that never moved was drawn: {:?}",
             d.bars()
         );

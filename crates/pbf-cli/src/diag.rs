@@ -171,7 +171,11 @@ fn eta(state: &ProgressState, w: &mut dyn fmt::Write) {
 /// " eta 3m" for a bar at `pos` of `len` after `elapsed`, or nothing while
 /// an estimate would mean nothing (too early, or done).
 fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<String> {
-    let share = if len == 0 { 0.0 } else { pos as f64 / len as f64 };
+    let share = if len == 0 {
+        0.0
+    } else {
+        pos as f64 / len as f64
+    };
     let meaningful = elapsed >= ETA_AFTER && (ETA_AFTER_SHARE..1.0).contains(&share);
     meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }

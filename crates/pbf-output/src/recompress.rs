@@ -63,7 +63,8 @@ pub fn recompress_range(
         }
         let (work_tx, work_rx) = mpsc::channel::<(usize, Frame)>();
         let (done_tx, done_rx) = mpsc::channel::<Done>();
-        let reader = scope.spawn(move || read_frames(src, path, (offset, end), &token_rx, &work_tx));
+        let reader =
+            scope.spawn(move || read_frames(src, path, (offset, end), &token_rx, &work_tx));
         let work_rx = Arc::new(Mutex::new(work_rx));
         let workers: Vec<_> = (0..threads)
             .map(|_| {

@@ -122,10 +122,13 @@ pub fn with_header_record(plan: &[u8]) -> Vec<u8> {
         .iter()
         .position(|r| !matches!(r, PlanRecord::Plan(_) | PlanRecord::Sorted(_)))
         .unwrap_or(recs.len());
-    recs.insert(at, PlanRecord::Header(OutputHeader {
-        header,
-        copy_bytes: None,
-    }));
+    recs.insert(
+        at,
+        PlanRecord::Header(OutputHeader {
+            header,
+            copy_bytes: None,
+        }),
+    );
     let mut w = Writer::new(Vec::new());
     for r in &recs {
         w.write(r).expect("record");
