@@ -72,6 +72,9 @@
         (pkgs.python3.withPackages (ps: [ ps.pyosmium ]))
         # osmconvert: default outputs must stay readable by osmctools.
         pkgs.osmctools
+        # zstd: the hint for a zstd-compressed PBF is run as printed (gzip,
+        # bzip2 and xz are the stdenv's).
+        pkgs.zstd
         # The completion tests load completions/*.bash into bash and run
         # them with complete and compgen, which the stdenv's bash (built
         # without readline) lacks.

@@ -117,6 +117,7 @@ in
   xfsprogs = package "xfsprogs";
   btrfs-progs = package "btrfs-progs";
   osmctools = package "osmctools";
+  zstd = package "zstd";
   e2fsprogs = package "e2fsprogs";
   bashInteractive = package "bashInteractive";
 }
