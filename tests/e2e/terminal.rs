@@ -87,7 +87,7 @@ fn in_terminal(mut cmd: Command, cols: u16, interrupt: bool) -> Drawn {
         .stderr(slave(&pty.slave))
         .env("TERM", "xterm")
         .env_remove("COLUMNS");
-    // A session of its own with the terminal as its controlling one, so
+    // A process group and controlling terminal of its own (setsid), so
     // Ctrl-C reaches the driver and its stages as a shell's job.
     unsafe {
         use std::os::unix::process::CommandExt;
