@@ -557,6 +557,61 @@ fn sigint_and_sigterm_mid_copy_remove_the_temporary_file() {
     }
 }
 
+/// `-o - > file` interrupted: the file the shell made must not pass for a
+/// complete PBF. The copier writes the stream poison as it dies, so it ends
+/// in bytes no reader accepts.
+#[test]
+fn sigint_mid_stream_leaves_a_file_no_reader_accepts() {
+    let dir = tempfile::tempdir().expect("dir");
+    let out = dir.path().join("out.osm.pbf");
+    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
+    let ops: Vec<PlanRecord> = blobs
+        .iter()
+        .map(|b| PlanRecord::Copy(copy_op(b, false)))
+        .collect();
+    let plan = plan_bytes(&plan_header(&src), &ops, false);
+    let half = plan
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'\n')
+        .nth(ops.len() / 2)
+        .map(|(i, _)| i + 1)
+        .expect("enough lines");
+    let mut c = bin("pbf-copy");
+    c.args(["-o", "-"])
+        .stdin(Stdio::piped())
+        .stdout(fs::File::create(&out).expect("out"))
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(&plan[..half]).expect("half the plan");
+    stdin.flush().expect("flush");
+    let expected = blobs[..ops.len() / 2].iter().map(|b| b.length).sum::<u64>();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::metadata(&out).map_or(0, |m| m.len()) < expected {
+        assert!(Instant::now() < deadline, "pbf-copy never got half way");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    send(&child, "INT");
+    let status = wait_at_most(&mut child, Duration::from_secs(30));
+    drop(stdin);
+    assert_eq!(status.signal(), Some(2), "dies of SIGINT");
+    let bytes = fs::read(&out).expect("read out");
+    assert!(
+        bytes.ends_with(&pbf_output::STREAM_POISON),
+        "the cut stream ends in the poison ({} bytes)",
+        bytes.len()
+    );
+    let st = Command::new("osmium")
+        .args(["fileinfo", "-e", "-F", "pbf"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("osmium");
+    assert!(!st.success(), "osmium read the cut stream as a whole file");
+}
+
 /// Whether this process ignores signal `number` (SIGHUP under nohup(1)):
 /// children inherit that disposition.
 fn ignored(number: i32) -> bool {

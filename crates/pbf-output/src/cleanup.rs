@@ -4,6 +4,12 @@
 //! async-signal-safe) and re-raises the signal with the default disposition,
 //! so the process still dies of the signal and its exit status shows it.
 //!
+//! A stream (`-o -`) cannot be taken back: a registered stream
+//! ([`poison_on_signal`]) gets [`crate::STREAM_POISON`] written to it by the
+//! same handler (`write(2)` is async-signal-safe), so a reader of
+//! `pbf-copy -o - > file` interrupted by Ctrl-C fails on the cut file
+//! instead of taking it for a complete one.
+//!
 //! What this cannot cover, by design:
 //! - SIGKILL (and a power cut) cannot be caught. A named temporary file
 //!   stays, but it is never named like the output: it is
@@ -17,11 +23,12 @@
 //!   ignored.
 
 use std::ffi::CString;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
 use std::sync::Once;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 
 use nix::libc;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
@@ -35,6 +42,8 @@ pub const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHU
 const SLOTS: usize = 32;
 
 static PATHS: [AtomicPtr<libc::c_char>; SLOTS] = [const { AtomicPtr::new(ptr::null_mut()) }; SLOTS];
+/// The stream to poison on a signal, or -1.
+static STREAM_FD: AtomicI32 = AtomicI32::new(-1);
 /// Handlers currently running: a slot's string is not freed while one runs.
 static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
 static INSTALL: Once = Once::new();
@@ -48,6 +57,13 @@ extern "C" fn on_signal(sig: libc::c_int) {
             // IN_HANDLER is non-zero (see `Registration::drop`).
             unsafe { libc::unlink(p) };
         }
+    }
+    let fd = STREAM_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let poison = crate::STREAM_POISON;
+        // SAFETY: write is async-signal-safe; the buffer lives on our stack.
+        // A short or failed write (a closed pipe) leaves nothing to do.
+        unsafe { libc::write(fd, poison.as_ptr().cast(), poison.len()) };
     }
     // SA_RESETHAND restored the default disposition on entry; the re-raised
     // signal is delivered when the handler returns (or at once), and kills us.
@@ -82,6 +98,26 @@ pub fn ignore_signals() {
     for sig in SIGNALS {
         // SAFETY: ignoring a signal runs no handler.
         let _ = unsafe { nix::sys::signal::signal(sig, SigHandler::SigIgn) };
+    }
+}
+
+/// A stream that gets [`crate::STREAM_POISON`] written to it if the process
+/// receives one of [`SIGNALS`]; dropping the registration forgets it.
+#[derive(Debug)]
+pub struct StreamRegistration(());
+
+/// Poison `fd` on a signal (one stream at a time: a second registration
+/// replaces the first). Register once the first byte went out: a stream that
+/// holds nothing needs no poison.
+pub fn poison_on_signal(fd: BorrowedFd<'_>) -> StreamRegistration {
+    install();
+    STREAM_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
+    StreamRegistration(())
+}
+
+impl Drop for StreamRegistration {
+    fn drop(&mut self) {
+        STREAM_FD.store(-1, Ordering::SeqCst);
     }
 }
 

@@ -13,6 +13,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::cleanup;
 use crate::copy::{CopyStats, copy_range};
 use crate::error::{Error, ErrorKind, Result};
 use crate::temp::Temp;
@@ -81,6 +82,8 @@ struct StreamOut {
     file: File,
     started: bool,
     finished: bool,
+    /// Poisons the stream if a signal kills the process once it started.
+    on_signal: Option<cleanup::StreamRegistration>,
 }
 
 impl Drop for StreamOut {
@@ -164,6 +167,7 @@ impl OutputFile {
                 file,
                 started: false,
                 finished: false,
+                on_signal: None,
             }),
             name,
             pos: 0,
@@ -288,6 +292,9 @@ impl OutputFile {
     /// Note that bytes went out: a stream failing from now on is poisoned.
     fn started(&mut self) {
         if let Target::Stream(s) = &mut self.target {
+            if !s.started {
+                s.on_signal = Some(cleanup::poison_on_signal(s.file.as_fd()));
+            }
             s.started = true;
         }
     }
@@ -373,6 +380,7 @@ impl OutputFile {
             } => (temp, dest, file_name, overwrite),
             Target::Stream(mut s) if check.is_none() => {
                 s.finished = true;
+                s.on_signal = None;
                 return Ok(());
             }
             Target::Stream(_) => {
