@@ -69,6 +69,10 @@ pub struct Ahead {
     early: bool,
     /// The offset of the last `sorted` record.
     sorted_through: u64,
+    /// The samples of the last source read, and how many sources were read
+    /// when they were taken.
+    samples: Samples,
+    samples_of: usize,
 }
 
 impl Ahead {
@@ -79,6 +83,8 @@ impl Ahead {
             in_order: Some((0, 0)),
             early: false,
             sorted_through: 0,
+            samples: Samples::default(),
+            samples_of: 0,
         }
     }
 
@@ -98,6 +104,9 @@ impl Ahead {
         if have > want as usize {
             bail!("--sources {want}, but the index streams hold more sources");
         }
+        if self.samples_of != have {
+            (self.samples, self.samples_of) = (Samples::new(&input.samples), have);
+        }
         if self.early {
             return self.watch_order(input, out);
         }
@@ -110,7 +119,7 @@ impl Ahead {
         else {
             return Ok(());
         };
-        self.follow(seg, &input.samples);
+        self.follow(seg);
         if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
             return Ok(());
         }
@@ -162,7 +171,8 @@ impl Ahead {
     /// Take `seg`, the last source's newest blob, into the watch of its
     /// order: still in order when sorted inside, after the blob before, and
     /// before every sample further on in the file (see [`Samples`]).
-    fn follow(&mut self, seg: &Segment, samples: &Samples) {
+    fn follow(&mut self, seg: &Segment) {
+        let samples = &self.samples;
         self.in_order = self.in_order.and_then(|(n, last)| {
             let next = seg.sorted() && (n == 0 || seg.first() > last) && !samples.contradict(seg);
             next.then_some((n + 1, seg.last()))
@@ -181,7 +191,7 @@ impl Ahead {
         if self.in_order.is_none() || seg.source() as usize + 1 != input.sources.len() {
             return Ok(());
         }
-        self.follow(seg, &input.samples);
+        self.follow(seg);
         if self.in_order.is_some() {
             return self.sorted(seg, out);
         }
@@ -319,18 +329,35 @@ mod tests {
         w.finish().expect("index")
     }
 
+    /// Plan `index` into `buf`, with `--sources` when given; `after(n)` runs
+    /// after each record read (`n` blob records so far) and once at the end.
+    fn plan_into(buf: &Shared, index: Vec<u8>, sources: Option<u32>, mut after: impl FnMut(u64)) {
+        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), sources, false);
+        let mut input = Input::new(Purpose::Plan(plan::Blobs::default()), false);
+        let mut on_record = |input: &Input| {
+            plan.record_read(input)?;
+            after(input.blob_records);
+            Ok(())
+        };
+        input
+            .read("index", Box::new(Cursor::new(index)), &mut on_record)
+            .expect("read");
+        if let Purpose::Plan(blobs) = &mut input.blobs {
+            blobs.sort();
+        }
+        plan.finish(&input, false).expect("plan");
+        after(input.blob_records);
+    }
+
     /// What `pbf-overlap --sources 1` writes for `index`: each record's
     /// type (`plan early` for an early plan record) and how many blob
     /// records had been read when it went out (all of them for those
     /// written at the end).
     fn written(index: Vec<u8>) -> Vec<(u64, String)> {
         let buf = Shared::default();
-        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), Some(1), false);
-        let mut input = Input::new(Purpose::Plan(plan::Blobs::default()), false);
         let mut lines = Vec::new();
-        let mut take_lines = |read: u64| {
-            let mut bytes = buf.0.borrow_mut();
-            let text = String::from_utf8(std::mem::take(&mut *bytes)).expect("utf-8");
+        plan_into(&buf, index, Some(1), |read| {
+            let text = String::from_utf8(buf.0.take()).expect("utf-8");
             for line in text.lines() {
                 let kind = line["{\"type\":\"".len()..]
                     .split('"')
@@ -343,20 +370,7 @@ mod tests {
                 };
                 lines.push((read, format!("{kind}{early}")));
             }
-        };
-        let mut on_record = |input: &Input| {
-            plan.record_read(input)?;
-            take_lines(input.blob_records);
-            Ok(())
-        };
-        input
-            .read("index", Box::new(Cursor::new(index)), &mut on_record)
-            .expect("read");
-        if let Purpose::Plan(blobs) = &mut input.blobs {
-            blobs.sort();
-        }
-        plan.finish(&input, false).expect("plan");
-        take_lines(input.blob_records);
+        });
         lines
     }
 
@@ -414,16 +428,7 @@ mod tests {
     /// when given.
     fn plan_records(index: Vec<u8>, sources: Option<u32>) -> Vec<PlanRecord> {
         let buf = Shared::default();
-        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), sources, false);
-        let mut input = Input::new(Purpose::Plan(plan::Blobs::default()), false);
-        let mut on_record = |input: &Input| plan.record_read(input);
-        input
-            .read("index", Box::new(Cursor::new(index)), &mut on_record)
-            .expect("read");
-        if let Purpose::Plan(blobs) = &mut input.blobs {
-            blobs.sort();
-        }
-        plan.finish(&input, false).expect("plan");
+        plan_into(&buf, index, sources, |_| {});
         let mut lines = pbf_stream::LineReader::new(Cursor::new(buf.0.take()));
         std::iter::from_fn(|| lines.next_record().expect("a plan record")).collect()
     }

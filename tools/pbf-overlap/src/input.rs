@@ -12,9 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use pbf_format::header::Header;
-use pbf_stream::{BlobRecord, Counts, IndexReader, IndexRecord, SourceRecord, SourceRef};
+use pbf_stream::{BlobRecord, Counts, IndexReader, IndexRecord, Sample, SourceRecord, SourceRef};
 
-use crate::ahead::Samples;
 use crate::check;
 use crate::plan::{self, Segment};
 
@@ -40,8 +39,9 @@ pub struct Input {
     pub headers: Vec<Header>,
     /// The blob records, as kept for what they are read for.
     pub blobs: Purpose,
-    /// The samples of the source read last.
-    pub samples: Samples,
+    /// The samples of the source read last, as its record gives them (for
+    /// the early plan watch, `crate::ahead`).
+    pub samples: Vec<Sample>,
     /// Blob records read.
     pub blob_records: u64,
     /// The sources' paths, to refuse a file indexed twice.
@@ -63,7 +63,7 @@ impl Input {
             sources: Vec::new(),
             headers: Vec::new(),
             blobs,
-            samples: Samples::default(),
+            samples: Vec::new(),
             blob_records: 0,
             paths: HashSet::new(),
             counts: Counts::default(),
@@ -164,7 +164,7 @@ impl Input {
                 source.name()
             ));
         }
-        self.samples = Samples::new(&s.samples);
+        self.samples = s.samples;
         self.sources.push(source);
         self.add_header(s.header)
     }
