@@ -14,27 +14,30 @@
 //! string indexes are checked, and delta decoding wraps instead of
 //! overflowing.
 //!
-//! The submodules: `columns` (the decoded form and its view), `decode`
-//! ([`decode_columns`]) and `encode` ([`encode_objects`]), hand-written on
-//! the protobuf wire format for speed (merging re-encodes every object it
-//! touches), and `element`: [`Element`], one object owned, for programs
-//! that build blocks or read them whole ([`encode_block`], [`decode_block`],
-//! which go by way of columns).
+//! The submodules: `columns` (the decoded form and its view, [`Obj`]: the
+//! one object shape of the product), `decode` ([`decode_columns`]) and
+//! `encode` ([`encode_objects`]), hand-written on the protobuf wire format
+//! for speed (merging re-encodes every object it touches), and, with the
+//! `testkit` feature only, `element`: one object owned, for the bench's
+//! generators and the tests, which build blocks or read them whole.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use crate::Kind;
 
 mod columns;
 mod decode;
+#[cfg(any(test, feature = "testkit"))]
 mod element;
 mod encode;
 
 pub use columns::{BadIndex, Columns, ColumnsBuilder, Obj, Object, Tags, prefetched};
-pub use decode::{Decoder, decode_block, decode_columns};
-pub use element::{Changeset, Element, Member, Node, Relation, Way};
-pub use encode::{encode_block, encode_objects};
+pub use decode::{Decoder, decode_columns};
+#[cfg(any(test, feature = "testkit"))]
+pub use element::{
+    Changeset, Element, Member, Node, Relation, Way, decode_block, encode_block, split_points,
+};
+pub use encode::encode_objects;
 
 /// A string of a block's string table: raw bytes, since PBF does not promise
 /// UTF-8. Shared, so cloning is a reference-count increment.
@@ -45,8 +48,8 @@ pub type Tag = (Str, Str);
 
 /// Metadata of one object version. All fields hold absolute values; a field
 /// the file leaves out decodes to its protobuf default, shown below. The
-/// user name is held as the storage needs: owned ([`Str`], in an
-/// [`Element`]), as a string index (`u32`, in [`Columns`] and for
+/// user name is held as the storage needs: owned ([`Str`], in the
+/// testkit's `Element`), as a string index (`u32`, in [`Columns`] and for
 /// [`ColumnsBuilder`]) or borrowed (`&[u8]`, from an [`Obj`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Info<U = Str> {
@@ -138,11 +141,11 @@ pub const BLOCK_SLACK: usize = 256;
 /// How to cut and write blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EncodeOptions {
-    /// Most elements per block (default 8000), used by [`split_points`].
+    /// Most elements per block (default 8000).
     pub max_elements: usize,
     /// Most bytes of uncompressed block, as estimated by
     /// [`Shape::encoded_bound`] (default 16 MiB; PBF readers refuse
-    /// blocks over 32 MiB). Used by [`split_points`].
+    /// blocks over 32 MiB).
     pub max_bytes: usize,
     /// Write nodes as DenseNodes (default true); plain nodes otherwise.
     pub dense_nodes: bool,
@@ -156,28 +159,6 @@ impl Default for EncodeOptions {
             dense_nodes: true,
         }
     }
-}
-
-/// Split a slice into consecutive chunks that each hold at most
-/// `opts.max_elements` elements and whose [`Shape::encoded_bound`] sum
-/// stays within `opts.max_bytes`. A single element over the byte limit
-/// gets a chunk of its own. No chunk is empty.
-pub fn split_points(elements: &[Element], opts: &EncodeOptions) -> Vec<Range<usize>> {
-    let mut chunks = Vec::new();
-    let (mut start, mut bytes) = (0, BLOCK_SLACK);
-    for (i, element) in elements.iter().enumerate() {
-        let size = element.shape().encoded_bound();
-        let full = i - start >= opts.max_elements || bytes.saturating_add(size) > opts.max_bytes;
-        if i > start && full {
-            chunks.push(start..i);
-            (start, bytes) = (i, BLOCK_SLACK);
-        }
-        bytes = bytes.saturating_add(size);
-    }
-    if start < elements.len() {
-        chunks.push(start..elements.len());
-    }
-    chunks
 }
 
 #[cfg(test)]

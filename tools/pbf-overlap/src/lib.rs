@@ -4,27 +4,22 @@
 //! other blob and merge ops for the runs that do, in output order. With
 //! `--check` it only answers whether the input is already in order.
 
+mod ahead;
 mod check;
 mod header;
+mod input;
 mod plan;
-mod samples;
 
-use std::collections::HashSet;
-use std::io::BufRead;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
-use pbf_format::header::Header;
-use pbf_stream::{
-    BlobRecord, CopyOp, Counts, IndexReader, IndexRecord, OutputHeader, PlanEnd, PlanHeader,
-    PlanRecord, SortedThrough, SourceRecord, SourceRef, StreamTime, Unsorted, Writer,
-};
+use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime, Writer};
 
-use plan::{Op, Segment};
-use samples::Samples;
+use ahead::Ahead;
+use input::{Input, Purpose};
+use plan::Op;
 
 const NAME: &str = "pbf-overlap";
 
@@ -191,8 +186,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let out = Box::new(pbf_cli::stdout());
     let sources = m.get_one::<u32>("sources").copied();
     let mut plan = PlanOut::new(out, program, sources, m.get_flag("verbose"));
-    let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
-    read_input(m, &mut input, &mut |input| plan.record_read(input))?;
+    let mut input = Input::new(Purpose::Plan(plan::Blobs::default()), m.get_flag("verbose"));
+    input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     pbf_cli::report::counters(&PlanCounters {
         blobs: input.blob_records,
@@ -221,249 +216,40 @@ struct Reference {
     counts: Counts,
 }
 
+/// The index streams named on the command line ('-' when none).
+fn index_names(m: &ArgMatches) -> Vec<String> {
+    match m.get_many::<String>("index") {
+        Some(v) => v.cloned().collect(),
+        None => vec!["-".to_owned()],
+    }
+}
+
 /// For `--check`: the input, and the `--objects-of` index when given.
 fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
-    let mut input = Input::new(Purpose::Check(check::Judge::default()));
-    read_input(m, &mut input, &mut |_| Ok(()))?;
+    let purpose = Purpose::Check(check::Judge::default());
+    let mut input = Input::new(purpose, m.get_flag("verbose"));
+    input.read_all(&index_names(m), &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
         return Ok((input, None));
     };
     let name = pbf_cli::input_name(arg).to_owned();
-    let mut other = Input::new(Purpose::Count);
+    let mut other = Input::new(Purpose::Count, false);
     other.read(&name, pbf_cli::input(arg)?, &mut |_| Ok(()))?;
     let shown = m.get_one::<String>("objects-of-as").cloned();
     let reference = Reference {
-        files: shown.or_else(|| files_of(&other)).unwrap_or(name),
+        files: shown.or_else(|| other.files()).unwrap_or(name),
         several: other.sources.len() > 1,
         counts: other.counts,
     };
     Ok((input, Some(reference)))
 }
 
-/// The files an index describes, for messages: `a.osm.pbf` or
-/// `a.osm.pbf, b.osm.pbf` (`None` for an index without sources).
-fn files_of(input: &Input) -> Option<String> {
-    let names = source_names(input);
-    (!names.is_empty()).then(|| names.join(", "))
-}
-
-/// The name of each source of an index, in source order: as given to
-/// pbf-index ([`SourceRef::name`]).
-fn source_names(input: &Input) -> Vec<String> {
-    input.sources.iter().map(SourceRef::name).collect()
-}
-
-/// Called after each source and blob record with everything read so far.
-type OnRecord<'a> = dyn FnMut(&Input) -> Result<()> + 'a;
-
-/// Read every index stream named on the command line into `input`, and
-/// sort the blobs to plan.
-fn read_input(m: &ArgMatches, input: &mut Input, on_record: &mut OnRecord<'_>) -> Result<()> {
-    let names: Vec<String> = match m.get_many::<String>("index") {
-        Some(v) => v.cloned().collect(),
-        None => vec!["-".to_owned()],
-    };
-    let started = Instant::now();
-    input.timed = m.get_flag("verbose");
-    for name in &names {
-        input.read(pbf_cli::input_name(name), pbf_cli::input(name)?, on_record)?;
-    }
-    if let Purpose::Plan(blobs) = &mut input.blobs {
-        blobs.sort();
-    }
-    input.started = Some(started);
-    Ok(())
-}
-
-/// What the blob records are read for.
-enum Purpose {
-    /// Kept, to plan.
-    Plan(plan::Blobs),
-    /// Judged in file order as they come (`--check`).
-    Check(check::Judge),
-    /// Only counted, by the end records (`--objects-of`).
-    Count,
-}
-
-/// Everything read from the index streams.
-struct Input {
-    sources: Vec<SourceRef>,
-    headers: Vec<Header>,
-    blobs: Purpose,
-    /// The samples of the source read last.
-    samples: Samples,
-    /// Blob records read.
-    blob_records: u64,
-    paths: HashSet<PathBuf>,
-    /// Objects per kind, from the end records.
-    counts: Counts,
-    /// Time spent parsing the index streams (measured for -v only).
-    parsing: Duration,
-    /// Whether to measure it.
-    timed: bool,
-    /// When reading began, for `-v`.
-    started: Option<Instant>,
-}
-
-impl Input {
-    fn new(blobs: Purpose) -> Input {
-        Input {
-            sources: Vec::new(),
-            headers: Vec::new(),
-            blobs,
-            samples: Samples::default(),
-            blob_records: 0,
-            paths: HashSet::new(),
-            counts: Counts::default(),
-            parsing: Duration::ZERO,
-            timed: false,
-            started: None,
-        }
-    }
-
-    /// The blob read last, when planning.
-    fn last_planned(&self) -> Option<&Segment> {
-        match &self.blobs {
-            Purpose::Plan(blobs) => blobs.last(),
-            _ => None,
-        }
-    }
-
-    /// Read one index stream (one or more sections) named `name`.
-    fn read(
-        &mut self,
-        name: &str,
-        reader: Box<dyn BufRead>,
-        on_record: &mut OnRecord<'_>,
-    ) -> Result<()> {
-        let mut rd = IndexReader::new(reader).timed(self.timed);
-        let mut end_of_last = 0;
-        while let Some(rec) = rd.next_record().with_context(|| name.to_owned())? {
-            let at = |e: String| anyhow!("{name}: line {}: {e}", rd.line());
-            match rec {
-                IndexRecord::Source(s) => {
-                    self.add_source(s).map_err(at)?;
-                    end_of_last = 0;
-                    on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
-                }
-                IndexRecord::Blob(b) => {
-                    self.check_range(&b, end_of_last).map_err(at)?;
-                    end_of_last = b.offset + b.length;
-                    self.add_blob(&b).map_err(at)?;
-                    on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
-                }
-                IndexRecord::Header(h) => self.add_header(h.header).map_err(at)?,
-                IndexRecord::End(e) => self.counts.add(e.counts),
-            }
-        }
-        self.parsing += rd.parse_time();
-        Ok(())
-    }
-
-    fn add_source(&mut self, s: SourceRecord) -> Result<(), String> {
-        let id = u32::try_from(self.sources.len()).map_err(|_| "too many sources".to_owned())?;
-        let path = s.path;
-        let source = SourceRef {
-            id,
-            path,
-            size: s.size,
-            mtime: s.mtime,
-            mtime_nsec: s.mtime_nsec,
-            ctime: s.ctime,
-            ctime_nsec: s.ctime_nsec,
-            given: s.given,
-            spool: false,
-        };
-        if !self.paths.insert(source.path.clone()) {
-            return Err(format!(
-                "{} is indexed twice; its objects would be duplicated",
-                source.name()
-            ));
-        }
-        self.samples = Samples::new(&s.samples);
-        self.sources.push(source);
-        self.add_header(s.header)
-    }
-
-    /// A header of the source read last: its first, or a later one of a
-    /// file joined from several (`cat`), which counts like another input's.
-    fn add_header(&mut self, header: Header) -> Result<(), String> {
-        let source = &self.sources[self.sources.len() - 1];
-        if let Some(f) = header.unknown_required_feature() {
-            return Err(format!(
-                "{}: requires the feature {f:?}, which pbf-sort does not understand",
-                source.name()
-            ));
-        }
-        self.headers.push(header);
-        Ok(())
-    }
-
-    /// A blob of the source read last, in file order.
-    fn add_blob(&mut self, b: &BlobRecord) -> Result<(), String> {
-        let source = self.sources.len() as u32 - 1;
-        self.blob_records += 1;
-        match &mut self.blobs {
-            Purpose::Plan(blobs) => blobs.push(source, b)?,
-            Purpose::Check(judge) => judge.blob(source, b),
-            Purpose::Count => {}
-        }
-        Ok(())
-    }
-
-    /// Blobs must lie inside their file (the source read last), after the
-    /// previous one.
-    fn check_range(&self, b: &BlobRecord, end_of_last: u64) -> Result<(), String> {
-        let src = &self.sources[self.sources.len() - 1];
-        if b.offset < end_of_last {
-            return Err(format!(
-                "blob {} at offset {} starts before the previous blob ends ({end_of_last})",
-                b.seq, b.offset
-            ));
-        }
-        if b.offset + b.length > src.size {
-            return Err(format!(
-                "blob {} at offset {} (length {}) extends past the end of {} ({} bytes)",
-                b.seq,
-                b.offset,
-                b.length,
-                src.name(),
-                src.size
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// Blobs of the last source that must be read sorted and in file order
-/// before `--sources` writes the plan record early: a copier copies ahead on
-/// the guess that the input is sorted, and an input whose first blobs are
-/// out of order (blob-permuted, or unsorted inside its blobs) would waste
-/// that copy. Sixteen blobs are a moment of indexing.
-const IN_ORDER_FIRST: u32 = 16;
-
-/// Bytes of the last source read in order between two `sorted` records: a
-/// copier copies ahead in steps of this size too, so it follows the index
-/// a step behind, with a record per step.
-const SORTED_STEP: u64 = 16 << 20;
-
 /// The plan stream being written: its record goes out as soon as it is
-/// known (`--sources`), the ops once every blob is read.
+/// known (`--sources`, see [`ahead`]), the ops once every blob is read.
 struct PlanOut {
     out: Writer<Box<dyn std::io::Write>>,
     program: String,
-    /// `--sources`.
-    sources: Option<u32>,
-    /// Blobs of the last source read so far in order, and the last one's
-    /// largest key; `None` once one was out of order (after an early plan
-    /// record: the `unsorted` record went out), or the header proved to
-    /// depend on the ops.
-    in_order: Option<(u32, u128)>,
-    /// The header of the plan record, when it went out before the blobs
-    /// were read.
-    early: Option<Header>,
-    /// The offset of the last `sorted` record.
-    sorted_through: u64,
+    ahead: Ahead,
 }
 
 impl PlanOut {
@@ -478,120 +264,25 @@ impl PlanOut {
         PlanOut {
             out: Writer::new(out).timed(timed),
             program,
-            sources,
-            in_order: Some((0, 0)),
-            early: None,
-            sorted_through: 0,
+            ahead: Ahead::new(sources),
         }
     }
 
-    /// After a source or blob record: with `--sources N`, write the plan
-    /// record once N sources are in and the first blobs of the last one are
-    /// in order, when no op can change the output header.
+    /// After a source or blob record: what the copy ahead is told so far.
     fn record_read(&mut self, input: &Input) -> Result<()> {
-        let Some(want) = self.sources else {
-            return Ok(());
-        };
-        let have = input.sources.len();
-        if have > want as usize {
-            bail!("--sources {want}, but the index streams hold more sources");
-        }
-        if self.early.is_some() {
-            return self.watch_order(input);
-        }
-        if self.in_order.is_none() || have < want as usize {
-            return Ok(());
-        }
-        let Some(seg) = input
-            .last_planned()
-            .filter(|s| s.source() as usize + 1 == have)
-        else {
-            return Ok(());
-        };
-        self.follow(seg, &input.samples);
-        if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
-            return Ok(());
-        }
-        // Every source is in: whatever the answer, it is final, so the
-        // watch ends here either way. (A later OSMHeader of the last source
-        // can still change the header: `finish` then writes a header record.)
-        let header = header::output_header(&input.headers, false, &self.program);
-        if header != header::output_header(&input.headers, true, &self.program) {
-            self.in_order = None;
-            return Ok(());
-        }
-        self.out.write(&plan_record(input, header.clone(), None))?;
-        self.early = Some(header);
-        self.sorted(seg)
+        self.ahead.record_read(input, &self.program, &mut self.out)
     }
 
-    /// Say that the last source is in order through `seg`, now (after the
-    /// early plan record) or once it is a step past the last such record.
-    fn sorted(&mut self, seg: &Segment) -> Result<()> {
-        if self.sorted_through > 0 && seg.end() < self.sorted_through + SORTED_STEP {
-            return Ok(());
-        }
-        self.sorted_through = seg.end();
-        self.out.write(&PlanRecord::Sorted(SortedThrough {
-            source: seg.source(),
-            through: seg.end(),
-        }))?;
-        self.out.flush()?;
-        Ok(())
-    }
-
-    /// Take `seg`, the last source's newest blob, into the watch of its
-    /// order: still in order when sorted inside, after the blob before, and
-    /// before every sample further on in the file (see [`Samples`]).
-    fn follow(&mut self, seg: &Segment, samples: &Samples) {
-        self.in_order = self.in_order.and_then(|(n, last)| {
-            let next = seg.sorted() && (n == 0 || seg.first() > last) && !samples.contradict(seg);
-            next.then_some((n + 1, seg.last()))
-        });
-    }
-
-    /// After an early plan record: at the first blob of the last source out
-    /// of file order, say so at once (a copier copying that source ahead
-    /// stops), long before the ops.
-    fn watch_order(&mut self, input: &Input) -> Result<()> {
-        let Some(seg) = input.last_planned() else {
-            return Ok(());
-        };
-        // The early record needed the source in order so far: once that
-        // ends, the record below has gone out.
-        if self.in_order.is_none() || seg.source() as usize + 1 != input.sources.len() {
-            return Ok(());
-        }
-        self.follow(seg, &input.samples);
-        if self.in_order.is_some() {
-            return self.sorted(seg);
-        }
-        self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
-        self.out.flush()?;
-        Ok(())
-    }
-
-    /// Write the plan record (unless it went out early), the ops and the end;
-    /// returns what was planned and the time spent serialising it.
+    /// Write the plan record (or after an early one the header record), the
+    /// ops and the end; returns what was planned and the time spent
+    /// serialising it.
     fn finish(mut self, input: &Input, frame_keys: bool) -> Result<(Tally, Duration)> {
-        if let Some(want) = self.sources.filter(|&n| n as usize != input.sources.len()) {
-            bail!(
-                "--sources {want}, but the index streams hold {} source(s)",
-                input.sources.len()
-            );
-        }
         let Purpose::Plan(blobs) = &input.blobs else {
             bail!("internal error: no blobs were kept to plan");
         };
         let merges = blobs.runs().any(|r| !plan::is_copy(r));
         let header = header::output_header(&input.headers, merges, &self.program);
-        let copy_bytes = Some(blobs.copy_bytes());
-        // After an early plan record, the header record brings what the
-        // plan copies (and the header, changed or not) before the first op.
-        let record = match self.early.take() {
-            None => plan_record(input, header, copy_bytes),
-            Some(_) => PlanRecord::Header(OutputHeader { header, copy_bytes }),
-        };
+        let record = self.ahead.planned(input, header, blobs.copy_bytes())?;
         self.out.write(&record)?;
         let mut tally = Tally::default();
         for op in blobs.ops(frame_keys) {
@@ -639,19 +330,6 @@ impl Tally {
     }
 }
 
-/// The plan record: early (before planning) when `copy_bytes` is not
-/// known yet.
-fn plan_record(input: &Input, header: Header, copy_bytes: Option<u64>) -> PlanRecord {
-    PlanRecord::Plan(PlanHeader {
-        schema: pbf_stream::PLAN_SCHEMA.into(),
-        version: pbf_stream::SCHEMA_VERSION,
-        sources: input.sources.clone(),
-        header,
-        early: copy_bytes.is_none(),
-        copy_bytes,
-    })
-}
-
 /// `--check`: exit 0 when the input is in order (and holds the objects of
 /// `objects_of`, when given), else 1 with the reasons on standard error.
 /// `check_as` names the checked file in messages instead of its path.
@@ -663,7 +341,7 @@ fn check(
 ) -> ExitCode {
     let names = match &check_as {
         Some(name) => vec![name.clone(); input.sources.len()],
-        None => source_names(input),
+        None => input.source_names(),
     };
     let reasons = match &input.blobs {
         Purpose::Check(judge) => judge.reasons(&names),
@@ -677,7 +355,7 @@ fn check(
     if let Some(other) = objects_of {
         // Each side named by its files: the index checked, and the other.
         let checked = check_as
-            .or_else(|| files_of(input))
+            .or_else(|| input.files())
             .unwrap_or_else(|| "the input".into());
         let (files, want) = (other.files, other.counts);
         let verb = if other.several { "hold" } else { "holds" };
@@ -737,7 +415,7 @@ fn summary(input: &Input, tally: &Tally, streams: StreamTime) -> String {
         tally.end.merge_inputs,
         tally.merge_ops,
         tally.merge_elements,
-        elapsed(input)
+        input.elapsed()
     )
 }
 
@@ -746,231 +424,6 @@ fn check_summary(input: &Input, streams: StreamTime) -> String {
     format!(
         "{} blobs checked; {:.3}s; {streams}",
         input.blob_records,
-        elapsed(input)
+        input.elapsed()
     )
-}
-
-/// Seconds since reading began.
-fn elapsed(input: &Input) -> f64 {
-    input.started.map_or(0.0, |t| t.elapsed().as_secs_f64())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::RefCell;
-    use std::io::Cursor;
-    use std::rc::Rc;
-
-    use pbf_stream::{IndexEnd, Sample};
-
-    /// A writer whose bytes the test reads while a [`PlanOut`] owns it.
-    #[derive(Clone, Default)]
-    struct Shared(Rc<RefCell<Vec<u8>>>);
-
-    impl std::io::Write for Shared {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.borrow_mut().extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    /// The index of one file whose blobs hold the ways `keys` (first,
-    /// last), 1000 bytes apart, sampled at the blobs `sampled`.
-    fn index(keys: &[(i64, i64)], sampled: &[usize]) -> Vec<u8> {
-        let blobs: Vec<BlobRecord> = keys
-            .iter()
-            .zip(0..)
-            .map(|(&(first, last), i)| BlobRecord {
-                seq: i,
-                ..plan::tests::way(first, last, 100 + i * 1000, 1000)
-            })
-            .collect();
-        let samples = sampled
-            .iter()
-            .map(|&i| Sample {
-                offset: blobs[i].offset,
-                first: blobs[i].first,
-            })
-            .collect();
-        let header = Header {
-            required_features: vec!["OsmSchema-V0.6".into(), "DenseNodes".into()],
-            ..Header::default()
-        };
-        let mut w = Writer::new(Vec::new());
-        let source = SourceRecord {
-            schema: pbf_stream::INDEX_SCHEMA.into(),
-            version: pbf_stream::SCHEMA_VERSION,
-            path: "/in.osm.pbf".into(),
-            size: 100 + 1000 * blobs.len() as u64,
-            mtime: 0,
-            mtime_nsec: 0,
-            ctime: None,
-            ctime_nsec: None,
-            given: None,
-            header,
-            samples,
-        };
-        w.write(&IndexRecord::Source(source)).expect("source");
-        let mut end = IndexEnd::default();
-        for b in blobs {
-            end.blobs += 1;
-            end.counts.add(b.counts);
-            w.write(&IndexRecord::Blob(b)).expect("blob");
-        }
-        w.write(&IndexRecord::End(end)).expect("end");
-        w.finish().expect("index")
-    }
-
-    /// What `pbf-overlap --sources 1` writes for `index`: each record's
-    /// type (`plan early` for an early plan record) and how many blob
-    /// records had been read when it went out (all of them for those
-    /// written at the end).
-    fn written(index: Vec<u8>) -> Vec<(u64, String)> {
-        let buf = Shared::default();
-        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), Some(1), false);
-        let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
-        let mut lines = Vec::new();
-        let mut take_lines = |read: u64| {
-            let mut bytes = buf.0.borrow_mut();
-            let text = String::from_utf8(std::mem::take(&mut *bytes)).expect("utf-8");
-            for line in text.lines() {
-                let kind = line["{\"type\":\"".len()..]
-                    .split('"')
-                    .next()
-                    .expect("type");
-                let early = if line.contains("\"early\":true") {
-                    " early"
-                } else {
-                    ""
-                };
-                lines.push((read, format!("{kind}{early}")));
-            }
-        };
-        let mut on_record = |input: &Input| {
-            plan.record_read(input)?;
-            take_lines(input.blob_records);
-            Ok(())
-        };
-        input
-            .read("index", Box::new(Cursor::new(index)), &mut on_record)
-            .expect("read");
-        if let Purpose::Plan(blobs) = &mut input.blobs {
-            blobs.sort();
-        }
-        plan.finish(&input, false).expect("plan");
-        take_lines(input.blob_records);
-        lines
-    }
-
-    /// Blobs of ways [10 i, 10 i + 9] for i in `range`.
-    fn sorted_keys(range: std::ops::Range<i64>) -> Vec<(i64, i64)> {
-        range.map(|i| (10 * i, 10 * i + 9)).collect()
-    }
-
-    /// Blobs of ways that interleave those of `sorted_keys(range)`.
-    fn interleaving(range: std::ops::Range<i64>) -> Vec<(i64, i64)> {
-        range.map(|i| (10 * i + 5, 10 * i + 8)).collect()
-    }
-
-    /// The first record of `kind` and when it went out.
-    fn first_of<'a>(lines: &'a [(u64, String)], kind: &str) -> Option<&'a (u64, String)> {
-        lines.iter().find(|(_, k)| k == kind)
-    }
-
-    #[test]
-    fn a_sample_against_the_first_blobs_keeps_the_plan_record_back() {
-        // Two sorted halves: the second's keys fall among the first's.
-        let keys = [sorted_keys(0..20), interleaving(0..20)].concat();
-        let without = written(index(&keys, &[]));
-        assert_eq!(first_of(&without, "plan early").map(|l| l.0), Some(16));
-        assert_eq!(first_of(&without, "unsorted").map(|l| l.0), Some(21));
-        let with = written(index(&keys, &[10, 20, 30]));
-        assert_eq!(with[0], (40, "plan".to_owned()), "{with:?}");
-        assert!(first_of(&with, "sorted").is_none(), "{with:?}");
-        assert!(first_of(&with, "unsorted").is_none(), "{with:?}");
-    }
-
-    #[test]
-    fn a_sample_against_a_later_blob_says_unsorted_when_that_blob_is_read() {
-        // In order through blob 29; blob 30 on interleave blobs 20 to 29.
-        let keys = [sorted_keys(0..30), interleaving(20..30)].concat();
-        let without = written(index(&keys, &[]));
-        assert_eq!(first_of(&without, "unsorted").map(|l| l.0), Some(31));
-        // The sample of blob 32 (first key 225) sorts inside blob 22.
-        let with = written(index(&keys, &[8, 32]));
-        assert_eq!(with[0], (16, "plan early".to_owned()), "{with:?}");
-        assert_eq!(with[1], (16, "sorted".to_owned()), "{with:?}");
-        assert_eq!(first_of(&with, "unsorted").map(|l| l.0), Some(23));
-        let ops = |lines: &[(u64, String)]| -> Vec<String> {
-            lines
-                .iter()
-                .skip(2)
-                .filter(|l| l.1 != "unsorted")
-                .map(|l| l.1.clone())
-                .collect()
-        };
-        assert_eq!(ops(&with), ops(&without), "the same ops");
-    }
-
-    /// The records `pbf-overlap` writes for `index`, with `--sources`
-    /// when given.
-    fn plan_records(index: Vec<u8>, sources: Option<u32>) -> Vec<PlanRecord> {
-        let buf = Shared::default();
-        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), sources, false);
-        let mut input = Input::new(Purpose::Plan(plan::Blobs::default()));
-        let mut on_record = |input: &Input| plan.record_read(input);
-        input
-            .read("index", Box::new(Cursor::new(index)), &mut on_record)
-            .expect("read");
-        if let Purpose::Plan(blobs) = &mut input.blobs {
-            blobs.sort();
-        }
-        plan.finish(&input, false).expect("plan");
-        let mut lines = pbf_stream::LineReader::new(Cursor::new(buf.0.take()));
-        std::iter::from_fn(|| lines.next_record().expect("a plan record")).collect()
-    }
-
-    #[test]
-    fn the_plan_says_what_its_copy_ops_copy_before_the_first_op() {
-        // Blobs 16 to 19 overlap the blobs after them: 16 blobs are copied.
-        let keys = [sorted_keys(0..20), interleaving(16..20)].concat();
-        let copied = Some(16 * 1000);
-        let planned = plan_records(index(&keys, &[]), None);
-        let PlanRecord::Plan(p) = &planned[0] else {
-            panic!("{planned:?}");
-        };
-        assert_eq!((p.early, p.copy_bytes), (false, copied));
-        assert!(!planned.iter().any(|r| matches!(r, PlanRecord::Header(_))));
-        // An early plan record cannot know: the header record brings it.
-        let early = plan_records(index(&keys, &[]), Some(1));
-        let PlanRecord::Plan(p) = &early[0] else {
-            panic!("{early:?}");
-        };
-        assert_eq!((p.early, p.copy_bytes), (true, None));
-        let first_op = early
-            .iter()
-            .position(|r| matches!(r, PlanRecord::Copy(_) | PlanRecord::Merge(_)))
-            .expect("ops");
-        let PlanRecord::Header(h) = &early[first_op - 1] else {
-            panic!("{early:?}");
-        };
-        assert_eq!((&h.header, h.copy_bytes), (&p.header, copied));
-        assert_eq!(early[first_op..], planned[1..], "the same ops");
-    }
-
-    #[test]
-    fn samples_of_a_sorted_file_change_nothing() {
-        let keys = sorted_keys(0..40);
-        let every: Vec<usize> = (0..40).step_by(3).collect();
-        let with = written(index(&keys, &every));
-        assert_eq!(with, written(index(&keys, &[])));
-        assert_eq!(with[0], (16, "plan early".to_owned()), "{with:?}");
-        assert_eq!(with[1], (16, "sorted".to_owned()), "{with:?}");
-        assert!(first_of(&with, "unsorted").is_none(), "{with:?}");
-    }
 }

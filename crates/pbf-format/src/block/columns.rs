@@ -455,7 +455,7 @@ impl<'a> Obj<'a> {
             .map(move |m| (m.kind, m.id, c.string(m.role)))
     }
 
-    /// See [`super::Element::key`].
+    /// The sort key: kind, id and version (0 when there is no metadata).
     #[inline]
     pub fn key(self) -> crate::Key {
         let version = self
@@ -465,7 +465,9 @@ impl<'a> Obj<'a> {
         crate::Key::new(self.kind(), self.id(), version)
     }
 
-    /// See [`super::Element::tie_seconds`].
+    /// What orders equal keys before input order
+    /// ([`crate::key::tie_seconds`]): the timestamp in whole seconds, 0 when
+    /// there is none.
     #[inline]
     pub fn tie_seconds(self) -> u32 {
         self.timestamp_ms().map_or(0, crate::key::tie_seconds)

@@ -1,5 +1,4 @@
-//! Decoding a PrimitiveBlock into [`Columns`] (and from them owned
-//! [`Element`]s), by hand on the [`wire`] reader: no intermediate protobuf
+//! Decoding a PrimitiveBlock into [`Columns`], by hand on the [`wire`] reader: no intermediate protobuf
 //! structs, packed arrays go into scratch buffers of a [`Decoder`] reused
 //! from one block to the next, and tags, refs and members into the
 //! columns' shared arrays, so decoding a block into columns that already
@@ -18,20 +17,14 @@
 
 use std::ops::Range;
 
+use super::Info;
 use super::columns::{Columns, MemberColumn, NO_USER, Object, Span};
-use super::{Element, Info};
 use crate::wire::{self, Reader, Value};
 use crate::{Error, Kind, Result};
 
-/// Decode a decompressed PrimitiveBlock into owned elements, in stored order:
-/// groups in order; within a group nodes, dense nodes, ways, relations and
-/// changesets, in that field order.
-pub fn decode_block(data: &[u8]) -> Result<Vec<Element>> {
-    Ok(decode_columns(data)?.to_elements())
-}
-
 /// Decode a decompressed PrimitiveBlock into columns of their own, objects
-/// in the order of [`decode_block`].
+/// in stored order: groups in order; within a group nodes, dense nodes,
+/// ways, relations and changesets, in that field order.
 pub fn decode_columns(data: &[u8]) -> Result<Columns> {
     let mut out = Columns::default();
     Decoder::default().decode_into(data, &mut out)?;

@@ -1,13 +1,21 @@
 //! [`Element`]: one object owned, with its strings, for programs that build
-//! blocks or read them whole (the bench's generators, the tests). The codec
-//! works on [`Columns`]: [`Columns::from_elements`] builds them from
-//! elements and [`Obj::to_element`] copies an object out, so
-//! [`super::encode_block`] and [`super::decode_block`] are the columns'
-//! encoder and decoder with a conversion.
+//! blocks or read them whole: the bench's generators and the tests, behind
+//! the `testkit` feature, which no product crate enables. The product works
+//! on [`Columns`] and their view [`Obj`], where the object's accessors are
+//! documented; [`Columns::from_elements`] builds columns from elements and
+//! [`Obj::to_element`] copies an object out, so [`encode_block`] and
+//! [`decode_block`] are the columns' encoder and decoder with a conversion,
+//! and [`split_points`] cuts elements into blocks by the same
+//! [`Shape::encoded_bound`] as the merge.
 
-use super::{Columns, ColumnsBuilder, Info, Obj, Shape, Str, Tag};
+use std::ops::Range;
+
+use super::{
+    BLOCK_SLACK, Columns, ColumnsBuilder, EncodeOptions, Info, Obj, Shape, Str, Tag,
+    decode_columns, encode_objects,
+};
 use crate::key::{key_version, tie_seconds};
-use crate::{Key, Kind};
+use crate::{Key, Kind, Result};
 
 /// A node.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -85,14 +93,13 @@ pub enum Element {
 }
 
 impl Element {
-    /// The sort key: kind, id and version (0 when there is no metadata).
+    /// As [`Obj::key`].
     pub fn key(&self) -> Key {
         let version = self.info().map_or(0, |i| key_version(i.version));
         Key::new(self.kind(), self.id(), version)
     }
 
-    /// What orders equal keys before input order ([`crate::key::tie_seconds`]):
-    /// the timestamp in whole seconds, 0 when there is none.
+    /// As [`Obj::tie_seconds`].
     pub fn tie_seconds(&self) -> u32 {
         self.info().map_or(0, |i| tie_seconds(i.timestamp_ms))
     }
@@ -137,8 +144,7 @@ impl Element {
         }
     }
 
-    /// What the size estimates count (the same as for the object in
-    /// columns).
+    /// As [`Obj::shape`].
     pub fn shape(&self) -> Shape {
         let tags = self.tags();
         let (refs, locations) = match self {
@@ -160,6 +166,44 @@ impl Element {
             role_bytes: members.iter().map(|m| m.role.len()).sum(),
         }
     }
+}
+
+/// Encode elements, in the given order, into one PrimitiveBlock (not
+/// compressed), as [`encode_objects`] encodes their views. The size limits
+/// of `opts` are not applied here: cut the input with [`split_points`]
+/// first.
+pub fn encode_block(elements: &[Element], opts: &EncodeOptions) -> Vec<u8> {
+    let columns = Columns::from_elements(elements);
+    let objects: Vec<Obj<'_>> = columns.views().collect();
+    encode_objects(&objects, opts)
+}
+
+/// Decode a decompressed PrimitiveBlock into owned elements, in the order of
+/// [`decode_columns`].
+pub fn decode_block(data: &[u8]) -> Result<Vec<Element>> {
+    Ok(decode_columns(data)?.to_elements())
+}
+
+/// Split a slice into consecutive chunks that each hold at most
+/// `opts.max_elements` elements and whose [`Shape::encoded_bound`] sum
+/// stays within `opts.max_bytes`. A single element over the byte limit
+/// gets a chunk of its own. No chunk is empty.
+pub fn split_points(elements: &[Element], opts: &EncodeOptions) -> Vec<Range<usize>> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, BLOCK_SLACK);
+    for (i, element) in elements.iter().enumerate() {
+        let size = element.shape().encoded_bound();
+        let full = i - start >= opts.max_elements || bytes.saturating_add(size) > opts.max_bytes;
+        if i > start && full {
+            chunks.push(start..i);
+            (start, bytes) = (i, BLOCK_SLACK);
+        }
+        bytes = bytes.saturating_add(size);
+    }
+    if start < elements.len() {
+        chunks.push(start..elements.len());
+    }
+    chunks
 }
 
 impl Columns {

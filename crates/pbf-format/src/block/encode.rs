@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use super::columns::{Columns, NO_USER};
-use super::{Element, EncodeOptions, Info, Obj, prefetched};
+use super::{BLOCK_SLACK, EncodeOptions, Info, Obj, prefetched};
 use crate::Kind;
 use crate::hash::FxBuild;
 use crate::wire::{
@@ -19,27 +19,20 @@ use crate::wire::{
     tag, varint_len,
 };
 
-/// Encode elements, in the given order, into one PrimitiveBlock (not
-/// compressed). Consecutive elements of one kind share a PrimitiveGroup;
-/// mixed kinds are allowed. Dense nodes also start a new group where the
-/// presence of metadata or of `visible` changes, since DenseInfo stores
-/// those for all nodes of a group or none. The size limits of `opts` are not
-/// applied here: cut the input with [`super::split_points`] first.
+/// Encode objects of one or many [`Columns`], in the given order, into one
+/// PrimitiveBlock (not compressed). Consecutive objects of one kind share a
+/// PrimitiveGroup; mixed kinds are allowed. Dense nodes also start a new
+/// group where the presence of metadata or of `visible` changes, since
+/// DenseInfo stores those for all nodes of a group or none. The size limits
+/// of `opts` are not applied here: the caller cuts blocks by
+/// [`super::Shape::encoded_bound`], which also sizes the output here.
 ///
 /// A member of kind [`Kind::Changeset`] is written as type 3, which no
-/// reader (including [`super::decode_block`]) accepts.
-pub fn encode_block(elements: &[Element], opts: &EncodeOptions) -> Vec<u8> {
-    let columns = Columns::from_elements(elements);
-    let objects: Vec<Obj<'_>> = columns.views().collect();
-    encode_objects(&objects, opts)
-}
-
-/// [`encode_block`] of objects of one or many [`Columns`], in the given
-/// order.
+/// reader (including [`super::decode_columns`]) accepts.
 pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
     let first = FirstPass::read(elements);
+    let mut out = Vec::with_capacity(first.bound);
     let table_len = first.strings.message_len();
-    let mut out = Vec::with_capacity(table_len + first.estimate + 64);
     first.strings.write(&mut out, table_len);
     let scale = first.scale;
     let mut e = Encoder {
@@ -59,6 +52,10 @@ pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
     if scale.date_granularity != 1000 {
         put_varint_field(&mut out, 18, 1);
     }
+    debug_assert!(
+        out.len() <= first.bound,
+        "Shape::encoded_bound bounds the block"
+    );
     out
 }
 
@@ -177,8 +174,9 @@ struct FirstPass<'a> {
     scale: Scale,
     strings: StringTable<'a>,
     sids: Vec<u32>,
-    /// A rough size of the groups, for the output's capacity.
-    estimate: usize,
+    /// The block's [`super::Shape::encoded_bound`], for the output's
+    /// capacity.
+    bound: usize,
 }
 
 impl<'a> FirstPass<'a> {
@@ -187,7 +185,7 @@ impl<'a> FirstPass<'a> {
             scale: Scale::default(),
             strings: StringTable::default(),
             sids: Vec::new(),
-            estimate: 0,
+            bound: BLOCK_SLACK,
         };
         let (mut coarse, mut whole_seconds) = (true, true);
         // Objects of scattered source blocks: fetched a few ahead.
@@ -206,7 +204,7 @@ impl<'a> FirstPass<'a> {
                     .all(|&(a, b)| a % 100 == 0 && b % 100 == 0),
                 _ => true,
             };
-            pass.estimate += estimate(element);
+            pass.bound = pass.bound.saturating_add(element.shape().encoded_bound());
             pass.strings.object(element, &mut pass.sids);
         }
         pass.scale = Scale {
@@ -215,16 +213,6 @@ impl<'a> FirstPass<'a> {
         };
         pass
     }
-}
-
-/// A rough encoded size of an object (a few bytes per varint).
-fn estimate(o: Obj<'_>) -> usize {
-    let info = if o.info_flags().is_some() { 16 } else { 0 };
-    12 + info
-        + 4 * o.tag_count()
-        + 3 * o.refs().len()
-        + 6 * o.locations().len()
-        + 6 * o.member_count()
 }
 
 /// The block scales the encoder writes: the default granularity (100
