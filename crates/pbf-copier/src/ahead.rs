@@ -24,9 +24,10 @@
 //!    ([`pbf_output::OutputFile::restart`]): every offset moved.
 //!
 //! A wrong guess costs a wasted copy, at most as far as the input was read
-//! in order, and never a wrong byte. Each step the thread copies is handed
-//! to the disk at once, so the commit's fsync does not write the whole file
-//! after the index. The planner's side (the early plan record, the `sorted`
+//! in order, and never a wrong byte. Each step the thread copies goes to
+//! the disk at once (written past the page cache where the filesystem
+//! allows, see `Direct`, else handed to write-back), so the commit's fsync
+//! does not write the whole file after the index. The planner's side (the early plan record, the `sorted`
 //! and `unsorted` records) lives in pbf-overlap; pbf-stream(5) describes the
 //! records.
 
@@ -374,33 +375,125 @@ impl Drop for CopyAhead {
 /// Copy `len` bytes at `offset` of `src` to `dst` at `at`, in steps as far
 /// as the gate allows, until done, stopped or failed.
 fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, gate: &Gate) -> Copied {
+    let mut direct = Direct::open(dst);
     let mut c = Copied::default();
     while c.done < len {
         let Some(allowed) = gate.wait_past(c.done) else {
             break;
         };
-        let step = (allowed - c.done).min(STEP);
+        let (from, to) = (offset + c.done, at + c.done);
+        let mut step = (allowed - c.done).min(STEP);
         let mut stats = CopyStats::default();
-        let res = copy_range(
-            src,
-            offset + c.done,
-            step,
-            dst,
-            Some(at + c.done),
-            &mut stats,
-        );
-        if let Err(e) = res {
-            c.error = Some(e);
-            break;
+        let whole = step / ALIGN * ALIGN;
+        let res = match direct.as_mut() {
+            Some(d) if to % ALIGN == 0 && whole > 0 => {
+                step = whole;
+                d.copy(src, from, step, to, &mut stats)
+            }
+            _ => {
+                // A block the direct writes do not start at, or a piece
+                // short of one: through the page cache.
+                if direct.is_some() && to % ALIGN != 0 {
+                    step = step.min(ALIGN - to % ALIGN);
+                }
+                copy_range(src, from, step, dst, Some(to), &mut stats).map(|()| {
+                    // Left to itself the kernel would keep the copied pages
+                    // dirty until the commit's fsync, which would then
+                    // write them after the index instead of beside it.
+                    pbf_output::start_writeback(dst, to, step);
+                    true
+                })
+            }
+        };
+        match res {
+            Ok(true) => {}
+            Ok(false) => {
+                // The filesystem took the handle but not the write: copy
+                // through the page cache from now on.
+                direct = None;
+                continue;
+            }
+            Err(e) => {
+                c.error = Some(e);
+                break;
+            }
         }
-        // Left to itself the kernel would keep the copied pages dirty until
-        // the commit's fsync, which would then write the whole file after
-        // the index instead of beside it.
-        pbf_output::start_writeback(dst, at + c.done, step);
         c.done += step;
         c.steps.push(stats);
     }
     c
+}
+
+/// Block size the direct writes are aligned to, in the file and in memory:
+/// a multiple of any disk's logical block.
+const ALIGN: u64 = 4096;
+
+/// A second handle on the output that writes past the page cache
+/// (`O_DIRECT`), with its buffer. The copy ahead reads each step into the
+/// buffer (a copy from the input's cached pages) and writes it from there:
+/// half the CPU of `copy_file_range` through the output's page cache, and
+/// no dirty pages for the kernel to write back while the index needs the
+/// cores (`bench/copy-ahead.md`). The input's data frames do not start at
+/// the output's offset modulo a block (the headers differ), so the input's
+/// pages cannot be written as they are. Only whole aligned blocks go this
+/// way; the first partial block and the last go through the page cache, so
+/// no block is written both ways. Bytes counted as copied by read/write.
+struct Direct {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl Direct {
+    /// Open `dst` again for direct writes; `None` where the filesystem has
+    /// none (tmpfs) or the file cannot be opened again.
+    fn open(dst: &File) -> Option<Direct> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_DIRECT)
+            .open(format!("/proc/self/fd/{}", dst.as_raw_fd()))
+            .ok()?;
+        Some(Direct {
+            file,
+            buf: vec![0; (STEP + ALIGN) as usize],
+        })
+    }
+
+    /// Copy `len` bytes (whole blocks) at `from` of `src` to `to` (aligned);
+    /// false when the filesystem refused the direct write (`EINVAL`) and
+    /// nothing was counted.
+    fn copy(
+        &mut self,
+        src: &File,
+        from: u64,
+        len: u64,
+        to: u64,
+        stats: &mut CopyStats,
+    ) -> pbf_output::Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let start = self.buf.as_ptr().align_offset(ALIGN as usize);
+        let buf = &mut self.buf[start..start + len as usize];
+        src.read_exact_at(buf, from).map_err(|e| {
+            let what = match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => "source ends before the range does",
+                _ => "read",
+            };
+            pbf_output::Error::io(format!("copying ahead at offset {from}: {what}"), e)
+        })?;
+        match self.file.write_all_at(buf, to) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => return Ok(false),
+            Err(e) => {
+                return Err(pbf_output::Error::io(
+                    format!("copying ahead: direct write at offset {to}"),
+                    e,
+                ));
+            }
+        }
+        stats.fallback_bytes += len;
+        Ok(true)
+    }
 }
 
 impl CopyAhead {
@@ -621,5 +714,30 @@ mod tests {
         let f = File::open(&src).expect("open");
         let out = OutputFile::stdout(&OutputOptions::default()).expect("stdout");
         assert!(CopyAhead::start(&out, &f, &src, 0, 3).is_err());
+    }
+
+    #[test]
+    fn whole_blocks_are_written_past_the_page_cache_with_the_same_bytes() {
+        let (dir, f, src, mut out) = setup((1 << 20) + 5000, b"HEAD12345");
+        let direct = Direct::open(out.file()).is_some();
+        let len = (1 << 20) + 4000;
+        let ahead = CopyAhead::start(&out, &f, &src, 1000, len).expect("start");
+        ahead.allow(3000);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let landed = ahead.land(&mut out, len).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (len, 0));
+        if direct {
+            assert!(
+                out.stats().fallback_bytes >= (1 << 20) - 8192,
+                "{:?}",
+                out.stats()
+            );
+        }
+        let want = [
+            b"HEAD12345".as_slice(),
+            &fs::read(&src).expect("src")[1000..],
+        ]
+        .concat();
+        assert_eq!(committed(&dir, out), want);
     }
 }
