@@ -8,12 +8,16 @@
 //! can replace before the first op, and finishing: the last check that no
 //! source changed while it was read, the check of the complete output
 //! (`--check-cmd`), the commit, and removing spools (by default: once
-//! read, on success, failure or signal; `--keep-spools` keeps them). It is
-//! kept out of `pbf-output` so the I/O library depends on no command-line
-//! code.
+//! read, on success, failure or signal; `--keep-spools` keeps them). The
+//! copier's side of the copy-ahead protocol is [`ahead`], whole. It is kept
+//! out of `pbf-output` so the I/O library depends on no command-line code
+//! and no plan protocol.
 //! It answers in `anyhow` errors with the plan's name and line, as the tools
 //! print them.
 #![deny(missing_docs)]
+
+pub mod ahead;
+pub mod holes;
 
 use std::io::BufRead;
 use std::os::fd::AsFd;
@@ -306,7 +310,7 @@ pub fn for_each_copy(
 
 /// The output header: written before the first op's bytes (or at the end of
 /// a plan without ops), unless a copier writes it earlier to copy ahead
-/// behind it. A plan `header` record replaces it; when it was written
+/// behind it ([`ahead`]). A plan `header` record replaces it; when it was written
 /// already, the output starts over from offset 0 and keeps nothing.
 #[derive(Debug)]
 pub struct OutputHead {

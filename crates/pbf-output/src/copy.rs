@@ -4,11 +4,13 @@
 //! non-regular output, no syscall, an `O_APPEND` output) the rest of the range
 //! goes through a 1 MiB buffer with `pread` and `pwrite` (or `write` for a
 //! stream). A source that ends before the range does is an error, never a
-//! short output.
+//! short output. [`punch_hole`] frees a range of a file that was copied
+//! and will not be read again (a spool).
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
 
 use nix::errno::Errno;
 use nix::fcntl::copy_file_range;
@@ -158,6 +160,52 @@ fn buffered_copy(
     Ok(n as u64)
 }
 
+/// What [`punch_hole`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Punched {
+    /// The whole blocks inside the range were freed: this many bytes.
+    Freed(u64),
+    /// The filesystem cannot punch holes (`EOPNOTSUPP`): nothing changed.
+    Unsupported,
+}
+
+/// Free the whole filesystem blocks inside `offset..offset + len` of `file`
+/// (opened for writing) with `fallocate(FALLOC_FL_PUNCH_HOLE |
+/// FALLOC_FL_KEEP_SIZE)`: they read as zeros from now on and take no room,
+/// and the file keeps its size. The bytes of a block the range only partly
+/// covers stay as they are, so a neighbouring range is never touched.
+pub fn punch_hole(file: &File, offset: u64, len: u64) -> Result<Punched> {
+    let block = file
+        .metadata()
+        .map_err(|e| Error::io("stat before punching a hole", e))?
+        .blksize()
+        .max(1);
+    let start = offset.div_ceil(block) * block;
+    let end = (offset + len) / block * block;
+    if end <= start {
+        return Ok(Punched::Freed(0));
+    }
+    let (Ok(at), Ok(n)) = (i64::try_from(start), i64::try_from(end - start)) else {
+        return Err(Error::invalid(
+            "punching a hole",
+            format!("range {start}..{end} is past any file"),
+        ));
+    };
+    let mode = nix::libc::FALLOC_FL_PUNCH_HOLE | nix::libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: the descriptor stays open for the call, which reads no memory.
+    let rc = unsafe { nix::libc::fallocate(file.as_raw_fd(), mode, at, n) };
+    if rc == 0 {
+        return Ok(Punched::Freed(end - start));
+    }
+    match Errno::last() {
+        Errno::EOPNOTSUPP | Errno::ENOSYS => Ok(Punched::Unsupported),
+        e => Err(Error::io(
+            format!("punching a hole at {start}..{end}"),
+            io::Error::from(e),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +284,39 @@ mod tests {
             }
             k => panic!("unexpected {k:?}"),
         }
+    }
+
+    #[test]
+    fn a_punched_range_reads_as_zeros_and_keeps_the_file_size() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("spool");
+        let bytes: Vec<u8> = (0..64 * 1024).map(|i| (i % 251 + 1) as u8).collect();
+        std::fs::write(&path, &bytes).expect("write");
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("open");
+        let block = f.metadata().expect("stat").blksize();
+        // From inside the first block to inside the last: only whole blocks go.
+        let (offset, len) = (100, 64 * 1024 - 200);
+        let got = punch_hole(&f, offset, len).expect("punch");
+        let after = std::fs::read(&path).expect("read");
+        assert_eq!(after.len(), bytes.len());
+        let (start, end) = (block, (offset + len) / block * block);
+        match got {
+            Punched::Freed(n) => {
+                assert_eq!(n, end - start);
+                let (s, e) = (start as usize, end as usize);
+                assert!(after[s..e].iter().all(|&b| b == 0));
+                assert_eq!(after[..s], bytes[..s]);
+                assert_eq!(after[e..], bytes[e..]);
+            }
+            Punched::Unsupported => assert_eq!(after, bytes),
+        }
+        assert_eq!(
+            punch_hole(&f, 10, 20).expect("inside a block"),
+            Punched::Freed(0)
+        );
     }
 }

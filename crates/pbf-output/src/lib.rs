@@ -21,9 +21,6 @@
 //! - [`copy_range`]: `copy_file_range(2)` in 1 GiB calls, falling back to
 //!   `pread`/`pwrite` (or `write` for a pipe) when the kernel refuses, with
 //!   [`CopyStats`] telling how many bytes went which way.
-//! - [`CopyAhead`]: a range copied into the output on a thread before the
-//!   plan asks for it, kept only as far as the plan does want it
-//!   ([`OutputFile::land_ahead`]).
 //! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
 //!   plan's header record, and data-frame BlobHeaders carrying indexdata,
 //!   always under 128 bytes (older libosmium rejects longer ones).
@@ -54,7 +51,6 @@
 //! ```
 #![deny(missing_docs)]
 
-mod ahead;
 pub mod cleanup;
 mod copy;
 mod error;
@@ -65,9 +61,10 @@ pub mod reflink;
 mod sources;
 mod temp;
 
-pub use ahead::{CopyAhead, Landed};
-pub use copy::{CHUNK, CopyStats, copy_range};
+pub use copy::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use error::{Error, ErrorKind, Result};
-pub use output::{Check, OutputFile, OutputOptions, STREAM_POISON};
+pub use output::{
+    Check, OutputFile, OutputOptions, STREAM_POISON, WRITEBACK_STEP, start_writeback,
+};
 pub use sources::{CopySources, Source};
 pub use temp::TEMP_MARKER;

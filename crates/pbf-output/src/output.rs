@@ -55,8 +55,8 @@ pub struct OutputFile {
 /// ([`OutputFile::commit_checked`]).
 pub type Check<'a> = dyn FnMut(&Path) -> Result<()> + 'a;
 
-/// Bytes written between two writeback hints.
-pub(crate) const WRITEBACK_STEP: u64 = 16 << 20;
+/// Bytes written between two writeback hints ([`start_writeback`]).
+pub const WRITEBACK_STEP: u64 = 16 << 20;
 
 #[derive(Debug)]
 enum Target {
@@ -259,9 +259,10 @@ impl OutputFile {
     }
 
     /// Record `len` bytes written at [`OutputFile::position`] by a copy on
-    /// another handle of the file, copied as `stats` says. That copy (the
-    /// copy ahead) handed each of its steps to the disk itself.
-    pub(crate) fn add_copied(&mut self, len: u64, stats: CopyStats) {
+    /// another handle of the file (the copier's copy ahead), copied as
+    /// `stats` says. That copy handed each of its steps to the disk itself
+    /// ([`start_writeback`]).
+    pub fn add_copied(&mut self, len: u64, stats: CopyStats) {
         self.started();
         self.pos += len;
         self.handed = self.pos;
@@ -439,7 +440,7 @@ fn cut_at(file: &File, len: u64, name: &str) -> Result<()> {
 /// Ask the kernel to start writing a range of `file` to disk now, without
 /// waiting for it. A hint only: its result changes nothing, and the commit's
 /// fsync reports any real write error.
-pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
+pub fn start_writeback(file: &File, offset: u64, len: u64) {
     let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
         return;
     };

@@ -5,11 +5,9 @@
 //! after the plan's `end` record was read and validated. All of the file
 //! safety (temporary file, fsync, rename, signals, `-o -`) lives in the
 //! `pbf-output` crate, shared with `pbf-reflink`, and so do the options,
-//! the plan loop and the check before the commit (`pbf_copier`): this file
-//! holds what copying adds,
-//! and `guess.rs` the copy ahead of the plan.
-
-mod guess;
+//! the plan loop, the check before the commit and the copy ahead of the
+//! plan (`pbf_copier`, `pbf_copier::ahead`): this file holds what copying
+//! adds.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -17,15 +15,15 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command};
 use pbf_copier as copier;
+use pbf_copier::ahead::{Ahead, Landed};
+use pbf_copier::holes::SpoolHoles;
 use pbf_copier::{Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
 use pbf_output::recompress::recompress_range;
-use pbf_output::{CopySources, CopyStats, Landed, OutputFile, frames};
+use pbf_output::{CopySources, CopyStats, OutputFile, frames};
 use pbf_stream::{CopyOp, StreamTime};
-
-use guess::Guess;
 
 const NAME: &str = "pbf-copy";
 
@@ -157,72 +155,32 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     }
     // A guess whose copy cannot fit is not copied: right, the plan will not
     // fit either; wrong, it only filled the disk.
-    let ahead = !m.get_flag("no-copy-ahead")
-        && job.plan.header().early
+    let early = job.plan.header().early;
+    let wanted = early
+        && !m.get_flag("no-copy-ahead")
         && recompress.is_none()
         && !opts.add_indexdata
         && !job.out.is_stream()
         && head
             .check_room(&job.out, job.sources.known_bytes(), opts)
             .is_ok();
-    let mut guess = None;
-    if ahead {
-        head.write(&mut job.out)?;
-        guess = Guess::start(&job.sources, &job.out)?;
-    }
-    let mut landed = None;
+    let mut ahead = Ahead::start(wanted, early, &mut head, &job.sources, &mut job.out)?;
+    let mut holes = SpoolHoles::new(job.plan.header(), opts);
     let bar = copier::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
-        let op = match step {
-            // The guess copied behind the old header: offsets moved, so
-            // nothing of it is kept. The record may bring only copy_bytes.
-            Step::Header(h) => {
-                if !head.is(&h.header) {
-                    if let Some(g) = guess.take() {
-                        landed = Some(g.drop_all(out)?);
-                    }
-                    head.replace(&h.header, out)?;
-                }
-                return match as_it_is(h.copy_bytes) {
-                    Some(bytes) => head.check_room(out, bytes, opts),
-                    None => Ok(()),
-                };
-            }
-            // The input is not in file order: stop copying more of it; what
-            // was copied may still be the prefix the first ops confirm.
-            Step::Unsorted => {
-                if let Some(g) = guess.as_ref() {
-                    g.halt();
-                }
-                return Ok(());
-            }
-            // Read in order so far: copy ahead that far.
-            Step::Sorted(s) => {
-                if let Some(g) = guess.as_ref() {
-                    g.allow(s);
-                }
-                return Ok(());
-            }
-            Step::Copy(op) => op,
-        };
-        head.write(out)?;
-        if let Some(g) = guess.as_mut() {
-            if g.extends(op, line) {
-                return Ok(());
-            }
-            landed = guess
-                .take()
-                .map(|g| g.land(plan_name, sources, out))
-                .transpose()?;
+        match ahead.follow(step, line, plan_name, &mut head, sources, out)? {
+            Some(Step::Header(h)) => match as_it_is(h.copy_bytes) {
+                Some(bytes) => head.check_room(out, bytes, opts),
+                None => Ok(()),
+            },
+            Some(Step::Copy(op)) => copy_op(op, sources, out, opts, recompress, &mut holes)
+                .with_context(|| format!("{plan_name}: line {line}")),
+            Some(Step::Sorted(_) | Step::Unsorted) | None => Ok(()),
         }
-        copy_op(op, sources, out, opts, recompress)
-            .with_context(|| format!("{plan_name}: line {line}"))
     })?;
     head.write(out)?;
-    if let Some(g) = guess.take() {
-        landed = Some(g.land(plan_name, sources, out)?);
-    }
+    let landed = ahead.land(plan_name, sources, out)?;
     let parsing = job.plan.parse_time();
     let (stats, written) = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
     pbf_cli::report::counters(&Counters {
@@ -232,11 +190,11 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         fallback_bytes: stats.fallback_bytes,
         fallbacks: stats.fallbacks,
         memory_bytes: stats.written_bytes,
-        ahead_kept_bytes: landed.as_ref().map(|l| l.kept),
-        ahead_dropped_bytes: landed.as_ref().map(|l| l.dropped),
+        ahead_kept_bytes: landed.map(|l| l.kept),
+        ahead_dropped_bytes: landed.map(|l| l.dropped),
     });
     if opts.verbose {
-        report(ops, written, stats, landed.as_ref(), (started, parsing));
+        report(ops, written, stats, landed, &holes, (started, parsing));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -251,13 +209,15 @@ struct Recompress {
 }
 
 /// Append one copy op: the whole range at once, frame by frame with new
-/// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`.
+/// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`;
+/// then free what it copied of a spool.
 fn copy_op(
     op: &CopyOp,
     sources: &mut CopySources,
     out: &mut OutputFile,
     opts: Options,
     recompress: Option<Recompress>,
+    holes: &mut SpoolHoles,
 ) -> Result<()> {
     let recompress = recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
@@ -284,11 +244,11 @@ fn copy_op(
             threads,
             &indexdata,
         )?;
-        return Ok(());
+        return holes.passed(op.source, file, op.offset, op.length);
     }
     if !opts.add_indexdata {
         out.copy_from(file, path, op.offset, op.length)?;
-        return Ok(());
+        return holes.passed(op.source, file, op.offset, op.length);
     }
     let src = frames::frame_reader(file, path)?;
     let mut offset = op.offset;
@@ -298,7 +258,7 @@ fn copy_op(
         out.copy_from(file, path, frame.body_offset, frame.body_len)?;
         offset += keys.length;
     }
-    Ok(())
+    holes.passed(op.source, file, op.offset, op.length)
 }
 
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
@@ -325,6 +285,7 @@ fn report(
     written: u64,
     stats: CopyStats,
     landed: Option<&Landed>,
+    holes: &SpoolHoles,
     (started, parsing): (Instant, Duration),
 ) {
     let secs = started.elapsed().as_secs_f64();
@@ -348,11 +309,12 @@ fn report(
         NAME,
         format!(
             "{ops} copy ops, {written} bytes written: {} copied in the kernel, {} by read/write \
-             ({} fallbacks), {} from memory{ahead}; {secs:.3} s ({:.1} MB/s); {streams}",
+             ({} fallbacks), {} from memory{ahead}; {}; {secs:.3} s ({:.1} MB/s); {streams}",
             stats.kernel_bytes,
             stats.fallback_bytes,
             stats.fallbacks,
             stats.written_bytes,
+            holes.summary(),
             written as f64 / secs.max(1e-9) / 1e6
         ),
     );

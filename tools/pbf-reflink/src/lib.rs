@@ -22,6 +22,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
+use pbf_copier::holes::SpoolHoles;
 use pbf_copier::{Help, Job, OutputHead, Step};
 use pbf_output::reflink::{CloneStats, Cloner, SourceRange};
 use pbf_output::{CopySources, CopyStats, OutputFile, frames};
@@ -116,6 +117,8 @@ struct CloningOutput {
     out: OutputFile,
     cloner: Option<Cloner>,
     opts: Options,
+    /// Frees what was written of a spool.
+    holes: SpoolHoles,
 }
 
 /// Run with parsed arguments. A reader of `-o -` that stops early ends the
@@ -148,7 +151,13 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     // copied like pbf-copy's needs room for what the plan copies.
     let copied = cloner.is_none() && !opts.common.add_indexdata;
     let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| copied);
-    let mut w = CloningOutput { out, cloner, opts };
+    let holes = SpoolHoles::new(plan.header(), opts.common);
+    let mut w = CloningOutput {
+        out,
+        cloner,
+        opts,
+        holes,
+    };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
@@ -186,7 +195,9 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
-    let CloningOutput { out, cloner, .. } = w;
+    let CloningOutput {
+        out, cloner, holes, ..
+    } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
     let (stats, written) = copier::finish(NAME, out, &mut sources, check.as_deref())?;
     pbf_cli::report::counters(&Counters::of(ops, written, stats, clone_stats));
@@ -197,6 +208,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
             stats,
             clone_stats,
             cloner.map(|c| c.block()),
+            &holes,
             (started, plan.parse_time()),
         );
     }
@@ -295,7 +307,7 @@ fn join(pending: &mut Option<Pending>, op: &CopyOp, line: u64) -> Option<Pending
 }
 
 impl CloningOutput {
-    /// Write one range of a source.
+    /// Write one range of a source, then free it when it is a spool's.
     fn range(&mut self, p: Pending, sources: &mut CopySources) -> Result<()> {
         let (file, path) = sources.range(p.source, p.offset, p.length)?;
         let r = SourceRange {
@@ -305,7 +317,8 @@ impl CloningOutput {
             offset: p.offset,
             len: p.length,
         };
-        self.append(r, &[])
+        self.append(r, &[])?;
+        self.holes.passed(p.source, file, p.offset, p.length)
     }
 
     /// Write the range `r` after `prefix`: cloned when we can.
@@ -341,7 +354,7 @@ impl CloningOutput {
             self.append(body, &f.prefix)?;
             offset += keys.length;
         }
-        Ok(())
+        self.holes.passed(op.source, file, op.offset, op.length)
     }
 }
 
@@ -385,6 +398,7 @@ fn report(
     stats: CopyStats,
     clone: Option<CloneStats>,
     block: Option<u64>,
+    holes: &SpoolHoles,
     (started, parsing): (Instant, std::time::Duration),
 ) {
     let secs = started.elapsed().as_secs_f64();
@@ -404,7 +418,7 @@ fn report(
         format!(
             "{ops} copy ops, {written} bytes written ({how}): {} cloned in {} clones, {} copied \
              ({} in the kernel, {} by read/write), {} bytes of padding in {} frames, {} from \
-             memory in all; {:.1} % of range bytes cloned; {secs:.3} s; {streams}",
+             memory in all; {:.1} % of range bytes cloned; {}; {secs:.3} s; {streams}",
             c.cloned,
             c.clones,
             copied,
@@ -414,6 +428,7 @@ fn report(
             c.padding_frames,
             stats.written_bytes,
             percent(c.cloned, c.cloned + copied),
+            holes.summary(),
         ),
     );
 }

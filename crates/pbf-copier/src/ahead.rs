@@ -1,0 +1,743 @@
+//! The copier's side of the copy-ahead protocol, whole. For a sorted file
+//! the index is CPU work and the copy is I/O; one after the other they cost
+//! the sum. So:
+//!
+//! 1. `pbf-overlap --sources` writes the plan record early (`early: true`),
+//!    before it plans. The copier then guesses the plan of a sorted file:
+//!    the data frames of its only input (beside spools), whole and in file
+//!    order. It writes the output header and starts a thread copying those
+//!    frames behind it ([`Ahead::start`]), allowed nothing yet.
+//! 2. A `sorted` record (the input was read in order up to an offset) lets
+//!    the thread copy that far; an `unsorted` record halts it, keeping what
+//!    it copied for the ops to confirm.
+//! 3. Each copy op that continues the guess only moves its confirmed end.
+//!    The first op that does not, or the end of the plan, lands it: the
+//!    copied prefix the plan asked for is kept, the confirmed rest is copied
+//!    in the ordinary way, and the bytes copied past it are overwritten by
+//!    what the plan copies there or cut off by the commit
+//!    ([`pbf_output::OutputFile::commit`]). They are not truncated at once:
+//!    freeing a gigabyte of pages still being written took most of a second
+//!    on the copier's thread, and the commit's fsync waited again for the
+//!    freed blocks.
+//! 4. A `header` record that changes the output header drops the guess
+//!    whole and starts the output over at offset 0
+//!    ([`pbf_output::OutputFile::restart`]): every offset moved.
+//!
+//! A wrong guess costs a wasted copy, at most as far as the input was read
+//! in order, and never a wrong byte. Each step the thread copies goes to
+//! the disk at once (written past the page cache where the filesystem
+//! allows, see `Direct`, else handed to write-back), so the commit's fsync
+//! does not write the whole file after the index. The planner's side (the early plan record, the `sorted`
+//! and `unsorted` records) lives in pbf-overlap; pbf-stream(5) describes the
+//! records.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result};
+use pbf_format::frame::BlobType;
+use pbf_output::{CopySources, CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
+use pbf_stream::{CopyOp, SortedThrough};
+
+use crate::{OutputHead, Step};
+
+/// The copier's side of the protocol over one plan: the guess, while there
+/// is one, and what the last one kept.
+#[derive(Debug, Default)]
+pub struct Ahead {
+    guess: Option<Guess>,
+    landed: Option<Landed>,
+}
+
+impl Ahead {
+    /// Write the header and start copying ahead when the plan's record was
+    /// written early and the plan has one input file (beside spools);
+    /// `wanted` is false where the copier writes other bytes than the
+    /// input's (or was told not to guess).
+    pub fn start(
+        wanted: bool,
+        early: bool,
+        head: &mut OutputHead,
+        sources: &CopySources,
+        out: &mut OutputFile,
+    ) -> Result<Ahead> {
+        if !(wanted && early) || out.is_stream() {
+            return Ok(Ahead::default());
+        }
+        head.write(out)?;
+        Ok(Ahead {
+            guess: Guess::start(sources, out)?,
+            landed: None,
+        })
+    }
+
+    /// Act on one plan record: a `sorted` or `unsorted` record moves the
+    /// thread's gate, a copy op that continues the guess is taken into it,
+    /// and a `header` record that changes the header drops the guess and
+    /// takes it. Returns the record left for the copier: a copy op outside
+    /// the guess (the guess is landed first, so the op follows the bytes it
+    /// kept), or the `header` record (for its `copy_bytes`).
+    pub fn follow<'a>(
+        &mut self,
+        step: Step<'a>,
+        line: u64,
+        plan_name: &str,
+        head: &mut OutputHead,
+        sources: &mut CopySources,
+        out: &mut OutputFile,
+    ) -> Result<Option<Step<'a>>> {
+        match step {
+            Step::Sorted(s) => {
+                if let Some(g) = &self.guess {
+                    g.allow(s);
+                }
+                Ok(None)
+            }
+            Step::Unsorted => {
+                if let Some(g) = &self.guess {
+                    g.ahead.halt();
+                }
+                Ok(None)
+            }
+            Step::Header(h) => {
+                if !head.is(&h.header) {
+                    if let Some(g) = self.guess.take() {
+                        self.landed = Some(g.ahead.land(out, 0)?);
+                    }
+                    head.replace(&h.header, out)?;
+                }
+                Ok(Some(step))
+            }
+            Step::Copy(op) => {
+                head.write(out)?;
+                if let Some(g) = self.guess.as_mut() {
+                    if g.extends(op, line) {
+                        return Ok(None);
+                    }
+                }
+                self.land(plan_name, sources, out)?;
+                Ok(Some(step))
+            }
+        }
+    }
+
+    /// End the guess, if any, at the end of the plan (or before an op
+    /// outside it); what the last guess kept and dropped, if there was one.
+    pub fn land(
+        &mut self,
+        plan_name: &str,
+        sources: &mut CopySources,
+        out: &mut OutputFile,
+    ) -> Result<Option<&Landed>> {
+        if let Some(g) = self.guess.take() {
+            self.landed = Some(g.land(plan_name, sources, out)?);
+        }
+        Ok(self.landed.as_ref())
+    }
+}
+
+/// A copy ahead and how far the plan has confirmed it.
+#[derive(Debug)]
+struct Guess {
+    source: u32,
+    ahead: CopyAhead,
+    /// The source offset the next op must start at to continue the guess.
+    next: u64,
+    /// The plan line of the last op that continued it, for errors.
+    line: u64,
+}
+
+impl Guess {
+    /// Start copying the data frames of the plan's only ordinary source
+    /// behind what `out` holds. `None` when there is no such source or it
+    /// does not start with an OSMHeader frame: the plan is then followed as
+    /// it comes, and any problem with the file is reported there.
+    fn start(sources: &CopySources, out: &OutputFile) -> Result<Option<Guess>> {
+        let mut files = sources.files();
+        let (Some((source, file, path)), None) = (files.next(), files.next()) else {
+            return Ok(None);
+        };
+        let Some(start) = data_start(file, path) else {
+            return Ok(None);
+        };
+        let size = file
+            .metadata()
+            .with_context(|| format!("{}: stat", path.display()))?
+            .len();
+        if start >= size {
+            return Ok(None);
+        }
+        let ahead = CopyAhead::start(out, file, path, start, size - start)?;
+        Ok(Some(Guess {
+            source,
+            next: start,
+            ahead,
+            line: 0,
+        }))
+    }
+
+    /// Take `op` (at plan line `line`) into the guess when it continues it.
+    fn extends(&mut self, op: &CopyOp, line: u64) -> bool {
+        if op.source != self.source || op.offset != self.next {
+            return false;
+        }
+        self.next += op.length;
+        self.line = line;
+        true
+    }
+
+    /// Copy ahead as far as a plan `sorted` record says the input was read
+    /// in order (a record about another source says nothing of this one).
+    fn allow(&self, sorted: SortedThrough) {
+        if sorted.source == self.source {
+            self.ahead.allow(sorted.through);
+        }
+    }
+
+    /// End the guess: keep what the plan confirmed of the copy ahead and
+    /// copy the rest of the confirmed range (past the copy's end, or what the
+    /// thread had not copied yet) in the ordinary way.
+    /// Errors name `plan_name` and the line of the last op it took.
+    fn land(
+        self,
+        plan_name: &str,
+        sources: &mut CopySources,
+        out: &mut OutputFile,
+    ) -> Result<Landed> {
+        let line = self.line;
+        self.land_inner(sources, out)
+            .with_context(|| format!("{plan_name}: line {line}"))
+    }
+
+    fn land_inner(self, sources: &mut CopySources, out: &mut OutputFile) -> Result<Landed> {
+        let (offset, want) = (self.ahead.offset, self.next - self.ahead.offset);
+        let landed = self.ahead.land(out, want)?;
+        let rest = want - landed.kept;
+        if rest > 0 {
+            let from = offset + landed.kept;
+            let (file, path) = sources.range(self.source, from, rest)?;
+            out.copy_from(file, path, from, rest)?;
+        }
+        Ok(landed)
+    }
+}
+
+/// Where the data frames start: just past the OSMHeader frame at offset 0.
+fn data_start(file: &File, path: &Path) -> Option<u64> {
+    let fh = frames::frame_reader(file, path)
+        .ok()?
+        .frame_header_at(0)
+        .ok()?;
+    (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
+}
+
+/// Bytes copied between two looks at the gate: small enough that a wrong
+/// guess is dropped within a few tens of milliseconds. Each step is handed
+/// to the disk as it is copied.
+const STEP: u64 = WRITEBACK_STEP;
+
+/// A range of one source being copied into the output on its own thread, at
+/// the output's position when it started. Dropping it stops the thread (the
+/// output is then dropped too, or the caller lands it first).
+#[derive(Debug)]
+struct CopyAhead {
+    /// Where the range starts in the output.
+    at: u64,
+    /// Where it starts in the source.
+    offset: u64,
+    len: u64,
+    gate: Arc<Gate>,
+    thread: Option<JoinHandle<Copied>>,
+}
+
+/// How far the thread may copy, and whether it must stop.
+#[derive(Debug, Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    moved: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// Bytes from the start of the range the thread may copy.
+    allowed: u64,
+    stop: bool,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        // The state is plain fields: a panic elsewhere leaves it valid.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn change(&self, f: impl FnOnce(&mut GateState)) {
+        f(&mut self.lock());
+        self.moved.notify_all();
+    }
+
+    /// Wait until more than `done` bytes are allowed; the bytes allowed, or
+    /// `None` once the thread must stop.
+    fn wait_past(&self, done: u64) -> Option<u64> {
+        let mut s = self.lock();
+        while !s.stop && s.allowed <= done {
+            s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        (!s.stop).then_some(s.allowed)
+    }
+}
+
+/// What the thread did: bytes copied from the start of the range (a
+/// prefix), how each step went, and the error that stopped it early, if any.
+#[derive(Debug, Default)]
+struct Copied {
+    done: u64,
+    steps: Vec<CopyStats>,
+    error: Option<pbf_output::Error>,
+}
+
+impl Copied {
+    /// How the first `kept` bytes were copied. Within one step the kernel
+    /// copies first and the fallback takes the rest ([`copy_range`]), so a
+    /// step cut short is split exactly too.
+    fn stats_of(&self, kept: u64) -> CopyStats {
+        let mut total = CopyStats::default();
+        let mut left = kept;
+        for s in &self.steps {
+            let kernel = s.kernel_bytes.min(left);
+            let fallback = s.fallback_bytes.min(left - kernel);
+            total.kernel_bytes += kernel;
+            total.fallback_bytes += fallback;
+            total.fallbacks += u64::from(fallback > 0) * s.fallbacks;
+            left -= kernel + fallback;
+        }
+        total
+    }
+}
+
+/// What a landed copy ahead kept.
+#[derive(Debug, Default)]
+pub struct Landed {
+    /// Bytes kept: now part of the output.
+    pub kept: u64,
+    /// Bytes the thread copied that the plan did not want.
+    pub dropped: u64,
+    /// The error that stopped the thread before the end of its range. Not a
+    /// failure of the output: the caller copies what was not kept itself,
+    /// and fails there if the cause persists.
+    pub stopped_by: Option<pbf_output::Error>,
+}
+
+impl CopyAhead {
+    /// Let the thread copy the range up to `through`, an offset in the
+    /// source (a `sorted` plan record: the input was read in order that far).
+    /// It starts allowed nothing; an allowance never shrinks.
+    fn allow(&self, through: u64) {
+        let upto = through.saturating_sub(self.offset).min(self.len);
+        self.gate.change(|s| s.allowed = s.allowed.max(upto));
+    }
+
+    /// Ask the thread to stop after its current step, without waiting: the
+    /// guess proved wrong, but what it copied may still be the prefix the
+    /// plan keeps ([`CopyAhead::land`] decides when the ops come).
+    fn halt(&self) {
+        self.gate.change(|s| s.stop = true);
+    }
+
+    /// Stop, or with `wait` allow the whole range, and wait for the thread.
+    fn join(&mut self, wait: bool) -> Copied {
+        let len = self.len;
+        self.gate.change(|s| match wait {
+            true => s.allowed = len,
+            false => s.stop = true,
+        });
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(copied)) => copied,
+            Some(Err(_)) => Copied {
+                error: Some(pbf_output::Error::invalid(
+                    "copy ahead",
+                    "the copying thread panicked",
+                )),
+                ..Copied::default()
+            },
+            None => Copied::default(),
+        }
+    }
+}
+
+impl Drop for CopyAhead {
+    fn drop(&mut self) {
+        self.join(false);
+    }
+}
+
+/// Copy `len` bytes at `offset` of `src` to `dst` at `at`, in steps as far
+/// as the gate allows, until done, stopped or failed.
+fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, gate: &Gate) -> Copied {
+    let mut direct = Direct::open(dst);
+    let mut c = Copied::default();
+    while c.done < len {
+        let Some(allowed) = gate.wait_past(c.done) else {
+            break;
+        };
+        let (from, to) = (offset + c.done, at + c.done);
+        let mut step = (allowed - c.done).min(STEP);
+        let mut stats = CopyStats::default();
+        let whole = step / ALIGN * ALIGN;
+        let res = match direct.as_mut() {
+            Some(d) if to % ALIGN == 0 && whole > 0 => {
+                step = whole;
+                d.copy(src, from, step, to, &mut stats)
+            }
+            _ => {
+                // A block the direct writes do not start at, or a piece
+                // short of one: through the page cache.
+                if direct.is_some() && to % ALIGN != 0 {
+                    step = step.min(ALIGN - to % ALIGN);
+                }
+                copy_range(src, from, step, dst, Some(to), &mut stats).map(|()| {
+                    // Left to itself the kernel would keep the copied pages
+                    // dirty until the commit's fsync, which would then
+                    // write them after the index instead of beside it.
+                    pbf_output::start_writeback(dst, to, step);
+                    true
+                })
+            }
+        };
+        match res {
+            Ok(true) => {}
+            Ok(false) => {
+                // The filesystem took the handle but not the write: copy
+                // through the page cache from now on.
+                direct = None;
+                continue;
+            }
+            Err(e) => {
+                c.error = Some(e);
+                break;
+            }
+        }
+        c.done += step;
+        c.steps.push(stats);
+    }
+    c
+}
+
+/// Block size the direct writes are aligned to, in the file and in memory:
+/// a multiple of any disk's logical block.
+const ALIGN: u64 = 4096;
+
+/// A second handle on the output that writes past the page cache
+/// (`O_DIRECT`), with its buffer. The copy ahead reads each step into the
+/// buffer (a copy from the input's cached pages) and writes it from there:
+/// half the CPU of `copy_file_range` through the output's page cache, and
+/// no dirty pages for the kernel to write back while the index needs the
+/// cores (`bench/copy-ahead.md`). The input's data frames do not start at
+/// the output's offset modulo a block (the headers differ), so the input's
+/// pages cannot be written as they are. Only whole aligned blocks go this
+/// way; the first partial block and the last go through the page cache, so
+/// no block is written both ways. Bytes counted as copied by read/write.
+struct Direct {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl Direct {
+    /// Open `dst` again for direct writes; `None` where the filesystem has
+    /// none (tmpfs) or the file cannot be opened again.
+    fn open(dst: &File) -> Option<Direct> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_DIRECT)
+            .open(format!("/proc/self/fd/{}", dst.as_raw_fd()))
+            .ok()?;
+        Some(Direct {
+            file,
+            buf: vec![0; (STEP + ALIGN) as usize],
+        })
+    }
+
+    /// Copy `len` bytes (whole blocks) at `from` of `src` to `to` (aligned);
+    /// false when the filesystem refused the direct write (`EINVAL`) and
+    /// nothing was counted.
+    fn copy(
+        &mut self,
+        src: &File,
+        from: u64,
+        len: u64,
+        to: u64,
+        stats: &mut CopyStats,
+    ) -> pbf_output::Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let start = self.buf.as_ptr().align_offset(ALIGN as usize);
+        let buf = &mut self.buf[start..start + len as usize];
+        src.read_exact_at(buf, from).map_err(|e| {
+            let what = match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => "source ends before the range does",
+                _ => "read",
+            };
+            pbf_output::Error::io(format!("copying ahead at offset {from}: {what}"), e)
+        })?;
+        match self.file.write_all_at(buf, to) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => return Ok(false),
+            Err(e) => {
+                return Err(pbf_output::Error::io(
+                    format!("copying ahead: direct write at offset {to}"),
+                    e,
+                ));
+            }
+        }
+        stats.fallback_bytes += len;
+        Ok(true)
+    }
+}
+
+impl CopyAhead {
+    /// Start a thread that copies `len` bytes at `offset` of `src` to the
+    /// output's current position as far as [`CopyAhead::allow`] lets it
+    /// (nothing at first). The output's position does not move: nothing
+    /// else may be written until [`CopyAhead::land`]. Not for standard
+    /// output, which cannot be cut back.
+    fn start(
+        out: &OutputFile,
+        src: &File,
+        src_name: &Path,
+        offset: u64,
+        len: u64,
+    ) -> pbf_output::Result<CopyAhead> {
+        if out.is_stream() {
+            return Err(pbf_output::Error::invalid(
+                out.name(),
+                "cannot copy ahead into a stream",
+            ));
+        }
+        let dup = |f: &File, what: &str| {
+            f.try_clone()
+                .map_err(|e| pbf_output::Error::io(format!("{what}: dup for copying ahead"), e))
+        };
+        let src = dup(src, &src_name.display().to_string())?;
+        let dst = dup(out.file(), out.name())?;
+        let at = out.position();
+        let gate = Arc::new(Gate::default());
+        let shared = Arc::clone(&gate);
+        let thread = std::thread::Builder::new()
+            .name("copy-ahead".into())
+            .spawn(move || copy_steps(&src, offset, len, &dst, at, &shared))
+            .map_err(|e| pbf_output::Error::io("copy ahead: starting a thread", e))?;
+        Ok(CopyAhead {
+            at,
+            offset,
+            len,
+            gate,
+            thread: Some(thread),
+        })
+    }
+
+    /// End the copy ahead, of which the plan wants the first `want` bytes
+    /// (at most its length). Waits for the thread when `want` is the whole
+    /// range, else stops it. Keeps the copied prefix the plan wants and
+    /// moves the output's position past it; what was copied after it stays
+    /// until the plan's own bytes overwrite it or the commit cuts it off.
+    /// The caller copies the rest of `want`, `want - kept` bytes, itself: an
+    /// error that stopped the thread is not reported here, because that copy
+    /// meets it again and reports it with its own context
+    /// ([`Landed::stopped_by`] tells it).
+    fn land(mut self, out: &mut OutputFile, want: u64) -> pbf_output::Result<Landed> {
+        if self.at != out.position() {
+            return Err(pbf_output::Error::invalid(
+                out.name(),
+                format!(
+                    "copy ahead started at offset {}, the output is at {}",
+                    self.at,
+                    out.position()
+                ),
+            ));
+        }
+        let want = want.min(self.len);
+        let mut copied = self.join(want == self.len);
+        let kept = copied.done.min(want);
+        out.add_copied(kept, copied.stats_of(kept));
+        Ok(Landed {
+            kept,
+            dropped: copied.done - kept,
+            stopped_by: copied.error.take(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+    use pbf_output::OutputOptions;
+    use std::path::PathBuf;
+
+    /// A source of `len` distinct bytes and an output holding `head`.
+    fn setup(len: usize, head: &[u8]) -> (tempfile::TempDir, File, PathBuf, OutputFile) {
+        let dir = tempfile::tempdir().expect("dir");
+        let src = dir.path().join("src");
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        fs::write(&src, &bytes).expect("write source");
+        let f = File::open(&src).expect("open");
+        let mut out =
+            OutputFile::create(&dir.path().join("out"), &OutputOptions::default()).expect("create");
+        out.write_all(head).expect("head");
+        (dir, f, src, out)
+    }
+
+    fn committed(dir: &tempfile::TempDir, out: OutputFile) -> Vec<u8> {
+        out.commit().expect("commit");
+        fs::read(dir.path().join("out")).expect("read out")
+    }
+
+    #[test]
+    fn the_whole_range_is_kept_when_the_plan_wants_it() {
+        let (dir, f, src, mut out) = setup(300_000, b"HEAD");
+        let ahead = CopyAhead::start(&out, &f, &src, 1000, 299_000).expect("start");
+        let landed = ahead.land(&mut out, 299_000).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (299_000, 0));
+        assert!(landed.stopped_by.is_none());
+        assert_eq!(out.position(), 4 + 299_000);
+        assert_eq!(out.stats().copied(), 299_000);
+        let want = [b"HEAD".as_slice(), &fs::read(&src).expect("src")[1000..]].concat();
+        assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn a_prefix_is_kept_and_the_rest_cut_off() {
+        let (dir, f, src, mut out) = setup(200_000, b"H");
+        let ahead = CopyAhead::start(&out, &f, &src, 10, 199_990).expect("start");
+        ahead.allow(200_000);
+        // Let the thread finish, so the cut really removes copied bytes.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let landed = ahead.land(&mut out, 5000).expect("land");
+        assert_eq!(landed.kept + landed.dropped, 199_990, "{landed:?}");
+        assert_eq!(landed.kept, 5000);
+        out.write_all(b"TAIL").expect("tail");
+        let want = [
+            b"H".as_slice(),
+            &fs::read(&src).expect("src")[10..5010],
+            b"TAIL",
+        ]
+        .concat();
+        assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn dropped_bytes_are_overwritten_by_what_the_plan_writes_there() {
+        let (dir, f, src, mut out) = setup(100_000, b"H");
+        let ahead = CopyAhead::start(&out, &f, &src, 0, 100_000).expect("start");
+        ahead.allow(100_000);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let landed = ahead.land(&mut out, 10).expect("land");
+        assert_eq!(landed.kept, 10);
+        let other = vec![b'z'; 150_000];
+        out.write_all(&other).expect("write over the dropped bytes");
+        let want = [b"H".as_slice(), &fs::read(&src).expect("src")[..10], &other].concat();
+        assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn the_thread_copies_only_what_it_is_allowed() {
+        let (dir, f, src, mut out) = setup(200_000, b"H");
+        let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
+        // The output holds the header and what the thread copied.
+        let copied = |out: &OutputFile| out.file().metadata().expect("stat").len() - 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(copied(&out), 0, "copied before it was allowed");
+        ahead.allow(51_000);
+        let start = std::time::Instant::now();
+        while copied(&out) < 50_000 {
+            assert!(
+                start.elapsed().as_secs() < 10,
+                "the allowed bytes were not copied"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let landed = ahead.land(&mut out, 0).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (0, 50_000));
+        assert_eq!(committed(&dir, out), b"H");
+    }
+
+    #[test]
+    fn an_allowance_never_shrinks_nor_passes_the_range() {
+        let (_dir, f, src, mut out) = setup(200_000, b"H");
+        let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
+        ahead.allow(300_000);
+        ahead.allow(2000);
+        assert_eq!(ahead.gate.lock().allowed, 199_000);
+        let landed = ahead.land(&mut out, 199_000).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (199_000, 0));
+        assert!(landed.stopped_by.is_none(), "{landed:?}");
+    }
+
+    #[test]
+    fn nothing_wanted_leaves_the_output_as_it_was() {
+        let (dir, f, src, mut out) = setup(100_000, b"HEADER");
+        let ahead = CopyAhead::start(&out, &f, &src, 0, 100_000).expect("start");
+        let landed = ahead.land(&mut out, 0).expect("land");
+        assert_eq!(landed.kept, 0);
+        assert_eq!(out.position(), 6);
+        assert_eq!(committed(&dir, out), b"HEADER");
+    }
+
+    #[test]
+    fn a_range_past_the_source_stops_the_thread_with_its_error() {
+        let (_dir, f, src, mut out) = setup(1000, b"");
+        let ahead = CopyAhead::start(&out, &f, &src, 500, 1000).expect("start");
+        let landed = ahead.land(&mut out, 1000).expect("land");
+        assert!(landed.kept < 1000, "{landed:?}");
+        let err = landed.stopped_by.expect("an error").to_string();
+        assert!(err.contains("ends"), "{err}");
+    }
+
+    #[test]
+    fn landing_elsewhere_than_the_start_is_refused() {
+        let (_dir, f, src, mut out) = setup(1000, b"");
+        let ahead = CopyAhead::start(&out, &f, &src, 0, 1000).expect("start");
+        out.write_all(b"x").expect("write");
+        let err = ahead.land(&mut out, 1000).expect_err("refused").to_string();
+        assert!(err.contains("started at offset 0"), "{err}");
+    }
+
+    #[test]
+    fn a_stream_cannot_copy_ahead() {
+        let dir = tempfile::tempdir().expect("dir");
+        let src = dir.path().join("src");
+        fs::write(&src, b"abc").expect("write");
+        let f = File::open(&src).expect("open");
+        let out = OutputFile::stdout(&OutputOptions::default()).expect("stdout");
+        assert!(CopyAhead::start(&out, &f, &src, 0, 3).is_err());
+    }
+
+    #[test]
+    fn whole_blocks_are_written_past_the_page_cache_with_the_same_bytes() {
+        let (dir, f, src, mut out) = setup((1 << 20) + 5000, b"HEAD12345");
+        let direct = Direct::open(out.file()).is_some();
+        let len = (1 << 20) + 4000;
+        let ahead = CopyAhead::start(&out, &f, &src, 1000, len).expect("start");
+        ahead.allow(3000);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let landed = ahead.land(&mut out, len).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (len, 0));
+        if direct {
+            assert!(
+                out.stats().fallback_bytes >= (1 << 20) - 8192,
+                "{:?}",
+                out.stats()
+            );
+        }
+        let want = [
+            b"HEAD12345".as_slice(),
+            &fs::read(&src).expect("src")[1000..],
+        ]
+        .concat();
+        assert_eq!(committed(&dir, out), want);
+    }
+}
