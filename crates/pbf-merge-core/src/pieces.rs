@@ -1,0 +1,339 @@
+//! One merge in pieces: the key space of a merge's runs is cut into key
+//! ranges, each range of every run is merged on a thread of its own, and
+//! the pieces' elements go, piece after piece, to one block writer on the
+//! calling thread. The writer alone cuts blocks, drops repeats and checks
+//! the order, from the same elements in the same order as one merge gives
+//! it, so the blocks are cut where one merge cuts them, byte for byte.
+//!
+//! A boundary is a key (type, id, version), never a rank: elements with
+//! equal keys (the ties that timestamps and input order break) fall in one
+//! piece. A load that spans a boundary is decoded once and shared by the
+//! pieces on either side, each taking its keys of it.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+
+use pbf_format::block::Columns;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::graph::{Clock, Span, Tasks};
+use crate::merge::{self, Sink};
+use crate::sorted::{Block, Item, Order};
+use crate::spill::Run;
+use crate::stream::{Loader, Stream};
+use crate::writer::{BlockWriter, Target};
+use crate::{Merged, Merger};
+
+/// Loads per run a piece holds on average, at least.
+const LOADS_PER_PIECE: usize = 2;
+
+/// The most pieces of one merge.
+const MAX_PIECES: usize = 64;
+
+/// Elements a piece sends to the writer at a time.
+const CHUNK: usize = 4096;
+
+/// Chunks a piece may have queued before it waits for the writer.
+const QUEUED: usize = 4;
+
+/// The boundaries that cut `runs` into pieces of about
+/// [`LOADS_PER_PIECE`] loads per run each (at most [`MAX_PIECES`]): keys
+/// at quantiles of the loads' first keys. Empty when the runs are too few
+/// loads for two pieces.
+pub(crate) fn boundaries(runs: &[Run]) -> Vec<u128> {
+    let mut firsts: Vec<u128> = runs
+        .iter()
+        .flat_map(|r| (0..r.loads()).map(move |i| r.bounds(i).0))
+        .collect();
+    let pieces = (firsts.len() / (LOADS_PER_PIECE * runs.len().max(1))).min(MAX_PIECES);
+    if pieces < 2 {
+        return Vec::new();
+    }
+    firsts.sort_unstable();
+    let n = firsts.len();
+    let mut cuts: Vec<u128> = (1..pieces).map(|i| firsts[i * n / pieces]).collect();
+    cuts.dedup();
+    cuts.retain(|&c| c > firsts[0]);
+    cuts
+}
+
+/// The piece holding `key`: boundary `b` starts piece `b + 1`.
+fn piece_of(cuts: &[u128], key: u128) -> usize {
+    cuts.partition_point(|&c| c <= key)
+}
+
+/// A load that spans pieces: decoded by the first piece to ask, kept for
+/// the others, dropped when the last has taken it.
+struct Shared {
+    users: usize,
+    block: Mutex<Option<(Arc<Block>, usize)>>,
+}
+
+impl Shared {
+    fn get(&self, run: &Run, i: usize) -> Result<Arc<Block>> {
+        let mut slot = self.block.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((block, left)) = slot.take() {
+            if left > 1 {
+                *slot = Some((Arc::clone(&block), left - 1));
+            }
+            return Ok(block);
+        }
+        // A failed load is not kept: each piece asking meets the error.
+        let block = Arc::new(run.load(i)?);
+        if self.users > 1 {
+            *slot = Some((Arc::clone(&block), self.users - 1));
+        }
+        Ok(block)
+    }
+}
+
+/// The loads of one piece: per run, (load, shared when it spans pieces).
+type PieceLoads = Vec<Vec<(usize, Option<Arc<Shared>>)>>;
+
+/// Which loads of `runs` each piece reads.
+fn plan(runs: &[Arc<Run>], cuts: &[u128]) -> Vec<PieceLoads> {
+    let mut pieces: Vec<PieceLoads> = (0..=cuts.len())
+        .map(|_| vec![Vec::new(); runs.len()])
+        .collect();
+    for (r, run) in runs.iter().enumerate() {
+        for i in 0..run.loads() {
+            let (first, last) = run.bounds(i);
+            let (a, b) = (
+                piece_of(cuts, first),
+                piece_of(cuts, last).max(piece_of(cuts, first)),
+            );
+            let shared = (b > a).then(|| {
+                Arc::new(Shared {
+                    users: b - a + 1,
+                    block: Mutex::new(None),
+                })
+            });
+            for piece in &mut pieces[a..=b] {
+                piece[r].push((i, shared.clone()));
+            }
+        }
+    }
+    pieces
+}
+
+/// Elements of a piece on their way to the writer.
+#[derive(Default)]
+struct Chunk {
+    sources: Vec<Arc<Columns>>,
+    entries: Vec<Entry>,
+}
+
+struct Entry {
+    order: Order,
+    slot: u32,
+    object: u32,
+    stream: u32,
+}
+
+/// Sends a piece's merged elements in chunks.
+struct PieceSink<'a> {
+    tx: &'a SyncSender<Result<Chunk>>,
+    chunk: Chunk,
+    /// Per stream: the block it gave last, by address, and its slot.
+    by_stream: Vec<(usize, u32)>,
+}
+
+impl PieceSink<'_> {
+    fn send(&mut self) -> Result<()> {
+        self.by_stream.iter_mut().for_each(|s| *s = (0, u32::MAX));
+        let chunk = std::mem::take(&mut self.chunk);
+        self.tx
+            .send(Ok(chunk))
+            .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
+    }
+}
+
+impl Sink for PieceSink<'_> {
+    fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
+        let Item(columns, object) = element;
+        if self.by_stream.len() <= stream {
+            self.by_stream.resize(stream + 1, (0, u32::MAX));
+        }
+        let address = Arc::as_ptr(columns) as usize;
+        let slot = match self.by_stream[stream] {
+            (last, slot) if last == address => slot,
+            _ => {
+                let slot = self.chunk.sources.len() as u32;
+                self.chunk.sources.push(Arc::clone(columns));
+                self.by_stream[stream] = (address, slot);
+                slot
+            }
+        };
+        self.chunk.entries.push(Entry {
+            order,
+            slot,
+            object,
+            stream: stream as u32,
+        });
+        if self.chunk.entries.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(())
+    }
+}
+
+/// What the threads merging pieces share.
+struct Work<'a> {
+    runs: &'a [Arc<Run>],
+    cuts: &'a [u128],
+    pieces: Vec<Mutex<Option<(PieceLoads, SyncSender<Result<Chunk>>)>>>,
+    next: AtomicUsize,
+    stop: AtomicBool,
+    spans: Mutex<Span>,
+}
+
+impl Merger {
+    /// Merge `runs` in pieces cut at `cuts` (see [`boundaries`]), up to
+    /// `side_by_side` pieces at once, into the writer `w` on this thread.
+    pub(crate) fn merge_pieces<T: Target>(
+        &self,
+        runs: Vec<Run>,
+        cuts: &[u128],
+        mut w: BlockWriter<T>,
+        side_by_side: usize,
+    ) -> Result<Merged<T>> {
+        let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
+        let mut receivers = Vec::new();
+        let pieces = plan(&runs, cuts)
+            .into_iter()
+            .map(|loads| {
+                let (tx, rx) = sync_channel(QUEUED);
+                receivers.push(rx);
+                Mutex::new(Some((loads, tx)))
+            })
+            .collect();
+        let work = Work {
+            runs: &runs,
+            cuts,
+            pieces,
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            spans: Mutex::new(Span::default()),
+        };
+        let clock = Clock::start();
+        let written = std::thread::scope(|s| {
+            for _ in 0..side_by_side.clamp(1, receivers.len()) {
+                s.spawn(|| self.merge_some_pieces(&work));
+            }
+            let written = write_pieces(receivers, &mut w);
+            work.stop.store(true, Ordering::Relaxed);
+            written
+        });
+        written?;
+        let (elements, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
+        let target = w.finish()?;
+        let writer = Span::task(clock.elapsed());
+        let pieces = *work.spans.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(Merged {
+            target,
+            written: elements,
+            dropped,
+            span: pieces.then(writer).then(encodes.span()),
+        })
+    }
+
+    /// Merge pieces, taken in order, until none is left or the writer
+    /// stopped.
+    fn merge_some_pieces(&self, work: &Work<'_>) {
+        loop {
+            let p = work.next.fetch_add(1, Ordering::Relaxed);
+            if p >= work.pieces.len() || work.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let taken = work.pieces[p]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            let Some((loads, tx)) = taken else { return };
+            match self.merge_piece(work, p, loads, &tx) {
+                Ok(span) => {
+                    let mut spans = work.spans.lock().unwrap_or_else(|e| e.into_inner());
+                    *spans = spans.beside(span);
+                }
+                // The writer meets the error in this piece's turn.
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        }
+    }
+
+    /// Merge piece `p` into chunks sent to `tx`.
+    fn merge_piece(
+        &self,
+        work: &Work<'_>,
+        p: usize,
+        loads: PieceLoads,
+        tx: &SyncSender<Result<Chunk>>,
+    ) -> Result<Span> {
+        let lo = match p {
+            0 => 0,
+            _ => work.cuts[p - 1],
+        };
+        let hi = work.cuts.get(p).copied();
+        let tasks = Arc::new(Tasks::default());
+        let streams = loads
+            .into_iter()
+            .zip(work.runs)
+            .filter(|(loads, _)| !loads.is_empty())
+            .map(|(loads, run)| {
+                let loaders = loads
+                    .into_iter()
+                    .map(|(i, shared)| loader(Arc::clone(run), i, shared, lo, hi))
+                    .collect();
+                Stream::new(loaders, Arc::clone(&self.pool), Arc::clone(&tasks))
+            })
+            .collect();
+        let clock = Clock::start();
+        let mut sink = PieceSink {
+            tx,
+            chunk: Chunk::default(),
+            by_stream: Vec::new(),
+        };
+        merge::merge(streams, &mut sink)?;
+        if !sink.chunk.entries.is_empty() {
+            sink.send()?;
+        }
+        Ok(tasks.span().then(Span::task(clock.elapsed())))
+    }
+}
+
+/// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for
+/// the last piece).
+fn loader(
+    run: Arc<Run>,
+    i: usize,
+    shared: Option<Arc<Shared>>,
+    lo: u128,
+    hi: Option<u128>,
+) -> Loader {
+    Box::new(move || match shared {
+        // A load in one piece only is the piece's whole.
+        None => run.load(i),
+        Some(shared) => Ok(shared.get(&run, i)?.part(lo, hi.unwrap_or(u128::MAX))),
+    })
+}
+
+/// Give the writer every piece's elements, piece after piece.
+fn write_pieces<T: Target>(
+    receivers: Vec<Receiver<Result<Chunk>>>,
+    w: &mut BlockWriter<T>,
+) -> Result<()> {
+    for rx in receivers {
+        // A piece's queue closes when the piece is done.
+        for chunk in rx {
+            let chunk = chunk?;
+            for e in &chunk.entries {
+                let columns = &chunk.sources[e.slot as usize];
+                w.push(e.order, Item(columns, e.object), e.stream as usize)?;
+            }
+        }
+    }
+    Ok(())
+}
