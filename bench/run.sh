@@ -901,4 +901,7 @@ main() {
     report
 }
 
-main
+# Sourced (bench/cores.sh reuses input_for and its settings): define only.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    main
+fi

@@ -13,6 +13,7 @@
 //! thread's CPU time, so a task that waits or is preempted is not counted
 //! as running.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Work and critical path of a part of the task graph, in nanoseconds of
@@ -68,15 +69,25 @@ pub(crate) struct Tasks {
 impl Tasks {
     /// Record one task of `ns` nanoseconds.
     pub fn add(&self, ns: u64) {
-        self.work.fetch_add(ns, Ordering::Relaxed);
-        self.path.fetch_max(ns, Ordering::Relaxed);
+        self.add_span(Span::task(ns));
     }
 
-    /// Run `f`, recording its CPU time as one task.
+    /// Record a task that ran tasks of its own on the pool.
+    pub fn add_span(&self, span: Span) {
+        self.work.fetch_add(span.work, Ordering::Relaxed);
+        self.path.fetch_max(span.path, Ordering::Relaxed);
+    }
+
+    /// Run `f`, recording its CPU time as one task, or the span it
+    /// reported with [`report_nested`] when it split its work on the pool.
     pub fn time<R>(&self, f: impl FnOnce() -> R) -> R {
         let clock = Clock::start();
+        NESTED.set(None);
         let r = f();
-        self.add(clock.elapsed());
+        match NESTED.take() {
+            Some(span) => self.add_span(span),
+            None => self.add(clock.elapsed()),
+        }
         r
     }
 
@@ -87,6 +98,18 @@ impl Tasks {
             path: self.path.load(Ordering::Relaxed),
         }
     }
+}
+
+thread_local! {
+    /// The span of the task running on this thread, when it split its work
+    /// on the pool (whose threads' CPU time its own clock does not see).
+    static NESTED: Cell<Option<Span>> = const { Cell::new(None) };
+}
+
+/// Report the span of the task running on this thread (see
+/// [`Tasks::time`]).
+pub(crate) fn report_nested(span: Span) {
+    NESTED.set(Some(span));
 }
 
 /// The calling thread's CPU time since it was started.

@@ -73,10 +73,14 @@ impl Merger {
             out.extend(batches);
             return Ok(out);
         }
+        // At least SPREAD groups where the batches allow, so that no
+        // group's merge is a large share of the work.
+        let total = Run::memory_of(&batches);
+        let limit = budget.group.min((total / SPREAD).max(budget.batch));
         let mut rest: VecDeque<Run> = batches.into();
         let mut groups = Vec::new();
         while !rest.is_empty() {
-            groups.push(take_group(&mut rest, budget.group, 1));
+            groups.push(take_group(&mut rest, limit, 1));
         }
         let side_by_side = self.pool.current_num_threads().clamp(2, GROUPS);
         let file = OnceLock::new();
@@ -188,7 +192,7 @@ impl Merger {
         };
         let block_bytes = (budget.runs / 16).clamp(16 << 10, 16 << 20) as usize;
         let cut = Cut {
-            elements: self.opts.encode.max_elements,
+            elements: self.opts.encode.max_elements.min(RECORD_ELEMENTS),
             encoded: self.opts.encode.max_bytes,
             approx: block_bytes,
         };
@@ -231,6 +235,14 @@ impl Merger {
         Ok((run, spilled))
     }
 }
+
+/// Groups the batches of an op are sorted in, at least, where there are
+/// enough batches.
+const SPREAD: u64 = 16;
+
+/// Elements of a spill record, at most: small enough that the final merge
+/// of a few runs has loads to cut into pieces ([`crate::pieces`]).
+const RECORD_ELEMENTS: usize = 2048;
 
 /// Groups of batches sorted side by side at most (each holds up to
 /// [`Budget::group`]).
@@ -412,6 +424,16 @@ impl Run {
 }
 
 impl Run {
+    /// A run of spill records kept in memory, with their keys, for tests.
+    #[cfg(test)]
+    pub(crate) fn kept(records: Vec<Arc<Vec<u8>>>, bounds: Vec<(u128, u128)>, memory: u64) -> Run {
+        Run {
+            memory,
+            source: RunSource::Kept(records, bounds),
+            batch: false,
+        }
+    }
+
     /// How many loads the run has.
     pub(crate) fn loads(&self) -> usize {
         match &self.source {

@@ -52,7 +52,14 @@ pub fn command() -> Command {
              that no chain could hold more than a few small blobs (a shuffled file), every \
              blob is batched without forming the chains. When the runs do \
              not fit in --memory, groups that fit are merged into sorted temporary runs beside \
-             the spool (deleted when done), on as many levels as needed. Elements with the same type, id \
+             the spool (deleted when done), on as many levels as needed.\n\n\
+             Several merge ops are merged at once (one more than -j), each on a thread of its own, \
+             their frames appended to the spool in plan order; together they stay within --memory, \
+             and an op that must sort batches or spill runs alone. Such an op sorts its groups of \
+             batches side by side, and cuts its final merge into key ranges (equal keys in one) \
+             merged side by side, whose elements go in key order to the one writer that cuts the \
+             blocks: the output is the same, byte for byte, whatever -j is.\n\n\
+             Elements with the same type, id \
              and version sort as osmium sort puts them: by timestamp (whole seconds; an unset \
              timestamp first), then in input order (source, offset, position); --dedupe keeps \
              only the first.\n\n\
@@ -151,7 +158,8 @@ pub fn command() -> Command {
         );
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print the spool path and a summary of the merges on standard error (with the time \
-                  spent parsing and serialising the plan stream)",
+                  spent parsing and serialising the plan stream and the merge's available \
+                  parallelism: see AVAILABLE PARALLELISM in pbf-merge(1))",
         quiet: "No progress bar; nothing on standard error but errors",
     };
     pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, help))
