@@ -332,7 +332,7 @@ impl Merger {
                 let runs = self.compact(runs, budget, &mut stats)?;
                 let runs = self.fit(runs, budget, &mut stats)?;
                 stats.final_memory = Run::memory_of(&runs);
-                let side_by_side = self.pieces_side_by_side(&runs, budget);
+                let side_by_side = self.pieces_side_by_side(&runs, budget.runs);
                 (runs, side_by_side)
             }
         };
@@ -388,17 +388,29 @@ impl Merger {
         })
     }
 
-    /// How many pieces of the final merge of `runs` may be merged at once
-    /// within `budget`: each holds what the runs hold decoded (their records
-    /// kept in memory are shared), one more than the pool's threads at most.
+    /// How many pieces of a merge of `runs` may be merged at once within
+    /// `limit` bytes, one more than the pool's threads at most (1: one
+    /// merge). With n pieces at once a run holds at most 2n of its loads
+    /// decoded (a piece's stream holds one and reads one ahead; a load that
+    /// spans pieces is decoded once), a run of one load one however many
+    /// pieces share it, and records kept in memory are shared by all.
     /// Only an op that holds the whole budget (one that had to sort batches
-    /// or spill: it runs alone) is merged in pieces; 1: one merge.
-    fn pieces_side_by_side(&self, runs: &[Run], budget: spill::Budget) -> usize {
-        let decoded: u64 = runs.iter().map(Run::decoded).sum();
-        let shared = Run::memory_of(runs) - decoded;
-        let room = budget.runs.saturating_sub(shared);
+    /// or spill: it runs alone) is merged in pieces.
+    pub(crate) fn pieces_side_by_side(&self, runs: &[Run], limit: u64) -> usize {
+        let shared: u64 = runs.iter().map(|r| r.memory - r.decoded()).sum();
+        let need = |n: usize| -> u64 {
+            let loads = |r: &Run| r.loads().min(2 * n) as u64;
+            shared
+                + runs
+                    .iter()
+                    .map(|r| loads(r) * (r.decoded() / 2))
+                    .sum::<u64>()
+        };
         let most = self.pool.current_num_threads() + 1;
-        (room / decoded.max(1)).clamp(1, most as u64) as usize
+        (2..=most)
+            .take_while(|&n| need(n) <= limit)
+            .last()
+            .unwrap_or(1)
     }
 
     fn streams(&self, runs: Vec<Run>, loads: &Arc<graph::Tasks>) -> Vec<Stream> {

@@ -178,11 +178,14 @@ impl Sink for PieceSink<'_> {
     }
 }
 
+/// A piece to merge: its loads and where its chunks go.
+type PieceJob = (PieceLoads, SyncSender<Result<Chunk>>);
+
 /// What the threads merging pieces share.
 struct Work<'a> {
     runs: &'a [Arc<Run>],
     cuts: &'a [u128],
-    pieces: Vec<Mutex<Option<(PieceLoads, SyncSender<Result<Chunk>>)>>>,
+    pieces: Vec<Mutex<Option<PieceJob>>>,
     next: AtomicUsize,
     stop: AtomicBool,
     spans: Mutex<Span>,
@@ -379,7 +382,11 @@ mod tests {
     /// Runs of spill records: each run's elements sorted as a merge orders
     /// them, every record its own input blob, cut into records of the
     /// given sizes.
-    fn runs(spec: &[(Vec<(bool, i64, i32, i64)>, Vec<usize>)]) -> Vec<Run> {
+    /// A run's elements (way or node, id, version, seconds) and the sizes
+    /// of its input blobs.
+    type RunSpec = (Vec<(bool, i64, i32, i64)>, Vec<usize>);
+
+    fn runs(spec: &[RunSpec]) -> Vec<Run> {
         let mut mark = 0;
         let mut blob = 0u32;
         spec.iter()
@@ -511,7 +518,7 @@ mod tests {
 
     #[test]
     fn boundaries_cut_many_loads_at_their_keys_and_few_not_at_all() {
-        let spec: Vec<(Vec<(bool, i64, i32, i64)>, Vec<usize>)> = (0..2)
+        let spec: Vec<RunSpec> = (0..2)
             .map(|r| ((0..60).map(|i| (false, i * 2 + r, 1, 0)).collect(), vec![3]))
             .collect();
         let runs = runs(&spec);

@@ -43,7 +43,7 @@ impl Merger {
             let mut next = Vec::new();
             while remaining > limit && rest.len() >= 2 {
                 let (group, group_memory) = take_group(&mut rest, limit, 2);
-                let (run, spilled) = self.spill(group, budget, Place::File(&file))?;
+                let (run, spilled) = self.spill(group, budget, Place::File(&file), true)?;
                 spilled.count(stats);
                 stats.span = stats.span.then(spilled.span);
                 remaining = remaining - group_memory + run.memory;
@@ -89,9 +89,8 @@ impl Merger {
             kept: 0,
             failed: false,
         });
-        let groups: Vec<Mutex<Option<(Vec<Run>, u64)>>> =
-            groups.into_iter().map(|g| Mutex::new(Some(g))).collect();
-        let results: Vec<Mutex<Option<Result<(Run, Spilled)>>>> =
+        let groups: Vec<Slot<Group>> = groups.into_iter().map(|g| Mutex::new(Some(g))).collect();
+        let results: Vec<Slot<Result<(Run, Spilled)>>> =
             groups.iter().map(|_| Mutex::new(None)).collect();
         std::thread::scope(|s| {
             for _ in 0..side_by_side.min(groups.len()) {
@@ -118,8 +117,8 @@ impl Merger {
     /// none is left or one failed.
     fn compact_groups(
         &self,
-        groups: &[Mutex<Option<(Vec<Run>, u64)>>],
-        results: &[Mutex<Option<Result<(Run, Spilled)>>>],
+        groups: &[Slot<Group>],
+        results: &[Slot<Result<(Run, Spilled)>>],
         state: &Mutex<Compacting>,
         file: &OnceLock<Mutex<SpillFile>>,
         budget: Budget,
@@ -143,7 +142,7 @@ impl Merger {
                 return;
             };
             let result = match in_memory {
-                Some(_) => self.spill(group, budget, Place::Memory),
+                Some(_) => self.spill(group, budget, Place::Memory, false),
                 None => self.spill_to_shared(group, budget, file),
             };
             let mut st = lock(state);
@@ -177,12 +176,21 @@ impl Merger {
         let Some(file) = file.get() else {
             return Err(Error::new(ErrorKind::Internal("no spill file".into())));
         };
-        self.spill(group, budget, Place::File(file))
+        self.spill(group, budget, Place::File(file), false)
     }
 
     /// Merge a group of runs into one sorted run of spill records, kept in
-    /// memory or written to a spill file.
-    fn spill(&self, group: Vec<Run>, budget: Budget, place: Place<'_>) -> Result<(Run, Spilled)> {
+    /// memory or written to a spill file; `in_pieces`: cut into key ranges
+    /// merged side by side as memory allows (a group that spills to a file
+    /// takes the budget, so it is merged alone; groups of batches are
+    /// sorted side by side already).
+    fn spill(
+        &self,
+        group: Vec<Run>,
+        budget: Budget,
+        place: Place<'_>,
+        in_pieces: bool,
+    ) -> Result<(Run, Spilled)> {
         let target = SpillTarget {
             place,
             offsets: Vec::new(),
@@ -198,7 +206,15 @@ impl Merger {
         };
         let format = BlockFormat::SpillRecord(self.opts.spill_compression);
         let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
-        let merged = self.merge_runs(group, w, &mut || {})?;
+        let cuts = match in_pieces {
+            true => crate::pieces::boundaries(&group),
+            false => Vec::new(),
+        };
+        let side_by_side = self.pieces_side_by_side(&group, budget.runs);
+        let merged = match cuts.is_empty() || side_by_side < 2 {
+            true => self.merge_runs(group, w, &mut || {})?,
+            false => self.merge_pieces(group, &cuts, w, side_by_side)?,
+        };
         let target = merged.target;
         let decoded = 2 * target.max_approx;
         let mut spilled = Spilled {
@@ -247,6 +263,12 @@ const RECORD_ELEMENTS: usize = 2048;
 /// Groups of batches sorted side by side at most (each holds up to
 /// [`Budget::group`]).
 pub(crate) const GROUPS: usize = 4;
+
+/// A value handed from one thread to another.
+type Slot<T> = Mutex<Option<T>>;
+
+/// A group of batches and the memory they need.
+type Group = (Vec<Run>, u64);
 
 /// Which group of batches is sorted next, and what the runs kept in
 /// memory hold.

@@ -507,7 +507,7 @@ struct Ops {
 /// A record of the plan held back until the merge ops before it are in
 /// the spool.
 enum Waiting {
-    Record(PlanRecord),
+    Record(Box<PlanRecord>),
     /// A merge op in flight, and the bytes of its input frames.
     Merge(u64),
 }
@@ -551,13 +551,13 @@ fn rewrite(
                     flight.start(op);
                 }
                 Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => ended = true,
-                Some(record) => waiting.push_back(Waiting::Record(record)),
+                Some(record) => waiting.push_back(Waiting::Record(Box::new(record))),
             }
         }
         while let Some(front) = waiting.pop_front() {
             let bytes = match front {
                 Waiting::Record(record) => {
-                    pass_on(record, &mut out, &mut end, progress)?;
+                    pass_on(*record, &mut out, &mut end, progress)?;
                     continue;
                 }
                 Waiting::Merge(bytes) => bytes,
