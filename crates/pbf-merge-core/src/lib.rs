@@ -349,7 +349,7 @@ impl Merger {
             true => self.merge_runs(runs, w, before_tail)?,
             false => {
                 stats.pieces = cuts.len() as u64 + 1;
-                self.merge_pieces(runs, &cuts, w, side_by_side)?
+                self.merge_pieces(runs, &cuts, None, w, side_by_side)?
             }
         };
         stats.span = stats.span.then(merged.span);

@@ -58,6 +58,10 @@ pub(crate) fn boundaries(runs: &[Run]) -> Vec<u128> {
     cuts
 }
 
+/// Elements per piece when runs of one load each are cut at their own keys
+/// ([`Merger::load_and_cut`]).
+const PIECE_ELEMENTS: usize = 16384;
+
 /// The piece holding `key`: boundary `b` starts piece `b + 1`.
 fn piece_of(cuts: &[u128], key: u128) -> usize {
     cuts.partition_point(|&c| c <= key)
@@ -91,8 +95,12 @@ impl Shared {
 /// The loads of one piece: per run, (load, shared when it spans pieces).
 type PieceLoads = Vec<Vec<(usize, Option<Arc<Shared>>)>>;
 
-/// Which loads of `runs` each piece reads.
-fn plan(runs: &[Arc<Run>], cuts: &[u128]) -> Vec<PieceLoads> {
+/// Which loads of `runs` each piece reads; `loaded`: the one load of each
+/// run, decoded already.
+fn plan(runs: &[Arc<Run>], cuts: &[u128], loaded: Option<Vec<Arc<Block>>>) -> Vec<PieceLoads> {
+    if let Some(blocks) = loaded {
+        return plan_loaded(blocks, cuts);
+    }
     let mut pieces: Vec<PieceLoads> = (0..=cuts.len())
         .map(|_| vec![Vec::new(); runs.len()])
         .collect();
@@ -115,6 +123,50 @@ fn plan(runs: &[Arc<Run>], cuts: &[u128]) -> Vec<PieceLoads> {
         }
     }
     pieces
+}
+
+/// Every piece reads its keys of every run's decoded block.
+fn plan_loaded(blocks: Vec<Arc<Block>>, cuts: &[u128]) -> Vec<PieceLoads> {
+    let users = cuts.len() + 1;
+    let shared: Vec<Arc<Shared>> = blocks
+        .into_iter()
+        .map(|b| {
+            Arc::new(Shared {
+                users,
+                block: Mutex::new(Some((b, users))),
+            })
+        })
+        .collect();
+    (0..users)
+        .map(|_| {
+            shared
+                .iter()
+                .map(|s| vec![(0, Some(Arc::clone(s)))])
+                .collect()
+        })
+        .collect()
+}
+
+/// Keys at even steps through the decoded `blocks`, cutting them into
+/// pieces of about [`PIECE_ELEMENTS`] (at most [`MAX_PIECES`]).
+fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
+    let total: usize = blocks.iter().map(|b| b.len()).sum();
+    let pieces = (total / PIECE_ELEMENTS).min(MAX_PIECES);
+    if pieces < 2 {
+        return Vec::new();
+    }
+    // Samples of every block in proportion to its elements.
+    let step = (total / (pieces * 16)).max(1);
+    let mut samples: Vec<u128> = blocks
+        .iter()
+        .flat_map(|b| b.rest().iter().step_by(step).map(|o| o.key))
+        .collect();
+    samples.sort_unstable();
+    let n = samples.len();
+    let mut cuts: Vec<u128> = (1..pieces).map(|i| samples[i * n / pieces]).collect();
+    cuts.dedup();
+    cuts.retain(|&c| c > samples[0]);
+    cuts
 }
 
 /// Elements of a piece on their way to the writer.
@@ -192,18 +244,39 @@ struct Work<'a> {
 }
 
 impl Merger {
-    /// Merge `runs` in pieces cut at `cuts` (see [`boundaries`]), up to
-    /// `side_by_side` pieces at once, into the writer `w` on this thread.
+    /// Decode the one load of each of `runs` on the pool and find the keys
+    /// that cut them into pieces of about [`PIECE_ELEMENTS`]: runs of one
+    /// load each (blobs that each span most keys, as in a shuffled file)
+    /// give no boundaries by their loads' keys, and are held decoded
+    /// together by a merge of them anyway. Empty cuts: too few elements.
+    pub(crate) fn load_and_cut(&self, runs: &[Run]) -> Result<(Vec<Arc<Block>>, Vec<u128>, Span)> {
+        let tasks = Tasks::default();
+        let blocks: Vec<Result<Arc<Block>>> = self.pool.install(|| {
+            use rayon::prelude::*;
+            runs.par_iter()
+                .map(|r| tasks.time(|| r.load(0)).map(Arc::new))
+                .collect()
+        });
+        let blocks = blocks.into_iter().collect::<Result<Vec<_>>>()?;
+        let clock = Clock::start();
+        let cuts = cuts_of(&blocks);
+        Ok((blocks, cuts, tasks.span().then(Span::task(clock.elapsed()))))
+    }
+
+    /// Merge `runs` in pieces cut at `cuts` (see [`boundaries`]; with
+    /// `loaded`, the runs' one load each, see [`Merger::load_and_cut`]), up
+    /// to `side_by_side` pieces at once, into the writer `w` on this thread.
     pub(crate) fn merge_pieces<T: Target>(
         &self,
         runs: Vec<Run>,
         cuts: &[u128],
+        loaded: Option<Vec<Arc<Block>>>,
         mut w: BlockWriter<T>,
         side_by_side: usize,
     ) -> Result<Merged<T>> {
         let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
         let mut receivers = Vec::new();
-        let pieces = plan(&runs, cuts)
+        let pieces = plan(&runs, cuts, loaded)
             .into_iter()
             .map(|loads| {
                 let (tx, rx) = sync_channel(QUEUED);
@@ -507,7 +580,7 @@ mod tests {
             cuts.sort_unstable();
             cuts.dedup();
             let pieces = m
-                .merge_pieces(runs(&spec), &cuts, writer(&m, cut), side_by_side)
+                .merge_pieces(runs(&spec), &cuts, None, writer(&m, cut), side_by_side)
                 .expect("pieces");
             prop_assert_eq!(whole.written, pieces.written);
             prop_assert_eq!(whole.dropped, pieces.dropped);
@@ -537,7 +610,7 @@ mod tests {
         // A load spanning boundaries is read by every piece it spans.
         let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
         let (first, last) = runs[0].bounds(0);
-        let plan = plan(&runs, &[first / 2 + last / 2]);
+        let plan = plan(&runs, &[first / 2 + last / 2], None);
         let shared: usize = plan
             .iter()
             .flatten()

@@ -206,20 +206,29 @@ impl Merger {
         };
         let format = BlockFormat::SpillRecord(self.opts.spill_compression);
         let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
-        let cuts = match in_pieces {
-            true => crate::pieces::boundaries(&group),
-            false => Vec::new(),
+        let side_by_side = match in_pieces {
+            true => self.pieces_side_by_side(&group, budget.runs),
+            false => 1,
         };
-        let side_by_side = self.pieces_side_by_side(&group, budget.runs);
-        let merged = match cuts.is_empty() || side_by_side < 2 {
-            true => self.merge_runs(group, w, &mut || {})?,
-            false => self.merge_pieces(group, &cuts, w, side_by_side)?,
+        let mut cuts = match side_by_side {
+            1 => Vec::new(),
+            _ => crate::pieces::boundaries(&group),
+        };
+        let (mut loaded, mut loading) = (None, Span::default());
+        if side_by_side > 1 && cuts.is_empty() && group.iter().all(|r| r.loads() == 1) {
+            let (blocks, found, span) = self.load_and_cut(&group)?;
+            (loaded, cuts, loading) = (Some(blocks), found, span);
+        }
+        let merged = match (cuts.is_empty(), loaded) {
+            (true, None) => self.merge_runs(group, w, &mut || {})?,
+            // Decoded already: merged as pieces, one if need be.
+            (_, loaded) => self.merge_pieces(group, &cuts, loaded, w, side_by_side)?,
         };
         let target = merged.target;
         let decoded = 2 * target.max_approx;
         let mut spilled = Spilled {
             duplicates: merged.dropped,
-            span: merged.span,
+            span: loading.then(merged.span),
             ..Spilled::default()
         };
         let run = match target.place {
