@@ -53,6 +53,9 @@ Environment (defaults in brackets):
                         run (about 0.58, 1.2 and 2.4 million blobs) [180M 360M 720M]
   BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -v run, each
                         stage's time parsing and serialising JSON Lines [manyblobs]
+  BENCH_PARALLELISM_SHAPES shapes with a row of the merge's available
+                        parallelism: one pbf-merge -v run each
+                        [interleaved shuffled smallblobs]
   BENCH_OSMIUM_MEMORY_KB memory osmium sort may use, in KiB: a run that would
                         need more is reported as not run, with the figures
                         [MemAvailable]
@@ -431,6 +434,27 @@ input_for() { # SHAPE SIZE
 
 # ------------------------------------------------------------- runs
 
+# One untimed `pbf-merge -v` (default -j) on IN's plan: the merge's available
+# parallelism (task CPU time over critical path, see pbf-merge(1)) as a
+# SHAPE, FIGURE, CPU SECONDS, PATH SECONDS row in $WORK/parallelism.tsv.
+PARALLELISM_SHAPES=${BENCH_PARALLELISM_SHAPES:-interleaved shuffled smallblobs}
+run_parallelism() { # SHAPE IN
+    local spool=$WORK/parallelism.spool line
+    have pbf-merge || { echo "parallelism-$1: not run: pbf-merge missing" >>"$NOTES"; return 0; }
+    rm -f "$spool"
+    if ! pbf-index -q "$2" | pbf-overlap -q | pbf-merge -v --spool "$spool" \
+        >/dev/null 2>"$WORK/parallelism.log"; then
+        echo "parallelism-$1: pbf-merge -v failed (see $WORK/parallelism.log)" >>"$NOTES"
+    fi
+    rm -f "$spool"
+    line=$(grep -o 'available parallelism [0-9.]* ([0-9.]*s of task CPU time over a critical path of [0-9.]*s' \
+        "$WORK/parallelism.log" | tail -n 1)
+    [[ -n $line ]] || return 0
+    # shellcheck disable=SC2086 # the words of the line
+    set -- "$1" $line
+    printf '%s\t%s\t%s\t%s\n' "$1" "$4" "${5#(}" "${15}" >>"$WORK/parallelism.tsv"
+}
+
 # One untimed `pbf-sort -v` on IN: each stage's own time and the time it
 # spent parsing and serialising the streams, as STAGE, SECONDS, PARSING,
 # SERIALISING rows in $WORK/streams-SHAPE.tsv.
@@ -805,6 +829,16 @@ report() {
                 render_ahead "scaling-$shape"
             done
         fi
+        if [[ -s $WORK/parallelism.tsv ]]; then
+            echo
+            echo "## Merge: available parallelism"
+            echo
+            echo "pbf-merge -v on each merge shape's plan (task CPU time over critical path; see pbf-merge(1))."
+            echo
+            echo "| shape | available parallelism | task CPU | critical path |"
+            echo "|---|---|---|---|"
+            awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$WORK/parallelism.tsv"
+        fi
         echo
         echo "## Not run"
         echo
@@ -856,6 +890,7 @@ main() {
     : >"$ROWS"
     : >"$AHEAD"
     : >"$NOTES"
+    : >"$WORK/parallelism.tsv"
     if [[ $BUILD == 1 ]]; then
         log "building release binaries"
         (cd "$ROOT" && cargo build --release --workspace --bins) >&2
@@ -885,6 +920,9 @@ main() {
         if wants "$shape" "$STREAM_SHAPES"; then
             run_streams "$shape" "$in"
         fi
+        if wants "$shape" "$PARALLELISM_SHAPES"; then
+            run_parallelism "$shape" "$in"
+        fi
         report
     done
     if [[ $SCALING == 1 ]]; then
@@ -901,4 +939,7 @@ main() {
     report
 }
 
-main
+# Sourced (bench/cores.sh reuses input_for and its settings): define only.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    main
+fi

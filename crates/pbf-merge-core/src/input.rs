@@ -23,7 +23,12 @@ use pbf_stream::{MergeInput, MergeOp, SourceRef, check_source};
 use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::graph::{self, Clock, Span};
 use crate::sorted::{Block, Order};
+
+/// Runs of blobs a load of many small blobs is decoded in, at least,
+/// whatever the number of threads.
+const DECODE_RUNS: usize = 32;
 
 /// The plan's source files, opened once and shared by the decoding threads.
 #[derive(Debug, Default)]
@@ -366,6 +371,9 @@ impl Inputs {
         // bytes, 120 of them an object.
         let mut parts: Vec<Columns> = Vec::new();
         let mut at = 0;
+        // Reading and gathering on this thread, runs decoded side by side.
+        let mut clock = Clock::start();
+        let mut span = Span::default();
         while at < load.len() {
             let piece = self.body_piece(&load[at..]);
             at += piece.len();
@@ -378,14 +386,25 @@ impl Inputs {
                     "frames",
                 )
                 .map_err(|e| e.at(first.offset))?;
+            span = span.then(Span::task(clock.elapsed()));
             // Runs of blobs decoded each into columns of its own on the
-            // pool, a few per thread, then appended in order.
-            let run = piece.len().div_ceil(4 * rayon::current_num_threads());
-            let decoded: Vec<Columns> = piece
+            // pool, a few per thread and at least DECODE_RUNS, then
+            // appended in order.
+            let runs = (4 * rayon::current_num_threads()).max(DECODE_RUNS);
+            let run = piece.len().div_ceil(runs);
+            let decoded: Vec<(Result<Columns>, u64)> = piece
                 .par_chunks(run)
-                .map(|run| self.decode_run(run, &bytes, first.offset))
-                .collect::<Result<_>>()?;
-            parts.extend(decoded);
+                .map(|run| {
+                    let clock = Clock::start();
+                    (self.decode_run(run, &bytes, first.offset), clock.elapsed())
+                })
+                .collect();
+            clock = Clock::start();
+            let runs = decoded.iter().map(|d| Span::task(d.1));
+            span = span.then(runs.fold(Span::default(), Span::beside));
+            for (columns, _) in decoded {
+                parts.push(columns?);
+            }
         }
         // Each blob holds as many objects as planned (checked when decoded).
         let positions = load
@@ -393,10 +412,12 @@ impl Inputs {
             .map(|&i| &self.blobs[i as usize])
             .flat_map(|b| std::iter::repeat_n(b.position, b.elements as usize))
             .collect();
-        Block::from_parts(parts, positions).ok_or_else(|| {
+        let block = Block::from_parts(parts, positions).ok_or_else(|| {
             let m = format!("a load of {} blobs is too large for one block", load.len());
             Error::new(ErrorKind::Internal(m))
-        })
+        });
+        graph::report_nested(span.then(Span::task(clock.elapsed())));
+        block
     }
 
     /// The blobs of a load (from its start) read in one piece: frames of

@@ -37,8 +37,11 @@
 
 pub mod chains;
 mod error;
+mod flight;
+mod graph;
 mod input;
 mod merge;
+mod pieces;
 mod prepare;
 mod record;
 mod runs;
@@ -59,9 +62,12 @@ use pbf_stream::MergeOp;
 use rayon::ThreadPool;
 
 pub use error::{Error, ErrorKind, Result};
+pub use flight::{Flight, Ready};
+pub use graph::Span;
 pub use input::{LoadProgress, SourceFiles};
 pub use spool::Spool;
 
+use graph::Clock;
 use prepare::Partition;
 use spill::{Budget, Run};
 use stream::Stream;
@@ -152,6 +158,9 @@ pub struct MergeStats {
     pub held: u64,
     /// Spill levels (0: merged directly).
     pub spill_levels: u64,
+    /// Key ranges the final merge was cut into, each merged on a thread
+    /// of its own (0: merged whole).
+    pub pieces: u64,
     /// Temporary runs written.
     pub spilled_runs: u64,
     /// Bytes written to spill files.
@@ -168,6 +177,8 @@ pub struct MergeStats {
     pub bytes: u64,
     /// Bytes of padding written before the op's frames ([`Options::align`]).
     pub padding: u64,
+    /// CPU time and critical path of the op's tasks (see [`Span`]).
+    pub span: Span,
 }
 
 /// A merge op whose inputs are checked and partitioned
@@ -179,8 +190,8 @@ pub struct Prepared {
 
 /// How a prepared op starts.
 enum Start {
-    /// The runs fit the budget; their first blocks are loading.
-    Loading(Vec<Stream>),
+    /// The runs fit the budget as they are.
+    Ready(Vec<Run>),
     /// Batches of small blobs must be sorted into compact runs, or runs
     /// spilled into fewer runs, first.
     MustSpill(Vec<Run>, Budget),
@@ -189,7 +200,7 @@ enum Start {
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let start = match &self.start {
-            Start::Loading(s) => format!("loading {} streams", s.len()),
+            Start::Ready(r) => format!("{} runs", r.len()),
             Start::MustSpill(r, _) => format!("{} runs to spill", r.len()),
         };
         f.debug_struct("Prepared")
@@ -199,9 +210,21 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
+impl Prepared {
+    /// The memory the op holds while it is merged, out of a budget of
+    /// `memory` ([`Options::memory`]): its blobs' records and its runs; an op
+    /// that must sort batches or spill takes the whole budget.
+    pub fn memory(&self, memory: u64) -> u64 {
+        match self.start {
+            Start::Ready(_) => (self.stats.held + self.stats.final_memory).min(memory),
+            Start::MustSpill(..) => memory,
+        }
+    }
+}
+
 /// Bytes of frames reported to the caller at a time (a run's last frames
 /// are reported when it ends, whatever their size).
-const REPORT_BYTES: u64 = 8 << 20;
+pub(crate) const REPORT_BYTES: u64 = 8 << 20;
 
 /// Executes merge ops.
 #[derive(Debug)]
@@ -236,10 +259,8 @@ impl Merger {
     }
 
     /// Read and check a merge op's input frame headers, partition its
-    /// blobs into chains and plan its runs. When the runs fit the memory
-    /// budget as they are, their first blocks start loading on the pool
-    /// now; an op whose batches must be sorted into runs, or that must
-    /// spill, does nothing more until [`Merger::merge_prepared`].
+    /// blobs into chains and plan its runs. Nothing is decoded until
+    /// [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
         let order = input::file_order(op)?;
         let (inputs, partition) =
@@ -269,17 +290,16 @@ impl Merger {
         stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
         let start = if budget.fits(&runs) && stats.batches < 2 {
             stats.final_memory = Run::memory_of(&runs);
-            Start::Loading(self.streams(runs))
+            Start::Ready(runs)
         } else {
             Start::MustSpill(runs, budget)
         };
         Ok(Prepared { stats, start })
     }
 
-    /// Execute a prepared merge op, as [`Merger::merge`] does. `before_tail`
-    /// is called once every element is merged, while the last blocks are
-    /// still being encoded: preparing the next op there lets its first
-    /// blocks decode meanwhile, so the pool does not idle between ops.
+    /// Execute a prepared merge op, as [`Merger::merge`] does.
+    /// `before_tail` is called once every element is merged, while the
+    /// last blocks are still being encoded.
     pub fn merge_prepared(
         &self,
         prepared: Prepared,
@@ -287,26 +307,34 @@ impl Merger {
         report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
         before_tail: &mut dyn FnMut(),
     ) -> Result<MergeStats> {
+        let padding = match self.opts.align > 1 {
+            true => spool.align(self.opts.align)?,
+            false => 0,
+        };
+        let target = SpoolTarget::new(spool, report);
+        let (mut target, mut stats) = self.execute(prepared, target, before_tail)?;
+        target.flush()?;
+        (stats.frames, stats.bytes, stats.padding) = (target.frames, target.bytes, padding);
+        Ok(stats)
+    }
+
+    /// Merge a prepared op into `target`, spilling first where it must.
+    fn execute<T: Target>(
+        &self,
+        prepared: Prepared,
+        target: T,
+        before_tail: &mut dyn FnMut(),
+    ) -> Result<(T, MergeStats)> {
         let mut stats = prepared.stats;
-        let streams = match prepared.start {
-            Start::Loading(streams) => streams,
+        let (runs, side_by_side) = match prepared.start {
+            Start::Ready(runs) => (runs, 1),
             Start::MustSpill(runs, budget) => {
                 let runs = self.compact(runs, budget, &mut stats)?;
                 let runs = self.fit(runs, budget, &mut stats)?;
                 stats.final_memory = Run::memory_of(&runs);
-                self.streams(runs)
+                let side_by_side = self.pieces_side_by_side(&runs, budget.runs);
+                (runs, side_by_side)
             }
-        };
-        if self.opts.align > 1 {
-            stats.padding = spool.align(self.opts.align)?;
-        }
-        let target = SpoolTarget {
-            spool,
-            report,
-            pending: Vec::new(),
-            pending_bytes: 0,
-            frames: 0,
-            bytes: 0,
         };
         let encode = self.opts.encode;
         let cut = Cut {
@@ -315,29 +343,89 @@ impl Merger {
             approx: usize::MAX,
         };
         let format = BlockFormat::PbfFrame(self.opts.compression, encode, self.opts.indexdata);
-        let mut w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
-        merge::merge(streams, &mut w)?;
-        before_tail();
-        let (written, dropped) = (w.written, w.dropped);
-        let mut target = w.finish()?;
-        target.flush()?;
-        stats.elements_out = written;
-        stats.duplicates += dropped;
-        (stats.frames, stats.bytes) = (target.frames, target.bytes);
+        let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
+        let cuts = pieces::boundaries(&runs);
+        let merged = match cuts.is_empty() || side_by_side < 2 {
+            true => self.merge_runs(runs, w, before_tail)?,
+            false => {
+                stats.pieces = cuts.len() as u64 + 1;
+                self.merge_pieces(runs, &cuts, None, w, side_by_side)?
+            }
+        };
+        stats.span = stats.span.then(merged.span);
+        stats.elements_out = merged.written;
+        stats.duplicates += merged.dropped;
         if stats.elements_out + stats.duplicates != stats.elements_in {
             return Err(Error::new(ErrorKind::Internal(format!(
                 "read {} elements, wrote {} and dropped {}",
                 stats.elements_in, stats.elements_out, stats.duplicates
             ))));
         }
-        Ok(stats)
+        Ok((merged.target, stats))
     }
 
-    fn streams(&self, runs: Vec<Run>) -> Vec<Stream> {
+    /// K-way merge `runs` into the writer `w` on the calling thread (loads
+    /// and encodes on the pool) and finish it.
+    pub(crate) fn merge_runs<T: Target>(
+        &self,
+        runs: Vec<Run>,
+        mut w: BlockWriter<T>,
+        before_tail: &mut dyn FnMut(),
+    ) -> Result<Merged<T>> {
+        let loads = Arc::new(graph::Tasks::default());
+        let streams = self.streams(runs, &loads);
+        let clock = Clock::start();
+        merge::merge(streams, &mut w)?;
+        before_tail();
+        let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
+        let target = w.finish()?;
+        let heap = Span::task(clock.elapsed());
+        Ok(Merged {
+            target,
+            written,
+            dropped,
+            span: loads.span().then(heap).then(encodes.span()),
+        })
+    }
+
+    /// How many pieces of a merge of `runs` may be merged at once within
+    /// `limit` bytes, one more than the pool's threads at most (1: one
+    /// merge). With n pieces at once a run holds at most 2n of its loads
+    /// decoded (a piece's stream holds one and reads one ahead; a load that
+    /// spans pieces is decoded once), a run of one load one however many
+    /// pieces share it, and records kept in memory are shared by all.
+    /// Only an op that holds the whole budget (one that had to sort batches
+    /// or spill: it runs alone) is merged in pieces.
+    pub(crate) fn pieces_side_by_side(&self, runs: &[Run], limit: u64) -> usize {
+        let shared: u64 = runs.iter().map(|r| r.memory - r.decoded()).sum();
+        let need = |n: usize| -> u64 {
+            let loads = |r: &Run| r.loads().min(2 * n) as u64;
+            shared
+                + runs
+                    .iter()
+                    .map(|r| loads(r) * (r.decoded() / 2))
+                    .sum::<u64>()
+        };
+        let most = self.pool.current_num_threads() + 1;
+        (2..=most)
+            .take_while(|&n| need(n) <= limit)
+            .last()
+            .unwrap_or(1)
+    }
+
+    fn streams(&self, runs: Vec<Run>, loads: &Arc<graph::Tasks>) -> Vec<Stream> {
         runs.into_iter()
-            .map(|r| Stream::new(r.loaders(), Arc::clone(&self.pool)))
+            .map(|r| Stream::new(r.loaders(), Arc::clone(&self.pool), Arc::clone(loads)))
             .collect()
     }
+}
+
+/// What one k-way merge wrote.
+pub(crate) struct Merged<T> {
+    pub target: T,
+    pub written: u64,
+    pub dropped: u64,
+    pub span: Span,
 }
 
 /// Appends frames to the spool and reports them to the caller.
@@ -350,7 +438,21 @@ struct SpoolTarget<'a> {
     bytes: u64,
 }
 
-impl SpoolTarget<'_> {
+impl<'a> SpoolTarget<'a> {
+    fn new(
+        spool: &'a mut Spool,
+        report: &'a mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+    ) -> SpoolTarget<'a> {
+        SpoolTarget {
+            spool,
+            report,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            frames: 0,
+            bytes: 0,
+        }
+    }
+
     fn flush(&mut self) -> Result<()> {
         if !self.pending.is_empty() {
             (self.report)(&self.pending).map_err(|e| Error::new(ErrorKind::Output(e)))?;

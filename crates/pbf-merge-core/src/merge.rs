@@ -7,12 +7,25 @@
 //! side thus cost a few comparisons per stretch, not per element.
 
 use crate::error::Result;
-use crate::sorted::{Block, Order};
+use crate::sorted::{Block, Item, Order};
 use crate::stream::Stream;
 use crate::writer::{BlockWriter, Target};
 
-/// Merge the streams into the writer in (key, rank) order.
-pub(crate) fn merge<T: Target>(streams: Vec<Stream>, out: &mut BlockWriter<T>) -> Result<()> {
+/// Where merged elements go: the block writer, or a piece's queue to it
+/// ([`crate::pieces`]).
+pub(crate) trait Sink {
+    /// The next element, from the merge's input `stream`.
+    fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()>;
+}
+
+impl<T: Target> Sink for BlockWriter<T> {
+    fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
+        BlockWriter::push(self, order, element, stream)
+    }
+}
+
+/// Merge the streams into `out` in (key, rank) order.
+pub(crate) fn merge<S: Sink>(streams: Vec<Stream>, out: &mut S) -> Result<()> {
     let mut cursors = Vec::with_capacity(streams.len());
     let mut heads = Heads::with_capacity(streams.len());
     for (i, mut stream) in streams.into_iter().enumerate() {
@@ -121,12 +134,12 @@ impl Heads {
 
 /// Give the writer every element of one stream (number `index`) below
 /// `bound`; returns the stream's new head, or `None` when it is exhausted.
-fn drain<T: Target>(
+fn drain<S: Sink>(
     block: &mut Block,
     stream: &mut Stream,
     index: usize,
     bound: Option<(u128, u64)>,
-    out: &mut BlockWriter<T>,
+    out: &mut S,
 ) -> Result<Option<(u128, u64)>> {
     loop {
         for _ in 0..gallop(block.rest(), bound) {
@@ -279,7 +292,7 @@ mod tests {
                     .into_iter()
                     .map(|b| Box::new(move || Ok(block(b))) as crate::stream::Loader)
                     .collect();
-                Stream::new(loaders, Arc::clone(&pool))
+                Stream::new(loaders, Arc::clone(&pool), Arc::default())
             })
             .collect();
         let format = BlockFormat::SpillRecord(pbf_format::compress::Compression::None);

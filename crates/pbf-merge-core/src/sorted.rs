@@ -62,6 +62,9 @@ impl Order {
 pub(crate) struct Block {
     order: Vec<Order>,
     pos: usize,
+    /// The object of `order[0]` in `columns` (not 0 for a part of a block:
+    /// [`Block::part`]).
+    base: u32,
     columns: Arc<Columns>,
 }
 
@@ -107,6 +110,7 @@ impl Block {
         Block {
             order,
             pos: 0,
+            base: 0,
             columns: Arc::new(columns),
         }
     }
@@ -140,6 +144,7 @@ impl Block {
         Some(Block {
             order,
             pos: 0,
+            base: 0,
             columns: Arc::new(columns),
         })
     }
@@ -167,7 +172,7 @@ impl Block {
     /// prefetcher's view.
     pub fn take(&mut self) -> Option<(Order, Item<'_>)> {
         let order = *self.order.get(self.pos)?;
-        let object = self.pos as u32;
+        let object = self.base + self.pos as u32;
         self.pos += 1;
         if let Some(after) = self.order.get(self.pos + 1) {
             prefetch(after);
@@ -178,6 +183,19 @@ impl Block {
     /// Elements in the block (taken or not).
     pub fn len(&self) -> usize {
         self.order.len()
+    }
+
+    /// The elements of a whole block (none taken) with keys in `lo..hi`,
+    /// sharing its objects.
+    pub fn part(&self, lo: u128, hi: u128) -> Block {
+        let start = self.order.partition_point(|o| o.key < lo);
+        let end = start + self.order[start..].partition_point(|o| o.key < hi);
+        Block {
+            order: self.order[start..end].to_vec(),
+            pos: 0,
+            base: self.base + start as u32,
+            columns: Arc::clone(&self.columns),
+        }
     }
 }
 

@@ -10,18 +10,21 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::graph::Span;
 use crate::input::{Inputs, Load};
 use crate::record;
 use crate::sorted::Block;
 use crate::stream::Loader;
 use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
-use crate::{MergeStats, Merger, merge};
+use crate::{MergeStats, Merger};
 
 impl Merger {
     /// Spill groups of runs until the runs left fit the budget for runs.
+    /// A group takes the budget for runs, so groups are merged one at a
+    /// time, and levels one after another.
     pub(crate) fn fit(
         &self,
         mut runs: Vec<Run>,
@@ -35,12 +38,14 @@ impl Merger {
             }
             let mut remaining = Run::memory_of(&runs);
             stats.spill_levels += 1;
-            let mut file = SpillFile::create(&self.opts.spill_dir)?;
+            let file = Mutex::new(SpillFile::create(&self.opts.spill_dir)?);
             let mut rest: VecDeque<Run> = runs.into();
             let mut next = Vec::new();
             while remaining > limit && rest.len() >= 2 {
                 let (group, group_memory) = take_group(&mut rest, limit, 2);
-                let run = self.spill(group, budget, Place::File(&mut file), stats)?;
+                let (run, spilled) = self.spill(group, budget, Place::File(&file), true)?;
+                spilled.count(stats);
+                stats.span = stats.span.then(spilled.span);
                 remaining = remaining - group_memory + run.memory;
                 next.push(run);
             }
@@ -50,11 +55,13 @@ impl Merger {
     }
 
     /// Sort batches of small blobs into compact runs, a group of batches
-    /// at a time: a decoded object takes ten times the bytes of its spill
+    /// at a time, up to [`GROUPS`] groups side by side, each on a thread of
+    /// its own: a decoded object takes ten times the bytes of its spill
     /// record, so a shuffled file of small blobs would otherwise hold all
     /// its objects decoded. The runs stay in memory while they take at most
-    /// half the budget for runs, and go to a spill file past that. Fewer
-    /// than two batches are left as they are.
+    /// half the budget for runs (counting a group being sorted at a quarter
+    /// of its batches' bytes until its records are known), and go to a
+    /// spill file past that. Fewer than two batches are left as they are.
     pub(crate) fn compact(
         &self,
         runs: Vec<Run>,
@@ -66,80 +73,245 @@ impl Merger {
             out.extend(batches);
             return Ok(out);
         }
-        let mut file = None;
-        let mut kept = 0u64;
+        // At least SPREAD groups where the batches allow, so that no
+        // group's merge is a large share of the work.
+        let total = Run::memory_of(&batches);
+        let limit = budget.group.min((total / SPREAD).max(budget.batch));
         let mut rest: VecDeque<Run> = batches.into();
+        let mut groups = Vec::new();
         while !rest.is_empty() {
-            let (group, _) = take_group(&mut rest, budget.group, 1);
-            let place = match kept <= budget.runs / 2 {
-                true => Place::Memory,
-                false => Place::File(match &mut file {
-                    Some(f) => f,
-                    None => file.insert(SpillFile::create(&self.opts.spill_dir)?),
-                }),
-            };
-            let run = self.spill(group, budget, place, stats)?;
-            if let RunSource::Kept(records) = &run.source {
-                kept += records.iter().map(|r| r.len() as u64).sum::<u64>();
+            groups.push(take_group(&mut rest, limit, 1));
+        }
+        let side_by_side = self.pool.current_num_threads().clamp(2, GROUPS);
+        let file = OnceLock::new();
+        let state = Mutex::new(Compacting {
+            next: 0,
+            kept: 0,
+            failed: false,
+        });
+        let groups: Vec<Slot<Group>> = groups.into_iter().map(|g| Mutex::new(Some(g))).collect();
+        let results: Vec<Slot<Result<(Run, Spilled)>>> =
+            groups.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..side_by_side.min(groups.len()) {
+                s.spawn(|| self.compact_groups(&groups, &results, &state, &file, budget));
             }
+        });
+        let mut span = Span::default();
+        for result in results {
+            let result = result.into_inner().unwrap_or_else(|e| e.into_inner());
+            let (run, spilled) = result.ok_or_else(|| {
+                Error::new(ErrorKind::Internal(
+                    "a group of batches was not sorted".into(),
+                ))
+            })??;
+            spilled.count(stats);
+            span = span.beside(spilled.span);
             out.push(run);
         }
+        stats.span = stats.span.then(span);
         Ok(out)
     }
 
+    /// Sort groups of batches, taken in turn from `groups`, into runs, until
+    /// none is left or one failed.
+    fn compact_groups(
+        &self,
+        groups: &[Slot<Group>],
+        results: &[Slot<Result<(Run, Spilled)>>],
+        state: &Mutex<Compacting>,
+        file: &OnceLock<Mutex<SpillFile>>,
+        budget: Budget,
+    ) {
+        loop {
+            let (i, in_memory) = {
+                let mut st = lock(state);
+                if st.failed || st.next >= groups.len() {
+                    return;
+                }
+                let i = st.next;
+                st.next += 1;
+                let reserve = lock(&groups[i]).as_ref().map_or(0, |g| g.1 / 4);
+                let in_memory = st.kept + reserve <= budget.runs / 2;
+                if in_memory {
+                    st.kept += reserve;
+                }
+                (i, in_memory.then_some(reserve))
+            };
+            let Some((group, _)) = lock(&groups[i]).take() else {
+                return;
+            };
+            let result = match in_memory {
+                Some(_) => self.spill(group, budget, Place::Memory, false),
+                None => self.spill_to_shared(group, budget, file),
+            };
+            let mut st = lock(state);
+            match &result {
+                Ok((run, _)) => {
+                    if let (Some(reserve), RunSource::Kept(records, _)) = (in_memory, &run.source) {
+                        let bytes = records.iter().map(|r| r.len() as u64).sum::<u64>();
+                        st.kept = st.kept - reserve + bytes;
+                    }
+                }
+                Err(_) => st.failed = true,
+            }
+            drop(st);
+            *lock(&results[i]) = Some(result);
+        }
+    }
+
+    /// [`Merger::spill`] to the spill file that `file` holds, created on
+    /// first use.
+    fn spill_to_shared(
+        &self,
+        group: Vec<Run>,
+        budget: Budget,
+        file: &OnceLock<Mutex<SpillFile>>,
+    ) -> Result<(Run, Spilled)> {
+        if file.get().is_none() {
+            // Two threads may both create one: the loser's is deleted
+            // unused when dropped.
+            let _ = file.set(Mutex::new(SpillFile::create(&self.opts.spill_dir)?));
+        }
+        let Some(file) = file.get() else {
+            return Err(Error::new(ErrorKind::Internal("no spill file".into())));
+        };
+        self.spill(group, budget, Place::File(file), false)
+    }
+
     /// Merge a group of runs into one sorted run of spill records, kept in
-    /// memory or written to a spill file.
+    /// memory or written to a spill file; `in_pieces`: cut into key ranges
+    /// merged side by side as memory allows (a group that spills to a file
+    /// takes the budget, so it is merged alone; groups of batches are
+    /// sorted side by side already).
     fn spill(
         &self,
         group: Vec<Run>,
         budget: Budget,
         place: Place<'_>,
-        stats: &mut MergeStats,
-    ) -> Result<Run> {
+        in_pieces: bool,
+    ) -> Result<(Run, Spilled)> {
         let target = SpillTarget {
             place,
             offsets: Vec::new(),
             kept: Vec::new(),
+            bounds: Vec::new(),
             max_approx: 0,
         };
         let block_bytes = (budget.runs / 16).clamp(16 << 10, 16 << 20) as usize;
         let cut = Cut {
-            elements: self.opts.encode.max_elements,
+            elements: self.opts.encode.max_elements.min(RECORD_ELEMENTS),
             encoded: self.opts.encode.max_bytes,
             approx: block_bytes,
         };
         let format = BlockFormat::SpillRecord(self.opts.spill_compression);
-        let mut w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
-        merge::merge(self.streams(group), &mut w)?;
-        stats.duplicates += w.dropped;
-        let target = w.finish()?;
+        let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
+        let side_by_side = match in_pieces {
+            true => self.pieces_side_by_side(&group, budget.runs),
+            false => 1,
+        };
+        let mut cuts = match side_by_side {
+            1 => Vec::new(),
+            _ => crate::pieces::boundaries(&group),
+        };
+        let (mut loaded, mut loading) = (None, Span::default());
+        if side_by_side > 1 && cuts.is_empty() && group.iter().all(|r| r.loads() == 1) {
+            let (blocks, found, span) = self.load_and_cut(&group)?;
+            (loaded, cuts, loading) = (Some(blocks), found, span);
+        }
+        let merged = match (cuts.is_empty(), loaded) {
+            (true, None) => self.merge_runs(group, w, &mut || {})?,
+            // Decoded already: merged as pieces, one if need be.
+            (_, loaded) => self.merge_pieces(group, &cuts, loaded, w, side_by_side)?,
+        };
+        let target = merged.target;
         let decoded = 2 * target.max_approx;
-        Ok(match target.place {
+        let mut spilled = Spilled {
+            duplicates: merged.dropped,
+            span: loading.then(merged.span),
+            ..Spilled::default()
+        };
+        let run = match target.place {
             Place::Memory => {
                 let bytes: u64 = target.kept.iter().map(|r| r.len() as u64).sum();
-                stats.kept_runs += 1;
-                stats.kept_bytes += bytes;
+                (spilled.kept_runs, spilled.kept_bytes) = (1, bytes);
                 Run {
                     memory: decoded + bytes,
-                    source: RunSource::Kept(target.kept),
+                    source: RunSource::Kept(target.kept, target.bounds),
                     batch: false,
                 }
             }
             Place::File(file) => {
-                stats.spilled_runs += 1;
-                stats.spilled_bytes += target.offsets.iter().map(|r| u64::from(r.1)).sum::<u64>();
+                spilled.spilled_runs = 1;
+                spilled.spilled_bytes = target.offsets.iter().map(|r| u64::from(r.1)).sum::<u64>();
+                let file = lock(file);
                 Run {
                     memory: decoded,
                     source: RunSource::Spilled {
                         file: Arc::clone(&file.file),
                         dir: file.dir.clone(),
                         records: target.offsets,
+                        bounds: target.bounds,
                     },
                     batch: false,
                 }
             }
-        })
+        };
+        Ok((run, spilled))
     }
+}
+
+/// Groups the batches of an op are sorted in, at least, where there are
+/// enough batches.
+const SPREAD: u64 = 16;
+
+/// Elements of a spill record, at most: small enough that the final merge
+/// of a few runs has loads to cut into pieces ([`crate::pieces`]).
+const RECORD_ELEMENTS: usize = 2048;
+
+/// Groups of batches sorted side by side at most (each holds up to
+/// [`Budget::group`]).
+pub(crate) const GROUPS: usize = 4;
+
+/// A value handed from one thread to another.
+type Slot<T> = Mutex<Option<T>>;
+
+/// A group of batches and the memory they need.
+type Group = (Vec<Run>, u64);
+
+/// Which group of batches is sorted next, and what the runs kept in
+/// memory hold.
+struct Compacting {
+    next: usize,
+    kept: u64,
+    failed: bool,
+}
+
+/// What spilling one group did, for [`MergeStats`].
+#[derive(Default)]
+struct Spilled {
+    duplicates: u64,
+    kept_runs: u64,
+    kept_bytes: u64,
+    spilled_runs: u64,
+    spilled_bytes: u64,
+    span: Span,
+}
+
+impl Spilled {
+    fn count(&self, stats: &mut MergeStats) {
+        stats.duplicates += self.duplicates;
+        stats.kept_runs += self.kept_runs;
+        stats.kept_bytes += self.kept_bytes;
+        stats.spilled_runs += self.spilled_runs;
+        stats.spilled_bytes += self.spilled_bytes;
+    }
+}
+
+/// Lock, whatever a panicking holder left (the data is counters and
+/// results, each written whole).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Take runs from the front of `rest` while they need at most `limit`
@@ -165,7 +337,9 @@ pub(crate) struct Budget {
     pub runs: u64,
     /// The most one batch of small blobs may hold.
     pub batch: u64,
-    /// The most the batches sorted into one compact run may hold together.
+    /// The most the batches sorted into one compact run may hold together:
+    /// [`GROUPS`] groups sorted side by side hold half the budget, whatever
+    /// the number of threads.
     pub group: u64,
 }
 
@@ -179,7 +353,7 @@ impl Budget {
         Budget {
             runs: work - work / 4,
             batch,
-            group: (2 * threads * batch).min(work / 2),
+            group: (work / 2 / GROUPS as u64).max(batch),
         }
     }
 
@@ -212,12 +386,13 @@ pub(crate) struct Run {
 
 enum RunSource {
     Loads(Arc<Inputs>, Vec<Load>),
-    /// Spill records kept in memory.
-    Kept(Vec<Arc<Vec<u8>>>),
+    /// Spill records kept in memory, and the keys (first, last) of each.
+    Kept(Vec<Arc<Vec<u8>>>, Vec<(u128, u128)>),
     Spilled {
         file: Arc<File>,
         dir: PathBuf,
         records: Vec<(u64, u32)>,
+        bounds: Vec<(u128, u128)>,
     },
 }
 
@@ -262,17 +437,75 @@ impl Run {
                     Box::new(move || inputs.load(&load)) as Loader
                 })
                 .collect(),
-            RunSource::Kept(records) => records
+            RunSource::Kept(records, _) => records
                 .into_iter()
                 .map(|record| Box::new(move || read_kept(&record)) as Loader)
                 .collect(),
-            RunSource::Spilled { file, dir, records } => records
+            RunSource::Spilled {
+                file, dir, records, ..
+            } => records
                 .into_iter()
                 .map(|(offset, len)| {
                     let (file, dir) = (Arc::clone(&file), dir.clone());
                     Box::new(move || read_spilled(&file, &dir, offset, len)) as Loader
                 })
                 .collect(),
+        }
+    }
+}
+
+impl Run {
+    /// A run of spill records kept in memory, with their keys, for tests.
+    #[cfg(test)]
+    pub(crate) fn kept(records: Vec<Arc<Vec<u8>>>, bounds: Vec<(u128, u128)>, memory: u64) -> Run {
+        Run {
+            memory,
+            source: RunSource::Kept(records, bounds),
+            batch: false,
+        }
+    }
+
+    /// How many loads the run has.
+    pub(crate) fn loads(&self) -> usize {
+        match &self.source {
+            RunSource::Loads(_, loads) => loads.len(),
+            RunSource::Kept(records, _) => records.len(),
+            RunSource::Spilled { records, .. } => records.len(),
+        }
+    }
+
+    /// The keys (first, last) of load `i`.
+    pub(crate) fn bounds(&self, i: usize) -> (u128, u128) {
+        match &self.source {
+            RunSource::Loads(inputs, loads) => {
+                let blobs = loads[i].iter().map(|&b| &inputs.blobs[b as usize]);
+                let first = blobs.clone().map(|b| b.first()).min().unwrap_or(0);
+                (first, blobs.map(|b| b.last()).max().unwrap_or(0))
+            }
+            RunSource::Kept(_, bounds) | RunSource::Spilled { bounds, .. } => bounds[i],
+        }
+    }
+
+    /// Load `i`, decoded and sorted.
+    pub(crate) fn load(&self, i: usize) -> Result<Block> {
+        match &self.source {
+            RunSource::Loads(inputs, loads) => inputs.load(&loads[i]),
+            RunSource::Kept(records, _) => read_kept(&records[i]),
+            RunSource::Spilled {
+                file, dir, records, ..
+            } => read_spilled(file, dir, records[i].0, records[i].1),
+        }
+    }
+
+    /// The memory it needs while merged, less what its records kept in
+    /// memory hold (which copies of it share).
+    pub(crate) fn decoded(&self) -> u64 {
+        match &self.source {
+            RunSource::Kept(records, _) => {
+                let bytes: u64 = records.iter().map(|r| r.len() as u64).sum();
+                self.memory.saturating_sub(bytes)
+            }
+            _ => self.memory,
         }
     }
 }
@@ -322,8 +555,8 @@ impl SpillFile {
 enum Place<'a> {
     /// Kept in memory.
     Memory,
-    /// Written to a spill file.
-    File(&'a mut SpillFile),
+    /// Written to a spill file (shared by the groups sorted side by side).
+    File(&'a Mutex<SpillFile>),
 }
 
 /// Writes one spilled run's records.
@@ -333,18 +566,22 @@ struct SpillTarget<'a> {
     offsets: Vec<(u64, u32)>,
     /// Records in memory.
     kept: Vec<Arc<Vec<u8>>>,
+    /// The keys (first, last) of each record.
+    bounds: Vec<(u128, u128)>,
     max_approx: u64,
 }
 
 impl Target for SpillTarget<'_> {
     fn write(&mut self, block: Encoded) -> Result<()> {
         self.max_approx = self.max_approx.max(block.approx);
-        let f = match &mut self.place {
+        let (first, last) = (block.summary.first.packed(), block.summary.last.packed());
+        self.bounds.push((first, last));
+        let mut f = match &self.place {
             Place::Memory => {
                 self.kept.push(Arc::new(block.bytes));
                 return Ok(());
             }
-            Place::File(f) => f,
+            Place::File(f) => lock(f),
         };
         f.file
             .write_all_at(&block.bytes, f.len)

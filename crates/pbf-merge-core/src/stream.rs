@@ -10,6 +10,7 @@ use std::sync::mpsc::{Receiver, sync_channel};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::graph::Tasks;
 use crate::sorted::Block;
 
 /// Produces one sorted block.
@@ -20,15 +21,19 @@ pub(crate) struct Stream {
     loaders: VecDeque<Loader>,
     pending: Option<Receiver<Result<Block>>>,
     pool: Arc<ThreadPool>,
+    /// Where each load's CPU time is recorded.
+    tasks: Arc<Tasks>,
 }
 
 impl Stream {
-    /// A stream over the given loaders; the first block starts loading now.
-    pub fn new(loaders: Vec<Loader>, pool: Arc<ThreadPool>) -> Stream {
+    /// A stream over the given loaders, each timed as a task of `tasks`;
+    /// the first block starts loading now.
+    pub fn new(loaders: Vec<Loader>, pool: Arc<ThreadPool>, tasks: Arc<Tasks>) -> Stream {
         let mut s = Stream {
             loaders: loaders.into(),
             pending: None,
             pool,
+            tasks,
         };
         s.start_next();
         s
@@ -49,9 +54,10 @@ impl Stream {
     fn start_next(&mut self) {
         if let Some(load) = self.loaders.pop_front() {
             let (tx, rx) = sync_channel(1);
+            let tasks = Arc::clone(&self.tasks);
             self.pool.spawn(move || {
                 // The receiver is gone only when the merge already failed.
-                let _ = tx.send(load());
+                let _ = tx.send(tasks.time(load));
             });
             self.pending = Some(rx);
         }

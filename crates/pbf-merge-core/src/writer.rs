@@ -19,6 +19,7 @@ use pbf_format::{Key, frame, indexdata};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::graph::Tasks;
 use crate::record;
 use crate::sorted::{Item, Order};
 
@@ -66,6 +67,8 @@ pub(crate) struct BlockWriter<T: Target> {
     format: BlockFormat,
     cut: Cut,
     pool: Arc<ThreadPool>,
+    /// Where each encode's CPU time is recorded.
+    pub tasks: Arc<Tasks>,
     in_flight: VecDeque<Receiver<Result<Encoded>>>,
     max_in_flight: usize,
     block: Pending,
@@ -91,6 +94,7 @@ impl<T: Target> BlockWriter<T> {
             format,
             cut,
             pool,
+            tasks: Arc::default(),
             in_flight: VecDeque::new(),
             max_in_flight,
             block: Pending::default(),
@@ -148,8 +152,9 @@ impl<T: Target> BlockWriter<T> {
         let block = std::mem::take(&mut self.block);
         let format = self.format;
         let (tx, rx) = sync_channel(1);
+        let tasks = Arc::clone(&self.tasks);
         self.pool.spawn(move || {
-            let _ = tx.send(encode(block, format));
+            let _ = tx.send(tasks.time(|| encode(block, format)));
         });
         self.in_flight.push_back(rx);
         while self.in_flight.len() > self.max_in_flight {

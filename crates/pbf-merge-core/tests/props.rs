@@ -3,7 +3,8 @@
 //! dense and non-dense nodes) in random blob layouts (windows of the key
 //! space that overlap only transitively, unsorted and mixed-kind blobs, two
 //! files), merged as one op or as the overlap runs pbf-overlap would plan,
-//! with memory budgets from tiny (every level of the spill path) to ample.
+//! with memory budgets from tiny (every level of the spill path) to ample,
+//! one op at a time and several in flight (the same spool, byte for byte).
 //! Repeated keys carry timestamps that do not follow input order (some
 //! unset, some below a second), so ties test osmium's timestamp rule.
 
@@ -202,8 +203,18 @@ proptest! {
             ..Options::default()
         };
         let refs: Vec<_> = sources.iter().map(|s| s.1.clone()).collect();
-        let (got, stats, _) = run(dir.path(), &refs, &ops, opts).expect("merge");
+        let (got, stats, frames) = run(dir.path(), &refs, &ops, opts.clone()).expect("merge");
         let want = brute_force(input_order, dedupe);
+        // Ops in flight write the spool one op at a time writes.
+        let (flown, flown_stats, flown_frames) =
+            run_in_flight(dir.path(), &refs, &ops, opts, 3).expect("in flight");
+        let spool = std::fs::read(dir.path().join("spool")).expect("spool");
+        prop_assert!(flown == spool, "the spools differ");
+        prop_assert_eq!(&flown_frames, &frames);
+        let elements = |s: &[pbf_merge_core::MergeStats]| -> Vec<(u64, u64, u64)> {
+            s.iter().map(|s| (s.elements_out, s.duplicates, s.frames)).collect()
+        };
+        prop_assert_eq!(elements(&flown_stats), elements(&stats));
         prop_assert_eq!(got.len(), want.len());
         prop_assert_eq!(&got, &want);
         if memory == 1 << 10 && specs.len() > 2 && one_op {

@@ -7,17 +7,19 @@
 //! the spool, so the copier works while later runs are still merging. On any
 //! error no `end` record is written, so nothing downstream writes an output.
 
+use std::collections::VecDeque;
 use std::io;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::Compression;
 use pbf_merge_core::{
-    LoadProgress, MergeStats, Merger, Options, Prepared, SourceFiles, Spool, WrittenFrame,
+    Flight, LoadProgress, MergeStats, Merger, Options, Ready, SourceFiles, Span, Spool,
+    WrittenFrame,
 };
 mod alloc;
 mod ops;
@@ -50,7 +52,14 @@ pub fn command() -> Command {
              that no chain could hold more than a few small blobs (a shuffled file), every \
              blob is batched without forming the chains. When the runs do \
              not fit in --memory, groups that fit are merged into sorted temporary runs beside \
-             the spool (deleted when done), on as many levels as needed. Elements with the same type, id \
+             the spool (deleted when done), on as many levels as needed.\n\n\
+             Several merge ops are merged at once (one more than -j), each on a thread of its own, \
+             their frames appended to the spool in plan order; together they stay within --memory, \
+             and an op that must sort batches or spill runs alone. Such an op sorts its groups of \
+             batches side by side, and cuts its final merge into key ranges (equal keys in one) \
+             merged side by side, whose elements go in key order to the one writer that cuts the \
+             blocks: the output is the same, byte for byte, whatever -j is.\n\n\
+             Elements with the same type, id \
              and version sort as osmium sort puts them: by timestamp (whole seconds; an unset \
              timestamp first), then in input order (source, offset, position); --dedupe keeps \
              only the first.\n\n\
@@ -149,7 +158,8 @@ pub fn command() -> Command {
         );
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print the spool path and a summary of the merges on standard error (with the time \
-                  spent parsing and serialising the plan stream)",
+                  spent parsing and serialising the plan stream and the merge's available \
+                  parallelism: see AVAILABLE PARALLELISM in pbf-merge(1))",
         quiet: "No progress bar; nothing on standard error but errors",
     };
     pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, help))
@@ -234,8 +244,11 @@ fn execute<R: io::BufRead + Send + 'static>(
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let merger = Merger::new(opts, sources, Arc::new(pool));
+    // One op more than threads: an op's thread waits on its loads now and
+    // then, and the oldest op's encodes may not fill the pool.
+    let flight = Flight::new(Arc::new(merger), jobs + 1);
     let ops = Ops { first, spool_id };
-    let result = rewrite(ops, queue, out, &merger, spool, &progress);
+    let result = rewrite(ops, queue, out, flight, spool, &progress);
     progress.bar.finish_and_clear();
     result
 }
@@ -265,6 +278,8 @@ struct Totals {
     /// Bytes of the merge ops' input frames, read and decoded.
     read_bytes: u64,
     streams: StreamTime,
+    /// The merge's task graph: CPU time and critical path.
+    span: Span,
 }
 
 impl Totals {
@@ -345,7 +360,8 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     format!(
         "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains{}, \
          {} batches of small blobs sorted into {} runs in memory ({} bytes) and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
-         alignment padding) in {} ({:.1}s); {}",
+         alignment padding) in {} ({:.1}s); available parallelism {:.1} ({:.2}s of task CPU time over a \
+         critical path of {:.3}s); {}",
         t.merges,
         s.inputs,
         s.elements_in,
@@ -364,6 +380,9 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         s.padding,
         spool.path().display(),
         started.elapsed().as_secs_f64(),
+        t.span.parallelism(),
+        t.span.work as f64 / 1e9,
+        t.span.path as f64 / 1e9,
         t.streams
     )
 }
@@ -402,10 +421,10 @@ impl Progress {
         self.bar.inc(op.length);
     }
 
-    fn merging(&self, op: &MergeOp, totals: &Totals) {
+    /// Merge op number `n` (from 1) starts.
+    fn merging(&self, op: &MergeOp, n: u64) {
         let message = format!(
-            "merging op {} ({})",
-            totals.merges + 1,
+            "merging op {n} ({})",
             plural(op.inputs.len() as u64, "blob")
         );
         self.drawn
@@ -413,10 +432,8 @@ impl Progress {
         pbf_cli::set_message(&self.bar, &message);
     }
 
-    /// A merge op that started at `base` and read `bytes` of frames is
-    /// done: every input byte counts.
-    fn merged(&self, base: u64, bytes: u64, totals: &Totals) {
-        self.bar.set_position(base + bytes);
+    /// A merge op is done (its input frames counted as they were decoded).
+    fn merged(&self, totals: &Totals) {
         pbf_cli::set_message(
             &self.bar,
             &format!(
@@ -487,72 +504,96 @@ struct Ops {
     spool_id: u32,
 }
 
-/// Copy the ops to `out`, executing merge ops on the way. While a merge op
-/// ends, the next one (if already read) is prepared, so its first blocks
-/// decode while the last blocks of this one are encoded.
+/// A record of the plan held back until the merge ops before it are in
+/// the spool.
+enum Waiting {
+    Record(Box<PlanRecord>),
+    /// A merge op in flight, and the bytes of its input frames.
+    Merge(u64),
+}
+
+/// Copy the ops to `out`, executing merge ops on the way: several in flight
+/// at once, and every record written in plan order, a merge op's copy ops
+/// as its frames reach the spool.
 fn rewrite(
     ops: Ops,
     mut queue: OpQueue,
     mut out: PlanOut,
-    merger: &Merger,
+    mut flight: Flight,
     spool: &mut Spool,
     progress: &Progress,
 ) -> Result<Totals> {
     let spool_id = ops.spool_id;
     let mut end = PlanEnd::default();
     let mut totals = Totals::default();
-    let mut next: Option<pbf_merge_core::Result<Prepared>> = None;
-    let mut op = ops.first;
+    let mut waiting: VecDeque<Waiting> = VecDeque::new();
+    let mut first = ops.first;
+    let (mut ended, mut started) = (false, 0u64);
     loop {
-        match op {
-            Some(PlanRecord::Copy(c)) => {
-                end.add_copy(&c);
-                progress.copied(&c);
-                out.write(&PlanRecord::Copy(c))?;
+        // Read while another op may start; wait for a record only when
+        // nothing is in flight.
+        let mut read_some = false;
+        while !ended && flight.has_room() {
+            let record = match first.take() {
+                Some(record) => Some(record),
+                None if waiting.is_empty() => queue.next()?,
+                None => match queue.try_next()? {
+                    Some(record) => record,
+                    None => break,
+                },
+            };
+            read_some = true;
+            match record {
+                Some(PlanRecord::Merge(op)) => {
+                    started += 1;
+                    progress.merging(&op, started);
+                    waiting.push_back(Waiting::Merge(op.inputs.iter().map(|i| i.length).sum()));
+                    flight.start(op);
+                }
+                Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => ended = true,
+                Some(record) => waiting.push_back(Waiting::Record(Box::new(record))),
             }
-            // A new output header (after an early plan record) comes before
-            // any op: passed on at once, so a copier can start over.
-            // So is word of how far the input is in order: a copier copies
-            // ahead that far, and drops its copy ahead at once when it is
-            // not, not when the merge is done.
-            Some(rec @ (PlanRecord::Unsorted(_) | PlanRecord::Sorted(_))) => {
-                out.write(&rec)?;
-                out.flush()?;
-            }
-            Some(PlanRecord::Header(h)) => {
-                out.write(&PlanRecord::Header(h))?;
-                out.flush()?;
-            }
-            Some(PlanRecord::Merge(op)) => {
-                out.flush()?;
-                let base = progress.bar.position();
-                progress.merging(&op, &totals);
-                let prepared = match next.take() {
-                    Some(prepared) => prepared?,
-                    None => merger.prepare(&op)?,
-                };
-                // The plan's list of an op of millions of blobs is large;
-                // the engine holds its own compact records of them.
-                let bytes: u64 = op.inputs.iter().map(|i| i.length).sum();
-                drop(op);
-                let mut report = |frames: &[WrittenFrame]| {
-                    let copy = copy_op(spool_id, frames);
-                    end.add_copy(&copy);
-                    out.write(&PlanRecord::Copy(copy))
-                        .and_then(|()| out.flush())
-                        .map_err(io_error)
-                };
-                let mut prepare_next = || next = queue.peek_merge().map(|op| merger.prepare(op));
-                let stats =
-                    merger.merge_prepared(prepared, spool, &mut report, &mut prepare_next)?;
-                totals.add(&stats);
-                totals.read_bytes += bytes;
-                progress.merged(base, bytes, &totals);
-            }
-            Some(PlanRecord::Plan(_) | PlanRecord::End(_)) | None => break,
         }
-        op = queue.next()?;
+        while let Some(front) = waiting.pop_front() {
+            let bytes = match front {
+                Waiting::Record(record) => {
+                    pass_on(*record, &mut out, &mut end, progress)?;
+                    continue;
+                }
+                Waiting::Merge(bytes) => bytes,
+            };
+            out.flush()?;
+            // Block when nothing else can be done meanwhile.
+            let wait = match (ended || !flight.has_room(), read_some) {
+                (true, _) => None,
+                (false, true) => Some(Duration::ZERO),
+                (false, false) => Some(Duration::from_millis(5)),
+            };
+            let mut report = |frames: &[WrittenFrame]| {
+                let copy = copy_op(spool_id, frames);
+                end.add_copy(&copy);
+                out.write(&PlanRecord::Copy(copy))
+                    .and_then(|()| out.flush())
+                    .map_err(io_error)
+            };
+            match flight.write_oldest(spool, &mut report, wait)? {
+                Ready::Merging => {
+                    waiting.push_front(Waiting::Merge(bytes));
+                    break;
+                }
+                Ready::Done(stats) => {
+                    totals.add(&stats);
+                    totals.read_bytes += bytes;
+                    progress.merged(&totals);
+                }
+            }
+        }
+        if ended && waiting.is_empty() {
+            break;
+        }
     }
+    totals.span = flight.span();
+    drop(flight);
     // Nothing merged: no op names the spool, so an empty file is not left
     // behind (the plan still lists it; consumers open a spool on first use).
     if spool.is_empty() {
@@ -566,6 +607,29 @@ fn rewrite(
     };
     out.finish()?;
     Ok(totals)
+}
+
+/// Write a record that is not a merge op. A new output header (after an
+/// early plan record) and word of how far the input is in order are
+/// flushed at once, so a copier can start over or copy ahead.
+fn pass_on(
+    record: PlanRecord,
+    out: &mut PlanOut,
+    end: &mut PlanEnd,
+    progress: &Progress,
+) -> Result<()> {
+    match record {
+        PlanRecord::Copy(c) => {
+            end.add_copy(&c);
+            progress.copied(&c);
+            out.write(&PlanRecord::Copy(c))?;
+        }
+        record => {
+            out.write(&record)?;
+            out.flush()?;
+        }
+    }
+    Ok(())
 }
 
 /// One copy op over consecutive spool frames.

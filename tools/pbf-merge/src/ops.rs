@@ -1,7 +1,8 @@
-//! The plan's ops, read on a thread of their own. While one merge op ends
-//! (its last blocks still being encoded), pbf-merge looks at the ops already
-//! read for the next merge op and starts decoding its first blocks. Reading
-//! on the main thread could not look ahead without blocking on the pipe.
+//! The plan's ops, read on a thread of their own. While merge ops are in
+//! flight, pbf-merge takes the records already read without waiting
+//! ([`OpQueue::try_next`]) and starts the next merge op among them; reading
+//! on the main thread could not do so without blocking on the pipe while
+//! the oldest op's frames wait to be written.
 
 use std::collections::VecDeque;
 use std::io::BufRead;
@@ -10,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use pbf_stream::{MergeOp, PlanReader, PlanRecord};
+use pbf_stream::{PlanReader, PlanRecord};
 
 /// Records read but not yet taken: enough to see past the copy ops between
 /// two merge ops, few enough to bound memory.
@@ -72,23 +73,21 @@ impl OpQueue {
         item.with_context(|| format!("plan {}", self.name))
     }
 
-    /// The next merge op among the records read so far, without waiting
-    /// for more; `None` when none is read yet (or an error or the end comes
-    /// first).
-    pub fn peek_merge(&mut self) -> Option<&MergeOp> {
-        while self.read.len() < LOOK_AHEAD {
-            match self.rx.try_recv() {
-                Ok(item) => self.read.push_back(item),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-            }
-        }
-        self.read
-            .iter()
-            .map_while(|item| item.as_ref().ok()?.as_ref())
-            .find_map(|record| match record {
-                PlanRecord::Merge(op) => Some(op),
-                _ => None,
-            })
+    /// The next op if one is read already: `None` when none is yet,
+    /// `Some(None)` after the end record.
+    pub fn try_next(&mut self) -> Result<Option<Option<PlanRecord>>> {
+        let item = match self.read.pop_front() {
+            Some(item) => item,
+            None => match self.rx.try_recv() {
+                Ok(item) => item,
+                Err(TryRecvError::Empty) => return Ok(None),
+                Err(TryRecvError::Disconnected) => {
+                    return Err(anyhow!("plan {}: the thread reading it stopped", self.name));
+                }
+            },
+        };
+        item.map(Some)
+            .with_context(|| format!("plan {}", self.name))
     }
 
     /// Time the thread spent parsing; waits for it (it ends with the end

@@ -15,7 +15,9 @@ use pbf_format::frame::{self, PbfFile};
 use pbf_format::header::{self, Header};
 use pbf_format::indexdata;
 use pbf_format::scan::Accumulator;
-use pbf_merge_core::{MergeStats, Merger, Options, SourceFiles, Spool, WrittenFrame};
+use pbf_merge_core::{
+    Flight, MergeStats, Merger, Options, Ready, SourceFiles, Spool, WrittenFrame,
+};
 use pbf_stream::{MergeInput, MergeOp, SourceRef};
 
 /// One input blob: its elements in stored order and whether to use DenseNodes.
@@ -152,6 +154,37 @@ pub fn run(
         stats.push(merger.merge_prepared(prepared, &mut spool, &mut report, &mut prepare_next)?);
     }
     Ok((read_frames(&spool_path, &frames), stats, frames))
+}
+
+/// Run the engine over ops as pbf-merge does, up to `window` ops in flight;
+/// returns the spool's bytes, the per-op stats and the reported frames.
+pub fn run_in_flight(
+    dir: &Path,
+    sources: &[SourceRef],
+    ops: &[MergeOp],
+    opts: Options,
+    window: usize,
+) -> pbf_merge_core::Result<(Vec<u8>, Vec<MergeStats>, Vec<WrittenFrame>)> {
+    let spool_path = dir.join("flight-spool");
+    let mut spool = Spool::create(&spool_path)?;
+    let mut flight = Flight::new(Arc::new(merger(sources, opts)?), window);
+    let (mut frames, mut stats) = (Vec::new(), Vec::new());
+    let mut report = |f: &[WrittenFrame]| {
+        frames.extend_from_slice(f);
+        Ok(())
+    };
+    let mut started = 0;
+    while stats.len() < ops.len() {
+        while started < ops.len() && flight.has_room() {
+            flight.start(ops[started].clone());
+            started += 1;
+        }
+        if let Ready::Done(s) = flight.write_oldest(&mut spool, &mut report, None)? {
+            stats.push(s);
+        }
+    }
+    let bytes = std::fs::read(&spool_path).expect("read the spool");
+    Ok((bytes, stats, frames))
 }
 
 /// Decode the spool's frames in the given order, checking each frame's

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# bench/cores.sh: how the sort scales with cores. Generates the bench's
+# sorted, interleaved and small-blob inputs in DIR with target/release/pbf-gen
+# (bench/run.sh's input_for, so the same files `make bench` sorts), then runs
+# `pbf-sort -q -O -j N` on each (and `pbf-index -j N` alone on the sorted one)
+# at every N under /usr/bin/time -v, `osmium sort` once on the interleaved and
+# small-blob inputs when osmium is on PATH, and prints a markdown table: wall
+# seconds, peak RSS and, where the input is merged, the available
+# parallelism that `pbf-merge -v -j N` reports for it. Needs only the release
+# binaries (target/release), the repository's files and GNU time.
+set -euo pipefail
+
+usage() {
+    cat <<'USAGE'
+Usage: bench/cores.sh DIR
+
+Environment (sizes as bench/run.sh takes them):
+  CORES_JOBS             thread counts [2 4 8 16]
+  CORES_SORTED_SIZE      sorted input [1G]
+  CORES_INTERLEAVED_SIZE interleaved input [1G]
+  CORES_SMALLBLOB_SIZE   small-blob input [180M]
+  CORES_OSMIUM           0: no osmium run [1 when osmium is on PATH]
+USAGE
+}
+
+[[ ${1:-} == -h || ${1:-} == --help ]] && { usage; exit 0; }
+[[ $# -eq 1 ]] || { usage >&2; exit 2; }
+dir=$(mkdir -p "$1" && cd "$1" && pwd)
+JOBS=${CORES_JOBS:-2 4 8 16}
+export BENCH_DATA=$dir
+# bench/run.sh defines input_for and its settings; sourced, it runs nothing.
+set --
+# shellcheck source=bench/run.sh
+. "$(dirname "${BASH_SOURCE[0]}")/run.sh"
+mkdir -p "$WORK" "$OUT"
+[[ -x $GEN && -x $REL/pbf-merge ]] || die "build the release binaries first (cargo build --release)"
+export PATH=$REL:$PATH
+TIME=/usr/bin/time
+[[ -x $TIME ]] || die "GNU time ($TIME) is missing"
+osmium_too=${CORES_OSMIUM:-1}
+have osmium || osmium_too=0
+
+# One timed command: prints "WALL RSS_MB" (or "failed -").
+timed() { # CMD...
+    local t=$WORK/cores.time
+    if ! "$TIME" -v -o "$t" "$@" >/dev/null 2>"$WORK/cores.err"; then
+        echo "failed -"
+        return
+    fi
+    awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, p, ":"); w = 0
+                    for (i = 1; i <= n; i++) w = w * 60 + p[i] }
+                /Maximum resident set size/ { r = $2 }
+                END { printf "%.2f %d\n", w, r / 1024 }' "$t"
+}
+
+# The available parallelism pbf-merge -v reports for IN at -j N.
+parallelism() { # IN N
+    local spool=$WORK/cores.spool
+    rm -f "$spool"
+    pbf-index -q -j "$2" "$1" | pbf-overlap -q | pbf-merge -v -j "$2" --spool "$spool" \
+        2>"$WORK/cores-merge.err" >/dev/null || { echo failed; rm -f "$spool"; return; }
+    rm -f "$spool"
+    grep -o 'available parallelism [0-9.]*' "$WORK/cores-merge.err" | awk '{ print $3 }' | tail -n 1
+}
+
+row() { # INPUT TOOL N WALL RSS FIGURE
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$@"
+}
+
+sorted=$(input_for sorted "${CORES_SORTED_SIZE:-1G}")
+interleaved=$(input_for interleaved "${CORES_INTERLEAVED_SIZE:-1G}")
+smallblobs=$(input_for smallblobs "${CORES_SMALLBLOB_SIZE:-180M}")
+out=$OUT/cores.osm.pbf
+
+echo "Machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(uname -sr)"
+echo
+echo '| input | command | -j | wall s | peak RSS MB | available parallelism |'
+echo '|---|---|---|---|---|---|'
+for in in "$sorted" "$interleaved" "$smallblobs"; do
+    name="$(basename "$in") ($(stat -c %s "$in") bytes)"
+    for n in $JOBS; do
+        read -r wall rss < <(timed "$ROOT/pbf-sort" -q -O -j "$n" "$in" -o "$out")
+        figure=-
+        [[ $in != "$sorted" ]] && figure=$(parallelism "$in" "$n")
+        row "$name" "pbf-sort -q -O" "$n" "$wall" "$rss" "$figure"
+        if [[ $in == "$sorted" ]]; then
+            read -r wall rss < <(timed pbf-index -q -j "$n" "$in")
+            row "$name" "pbf-index" "$n" "$wall" "$rss" -
+        fi
+    done
+    if [[ $in != "$sorted" && $osmium_too == 1 ]]; then
+        read -r wall rss < <(timed osmium sort --overwrite "$in" -o "$out")
+        row "$name" "osmium sort" all "$wall" "$rss" -
+    fi
+done
+rm -f "$out"
