@@ -290,15 +290,10 @@ fn copy_op(
         out.copy_from(file, path, op.offset, op.length)?;
         return Ok(());
     }
-    let src = frames::frame_reader(file, path)?;
-    let mut offset = op.offset;
-    for keys in &op.frames {
-        let frame = frames::reframe_with_indexdata(&src, offset, keys)?;
+    frames::reframe_op(op, (file, path), |frame| {
         out.write_all(&frame.prefix)?;
-        out.copy_from(file, path, frame.body_offset, frame.body_len)?;
-        offset += keys.length;
-    }
-    Ok(())
+        Ok(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
+    })
 }
 
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
