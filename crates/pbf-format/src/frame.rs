@@ -684,6 +684,24 @@ mod tests {
     }
 
     #[test]
+    fn a_written_blob_header_is_encoded_once_and_stays_readable() {
+        let mut out = b"kept".to_vec();
+        put_frame_prefix(&mut out, &BlobType::OsmData, Some(b"ix"), 300).expect("prefix");
+        let hl = u32::from_be_bytes([out[4], out[5], out[6], out[7]]) as usize;
+        assert_eq!(out.len(), 8 + hl);
+        let (kind, ix, size) = parse_blob_header(&out[8..]).expect("BlobHeader");
+        assert_eq!(
+            (kind, ix.as_deref(), size),
+            (BlobType::OsmData, Some(&b"ix"[..]), 300)
+        );
+        let long = [0u8; MAX_WRITTEN_HEADER_LEN];
+        let err = put_frame_prefix(&mut out, &BlobType::OsmData, Some(&long), 300);
+        let err = err.expect_err("too long for libosmium");
+        assert!(err.to_string().contains("limit is 127"), "{err}");
+        assert_eq!(out.len(), 8 + hl, "nothing appended");
+    }
+
+    #[test]
     fn oversized_header_is_refused_before_reading() {
         let mut bytes = 70_000u32.to_be_bytes().to_vec();
         bytes.extend([0u8; 16]);

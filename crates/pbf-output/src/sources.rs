@@ -346,6 +346,11 @@ mod tests {
                 .contains("changed during the run (size 10 -> 11"),
             "{err}"
         );
+        // Named once, by the name the stream gives it.
+        let name = a.display().to_string();
+        let said = err.to_string();
+        assert!(said.starts_with(&format!("{name}: ")), "{said}");
+        assert_eq!(said.matches(&name).count(), 1, "{said}");
         let err = CopySources::open(&p).expect_err("changed");
         assert!(
             err.to_string().contains("changed since it was indexed"),
