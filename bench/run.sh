@@ -51,6 +51,8 @@ Environment (defaults in brackets):
   BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled interleaved smallblobs]
   BENCH_SMALLBLOB_SCALING_SIZES sizes of the smallblobs shape in the scaling
                         run (about 0.58, 1.2 and 2.4 million blobs) [180M 360M 720M]
+  BENCH_RECOMPRESS      1: the recompression row on the sorted shape, with the
+                        inflate and deflate floors beside it [1]
   BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -v run, each
                         stage's time parsing and serialising JSON Lines [manyblobs]
   BENCH_PARALLELISM_SHAPES shapes with a row of the merge's available
@@ -818,6 +820,7 @@ report() {
             fi
         done
         render_per_object
+        render_recompress
         if [[ $SCALING == 1 ]]; then
             for shape in $SCALING_SHAPES; do
                 grep -q "^scaling-$shape	" "$ROWS" || continue
@@ -879,6 +882,76 @@ describe() {
 
 # ---------------------------------------------------------------- main
 
+# ------------------------------------------------------- recompression
+
+# The --recompress row of the sorted shape: pbf-sort re-compressing every
+# blob to zlib:6, nothing decoded, beside its floors: the CPU seconds of
+# inflating every blob and of deflating it again on one thread
+# (pbf-codec-floor), and their sum over the cores, the least wall time the
+# work can take. Rows go to ROWS as table recompress-sorted (verified like
+# the sorts); CPU seconds per run and the floors to RECOMPRESS_TSV.
+RECOMPRESS=${BENCH_RECOMPRESS:-1}
+RECOMPRESS_TSV=$WORK/recompress.tsv
+run_recompress() { # IN SIZE
+    local in=$1 size=$2 rep out cpu
+    ((RECOMPRESS)) && [[ $SORT_KIND == "pbf-sort driver ($ROOT/pbf-sort)" ]] || return 0
+    : >"$RECOMPRESS_TSV"
+    log "recompress: the codec floors of $in"
+    printf 'floors\t%s\n' "$("$REL/pbf-codec-floor" --compression zlib:6 "$in")" >>"$RECOMPRESS_TSV"
+    for ((rep = 1; rep <= REPEATS; rep++)); do
+        rm -rf "$OUT" && mkdir -p "$OUT"
+        out=$OUT/recompress.osm.pbf
+        timed "$(printf '%q -q -O --recompress --compression zlib:6 %q -o %q' "$ROOT/pbf-sort" "$in" "$out")"
+        cpu=$(awk -F': ' '/User time|System time/ {s += $2} END {print s}' "$WORK/time.txt")
+        printf 'run\t%s\t%s\n' "$rep" "$cpu" >>"$RECOMPRESS_TSV"
+        verify_sorted "$in" "$out"
+        row recompress-sorted "$in" "$size" "pbf-sort --recompress" "$rep" "$VERDICT"
+        log "recompress run $rep: $T_WALL s, $cpu s CPU"
+    done
+    rm -rf "$OUT"
+    verify_pending
+}
+
+render_recompress() {
+    [[ -s $RECOMPRESS_TSV ]] && grep -q "^recompress-sorted	" "$ROWS" || return 0
+    echo
+    echo "## Recompression: sorted, $(size_of sorted), to zlib:6"
+    echo
+    echo "\`pbf-sort -q -O --recompress --compression zlib:6 IN -o OUT\`: every blob"
+    echo "inflated and deflated, nothing decoded. Floors: \`pbf-codec-floor\` (one"
+    echo "thread: inflate every blob, deflate it again), and their sum over $(nproc) cores."
+    echo
+    python3 - "$RECOMPRESS_TSV" "$ROWS" "$(nproc)" <<'PY'
+import json, statistics, sys
+tsv, rows, cores = sys.argv[1], sys.argv[2], int(sys.argv[3])
+floors, cpu = {}, {}
+for line in open(tsv):
+    f = line.rstrip("\n").split("\t")
+    if f[0] == "floors":
+        floors = json.loads(f[1])
+    elif f[0] == "run":
+        cpu[f[1]] = float(f[2])
+runs = [l.rstrip("\n").split("\t") for l in open(rows) if l.startswith("recompress-sorted\t")]
+ok = [r for r in runs if r[7] == "0" and r[8] == "verified"]
+floor = (floors.get("inflate_cpu_s", 0) + floors.get("deflate_cpu_s", 0)) / cores
+print("| run | wall (median) | CPU (median) | peak RSS | wall / floor | runs |")
+print("|---|---|---|---|---|---|")
+print(f"| inflate, one thread | | {floors.get('inflate_cpu_s', 0):.2f} s | | | |")
+print(f"| deflate zlib:6, one thread | | {floors.get('deflate_cpu_s', 0):.2f} s | | | |")
+print(f"| (inflate + deflate) / {cores} cores | {floor:.2f} s | | | 1.00 | |")
+if ok:
+    wall = statistics.median(float(r[5]) for r in ok)
+    c = statistics.median(cpu.get(r[4], 0.0) for r in ok)
+    rss = max(int(r[6]) for r in ok) / 1024
+    ratio = f"{wall / floor:.2f}" if floor else "-"
+    print(f"| pbf-sort --recompress | {wall:.2f} s | {c:.2f} s | {rss:.0f} MiB | {ratio} | "
+          + ", ".join(f"{float(r[5]):.2f} s" for r in runs) + " |")
+else:
+    print("| pbf-sort --recompress | not verified | | | | "
+          + "; ".join(f"{r[7]} {r[8]}" for r in runs) + " |")
+PY
+}
+
 main() {
     if ((REPORT_ONLY)); then
         [[ -s $ROWS ]] || die "$ROWS is missing: no run to report on"
@@ -923,6 +996,7 @@ main() {
         if wants "$shape" "$PARALLELISM_SHAPES"; then
             run_parallelism "$shape" "$in"
         fi
+        [[ $shape != sorted ]] || run_recompress "$in" "$size"
         report
     done
     if [[ $SCALING == 1 ]]; then

@@ -51,7 +51,7 @@ impl FrameEncoder {
         let ix = self
             .indexdata
             .then(|| indexdata::encode(summary, &BlobStart::of(&blob)));
-        Ok(encode_frame(&BlobType::OsmData, ix.as_deref(), &blob))
+        Ok(encode_frame(&BlobType::OsmData, ix.as_deref(), &blob)?)
     }
 }
 

@@ -66,7 +66,7 @@ fn keys_and_sorted_flags_agree_with_a_full_decode() {
 /// whose nodes' tag values hold whole frames between padding: bytes that
 /// the search for a frame start finds before the next real frame.
 fn decoys(out: &Path) {
-    let fake = encode_frame(&BlobType::OsmData, None, b"fake body");
+    let fake = encode_frame(&BlobType::OsmData, None, b"fake body").expect("frame");
     let head = PbfFile::open(&data("sorted-kualalumpur.osm.pbf")).expect("open");
     let fh = head
         .headers()
@@ -96,7 +96,7 @@ fn decoys(out: &Path) {
             .collect();
         let block = encode_block(&nodes, &EncodeOptions::default());
         let blob = encode_blob(&block, Compression::None).expect("raw blob");
-        bytes.extend(encode_frame(&BlobType::OsmData, None, &blob));
+        bytes.extend(encode_frame(&BlobType::OsmData, None, &blob).expect("frame"));
     }
     std::fs::write(out, bytes).expect("write");
 }

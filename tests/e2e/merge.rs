@@ -635,7 +635,8 @@ fn tiny_blobs(out: &Path, blobs: i64) -> Vec<u8> {
         let (low, high) = (1 + b, 2 * blobs - b);
         let raw = encode_block(&[node(high), node(low)], &EncodeOptions::default());
         let blob = encode_blob(&raw, Compression::None).expect("blob");
-        let frame = encode_frame(&pbf_format::frame::BlobType::OsmData, None, &blob);
+        let frame =
+            encode_frame(&pbf_format::frame::BlobType::OsmData, None, &blob).expect("frame");
         w.write_all(&frame).expect("write");
         let length = frame.len() as u64;
         inputs.push(MergeInput {

@@ -218,7 +218,7 @@ fn element((at, timestamp_ms): Spec, serial: usize) -> Element {
 fn write_file(path: &Path, blobs: &[(Vec<Element>, bool)]) {
     let head = header::encode_header(&Header::default());
     let head = compress::encode_blob(&head, Compression::None).expect("header blob");
-    let mut bytes = frame::encode_frame(&BlobType::OsmHeader, None, &head);
+    let mut bytes = frame::encode_frame(&BlobType::OsmHeader, None, &head).expect("frame");
     for (elements, dense) in blobs {
         let opts = EncodeOptions {
             dense_nodes: *dense,
@@ -226,7 +226,7 @@ fn write_file(path: &Path, blobs: &[(Vec<Element>, bool)]) {
         };
         let raw = block::encode_block(elements, &opts);
         let blob = compress::encode_blob(&raw, Compression::Zlib(1)).expect("blob");
-        bytes.extend(frame::encode_frame(&BlobType::OsmData, None, &blob));
+        bytes.extend(frame::encode_frame(&BlobType::OsmData, None, &blob).expect("frame"));
     }
     std::fs::write(path, bytes).expect("write input");
 }

@@ -65,7 +65,7 @@ fn data_frame(ids: &[i64], indexdata: impl Fn(&[u8]) -> Option<Vec<u8>>) -> Vec<
     };
     let blob = encode_blob(&encode_block(&elements, &opts), Compression::Zlib(6)).expect("blob");
     let ix = indexdata(&blob);
-    encode_frame(&BlobType::OsmData, ix.as_deref(), &blob)
+    encode_frame(&BlobType::OsmData, ix.as_deref(), &blob).expect("frame")
 }
 
 /// A file of a header frame and data frames.
@@ -213,7 +213,7 @@ fn our_indexdata_moved_to_another_blob_is_scanned() {
         .map(|&(head, body)| {
             let (h, b) = (&frames[head], &frames[body]);
             let blob = f.read_body(b).expect("body");
-            encode_frame(&BlobType::OsmData, h.indexdata.as_deref(), &blob)
+            encode_frame(&BlobType::OsmData, h.indexdata.as_deref(), &blob).expect("frame")
         })
         .collect();
     let moved = dir.path().join("moved.osm.pbf");
@@ -398,16 +398,14 @@ fn recompressed_blobs_carry_fresh_indexdata() {
         let fh = fh.expect("frame");
         let body = f.read_body(&fh).expect("body");
         if fh.blob_type != BlobType::OsmData {
-            bytes.extend(encode_frame(&fh.blob_type, None, &body));
+            bytes.extend(encode_frame(&fh.blob_type, None, &body).expect("frame"));
             continue;
         }
         let raw = pbf_format::compress::decode_blob(&body).expect("inflate");
         let blob = encode_blob(&raw, Compression::Zlib(1)).expect("deflate");
-        bytes.extend(encode_frame(
-            &BlobType::OsmData,
-            fh.indexdata.as_deref(),
-            &blob,
-        ));
+        bytes.extend(
+            encode_frame(&BlobType::OsmData, fh.indexdata.as_deref(), &blob).expect("frame"),
+        );
     }
     let foreign = dir.path().join("foreign.osm.pbf");
     std::fs::write(&foreign, bytes).expect("write");

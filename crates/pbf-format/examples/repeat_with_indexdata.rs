@@ -41,12 +41,12 @@ fn frames_with_indexdata(path: &Path) -> Result<(Vec<u8>, Vec<Vec<u8>>), Failure
         let fh = fh?;
         let body = file.read_body(&fh)?;
         if fh.blob_type != BlobType::OsmData {
-            header.extend(encode_frame(&fh.blob_type, fh.indexdata.as_deref(), &body));
+            header.extend(encode_frame(&fh.blob_type, fh.indexdata.as_deref(), &body)?);
             continue;
         }
         let start = BlobStart::of(&body);
         let ix = scan_block(&decode_blob(&body)?)?.map(|s| indexdata::encode(&s, &start));
-        data.push(encode_frame(&BlobType::OsmData, ix.as_deref(), &body));
+        data.push(encode_frame(&BlobType::OsmData, ix.as_deref(), &body)?);
     }
     Ok((header, data))
 }

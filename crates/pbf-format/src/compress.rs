@@ -287,6 +287,8 @@ thread_local! {
         std::cell::RefCell::new(libdeflater::Decompressor::new());
     static DEFLATERS: std::cell::RefCell<Vec<(i32, libdeflater::Compressor)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    static ZSTDS: std::cell::RefCell<Vec<(i32, zstd::bulk::Compressor<'static>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Inflate zlib data that should give `size` bytes (a short result is
@@ -339,22 +341,74 @@ fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>> {
 
 /// Compress block bytes into a Blob message.
 pub fn encode_blob(data: &[u8], c: Compression) -> Result<Vec<u8>> {
-    let stored = match c {
-        Compression::None => data.to_vec(),
-        Compression::Zlib(level) => deflate(data, level)?,
-        Compression::Zstd(level) => zstd::bulk::compress(data, level)?,
-        Compression::Lz4 => lz4_flex::block::compress(data),
-    };
-    let mut out = Vec::with_capacity(stored.len() + 16);
-    if c != Compression::None {
-        wire::put_key(&mut out, 2, wire::WireType::Varint);
-        wire::put_varint(&mut out, data.len() as u64);
-    }
-    wire::put_bytes(&mut out, c.codec().field(), &stored);
-    Ok(out)
+    let mut room = vec![0u8; blob_room(data.len(), c)];
+    let blob = encode_blob_into(data, c, &mut room)?;
+    room.copy_within(blob.clone(), 0);
+    room.truncate(blob.len());
+    Ok(room)
 }
 
-fn deflate(data: &[u8], level: u32) -> Result<Vec<u8>> {
+/// Most bytes a Blob's fields before its data take: `raw_size`, then the
+/// data field's key and length.
+pub const MAX_BLOB_HEAD: usize = 2 * (1 + 10);
+
+/// The room [`encode_blob_into`] needs for `len` block bytes in `c`.
+pub fn blob_room(len: usize, c: Compression) -> usize {
+    let stored = match c {
+        Compression::None => len,
+        // libdeflate's bound for zlib: the deflate bound, 2 bytes of zlib
+        // header and 4 of Adler-32.
+        Compression::Zlib(_) => len + len / 8 + 64 + 6 + 1024,
+        Compression::Zstd(_) => zstd::zstd_safe::compress_bound(len),
+        Compression::Lz4 => lz4_flex::block::get_maximum_output_size(len),
+    };
+    MAX_BLOB_HEAD + stored
+}
+
+/// Compress block bytes into a Blob message written inside `room` (at
+/// least [`blob_room`] bytes long), without a copy of the compressed
+/// bytes: they go straight to `room[MAX_BLOB_HEAD..]`, and the fields
+/// before them just ahead of them. Returns where in `room` the Blob lies;
+/// what is before it is free for the frame's own prefix. The same bytes
+/// as [`encode_blob`].
+pub fn encode_blob_into(
+    data: &[u8],
+    c: Compression,
+    room: &mut [u8],
+) -> Result<std::ops::Range<usize>> {
+    let (head, stored) = room.split_at_mut(MAX_BLOB_HEAD);
+    let n = match c {
+        Compression::None => {
+            let out = stored.get_mut(..data.len()).ok_or_else(no_room)?;
+            out.copy_from_slice(data);
+            data.len()
+        }
+        Compression::Zlib(level) => deflate_into(data, level, stored)?,
+        Compression::Zstd(level) => zstd_into(data, level, stored)?,
+        Compression::Lz4 => lz4_flex::block::compress_into(data, stored)
+            .map_err(|e| Error::new(ErrorKind::Io(std::io::Error::other(e.to_string()))))?,
+    };
+    let mut fields = Vec::with_capacity(MAX_BLOB_HEAD);
+    if c != Compression::None {
+        wire::put_key(&mut fields, 2, wire::WireType::Varint);
+        wire::put_varint(&mut fields, data.len() as u64);
+    }
+    wire::put_key(&mut fields, c.codec().field(), wire::WireType::Len);
+    wire::put_varint(&mut fields, n as u64);
+    let start = MAX_BLOB_HEAD - fields.len();
+    head[start..].copy_from_slice(&fields);
+    Ok(start..MAX_BLOB_HEAD + n)
+}
+
+fn no_room() -> Error {
+    Error::new(ErrorKind::Io(std::io::Error::other(
+        "no room for the compressed Blob",
+    )))
+}
+
+/// Deflate `data` into `out` at `level` with this thread's compressor for
+/// that level; returns the length.
+fn deflate_into(data: &[u8], level: u32, out: &mut [u8]) -> Result<usize> {
     let level = i32::try_from(level)
         .ok()
         .and_then(|l| libdeflater::CompressionLvl::new(l).ok())
@@ -368,13 +422,25 @@ fn deflate(data: &[u8], level: u32) -> Result<Vec<u8>> {
                 cache.len() - 1
             }
         };
-        let c = &mut cache[i].1;
-        let mut out = vec![0u8; c.zlib_compress_bound(data.len())];
-        let n = c
-            .zlib_compress(data, &mut out)
-            .map_err(|e| Error::new(ErrorKind::Io(std::io::Error::other(e.to_string()))))?;
-        out.truncate(n);
-        Ok(out)
+        cache[i]
+            .1
+            .zlib_compress(data, out)
+            .map_err(|e| Error::new(ErrorKind::Io(std::io::Error::other(e.to_string()))))
+    })
+}
+
+/// Compress `data` into `out` with zstd at `level`, with this thread's
+/// context for that level; returns the length.
+fn zstd_into(data: &[u8], level: i32, out: &mut [u8]) -> Result<usize> {
+    ZSTDS.with_borrow_mut(|cache| {
+        let i = match cache.iter().position(|(l, _)| *l == level) {
+            Some(i) => i,
+            None => {
+                cache.push((level, zstd::bulk::Compressor::new(level)?));
+                cache.len() - 1
+            }
+        };
+        Ok(cache[i].1.compress_to_buffer(data, out)?)
     })
 }
 

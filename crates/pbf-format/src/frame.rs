@@ -204,30 +204,64 @@ pub fn peek_blob(prefix: &[u8]) -> (Option<Codec>, Option<u64>) {
     (None, raw_size)
 }
 
-/// Build a whole frame from its parts.
-pub fn encode_frame(blob_type: &BlobType, indexdata: Option<&[u8]>, blob: &[u8]) -> Vec<u8> {
-    let header = encode_blob_header(blob_type, indexdata, blob.len());
-    let mut out = Vec::with_capacity(4 + header.len() + blob.len());
-    out.extend_from_slice(&(header.len() as u32).to_be_bytes());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(blob);
-    out
-}
+/// Longest BlobHeader a written frame may have: libosmium up to 2.19 reads
+/// the 4-byte length through a signed `char` and rejects any length with a
+/// byte >= 0x80.
+pub const MAX_WRITTEN_HEADER_LEN: usize = 127;
 
-/// Encode a BlobHeader message.
-pub fn encode_blob_header(
+/// Append to `out` the 4-byte length and the BlobHeader of a frame whose
+/// Blob has `datasize` bytes: the one place a BlobHeader is encoded. A
+/// BlobHeader longer than [`MAX_WRITTEN_HEADER_LEN`] is refused, and then
+/// nothing is appended.
+pub fn put_frame_prefix(
+    out: &mut Vec<u8>,
     blob_type: &BlobType,
     indexdata: Option<&[u8]>,
     datasize: usize,
-) -> Vec<u8> {
-    let mut h = Vec::with_capacity(32);
-    wire::put_bytes(&mut h, 1, blob_type.as_str().as_bytes());
+) -> Result<()> {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    wire::put_bytes(out, 1, blob_type.as_str().as_bytes());
     if let Some(ix) = indexdata {
-        wire::put_bytes(&mut h, 2, ix);
+        wire::put_bytes(out, 2, ix);
     }
-    wire::put_key(&mut h, 3, wire::WireType::Varint);
-    wire::put_varint(&mut h, datasize as u64);
-    h
+    wire::put_key(out, 3, wire::WireType::Varint);
+    wire::put_varint(out, datasize as u64);
+    let len = out.len() - start - 4;
+    if len > MAX_WRITTEN_HEADER_LEN {
+        out.truncate(start);
+        return Err(Error::new(ErrorKind::TooLarge {
+            field: "BlobHeader to write (libosmium <= 2.19 reads no longer one)",
+            size: len as u64,
+            limit: MAX_WRITTEN_HEADER_LEN as u64,
+        }));
+    }
+    out[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(())
+}
+
+/// The 4-byte length and BlobHeader of a frame whose Blob has `datasize`
+/// bytes (see [`put_frame_prefix`]).
+pub fn frame_prefix(
+    blob_type: &BlobType,
+    indexdata: Option<&[u8]>,
+    datasize: usize,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(4 + MAX_WRITTEN_HEADER_LEN);
+    put_frame_prefix(&mut out, blob_type, indexdata, datasize)?;
+    Ok(out)
+}
+
+/// A whole frame: its prefix (see [`put_frame_prefix`]), then `blob`.
+pub fn encode_frame(
+    blob_type: &BlobType,
+    indexdata: Option<&[u8]>,
+    blob: &[u8],
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(4 + MAX_WRITTEN_HEADER_LEN + blob.len());
+    put_frame_prefix(&mut out, blob_type, indexdata, blob.len())?;
+    out.extend_from_slice(blob);
+    Ok(out)
 }
 
 /// An open PBF file read with `pread`.
@@ -630,10 +664,10 @@ mod tests {
 
     #[test]
     fn walks_frames_and_reports_truncation() {
-        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"abc");
-        bytes.extend(encode_frame(&BlobType::OsmData, Some(b"ix"), b"defgh"));
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"abc").expect("frame");
+        bytes.extend(encode_frame(&BlobType::OsmData, Some(b"ix"), b"defgh").expect("frame"));
         let good_len = bytes.len();
-        bytes.extend(encode_frame(&BlobType::OsmData, None, b"0123456789"));
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"0123456789").expect("frame"));
         bytes.truncate(bytes.len() - 3);
         let (path, pf) = temp_with(&bytes);
         let got: Vec<_> = pf.headers().collect();
@@ -647,6 +681,24 @@ mod tests {
         assert_eq!(err.offset(), Some(good_len as u64));
         assert!(err.to_string().contains("truncated Blob"), "{err}");
         std::fs::remove_file(path).ok();
+    }
+
+    #[test]
+    fn a_written_blob_header_is_encoded_once_and_stays_readable() {
+        let mut out = b"kept".to_vec();
+        put_frame_prefix(&mut out, &BlobType::OsmData, Some(b"ix"), 300).expect("prefix");
+        let hl = u32::from_be_bytes([out[4], out[5], out[6], out[7]]) as usize;
+        assert_eq!(out.len(), 8 + hl);
+        let (kind, ix, size) = parse_blob_header(&out[8..]).expect("BlobHeader");
+        assert_eq!(
+            (kind, ix.as_deref(), size),
+            (BlobType::OsmData, Some(&b"ix"[..]), 300)
+        );
+        let long = [0u8; MAX_WRITTEN_HEADER_LEN];
+        let err = put_frame_prefix(&mut out, &BlobType::OsmData, Some(&long), 300);
+        let err = err.expect_err("too long for libosmium");
+        assert!(err.to_string().contains("limit is 127"), "{err}");
+        assert_eq!(out.len(), 8 + hl, "nothing appended");
     }
 
     #[test]
@@ -674,12 +726,12 @@ mod tests {
     /// A header frame, `junk`, then two data frames: the offsets where the
     /// data frames start, and the file.
     fn with_junk(junk: &[u8], name: &str) -> (PathBuf, PbfFile, [u64; 2]) {
-        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header");
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header").expect("frame");
         bytes.extend_from_slice(junk);
         let first = bytes.len() as u64;
-        bytes.extend(encode_frame(&BlobType::OsmData, None, b"first"));
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"first").expect("frame"));
         let second = bytes.len() as u64;
-        bytes.extend(encode_frame(&BlobType::OsmData, None, b"second"));
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"second").expect("frame"));
         let path =
             std::env::temp_dir().join(format!("pbf-frame-search-{}-{name}", std::process::id()));
         std::fs::write(&path, &bytes).expect("write");
@@ -694,8 +746,7 @@ mod tests {
         // junk that the first frame's header crosses two search reads.
         let mut junk = b"\x0a\x07OSMData".to_vec();
         junk.extend_from_slice(b"\x00\x01\x00\x01\x0a\x07OSMData\x18\x01");
-        let mut past_end = 14u32.to_be_bytes().to_vec();
-        past_end.extend(encode_blob_header(&BlobType::OsmData, None, 1 << 20));
+        let past_end = frame_prefix(&BlobType::OsmData, None, 1 << 20).expect("prefix");
         junk.extend(&past_end);
         junk.resize(SEARCH_CHUNK - 5, 0xff);
         let (path, pf, data) = with_junk(&junk, "junk");
@@ -722,14 +773,14 @@ mod tests {
     /// not one, which is how a caller that checks it tells.
     #[test]
     fn a_frame_inside_a_blob_is_found_and_its_blob_does_not_check() {
-        let fake = encode_frame(&BlobType::OsmData, None, b"fake body");
+        let fake = encode_frame(&BlobType::OsmData, None, b"fake body").expect("frame");
         let mut body = b"string table ".to_vec();
         body.extend(&fake);
-        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header");
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header").expect("frame");
         let outer = bytes.len() as u64;
-        bytes.extend(encode_frame(&BlobType::OsmData, None, &body));
+        bytes.extend(encode_frame(&BlobType::OsmData, None, &body).expect("frame"));
         let after = bytes.len() as u64;
-        bytes.extend(encode_frame(&BlobType::OsmData, None, b"next"));
+        bytes.extend(encode_frame(&BlobType::OsmData, None, b"next").expect("frame"));
         let (path, pf) = temp_with(&bytes);
         let found: Vec<FrameHeader> = pf.search_frames(outer + 1, 1 << 20).collect();
         let offsets: Vec<u64> = found.iter().map(|fh| fh.offset).collect();

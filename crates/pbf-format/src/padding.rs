@@ -121,7 +121,7 @@ pub fn frame(len: u64) -> Option<Vec<u8>> {
     wire::put_key(&mut blob, 2, wire::WireType::Varint);
     wire::put_varint(&mut blob, block.len() as u64);
     wire::put_bytes(&mut blob, 3, &zlib);
-    let out = crate::frame::encode_frame(&crate::frame::BlobType::OsmData, None, &blob);
+    let out = crate::frame::encode_frame(&crate::frame::BlobType::OsmData, None, &blob).ok()?;
     debug_assert_eq!(out.len() as u64, len, "{s:?}");
     Some(out)
 }

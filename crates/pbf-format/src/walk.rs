@@ -742,7 +742,7 @@ mod tests {
     fn decoy_file() -> Vec<u8> {
         use crate::block::{Element, EncodeOptions, Node, encode_block};
         use crate::compress::{Compression, encode_blob};
-        let fake = encode_frame(&BlobType::OsmData, None, b"fake body");
+        let fake = encode_frame(&BlobType::OsmData, None, b"fake body").expect("frame");
         let nodes: Vec<Element> = (0..200)
             .map(|i| {
                 let mut value = format!("{i}").into_bytes();
@@ -762,9 +762,9 @@ mod tests {
             .collect();
         let block = encode_block(&nodes, &EncodeOptions::default());
         let blob = encode_blob(&block, Compression::None).expect("raw blob");
-        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header");
+        let mut bytes = encode_frame(&BlobType::OsmHeader, None, b"header").expect("frame");
         for _ in 0..40 {
-            bytes.extend(encode_frame(&BlobType::OsmData, None, &blob));
+            bytes.extend(encode_frame(&BlobType::OsmData, None, &blob).expect("frame"));
         }
         bytes
     }
@@ -819,9 +819,9 @@ mod tests {
 
     #[test]
     fn tiny_and_empty_files() {
-        let one = encode_frame(&BlobType::OsmHeader, None, b"h");
+        let one = encode_frame(&BlobType::OsmHeader, None, b"h").expect("frame");
         let mut two = one.clone();
-        two.extend(encode_frame(&BlobType::OsmData, Some(b"ix"), b"d"));
+        two.extend(encode_frame(&BlobType::OsmData, Some(b"ix"), b"d").expect("frame"));
         let mut cut = two.clone();
         cut.truncate(two.len() - 1);
         for (name, bytes) in [("one", one), ("two", two), ("cut", cut), ("zero", vec![])] {
@@ -834,7 +834,7 @@ mod tests {
     /// A random file: frames of random types and sizes, some bodies full of
     /// fake frames, the tail possibly cut anywhere.
     fn random_file(frames: &[(u8, usize, bool)], cut: usize) -> Vec<u8> {
-        let fake = encode_frame(&BlobType::OsmData, Some(b"ix"), b"fake");
+        let fake = encode_frame(&BlobType::OsmData, Some(b"ix"), b"fake").expect("frame");
         let mut bytes = Vec::new();
         for &(kind, len, decoy) in frames {
             let kind = [
@@ -848,7 +848,7 @@ mod tests {
             } else {
                 (0..len).map(|i| (i * 7 % 251) as u8).collect()
             };
-            bytes.extend(encode_frame(&kind, None, &body));
+            bytes.extend(encode_frame(&kind, None, &body).expect("frame"));
         }
         bytes.truncate(bytes.len().saturating_sub(cut));
         bytes
@@ -891,7 +891,10 @@ mod tests {
 
     #[test]
     fn pread_walk_reports_no_fallback() {
-        let path = temp_file("pread", &encode_frame(&BlobType::OsmHeader, None, b"h"));
+        let path = temp_file(
+            "pread",
+            &encode_frame(&BlobType::OsmHeader, None, b"h").expect("frame"),
+        );
         let file = PbfFile::open(&path).expect("open");
         let walk = Walk::new(&file, Io::Pread);
         assert_eq!((walk.io(), walk.fallback().is_none()), (Io::Pread, true));

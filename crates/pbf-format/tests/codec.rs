@@ -349,7 +349,7 @@ fn reencode(input: &Path, output: &Path) -> Result<usize> {
             ..EncodeOptions::default()
         };
         let blob = compress::encode_blob(&encode_block(&decoded, &opts), Compression::default())?;
-        out.extend(frame::encode_frame(&BlobType::OsmData, None, &blob));
+        out.extend(frame::encode_frame(&BlobType::OsmData, None, &blob).expect("frame"));
         elements += decoded.len();
         blocks += 1;
     }

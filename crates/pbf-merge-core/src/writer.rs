@@ -273,7 +273,7 @@ fn encode(block: Pending, format: BlockFormat) -> Result<Encoded> {
             let blob = compress::encode_blob(&block::encode_objects(&views, &opts), c)?;
             let ix =
                 with_indexdata.then(|| indexdata::encode(&summary, &frame::BlobStart::of(&blob)));
-            frame::encode_frame(&frame::BlobType::OsmData, ix.as_deref(), &blob)
+            frame::encode_frame(&frame::BlobType::OsmData, ix.as_deref(), &blob)?
         }
         BlockFormat::SpillRecord(c) => record::write_record(&views, &block.blobs, c)?,
     };

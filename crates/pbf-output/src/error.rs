@@ -85,16 +85,30 @@ impl Error {
 
 /// The I/O cause is not repeated in `Display`: it is the error's `source()`,
 /// so `anyhow`'s `{:#}` prints it once after the context (and a broken pipe
-/// can be recognised in the chain).
+/// can be recognised in the chain). A cause that starts with the context
+/// (a format or stream error names its file) says it once.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let ErrorKind::Io(_) = self.kind {
             return f.write_str(&self.context);
         }
-        if !self.context.is_empty() {
+        let cause = CauseOf(&self.kind).to_string();
+        let said = cause
+            .strip_prefix(self.context.as_str())
+            .is_some_and(|rest| rest.starts_with(": "));
+        if !self.context.is_empty() && !said {
             write!(f, "{}: ", self.context)?;
         }
-        match &self.kind {
+        f.write_str(&cause)
+    }
+}
+
+/// An error's cause in words, without its context.
+struct CauseOf<'a>(&'a ErrorKind);
+
+impl fmt::Display for CauseOf<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
             ErrorKind::Io(_) => Ok(()),
             ErrorKind::Exists => write!(f, "file exists (use -O/--overwrite to replace it)"),
             ErrorKind::SameAsInput(p) => write!(

@@ -1,24 +1,20 @@
 //! The frames an output tool writes itself rather than copies: the new
-//! OSMHeader, and new BlobHeaders for passthrough data frames (with
-//! indexdata). Every BlobHeader we write is checked to stay under 128 bytes:
-//! libosmium up to 2.19 reads the 4-byte length through a signed `char` and
-//! rejects any length with a byte >= 0x80.
+//! OSMHeader, and passthrough data frames re-framed with indexdata, one
+//! copy op at a time. BlobHeaders are encoded, and their length checked,
+//! by the one frame writer ([`pbf_format::frame::put_frame_prefix`]).
 
 use std::fs::File;
 use std::path::Path;
 
 use pbf_format::Key;
 use pbf_format::compress::{Compression, encode_blob};
-use pbf_format::frame::{BlobType, FrameHeader, FrameReader, encode_blob_header, encode_frame};
+use pbf_format::frame::{BlobType, FrameHeader, FrameReader, encode_frame, frame_prefix};
 use pbf_format::header::{Header, encode_header};
 use pbf_format::indexdata;
 use pbf_format::scan::Summary;
-use pbf_stream::FrameKeys;
+use pbf_stream::{CopyOp, FrameKeys};
 
 use crate::error::{Error, ErrorKind, Result};
-
-/// Longest BlobHeader we write.
-pub const MAX_WRITTEN_BLOB_HEADER: usize = 127;
 
 /// The OSMHeader frame for a plan's header record, zlib-compressed.
 pub fn header_frame(h: &Header) -> Result<Vec<u8>> {
@@ -27,35 +23,9 @@ pub fn header_frame(h: &Header) -> Result<Vec<u8>> {
 
 /// The OSMHeader frame for `h`, compressed with `compression`.
 pub fn header_frame_with(h: &Header, compression: Compression) -> Result<Vec<u8>> {
-    let block = encode_header(h);
-    let blob = encode_blob(&block, compression)
-        .map_err(|e| Error::new("encoding the OSMHeader", ErrorKind::Format(e)))?;
-    let header = encode_blob_header(&BlobType::OsmHeader, None, blob.len());
-    check_blob_header_len(header.len())?;
-    Ok(encode_frame(&BlobType::OsmHeader, None, &blob))
-}
-
-/// The 4-byte length and BlobHeader of an OSMData frame whose Blob has
-/// `datasize` bytes, with `indexdata` when given.
-pub fn data_frame_prefix(indexdata: Option<&[u8]>, datasize: u32) -> Result<Vec<u8>> {
-    let header = encode_blob_header(&BlobType::OsmData, indexdata, datasize as usize);
-    check_blob_header_len(header.len())?;
-    let mut out = Vec::with_capacity(4 + header.len());
-    out.extend_from_slice(&(header.len() as u32).to_be_bytes());
-    out.extend_from_slice(&header);
-    Ok(out)
-}
-
-fn check_blob_header_len(len: usize) -> Result<()> {
-    if len > MAX_WRITTEN_BLOB_HEADER {
-        return Err(Error::invalid(
-            "writing a BlobHeader",
-            format!(
-                "BlobHeader would be {len} bytes; at most {MAX_WRITTEN_BLOB_HEADER} are readable by libosmium <= 2.19"
-            ),
-        ));
-    }
-    Ok(())
+    let format = |e| Error::new("writing the OSMHeader", ErrorKind::Format(e));
+    let blob = encode_blob(&encode_header(h), compression).map_err(format)?;
+    encode_frame(&BlobType::OsmHeader, None, &blob).map_err(format)
 }
 
 /// The frame reader over `file` at its size now: a spool grows while it is
@@ -82,23 +52,41 @@ pub struct Reframed {
     pub body_len: u64,
 }
 
-/// Re-frame the data frame at `offset` of `src` with indexdata for `keys`
-/// (pbf-copy and pbf-reflink with `--add-indexdata`). The frame must be an
-/// OSMData frame of exactly `keys.length` bytes.
+/// Re-frame every frame of the copy op `op` of `file` with indexdata for
+/// its keys (pbf-copy and pbf-reflink with `--add-indexdata`): `put` gets
+/// the frames in order, each to be written as its prefix then its Blob.
+pub fn reframe_op<E: From<Error>>(
+    op: &CopyOp,
+    (file, path): (&File, &Path),
+    mut put: impl FnMut(Reframed) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let src = frame_reader(file, path)?;
+    let mut offset = op.offset;
+    for keys in &op.frames {
+        put(reframe_with_indexdata(&src, offset, keys)?)?;
+        offset += keys.length;
+    }
+    Ok(())
+}
+
+/// Re-frame the data frame at `offset` of `src` with indexdata for `keys`.
+/// The frame must be an OSMData frame of exactly `keys.length` bytes.
 pub fn reframe_with_indexdata(
     src: &FrameReader<'_>,
     offset: u64,
     keys: &FrameKeys,
 ) -> Result<Reframed> {
     let in_file = |e: Error| e.within(src.path.display());
-    let format = |e| Error::new("", ErrorKind::Format(e));
+    let format = |e| Error::new(src.path.display().to_string(), ErrorKind::Format(e));
     let fh = src.frame_header_at(offset).map_err(format)?;
     check_data_frame(&fh, keys.length).map_err(in_file)?;
     let summary = frame_summary(keys).map_err(in_file)?;
     let start = src.blob_start(&fh).map_err(format)?;
     let ix = indexdata::encode(&summary, &start);
+    let prefix = frame_prefix(&BlobType::OsmData, Some(&ix), fh.datasize as usize)
+        .map_err(|e| Error::new(frame_at(src.path, offset), ErrorKind::Format(e)))?;
     Ok(Reframed {
-        prefix: data_frame_prefix(Some(&ix), fh.datasize)?,
+        prefix,
         body_offset: fh.body_offset(),
         body_len: u64::from(fh.datasize),
     })
@@ -160,7 +148,7 @@ mod tests {
     use super::*;
     use pbf_format::Kind;
     use pbf_format::compress::decode_blob;
-    use pbf_format::frame::{BlobStart, parse_blob_header};
+    use pbf_format::frame::{BlobStart, MAX_WRITTEN_HEADER_LEN, parse_blob_header};
     use pbf_format::header::decode_header;
     use std::io::Write;
 
@@ -193,13 +181,11 @@ mod tests {
             repeats: false,
             versions_unsorted: false,
         };
-        let prefix = data_frame_prefix(
-            Some(&indexdata::encode(&s, &BlobStart::of(&[0xff; 40]))),
-            u32::MAX,
-        )
-        .expect("prefix");
+        let ix = indexdata::encode(&s, &BlobStart::of(&[0xff; 40]));
+        let prefix = frame_prefix(&BlobType::OsmData, Some(&ix), u32::MAX as usize);
+        let prefix = prefix.expect("prefix");
         assert!(
-            prefix.len() - 4 <= MAX_WRITTEN_BLOB_HEADER,
+            prefix.len() - 4 <= MAX_WRITTEN_HEADER_LEN,
             "{}",
             prefix.len()
         );
@@ -210,7 +196,7 @@ mod tests {
     fn reframes_a_data_frame_with_indexdata() {
         let mut f = tempfile::tempfile().expect("temp");
         f.write_all(b"junk").expect("junk");
-        let frame = encode_frame(&BlobType::OsmData, Some(b"ix"), b"body");
+        let frame = encode_frame(&BlobType::OsmData, Some(b"ix"), b"body").expect("frame");
         f.write_all(&frame).expect("frame");
         let src = frame_reader(&f, Path::new("t.pbf")).expect("reader");
         let counts = pbf_stream::Counts::from_array([1, 0, 0, 0]);

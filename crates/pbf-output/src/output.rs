@@ -103,7 +103,7 @@ impl OutputFile {
             return OutputFile::stdout(opts);
         }
         let name = out.display().to_string();
-        check_not_input(out, None, &opts.inputs).map_err(|e| e.within(&name))?;
+        check_not_input((out, &name), None, &opts.inputs)?;
         match fs::metadata(out) {
             Ok(m) if !m.is_file() => {
                 return Err(Error::invalid(
@@ -153,8 +153,7 @@ impl OutputFile {
         let file = File::from(fd);
         if let Ok(meta) = file.metadata() {
             if meta.is_file() {
-                check_not_input(Path::new("/dev/stdout"), Some(&meta), &opts.inputs)
-                    .map_err(|e| e.within(&name))?;
+                check_not_input((Path::new("/dev/stdout"), &name), Some(&meta), &opts.inputs)?;
             }
         }
         Ok(OutputFile::stream(file, name))
@@ -497,8 +496,12 @@ fn canonical(p: &Path) -> PathBuf {
     }
 }
 
-/// Refuse an output that is one of the inputs.
-fn check_not_input(out: &Path, meta: Option<&fs::Metadata>, inputs: &[PathBuf]) -> Result<()> {
+/// Refuse an output that is one of the inputs; `name` is the output's in errors.
+fn check_not_input(
+    (out, name): (&Path, &str),
+    meta: Option<&fs::Metadata>,
+    inputs: &[PathBuf],
+) -> Result<()> {
     let out_meta = meta.cloned().or_else(|| fs::metadata(out).ok());
     let out_path = meta.is_none().then(|| canonical(out));
     for input in inputs {
@@ -508,7 +511,7 @@ fn check_not_input(out: &Path, meta: Option<&fs::Metadata>, inputs: &[PathBuf]) 
         };
         let same_path = out_path.as_ref().is_some_and(|o| *o == canonical(input));
         if same_inode || same_path {
-            return Err(Error::new("", ErrorKind::SameAsInput(input.clone())));
+            return Err(Error::new(name, ErrorKind::SameAsInput(input.clone())));
         }
     }
     Ok(())

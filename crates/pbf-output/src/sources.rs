@@ -62,7 +62,7 @@ impl CopySources {
             let file = if s.spool {
                 None
             } else {
-                Some(check_source(s).map_err(|e| Error::new("", ErrorKind::Stream(e)))?)
+                Some(check_source(s).map_err(|e| Error::new(s.name(), ErrorKind::Stream(e)))?)
             };
             list.push(Source {
                 id: s.id,
@@ -119,7 +119,7 @@ impl CopySources {
         for src in self.list.iter().filter(|s| !s.spool) {
             if let Some(file) = &src.file {
                 check_unchanged(&src.recorded, file)
-                    .map_err(|e| Error::new("", ErrorKind::Stream(e)))?;
+                    .map_err(|e| Error::new(src.recorded.name(), ErrorKind::Stream(e)))?;
             }
         }
         Ok(())
@@ -346,6 +346,11 @@ mod tests {
                 .contains("changed during the run (size 10 -> 11"),
             "{err}"
         );
+        // Named once, by the name the stream gives it.
+        let name = a.display().to_string();
+        let said = err.to_string();
+        assert!(said.starts_with(&format!("{name}: ")), "{said}");
+        assert_eq!(said.matches(&name).count(), 1, "{said}");
         let err = CopySources::open(&p).expect_err("changed");
         assert!(
             err.to_string().contains("changed since it was indexed"),
@@ -361,7 +366,8 @@ mod tests {
             &pbf_format::frame::BlobType::OsmData,
             None,
             b"not decoded",
-        );
+        )
+        .expect("frame");
         let pad = pbf_format::padding::padding(4096 - data.len() as u64).expect("padding");
         let bytes = [data.as_slice(), &pad, &data].concat();
         let n = data.len() as u64;
@@ -400,7 +406,8 @@ mod tests {
             &pbf_format::frame::BlobType::OsmData,
             None,
             b"not decoded",
-        );
+        )
+        .expect("frame");
         std::fs::write(&spool, &data).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
         let mut s = CopySources::open(&p).expect("open").remove_spools();

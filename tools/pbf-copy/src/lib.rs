@@ -250,14 +250,10 @@ fn copy_op(
         out.copy_from(file, path, op.offset, op.length)?;
         return holes.passed(op.source, file, op.offset, op.length);
     }
-    let src = frames::frame_reader(file, path)?;
-    let mut offset = op.offset;
-    for keys in &op.frames {
-        let frame = frames::reframe_with_indexdata(&src, offset, keys)?;
+    frames::reframe_op(op, (file, path), |frame| {
         out.write_all(&frame.prefix)?;
-        out.copy_from(file, path, frame.body_offset, frame.body_len)?;
-        offset += keys.length;
-    }
+        Ok(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
+    })?;
     holes.passed(op.source, file, op.offset, op.length)
 }
 

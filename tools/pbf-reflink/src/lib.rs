@@ -340,10 +340,7 @@ impl CloningOutput {
         if op.frames.is_empty() {
             return Err(copier::frames_missing(op, path));
         }
-        let src = frames::frame_reader(file, path)?;
-        let mut offset = op.offset;
-        for keys in &op.frames {
-            let f = frames::reframe_with_indexdata(&src, offset, keys)?;
+        frames::reframe_op(op, (file, path), |f| {
             let body = SourceRange {
                 id: op.source,
                 file,
@@ -351,9 +348,8 @@ impl CloningOutput {
                 offset: f.body_offset,
                 len: f.body_len,
             };
-            self.append(body, &f.prefix)?;
-            offset += keys.length;
-        }
+            self.append(body, &f.prefix)
+        })?;
         self.holes.passed(op.source, file, op.offset, op.length)
     }
 }

@@ -38,7 +38,8 @@ pub fn write_pbf(path: &Path, id: u32, blobs: &[Blob]) -> (SourceRef, Vec<(u64, 
             Compression::None,
         )
         .expect("header blob"),
-    );
+    )
+    .expect("frame");
     let mut ranges = Vec::new();
     for b in blobs {
         let opts = EncodeOptions {
@@ -47,7 +48,7 @@ pub fn write_pbf(path: &Path, id: u32, blobs: &[Blob]) -> (SourceRef, Vec<(u64, 
         };
         let raw = block::encode_block(&b.elements, &opts);
         let blob = compress::encode_blob(&raw, Compression::Zlib(1)).expect("blob");
-        let f = frame::encode_frame(&frame::BlobType::OsmData, None, &blob);
+        let f = frame::encode_frame(&frame::BlobType::OsmData, None, &blob).expect("frame");
         ranges.push((bytes.len() as u64, f.len() as u64));
         bytes.extend(f);
     }
