@@ -14,10 +14,11 @@
 //! that same form, which the tests compare with serde's.
 
 use pbf_format::Kind;
+use pbf_format::compress::Codec;
 use pbf_format::ijson::{self, MAX_EXACT};
 
 use crate::Counts;
-use crate::records::{BlobRecord, KeyRecord, KeysFrom, MergeInput, MergeOp};
+use crate::records::{BlobRecord, KeyRecord, KeysFrom, MergeInput, MergeOp, codec_name};
 
 /// The blob record on `line`, when it has exactly the written form.
 pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
@@ -26,7 +27,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     let offset = c.field(br#","offset":"#, Cursor::unsigned)?;
     let length = c.field(br#","length":"#, Cursor::unsigned)?;
     c.tag(br#","compression":"#)?;
-    let compression = c.string()?.to_owned();
+    let compression = Codec::from_name(c.string()?);
     let raw_size = match c.take(br#","raw_size":"#) {
         true => Some(c.unsigned()?),
         false => None,
@@ -168,18 +169,17 @@ fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Append the blob record `b` to `out` as serde writes it (with its
-/// `type`), unless a key's id is beyond 2^53 in magnitude or the
-/// compression's name needs escaping: then write nothing and answer false.
+/// `type`), unless a key's id is beyond 2^53 in magnitude: then write
+/// nothing and answer false.
 pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
-    let plain = |s: &str| s.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
-    if !ijson::is_exact(b.first.id) || !ijson::is_exact(b.last.id) || !plain(&b.compression) {
+    if !ijson::is_exact(b.first.id) || !ijson::is_exact(b.last.id) {
         return false;
     }
     number(out, br#"{"type":"blob","seq":"#, b.seq);
     number(out, br#","offset":"#, b.offset);
     number(out, br#","length":"#, b.length);
     out.extend_from_slice(br#","compression":""#);
-    out.extend_from_slice(b.compression.as_bytes());
+    out.extend_from_slice(codec_name(b.compression).as_bytes());
     out.push(b'"');
     if let Some(raw) = b.raw_size {
         number(out, br#","raw_size":"#, raw);
@@ -466,7 +466,8 @@ pub(crate) mod tests {
             any::<Option<u64>>(),
         );
         let counts = prop::array::uniform4(prop_oneof![0..10u64, any::<u64>()]);
-        let flags = (0..4u8, any::<bool>(), "[a-z0-9]{0,6}");
+        let codec = prop::option::of(prop::sample::select(Codec::ALL.to_vec()));
+        let flags = (0..4u8, any::<bool>(), codec);
         (numbers, key(), key(), counts, flags).prop_map(
             |((seq, offset, length, raw_size), first, last, counts, (flag, from, comp))| {
                 BlobRecord {
@@ -724,7 +725,7 @@ pub(crate) mod tests {
             seq: 1,
             offset: 2,
             length: 3,
-            compression: "zlib".into(),
+            compression: Some(Codec::Zlib),
             raw_size: None,
             first: KeyRecord::from(Key::new(Kind::Node, -5, 1)),
             last: KeyRecord::from(Key::new(Kind::Way, 7, 2)),

@@ -15,15 +15,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
-use pbf_format::compress::{Codec, blob_data, with_decoded};
+use pbf_format::compress::{blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::{read_file_header, read_header_frame};
-use pbf_format::scan::{Summary, scan_block};
+use pbf_format::scan::scan_block;
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{
-    BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, Sample, SourceRecord,
-    StreamTime, Writer,
+    BlobKeys, BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, Sample,
+    SourceRecord, StreamTime, Writer,
 };
 use rayon::prelude::*;
 
@@ -507,9 +507,9 @@ fn samples(file: &PbfFile, data_start: u64, opts: Options, trust_pbfhogg: bool) 
             let fh = found.find(|fh| fh.blob_type == BlobType::OsmData)?;
             let body = || file.read_body(&fh).map(Cow::Owned);
             match describe(file, &fh, opts, trust_pbfhogg, body) {
-                Ok(Described::Keys(s, ..)) => Some(Sample {
+                Ok(Described::Keys(keys)) => Some(Sample {
                     offset: fh.offset,
-                    first: s.first.into(),
+                    first: keys.summary.first.into(),
                 }),
                 _ => None,
             }
@@ -689,10 +689,8 @@ fn write_described<W: Write>(
     for (fh, d) in frames.iter().zip(described) {
         let seq = tally.data_seq;
         tally.data_seq += 1;
-        let (summary, from, compression, raw_size) = match d? {
-            Described::Keys(summary, from, compression, raw_size) => {
-                (summary, from, compression, raw_size)
-            }
+        let keys = match d? {
+            Described::Keys(keys) => keys,
             Described::Empty => {
                 tally.end.empty_blobs += 1;
                 continue;
@@ -702,24 +700,11 @@ fn write_described<W: Write>(
                 continue;
             }
         };
-        let counts = Counts::from_array(summary.counts);
+        let record = BlobRecord::new(seq, fh.offset, fh.frame_len(), &keys);
         tally.end.blobs += 1;
-        tally.from_indexdata += u64::from(from == KeysFrom::Indexdata);
-        tally.end.counts.add(counts);
-        out.write_blob(&BlobRecord {
-            seq,
-            offset: fh.offset,
-            length: fh.frame_len(),
-            compression: compression.to_owned(),
-            raw_size,
-            first: summary.first.into(),
-            last: summary.last.into(),
-            counts,
-            sorted: summary.sorted,
-            repeats: summary.repeats,
-            versions_unsorted: summary.versions_unsorted,
-            from,
-        })?;
+        tally.from_indexdata += u64::from(keys.from == KeysFrom::Indexdata);
+        tally.end.counts.add(record.counts);
+        out.write_blob(&record)?;
     }
     Ok(())
 }
@@ -727,7 +712,7 @@ fn write_described<W: Write>(
 /// What one OSMData frame holds.
 enum Described {
     /// Objects: their keys, where the keys came from, compression, raw size.
-    Keys(Summary, KeysFrom, &'static str, Option<u64>),
+    Keys(BlobKeys),
     /// No objects.
     Empty,
     /// No objects, and marked as alignment padding (pbf_format::padding):
@@ -741,24 +726,28 @@ fn from_indexdata(fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> Optio
     if opts.decode {
         return None;
     }
-    let s = trusted_indexdata(fh, trust_pbfhogg)?;
-    let compression = fh.compression.map_or("unknown", Codec::name);
-    Some(Described::Keys(
-        s,
-        KeysFrom::Indexdata,
-        compression,
-        fh.raw_size,
-    ))
+    let summary = trusted_indexdata(fh, trust_pbfhogg)?;
+    Some(Described::Keys(BlobKeys {
+        summary,
+        from: KeysFrom::Indexdata,
+        compression: fh.compression,
+        raw_size: fh.raw_size,
+    }))
 }
 
 /// The keys of a frame from its Blob `body`, decompressed and scanned.
 fn scan(file: &PbfFile, fh: &FrameHeader, body: &[u8]) -> pbf_format::Result<Described> {
     let place = |e: pbf_format::Error| e.at(fh.offset).in_file(file.path());
     let data = blob_data(body).map_err(place)?;
-    let (compression, raw_size) = (data.compression.name(), data.raw_size);
+    let (compression, raw_size) = (Some(data.compression), data.raw_size);
     let scanned = with_decoded(body, |raw| {
         Ok(match scan_block(raw)? {
-            Some(s) => Described::Keys(s, KeysFrom::Decoded, compression, raw_size),
+            Some(summary) => Described::Keys(BlobKeys {
+                summary,
+                from: KeysFrom::Decoded,
+                compression,
+                raw_size,
+            }),
             None if padding::is_padding_block(raw) => Described::Padding,
             None => Described::Empty,
         })

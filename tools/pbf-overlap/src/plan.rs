@@ -445,7 +445,7 @@ pub(crate) mod tests {
             seq: 0,
             offset,
             length,
-            compression: "zlib".into(),
+            compression: Some(pbf_format::compress::Codec::Zlib),
             raw_size: None,
             first: Key::new(Kind::Way, first, 1).into(),
             last: Key::new(Kind::Way, last, 1).into(),
