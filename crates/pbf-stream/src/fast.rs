@@ -16,6 +16,7 @@
 use pbf_format::Kind;
 use pbf_format::compress::Codec;
 use pbf_format::ijson::{self, MAX_EXACT};
+use pbf_format::scan::Ties;
 
 use crate::Counts;
 use crate::records::{BlobRecord, KeyRecord, KeysFrom, MergeInput, MergeOp, codec_name};
@@ -38,6 +39,10 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     let sorted = c.field(br#","sorted":"#, Cursor::boolean)?;
     let repeats = c.take(br#","repeats":true"#);
     let versions_unsorted = c.take(br#","versions_unsorted":true"#);
+    let ties = match c.take(br#","ties":{"first":"#) {
+        true => Some(c.ties()?),
+        false => None,
+    };
     c.tag(br#","from":"#)?;
     let from = match c.string()? {
         "indexdata" => KeysFrom::Indexdata,
@@ -57,6 +62,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
         sorted,
         repeats,
         versions_unsorted,
+        ties,
         from,
     })
 }
@@ -210,6 +216,11 @@ pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
     }
     if b.versions_unsorted {
         out.extend_from_slice(br#","versions_unsorted":true"#);
+    }
+    if let Some(ties) = b.ties {
+        number(out, br#","ties":{"first":"#, u64::from(ties.first));
+        number(out, br#","last":"#, u64::from(ties.last));
+        out.push(b'}');
     }
     out.extend_from_slice(match b.from {
         KeysFrom::Indexdata => br#","from":"indexdata"}"#.as_slice(),
@@ -389,6 +400,15 @@ impl<'a> Cursor<'a> {
         })
     }
 
+    /// The rest of `{"first":S,"last":S}` after `{"first":`.
+    fn ties(&mut self) -> Option<Ties> {
+        let first = u32::try_from(self.unsigned()?).ok()?;
+        self.tag(br#","last":"#)?;
+        let last = u32::try_from(self.unsigned()?).ok()?;
+        self.tag(b"}")?;
+        Some(Ties { first, last })
+    }
+
     /// `{"kind":K,"id":I,"version":V}`.
     fn key(&mut self) -> Option<KeyRecord> {
         let kind = self.field(br#"{"kind":"#, Cursor::kind)?;
@@ -467,9 +487,10 @@ pub(crate) mod tests {
         );
         let counts = prop::array::uniform4(prop_oneof![0..10u64, any::<u64>()]);
         let codec = prop::option::of(prop::sample::select(Codec::ALL.to_vec()));
-        let flags = (0..4u8, any::<bool>(), codec);
+        let ties = prop::option::of((any::<u32>(), any::<u32>()));
+        let flags = (0..4u8, any::<bool>(), codec, ties);
         (numbers, key(), key(), counts, flags).prop_map(
-            |((seq, offset, length, raw_size), first, last, counts, (flag, from, comp))| {
+            |((seq, offset, length, raw_size), first, last, counts, (flag, from, comp, ties))| {
                 BlobRecord {
                     seq,
                     offset,
@@ -482,6 +503,7 @@ pub(crate) mod tests {
                     sorted: flag == 1,
                     repeats: flag == 2,
                     versions_unsorted: flag == 3,
+                    ties: ties.map(|(first, last)| Ties { first, last }),
                     from: if from {
                         KeysFrom::Indexdata
                     } else {
@@ -733,6 +755,7 @@ pub(crate) mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            ties: Some(Ties { first: 4, last: 5 }),
             from: KeysFrom::Decoded,
         };
         let line = String::from_utf8(written(&b)).expect("utf-8");
@@ -744,6 +767,12 @@ pub(crate) mod tests {
             (line.replace(r#""id":-5"#, r#""id":"-5""#), true),
             (line.replace(r#""zlib""#, r#""zl\u0069b""#), true),
             (line.replace(r#","sorted""#, r#", "sorted""#), true),
+            (line.replace(r#""last":5}"#, r#""last":5.0}"#), false),
+            (
+                line.replace(r#"{"first":4,"#, r#"{"last":5,"first":4,"#)
+                    .replace(r#","last":5}"#, "}"),
+                true,
+            ),
             (line.replace(r#""way":1,"#, r#""way":1,"area":0,"#), true),
             (
                 line.replace(r#""decoded"}"#, r#""decoded","future":1}"#),

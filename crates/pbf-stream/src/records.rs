@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use pbf_format::compress::Codec;
 use pbf_format::header::Header;
-use pbf_format::scan::Summary;
+use pbf_format::scan::{Summary, Ties};
 use pbf_format::{Key, Kind};
 use serde::{Deserialize, Serialize};
 
@@ -179,6 +179,15 @@ pub struct BlobRecord {
     /// `sorted` or `repeats`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub versions_unsorted: bool,
+    /// `{"first":S,"last":S}`: the blob's objects are in the merge's order
+    /// of equal keys (timestamp in whole seconds, 0 when unset, never
+    /// decreases between equal keys), and these are the tie seconds of its
+    /// first and last object, against which a neighbouring blob's equal
+    /// key is judged. Written for a blob with `repeats` in that order (the
+    /// index reads the timestamps of such blobs alone); absent on every
+    /// other blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ties: Option<Ties>,
     /// Where the keys came from.
     pub from: KeysFrom,
 }
@@ -195,6 +204,9 @@ pub struct BlobKeys {
     pub compression: Option<Codec>,
     /// Declared uncompressed size.
     pub raw_size: Option<u64>,
+    /// The ends of the blob in the merge's order of equal keys, where the
+    /// index read its timestamps and found it in that order.
+    pub ties: Option<Ties>,
 }
 
 impl BlobRecord {
@@ -214,6 +226,7 @@ impl BlobRecord {
             sorted: s.sorted,
             repeats: s.repeats,
             versions_unsorted: s.versions_unsorted,
+            ties: keys.ties,
             from: keys.from,
         }
     }

@@ -18,7 +18,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::{blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::{read_file_header, read_header_frame};
-use pbf_format::scan::scan_block;
+use pbf_format::scan::{Summary, Ties, scan_block, scan_ties};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{
@@ -72,6 +72,11 @@ pub fn command() -> Command {
              by a tool that rewrote the blob does not) are indexed from the header alone; the \
              others are decompressed and key-scanned in parallel. Indexdata of other writers is \
              not trusted unless --trust-indexdata says so.\n\n\
+             A blob whose keys repeat (never decreasing) is always read, and the timestamps of \
+             its objects with their keys: where equal keys are in the order pbf-merge gives \
+             them (timestamp, then input order), its record's ties carry the timestamps of its \
+             first and last object, and pbf-overlap copies it. No other blob's timestamps are \
+             read.\n\n\
              Before the blobs, each file of 1 MiB or more is sampled: the first data frame found \
              within 1 MiB after each of 31 evenly spaced offsets and one in the last MiB gives \
              its smallest key to the source record's samples, a look ahead that lets \
@@ -726,12 +731,15 @@ fn from_indexdata(fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> Optio
     if opts.decode {
         return None;
     }
-    let summary = trusted_indexdata(fh, trust_pbfhogg)?;
+    // Repeated keys are judged by timestamps, which indexdata lacks: such
+    // a blob is read.
+    let summary = trusted_indexdata(fh, trust_pbfhogg).filter(|s| !s.repeats)?;
     Some(Described::Keys(BlobKeys {
         summary,
         from: KeysFrom::Indexdata,
         compression: fh.compression,
         raw_size: fh.raw_size,
+        ties: None,
     }))
 }
 
@@ -747,12 +755,24 @@ fn scan(file: &PbfFile, fh: &FrameHeader, body: &[u8]) -> pbf_format::Result<Des
                 from: KeysFrom::Decoded,
                 compression,
                 raw_size,
+                ties: ties_of(&summary, raw),
             }),
             None if padding::is_padding_block(raw) => Described::Padding,
             None => Described::Empty,
         })
     });
     scanned.and_then(|described| described).map_err(place)
+}
+
+/// The tie ends of a blob whose keys repeat (in order), when its equal
+/// keys are in the merge's order; `None` for every other blob, whose
+/// timestamps are not read. A block the tie scan cannot read is judged
+/// out of order: the merge that then reads it gives the error.
+fn ties_of(summary: &Summary, raw: &[u8]) -> Option<Ties> {
+    match summary.repeats {
+        true => scan_ties(raw).ok().flatten(),
+        false => None,
+    }
 }
 
 fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {

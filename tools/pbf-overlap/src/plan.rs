@@ -1,15 +1,21 @@
 //! The planning core: blobs as compact key segments, sorted by first key and
 //! swept with a running maximum of the last key into runs (overlap is
-//! transitive, and equal boundary keys overlap). A run of one sorted blob is
-//! copied; every other run is merged. Copies of blobs that are contiguous in
-//! the same source are coalesced into one copy op.
+//! transitive, and equal boundary keys overlap, unless both blobs carry
+//! their tie ends and the first one's objects come before the second's in
+//! the merge's order of equal keys). A run of one blob in order is copied:
+//! one sorted inside, or one whose repeated keys are in the merge's order
+//! (its record's `ties`; not with `--dedupe`, which must see the repeats);
+//! every other run is merged. Copies of blobs that are contiguous in the
+//! same source are coalesced into one copy op.
 //!
 //! Memory is per blob, and a file of small blobs has millions (a planet
 //! about 1.3 million, a file of five objects per blob 2.4 million at
 //! 700 MB), so a blob is a fixed 48-byte [`Segment`] with no strings and no
 //! allocation: its two keys packed ([`Key::packed`], 99 bits each), with the
 //! source id and the sorted flag in the bits the first key leaves free,
-//! the frame's offset and length, and its number of objects. Per-kind
+//! the frame's offset and length, and its number of objects. The tie ends
+//! of blobs that carry them are kept in [`Blobs`]' side list, looked up
+//! only where a run's last key is the next blob's first. Per-kind
 //! counts are needed only for the frames of copy ops (a copy op's `frames`),
 //! and a sorted blob's objects are nearly always of one kind, its keys'
 //! kind: only a sorted blob whose counts say otherwise keeps them, in
@@ -20,6 +26,7 @@
 use std::iter::Peekable;
 
 use pbf_format::prefetch::prefetch;
+use pbf_format::scan::{Ties, follows_in_tie_order};
 use pbf_format::{Key, Kind};
 use pbf_stream::{BlobRecord, CopyOp, Counts, FrameKeys, KeyRecord, MergeInput};
 use rayon::slice::ParallelSliceMut;
@@ -32,9 +39,11 @@ pub const MAX_COPY_FRAMES: usize = 16_384;
 /// Bits of a packed key ([`Key::packed`]): kind, sign, |id| and version.
 const KEY_BITS: u32 = 99;
 const KEY_MASK: u128 = (1 << KEY_BITS) - 1;
-/// Above the first key: the sorted flag, then the source id.
+/// Above the first key: the sorted flag, the in-order flag, then the
+/// source id.
 const SORTED_BIT: u32 = KEY_BITS;
-const SOURCE_SHIFT: u32 = KEY_BITS + 1;
+const IN_ORDER_BIT: u32 = KEY_BITS + 1;
+const SOURCE_SHIFT: u32 = KEY_BITS + 2;
 /// Sources a plan can name: the bits left above the first key.
 pub const MAX_SOURCES: u32 = 1 << (128 - SOURCE_SHIFT);
 
@@ -83,11 +92,13 @@ impl Segment {
         (first, last): (u128, u128),
         (offset, length): (u64, u32),
         elements: u32,
-        sorted: bool,
+        (sorted, in_order): (bool, bool),
     ) -> Segment {
         debug_assert!(source < MAX_SOURCES && first <= KEY_MASK && last <= KEY_MASK);
-        let head =
-            (u128::from(source) << SOURCE_SHIFT) | (u128::from(sorted) << SORTED_BIT) | first;
+        let head = (u128::from(source) << SOURCE_SHIFT)
+            | (u128::from(in_order) << IN_ORDER_BIT)
+            | (u128::from(sorted) << SORTED_BIT)
+            | first;
         Segment {
             head: Wide::new(head),
             last: Wide::new(last),
@@ -112,11 +123,23 @@ impl Segment {
         (self.head.get() >> SOURCE_SHIFT) as u32
     }
 
-    /// Keys strictly increase inside the blob. A blob whose keys repeat or
-    /// whose versions are out of order is not sorted: the planner merges it
-    /// (so `pbf-merge --dedupe` sees the repeats).
+    /// Keys strictly increase inside the blob.
     pub fn sorted(&self) -> bool {
         (self.head.get() >> SORTED_BIT) & 1 == 1
+    }
+
+    /// The blob's objects are in the merge's order, so a run of it alone is
+    /// copied: it is sorted, or its keys repeat in the merge's order of
+    /// equal keys (and the plan keeps repeats). A blob whose versions are
+    /// out of order is not in order.
+    pub fn in_order(&self) -> bool {
+        (self.head.get() >> IN_ORDER_BIT) & 1 == 1
+    }
+
+    /// Where the blob comes in input order (source, then offset), which
+    /// orders equal keys of equal timestamps.
+    fn input_order(&self) -> (u32, u64) {
+        (self.source(), self.offset)
     }
 
     /// Offset just past the frame.
@@ -157,6 +180,7 @@ impl std::fmt::Debug for Segment {
             .field("last", &Key::from_packed(self.last()))
             .field("elements", &self.elements)
             .field("sorted", &self.sorted())
+            .field("in_order", &self.in_order())
             .finish()
     }
 }
@@ -175,16 +199,37 @@ struct Mixed {
     counts: [u32; 4],
 }
 
+/// The tie ends of a blob in order whose keys repeat.
+#[derive(Clone, Copy, Debug)]
+struct TieEnds {
+    source: u32,
+    offset: u64,
+    ties: Ties,
+}
+
 /// The blobs of every source read so far: a [`Segment`] each, and the
-/// per-kind counts a segment cannot tell.
+/// per-kind counts and tie ends a segment cannot tell.
 #[derive(Debug, Default)]
 pub struct Blobs {
     segs: Vec<Segment>,
     /// Sorted by (source, offset) by [`Blobs::sort`].
     mixed: Vec<Mixed>,
+    /// Sorted by (source, offset) by [`Blobs::sort`].
+    ties: Vec<TieEnds>,
+    /// `--dedupe`: a blob whose keys repeat is merged, so the merge sees
+    /// (and drops) the repeats.
+    merge_repeats: bool,
 }
 
 impl Blobs {
+    /// No blobs yet; `merge_repeats`: see [`Blobs::merge_repeats`].
+    pub fn new(merge_repeats: bool) -> Blobs {
+        Blobs {
+            merge_repeats,
+            ..Blobs::default()
+        }
+    }
+
     /// Add a validated blob record of source `source`.
     pub fn push(&mut self, source: u32, b: &BlobRecord) -> Result<(), String> {
         let too_big = |what: &str, n: u64| format!("blob {}: {what} {n} is too large", b.seq);
@@ -198,14 +243,26 @@ impl Blobs {
         let total = b.counts.total();
         let elements = u32::try_from(total).map_err(|_| too_big("object count", total))?;
         let length = u32::try_from(b.length).map_err(|_| too_big("frame length", b.length))?;
+        let ties = b
+            .ties
+            .filter(|_| !self.merge_repeats && (b.sorted || b.repeats));
+        let in_order = b.sorted || (b.repeats && ties.is_some());
         let seg = Segment::new(
             source,
             (Key::from(b.first).packed(), Key::from(b.last).packed()),
             (b.offset, length),
             elements,
-            b.sorted,
+            (b.sorted, in_order),
         );
-        if b.sorted && counts != one_kind(b.first.kind, elements) {
+        if let Some(ties) = ties {
+            let offset = b.offset;
+            self.ties.push(TieEnds {
+                source,
+                offset,
+                ties,
+            });
+        }
+        if in_order && counts != one_kind(b.first.kind, elements) {
             let offset = b.offset;
             self.mixed.push(Mixed {
                 source,
@@ -229,11 +286,15 @@ impl Blobs {
         self.segs
             .par_sort_unstable_by_key(|s| (s.first(), s.last(), s.source(), s.offset));
         self.mixed.sort_unstable_by_key(|m| (m.source, m.offset));
+        self.ties.sort_unstable_by_key(|t| (t.source, t.offset));
     }
 
     /// The runs of the sorted blobs; see [`runs`].
     pub fn runs(&self) -> Runs<'_> {
-        runs(&self.segs)
+        Runs {
+            rest: &self.segs,
+            ties: &self.ties,
+        }
     }
 
     /// Bytes the copy ops of the sorted blobs copy (the plan record's
@@ -283,16 +344,16 @@ fn one_kind(kind: Kind, n: u32) -> [u32; 4] {
     counts
 }
 
-/// The runs of sorted segments: maximal stretches in which every segment
-/// starts at or before the largest last key seen so far in the stretch.
-pub fn runs(segs: &[Segment]) -> Runs<'_> {
-    Runs { rest: segs }
-}
-
-/// Iterator over the runs of a sorted segment slice; see [`runs`].
+/// Iterator over the runs of sorted segments ([`Blobs::runs`]): maximal
+/// stretches in which every segment starts before the largest last key
+/// seen so far in the stretch, or at it, unless the stretch is one blob in
+/// order whose objects all come before the next one's (see
+/// [`Runs::follows`]).
 #[derive(Clone, Debug)]
 pub struct Runs<'a> {
     rest: &'a [Segment],
+    /// The tie ends of [`Blobs`], by (source, offset).
+    ties: &'a [TieEnds],
 }
 
 impl<'a> Iterator for Runs<'a> {
@@ -303,6 +364,9 @@ impl<'a> Iterator for Runs<'a> {
         let mut max = head.last();
         let mut n = 1;
         while let Some(s) = self.rest.get(n).filter(|s| s.first() <= max) {
+            if n == 1 && s.first() == max && self.follows(head, s) {
+                break;
+            }
             max = max.max(s.last());
             n += 1;
         }
@@ -312,9 +376,32 @@ impl<'a> Iterator for Runs<'a> {
     }
 }
 
-/// True when a run is copied as is: one blob, sorted inside.
+impl Runs<'_> {
+    /// Whether blob `b`, whose first key is blob `a`'s last, can follow `a`
+    /// as a run of its own: both in order, both with tie ends, and every
+    /// object of `a` before every one of `b` in the merge's order (by
+    /// timestamp, then input order). Without tie ends they overlap.
+    fn follows(&self, a: &Segment, b: &Segment) -> bool {
+        if !(a.in_order() && b.in_order()) {
+            return false;
+        }
+        match (self.ties_of(a), self.ties_of(b)) {
+            (Some(x), Some(y)) => follows_in_tie_order(x, y, a.input_order() < b.input_order()),
+            _ => false,
+        }
+    }
+
+    fn ties_of(&self, seg: &Segment) -> Option<Ties> {
+        let found = self
+            .ties
+            .binary_search_by_key(&seg.input_order(), |t| (t.source, t.offset));
+        found.ok().map(|i| self.ties[i].ties)
+    }
+}
+
+/// True when a run is copied as is: one blob in order.
 pub fn is_copy(run: &[Segment]) -> bool {
-    matches!(run, [s] if s.sorted())
+    matches!(run, [s] if s.in_order())
 }
 
 /// One op of the plan.
@@ -394,7 +481,7 @@ impl<'a> Iterator for Ops<'a> {
     fn next(&mut self) -> Option<Op<'a>> {
         let run = self.runs.next()?;
         let seg = match run {
-            [seg] if seg.sorted() => seg,
+            [seg] if seg.in_order() => seg,
             _ => return Some(Op::Merge(Merge { run })),
         };
         let mut op = CopyOp {
@@ -411,7 +498,7 @@ impl<'a> Iterator for Ops<'a> {
         self.add_frame(&mut op, seg);
         while op.blobs < MAX_COPY_FRAMES as u64 {
             let next = match self.runs.peek() {
-                Some(&[next]) if next.sorted() && prev.touches(next) => next,
+                Some(&[next]) if next.in_order() && prev.touches(next) => next,
                 _ => break,
             };
             self.runs.next();
@@ -453,6 +540,7 @@ pub(crate) mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            ties: None,
             from: KeysFrom::Decoded,
         }
     }
@@ -524,7 +612,13 @@ pub(crate) mod tests {
             assert_eq!(unpack(k), KeyRecord::from(Key::new(kind, id, version)));
             for (source, sorted) in [(0, true), (MAX_SOURCES - 1, false), (7, true)] {
                 let last = Key::new(Kind::Changeset, i64::MIN, u32::MAX).packed();
-                let s = Segment::new(source, (k, last), (u64::MAX - 9, u32::MAX), 5, sorted);
+                let s = Segment::new(
+                    source,
+                    (k, last),
+                    (u64::MAX - 9, u32::MAX),
+                    5,
+                    (sorted, sorted),
+                );
                 assert_eq!(
                     (s.first(), s.last(), s.source(), s.sorted()),
                     (k, last, source, sorted)
