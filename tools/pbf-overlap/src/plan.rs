@@ -797,4 +797,153 @@ pub(crate) mod tests {
         assert_eq!(c[0].3, MAX_COPY_FRAMES as u64);
         assert_eq!(c[1], (0, 100 + 10 * MAX_COPY_FRAMES as u64, 50, 5));
     }
+
+    /// Blob records of one source of ways in stored order, `(id, tie
+    /// seconds)` each, cut at `cuts` (indexes of the first object of each
+    /// blob but the first), described as pbf-index describes them: the key
+    /// summary, and tie ends where keys repeat in the merge's order.
+    fn described(objects: &[(i64, u32)], cuts: &[usize]) -> Vec<BlobRecord> {
+        let mut bounds: Vec<usize> = cuts.to_vec();
+        bounds.extend([0, objects.len()]);
+        bounds.sort_unstable();
+        bounds.dedup();
+        bounds
+            .windows(2)
+            .map(|w| {
+                let blob = &objects[w[0]..w[1]];
+                let mut acc = pbf_format::scan::Accumulator::default();
+                for &(id, _) in blob {
+                    acc.push(Key::new(Kind::Way, id, 1));
+                }
+                let summary = acc.finish().expect("objects");
+                let order = |&(id, tie): &(i64, u32)| (Key::new(Kind::Way, id, 1).packed(), tie);
+                let in_order = blob.windows(2).all(|p| order(&p[0]) <= order(&p[1]));
+                let ties = Ties {
+                    first: blob[0].1,
+                    last: blob[blob.len() - 1].1,
+                };
+                let keys = pbf_stream::BlobKeys {
+                    summary,
+                    from: KeysFrom::Decoded,
+                    compression: None,
+                    raw_size: None,
+                    ties: (summary.repeats && in_order).then_some(ties),
+                };
+                // Offsets count objects: blob i spans its objects' indexes.
+                let (offset, length) = (w[0] as u64, (w[1] - w[0]) as u64);
+                BlobRecord::new(0, offset, length, &keys)
+            })
+            .collect()
+    }
+
+    /// Ways with ids 1, 1, 1, 1, 2, the second and third with the given
+    /// tie seconds, in two blobs cut between them (both repeat a key): the
+    /// tie ends decide the boundary.
+    fn boundary(first: u32, second: u32) -> Vec<BlobRecord> {
+        described(&[(1, 0), (1, first), (1, second), (1, 9), (2, 0)], &[2])
+    }
+
+    fn merges(ops: &[PlanRecord]) -> usize {
+        let merge = |op: &&PlanRecord| matches!(op, PlanRecord::Merge(_));
+        ops.iter().filter(merge).count()
+    }
+
+    #[test]
+    fn repeats_in_timestamp_order_are_copied() {
+        let b = boundary(5, 5);
+        assert!(b.iter().all(|b| b.repeats && b.ties.is_some()));
+        assert_eq!(copies(&planned(b)), [(0, 0, 5, 2)]);
+        assert_eq!(copies(&planned(boundary(5, 6))), [(0, 0, 5, 2)]);
+    }
+
+    #[test]
+    fn a_boundary_out_of_timestamp_order_is_merged() {
+        let ops = planned(boundary(6, 5));
+        assert!(matches!(ops.as_slice(), [PlanRecord::Merge(m)] if m.inputs.len() == 2));
+    }
+
+    #[test]
+    fn equal_timestamps_across_sources_follow_the_source_order() {
+        let b = boundary(5, 5);
+        // The blob holding the earlier 1s comes from the later source: the
+        // merge puts the other source's 1s of equal timestamp first.
+        let swapped = [(1, b[0].clone()), (0, b[1].clone())];
+        assert_eq!(merges(&planned_with(&swapped, false)), 1);
+        let in_order = [(0, b[0].clone()), (1, b[1].clone())];
+        assert_eq!(copies(&planned_with(&in_order, false)).len(), 2);
+    }
+
+    #[test]
+    fn repeats_without_ties_and_dedupe_plans_are_merged() {
+        let mut b = boundary(5, 5);
+        let mut dedupe = Blobs::new(true);
+        for r in &b {
+            dedupe.push(0, r).expect("a valid record");
+        }
+        dedupe.sort();
+        assert!(dedupe.ops(false).all(|op| matches!(op, Op::Merge(_))));
+        b[0].ties = None;
+        assert_eq!(merges(&planned(b)), 1);
+    }
+
+    /// The objects a plan writes, by index into the file's objects: copy
+    /// ops in stored order, merge ops in the merge's order (key, tie
+    /// seconds, input order: blob, then position).
+    fn written(objects: &[(i64, u32)], records: Vec<BlobRecord>) -> Vec<usize> {
+        let order = |i: &usize| {
+            (
+                Key::new(Kind::Way, objects[*i].0, 1).packed(),
+                objects[*i].1,
+                *i,
+            )
+        };
+        let mut out = Vec::new();
+        for op in planned(records) {
+            match op {
+                PlanRecord::Copy(c) => {
+                    out.extend(c.offset as usize..(c.offset + c.length) as usize)
+                }
+                PlanRecord::Merge(m) => {
+                    let mut all: Vec<usize> = m
+                        .inputs
+                        .iter()
+                        .flat_map(|i| i.offset as usize..(i.offset + i.length) as usize)
+                        .collect();
+                    all.sort_by_key(order);
+                    out.extend(all);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Whatever the timestamps and the cuts, the plan writes the
+        /// objects in the merge's order of the whole file; and a file in
+        /// that order whose every blob repeats a key merges nothing.
+        #[test]
+        fn plans_write_the_merge_order(
+            ids in proptest::collection::vec(0i64..6, 1..40),
+            ties in proptest::collection::vec(0u32..3, 40),
+            cuts in proptest::collection::vec(0usize..40, 0..8),
+            sort_ids in proptest::bool::ANY,
+        ) {
+            let mut ids = ids;
+            if sort_ids {
+                ids.sort_unstable();
+            }
+            let objects: Vec<(i64, u32)> = ids.iter().zip(&ties).map(|(&i, &t)| (i, t)).collect();
+            let cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < objects.len()).collect();
+            let records = described(&objects, &cuts);
+            let mut want: Vec<usize> = (0..objects.len()).collect();
+            want.sort_by_key(|&i| (Key::new(Kind::Way, objects[i].0, 1).packed(), objects[i].1, i));
+            proptest::prop_assert_eq!(written(&objects, records.clone()), want.clone());
+            let in_order = want.iter().enumerate().all(|(n, &i)| n == i);
+            if in_order && records.iter().all(|r| r.repeats) {
+                let ops = planned(records);
+                proptest::prop_assert!(ops.iter().all(|op| !matches!(op, PlanRecord::Merge(_))));
+            }
+        }
+    }
 }
