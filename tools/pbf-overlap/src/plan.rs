@@ -12,14 +12,14 @@
 //! about 1.3 million, a file of five objects per blob 2.4 million at
 //! 700 MB), so a blob is a fixed 48-byte [`Segment`] with no strings and no
 //! allocation: its two keys packed ([`Key::packed`], 99 bits each), with the
-//! source id and the sorted flag in the bits the first key leaves free,
-//! the frame's offset and length, and its number of objects. The tie ends
-//! of blobs that carry them are kept in [`Blobs`]' side list, looked up
-//! only where a run's last key is the next blob's first. Per-kind
-//! counts are needed only for the frames of copy ops (a copy op's `frames`),
-//! and a sorted blob's objects are nearly always of one kind, its keys'
-//! kind: only a sorted blob whose counts say otherwise keeps them, in
-//! [`Blobs`]' side list. Ops are produced lazily by [`Ops`], and a merge op
+//! source id and the sorted and in-order flags in the bits the first key
+//! leaves free, the frame's offset and length, and its number of objects.
+//! The tie ends of blobs that carry them are kept in [`Blobs`]' side list,
+//! looked up only where a run's last key is the next blob's first.
+//! Per-kind counts are needed only for the frames of copy ops (a copy
+//! op's `frames`), and a blob in order nearly always holds one kind, its
+//! keys' kind: only a blob in order whose counts say otherwise keeps them,
+//! in another side list. Ops are produced lazily by [`Ops`], and a merge op
 //! is a slice of segments that the writer serialises input by input
 //! (`pbf_stream::Writer::write_merge`), so no op is held whole.
 
