@@ -24,7 +24,7 @@ Environment (defaults in brackets):
   BENCH_SMALLBLOB_SIZE  size of the smallblobs input (five objects per blob:
                         180M holds about 580,000 blobs) [180M]
   BENCH_SHAPES          shapes to run [sorted permuted indexdata manyblobs interleaved
-                        shuffled smallblobs]
+                        shuffled smallblobs repeated]
   BENCH_TOOLS           tools to run [floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5]
   BENCH_REPEATS         runs per tool and input; the median is reported [3]
   BENCH_INDEXDATA_REPEATS runs per tool on the indexdata shape, whose runs take
@@ -41,7 +41,7 @@ Environment (defaults in brackets):
   BENCH_OSMIUM_SHAPES   shapes `osmium sort` runs on [sorted permuted interleaved shuffled
                         smallblobs]
                         (indexdata holds the same elements as sorted)
-  BENCH_INDEX_SHAPES    shapes of the index table [sorted indexdata]
+  BENCH_INDEX_SHAPES    shapes of the index table [sorted indexdata repeated]
   BENCH_INDEX_REPEATS   runs of pbf-index per cache state [2]
   BENCH_INFO_REPEATS    runs of `osmium fileinfo -e` (warm cache) [1]
   BENCH_INFO_COLD       1: also time `osmium fileinfo -e` with a cold cache (the
@@ -87,14 +87,14 @@ script_arg() {
 }
 parse_args "$@"
 
-SHAPES=${BENCH_SHAPES:-sorted permuted indexdata manyblobs interleaved shuffled smallblobs}
+SHAPES=${BENCH_SHAPES:-sorted permuted indexdata manyblobs interleaved shuffled smallblobs repeated}
 TOOLS=${BENCH_TOOLS:-floor pbf-sort index osmium-sort pbfhogg pbfhogg-0.5}
 OSMIUM_REPEATS=${BENCH_OSMIUM_REPEATS:-1}
 MERGE_REPEATS=${BENCH_MERGE_REPEATS:-3}
 INDEXDATA_REPEATS=${BENCH_INDEXDATA_REPEATS:-7}
 SMALLBLOB_REPEATS=${BENCH_SMALLBLOB_REPEATS:-7}
 OSMIUM_SHAPES=${BENCH_OSMIUM_SHAPES:-sorted permuted interleaved shuffled smallblobs}
-INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata}
+INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata repeated}
 INDEX_REPEATS=${BENCH_INDEX_REPEATS:-2}
 INFO_REPEATS=${BENCH_INFO_REPEATS:-1}
 INFO_COLD=${BENCH_INFO_COLD:-0}
@@ -429,6 +429,16 @@ input_for() { # SHAPE SIZE
                 --stride-of "$SOURCE" --offset 1 "$SOURCE2" -o "$b"
             "$GEN" concat "$a" "$b" -o "$f"
             rm -f "$a" "$b" ;;
+        repeated)
+            # Every key twice: two tiled copies with the same ids (no
+            # --stride-of), concatenated and sorted once by pbf-sort, as a
+            # merge of overlapping extracts without --dedupe leaves them.
+            local a=$WORK/copy-a.osm.pbf two=$WORK/two-copies.osm.pbf
+            "$GEN" tile -n "$(copies_for "$SOURCE" $((target / 2)))" --compression "$COMPRESSION" \
+                "$SOURCE" -o "$a"
+            "$GEN" concat "$a" "$a" -o "$two"
+            "$ROOT/pbf-sort" -q -O "$two" -o "$f"
+            rm -f "$a" "$two" ;;
         *) die "unknown shape '$shape'" ;;
     esac 2>>"$WORK/gen.log"
     echo "$f"
@@ -877,6 +887,7 @@ describe() {
         shuffled) echo "every element in random order, re-encoded" ;;
         smallblobs) echo "every element in random order, re-encoded five to a blob" ;;
         manyblobs) echo "sorted, 64 elements per blob, 1.4 times the size: a planet's blob count" ;;
+        repeated) echo "two tiled copies with the same ids, concatenated, sorted by pbf-sort: every key twice" ;;
     esac
 }
 

@@ -805,7 +805,8 @@ fn other_filesystem_falls_back_and_disk_full_leaves_nothing() {
 /// The compression label of every data frame of `path`, in file order.
 fn compressions(path: &Path) -> Vec<String> {
     let (_, blobs) = index(path);
-    blobs.into_iter().map(|b| b.compression).collect()
+    let name = |b: pbf_stream::BlobRecord| pbf_stream::codec_name(b.compression).to_owned();
+    blobs.into_iter().map(name).collect()
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod messages;
 mod newuser;
 mod overlap;
 mod reflink;
+mod repeats;
 mod rewritten;
 mod soak;
 mod sort;

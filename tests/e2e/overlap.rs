@@ -370,7 +370,7 @@ fn small_blob_index(blobs: u64, overlapping: bool, to: &mut impl std::io::Write)
             seq: i,
             offset: start + i * length,
             length,
-            compression: "zlib".into(),
+            compression: Some(pbf_format::compress::Codec::Zlib),
             raw_size: Some(280),
             first: first.into(),
             last: last.into(),
@@ -378,6 +378,7 @@ fn small_blob_index(blobs: u64, overlapping: bool, to: &mut impl std::io::Write)
             sorted: !overlapping,
             repeats: false,
             versions_unsorted: false,
+            ties: None,
             from: KeysFrom::Decoded,
         };
         line(to, &IndexRecord::Blob(blob));

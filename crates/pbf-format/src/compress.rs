@@ -70,6 +70,21 @@ pub enum Codec {
 }
 
 impl Codec {
+    /// Every codec, in Blob field order.
+    pub const ALL: [Codec; 6] = [
+        Codec::Raw,
+        Codec::Zlib,
+        Codec::Lzma,
+        Codec::Bzip2,
+        Codec::Lz4,
+        Codec::Zstd,
+    ];
+
+    /// The codec of a [`Codec::name`].
+    pub fn from_name(name: &str) -> Option<Codec> {
+        Codec::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     /// The codec of Blob field number `field`, if it is a data field.
     pub fn from_field(field: u32) -> Option<Codec> {
         Some(match field {
@@ -459,6 +474,15 @@ mod tests {
             assert_eq!(blob_data(&blob).expect("parse").compression, c.codec());
             assert_eq!(decode_blob(&blob).expect("decode"), data, "{c}");
         }
+    }
+
+    #[test]
+    fn codec_names_read_back() {
+        for c in Codec::ALL {
+            assert_eq!(Codec::from_name(c.name()), Some(c));
+            assert_eq!(Codec::from_field(c.field()), Some(c));
+        }
+        assert_eq!(Codec::from_name("unknown"), None);
     }
 
     #[test]

@@ -17,6 +17,9 @@ use crate::key::{Key, Kind, key_version, packed_object};
 use crate::wire::{self, Reader, Value};
 
 mod fast;
+mod ties;
+
+pub use ties::{Ties, follows_in_tie_order, scan_ties};
 
 /// What a block holds, in key terms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

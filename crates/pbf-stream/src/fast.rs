@@ -14,10 +14,12 @@
 //! that same form, which the tests compare with serde's.
 
 use pbf_format::Kind;
+use pbf_format::compress::Codec;
 use pbf_format::ijson::{self, MAX_EXACT};
+use pbf_format::scan::Ties;
 
 use crate::Counts;
-use crate::records::{BlobRecord, KeyRecord, KeysFrom, MergeInput, MergeOp};
+use crate::records::{BlobRecord, KeyRecord, KeysFrom, MergeInput, MergeOp, codec_name};
 
 /// The blob record on `line`, when it has exactly the written form.
 pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
@@ -26,7 +28,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     let offset = c.field(br#","offset":"#, Cursor::unsigned)?;
     let length = c.field(br#","length":"#, Cursor::unsigned)?;
     c.tag(br#","compression":"#)?;
-    let compression = c.string()?.to_owned();
+    let compression = Codec::from_name(c.string()?);
     let raw_size = match c.take(br#","raw_size":"#) {
         true => Some(c.unsigned()?),
         false => None,
@@ -37,6 +39,10 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     let sorted = c.field(br#","sorted":"#, Cursor::boolean)?;
     let repeats = c.take(br#","repeats":true"#);
     let versions_unsorted = c.take(br#","versions_unsorted":true"#);
+    let ties = match c.take(br#","ties":{"first":"#) {
+        true => Some(c.ties()?),
+        false => None,
+    };
     c.tag(br#","from":"#)?;
     let from = match c.string()? {
         "indexdata" => KeysFrom::Indexdata,
@@ -56,6 +62,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
         sorted,
         repeats,
         versions_unsorted,
+        ties,
         from,
     })
 }
@@ -168,18 +175,17 @@ fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Append the blob record `b` to `out` as serde writes it (with its
-/// `type`), unless a key's id is beyond 2^53 in magnitude or the
-/// compression's name needs escaping: then write nothing and answer false.
+/// `type`), unless a key's id is beyond 2^53 in magnitude: then write
+/// nothing and answer false.
 pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
-    let plain = |s: &str| s.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
-    if !ijson::is_exact(b.first.id) || !ijson::is_exact(b.last.id) || !plain(&b.compression) {
+    if !ijson::is_exact(b.first.id) || !ijson::is_exact(b.last.id) {
         return false;
     }
     number(out, br#"{"type":"blob","seq":"#, b.seq);
     number(out, br#","offset":"#, b.offset);
     number(out, br#","length":"#, b.length);
     out.extend_from_slice(br#","compression":""#);
-    out.extend_from_slice(b.compression.as_bytes());
+    out.extend_from_slice(codec_name(b.compression).as_bytes());
     out.push(b'"');
     if let Some(raw) = b.raw_size {
         number(out, br#","raw_size":"#, raw);
@@ -210,6 +216,11 @@ pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
     }
     if b.versions_unsorted {
         out.extend_from_slice(br#","versions_unsorted":true"#);
+    }
+    if let Some(ties) = b.ties {
+        number(out, br#","ties":{"first":"#, u64::from(ties.first));
+        number(out, br#","last":"#, u64::from(ties.last));
+        out.push(b'}');
     }
     out.extend_from_slice(match b.from {
         KeysFrom::Indexdata => br#","from":"indexdata"}"#.as_slice(),
@@ -389,6 +400,15 @@ impl<'a> Cursor<'a> {
         })
     }
 
+    /// The rest of `{"first":S,"last":S}` after `{"first":`.
+    fn ties(&mut self) -> Option<Ties> {
+        let first = u32::try_from(self.unsigned()?).ok()?;
+        self.tag(br#","last":"#)?;
+        let last = u32::try_from(self.unsigned()?).ok()?;
+        self.tag(b"}")?;
+        Some(Ties { first, last })
+    }
+
     /// `{"kind":K,"id":I,"version":V}`.
     fn key(&mut self) -> Option<KeyRecord> {
         let kind = self.field(br#"{"kind":"#, Cursor::kind)?;
@@ -466,9 +486,11 @@ pub(crate) mod tests {
             any::<Option<u64>>(),
         );
         let counts = prop::array::uniform4(prop_oneof![0..10u64, any::<u64>()]);
-        let flags = (0..4u8, any::<bool>(), "[a-z0-9]{0,6}");
+        let codec = prop::option::of(prop::sample::select(Codec::ALL.to_vec()));
+        let ties = prop::option::of((any::<u32>(), any::<u32>()));
+        let flags = (0..4u8, any::<bool>(), codec, ties);
         (numbers, key(), key(), counts, flags).prop_map(
-            |((seq, offset, length, raw_size), first, last, counts, (flag, from, comp))| {
+            |((seq, offset, length, raw_size), first, last, counts, (flag, from, comp, ties))| {
                 BlobRecord {
                     seq,
                     offset,
@@ -481,6 +503,7 @@ pub(crate) mod tests {
                     sorted: flag == 1,
                     repeats: flag == 2,
                     versions_unsorted: flag == 3,
+                    ties: ties.map(|(first, last)| Ties { first, last }),
                     from: if from {
                         KeysFrom::Indexdata
                     } else {
@@ -724,7 +747,7 @@ pub(crate) mod tests {
             seq: 1,
             offset: 2,
             length: 3,
-            compression: "zlib".into(),
+            compression: Some(Codec::Zlib),
             raw_size: None,
             first: KeyRecord::from(Key::new(Kind::Node, -5, 1)),
             last: KeyRecord::from(Key::new(Kind::Way, 7, 2)),
@@ -732,6 +755,7 @@ pub(crate) mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            ties: Some(Ties { first: 4, last: 5 }),
             from: KeysFrom::Decoded,
         };
         let line = String::from_utf8(written(&b)).expect("utf-8");
@@ -743,6 +767,12 @@ pub(crate) mod tests {
             (line.replace(r#""id":-5"#, r#""id":"-5""#), true),
             (line.replace(r#""zlib""#, r#""zl\u0069b""#), true),
             (line.replace(r#","sorted""#, r#", "sorted""#), true),
+            (line.replace(r#""last":5}"#, r#""last":5.0}"#), false),
+            (
+                line.replace(r#"{"first":4,"#, r#"{"last":5,"first":4,"#)
+                    .replace(r#","last":5}"#, "}"),
+                true,
+            ),
             (line.replace(r#""way":1,"#, r#""way":1,"area":0,"#), true),
             (
                 line.replace(r#""decoded"}"#, r#""decoded","future":1}"#),

@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
+use pbf_format::compress::Codec;
 use pbf_format::header::Header;
-use pbf_format::scan::Summary;
+use pbf_format::scan::{Summary, Ties};
 use pbf_format::{Key, Kind};
 use serde::{Deserialize, Serialize};
 
@@ -151,8 +152,11 @@ pub struct BlobRecord {
     pub offset: u64,
     /// Length of the whole frame.
     pub length: u64,
-    /// Blob compression: raw, zlib, zstd, lz4.
-    pub compression: String,
+    /// Blob compression, by [`Codec::name`] (raw, zlib, zstd, lz4, ...);
+    /// `None`, written `unknown`, where the Blob's data field is none of
+    /// them.
+    #[serde(with = "codec_name")]
+    pub compression: Option<Codec>,
     /// Declared uncompressed size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_size: Option<u64>,
@@ -175,11 +179,58 @@ pub struct BlobRecord {
     /// `sorted` or `repeats`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub versions_unsorted: bool,
+    /// `{"first":S,"last":S}`: the blob's objects are in the merge's order
+    /// of equal keys (timestamp in whole seconds, 0 when unset, never
+    /// decreases between equal keys), and these are the tie seconds of its
+    /// first and last object, against which a neighbouring blob's equal
+    /// key is judged. Written for a blob with `repeats` in that order (the
+    /// index reads the timestamps of such blobs alone); absent on every
+    /// other blob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ties: Option<Ties>,
     /// Where the keys came from.
     pub from: KeysFrom,
 }
 
+/// What the index knows of one OSMData blob besides where it sits: its
+/// keys, where they came from, and how the blob is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlobKeys {
+    /// The key summary.
+    pub summary: Summary,
+    /// Where the keys came from.
+    pub from: KeysFrom,
+    /// The Blob's data field (`None`: none known).
+    pub compression: Option<Codec>,
+    /// Declared uncompressed size.
+    pub raw_size: Option<u64>,
+    /// The ends of the blob in the merge's order of equal keys, where the
+    /// index read its timestamps and found it in that order.
+    pub ties: Option<Ties>,
+}
+
 impl BlobRecord {
+    /// The record of the `seq`th data blob, a frame of `length` bytes at
+    /// `offset`, holding `keys`.
+    pub fn new(seq: u64, offset: u64, length: u64, keys: &BlobKeys) -> BlobRecord {
+        let s = &keys.summary;
+        BlobRecord {
+            seq,
+            offset,
+            length,
+            compression: keys.compression,
+            raw_size: keys.raw_size,
+            first: s.first.into(),
+            last: s.last.into(),
+            counts: Counts::from_array(s.counts),
+            sorted: s.sorted,
+            repeats: s.repeats,
+            versions_unsorted: s.versions_unsorted,
+            ties: keys.ties,
+            from: keys.from,
+        }
+    }
+
     /// The key summary of this blob.
     pub fn summary(&self) -> Summary {
         Summary {
@@ -191,6 +242,32 @@ impl BlobRecord {
             versions_unsorted: self.versions_unsorted,
         }
     }
+}
+
+/// A blob record's `compression`: a [`Codec`] by name, `None` as
+/// `unknown`. A name this reader does not know (a codec added later) reads
+/// as `None`, as `unknown` does: no stage but the one that decompresses
+/// depends on it, and that one reads the Blob's own field.
+mod codec_name {
+    use pbf_format::compress::Codec;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// How `None` is written.
+    pub const UNKNOWN: &str = "unknown";
+
+    pub fn serialize<S: Serializer>(c: &Option<Codec>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(c.map_or(UNKNOWN, Codec::name))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Codec>, D::Error> {
+        let name = std::borrow::Cow::<str>::deserialize(d)?;
+        Ok(Codec::from_name(&name))
+    }
+}
+
+/// The name a blob record writes for `compression` (`unknown` for none).
+pub fn codec_name(compression: Option<Codec>) -> &'static str {
+    compression.map_or(codec_name::UNKNOWN, Codec::name)
 }
 
 /// The `end` record of an index section.

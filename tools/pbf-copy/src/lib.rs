@@ -252,7 +252,7 @@ fn copy_op(
     }
     frames::reframe_op(op, (file, path), |frame| {
         out.write_all(&frame.prefix)?;
-        Ok(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
+        Ok::<(), anyhow::Error>(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
     })?;
     holes.passed(op.source, file, op.offset, op.length)
 }

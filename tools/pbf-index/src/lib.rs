@@ -15,15 +15,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
-use pbf_format::compress::{Codec, blob_data, with_decoded};
+use pbf_format::compress::{blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::{read_file_header, read_header_frame};
-use pbf_format::scan::{Summary, scan_block};
+use pbf_format::scan::{Summary, Ties, scan_block, scan_ties};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{
-    BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, Sample, SourceRecord,
-    StreamTime, Writer,
+    BlobKeys, BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, Sample,
+    SourceRecord, StreamTime, Writer,
 };
 use rayon::prelude::*;
 
@@ -72,6 +72,11 @@ pub fn command() -> Command {
              by a tool that rewrote the blob does not) are indexed from the header alone; the \
              others are decompressed and key-scanned in parallel. Indexdata of other writers is \
              not trusted unless --trust-indexdata says so.\n\n\
+             A blob whose keys repeat (never decreasing) is always read, and the timestamps of \
+             its objects with their keys: where equal keys are in the order pbf-merge gives \
+             them (timestamp, then input order), its record's ties carry the timestamps of its \
+             first and last object, and pbf-overlap copies it. No other blob's timestamps are \
+             read.\n\n\
              Before the blobs, each file of 1 MiB or more is sampled: the first data frame found \
              within 1 MiB after each of 31 evenly spaced offsets and one in the last MiB gives \
              its smallest key to the source record's samples, a look ahead that lets \
@@ -507,9 +512,9 @@ fn samples(file: &PbfFile, data_start: u64, opts: Options, trust_pbfhogg: bool) 
             let fh = found.find(|fh| fh.blob_type == BlobType::OsmData)?;
             let body = || file.read_body(&fh).map(Cow::Owned);
             match describe(file, &fh, opts, trust_pbfhogg, body) {
-                Ok(Described::Keys(s, ..)) => Some(Sample {
+                Ok(Described::Keys(keys)) => Some(Sample {
                     offset: fh.offset,
-                    first: s.first.into(),
+                    first: keys.summary.first.into(),
                 }),
                 _ => None,
             }
@@ -689,10 +694,8 @@ fn write_described<W: Write>(
     for (fh, d) in frames.iter().zip(described) {
         let seq = tally.data_seq;
         tally.data_seq += 1;
-        let (summary, from, compression, raw_size) = match d? {
-            Described::Keys(summary, from, compression, raw_size) => {
-                (summary, from, compression, raw_size)
-            }
+        let keys = match d? {
+            Described::Keys(keys) => keys,
             Described::Empty => {
                 tally.end.empty_blobs += 1;
                 continue;
@@ -702,24 +705,11 @@ fn write_described<W: Write>(
                 continue;
             }
         };
-        let counts = Counts::from_array(summary.counts);
+        let record = BlobRecord::new(seq, fh.offset, fh.frame_len(), &keys);
         tally.end.blobs += 1;
-        tally.from_indexdata += u64::from(from == KeysFrom::Indexdata);
-        tally.end.counts.add(counts);
-        out.write_blob(&BlobRecord {
-            seq,
-            offset: fh.offset,
-            length: fh.frame_len(),
-            compression: compression.to_owned(),
-            raw_size,
-            first: summary.first.into(),
-            last: summary.last.into(),
-            counts,
-            sorted: summary.sorted,
-            repeats: summary.repeats,
-            versions_unsorted: summary.versions_unsorted,
-            from,
-        })?;
+        tally.from_indexdata += u64::from(keys.from == KeysFrom::Indexdata);
+        tally.end.counts.add(record.counts);
+        out.write_blob(&record)?;
     }
     Ok(())
 }
@@ -727,7 +717,7 @@ fn write_described<W: Write>(
 /// What one OSMData frame holds.
 enum Described {
     /// Objects: their keys, where the keys came from, compression, raw size.
-    Keys(Summary, KeysFrom, &'static str, Option<u64>),
+    Keys(BlobKeys),
     /// No objects.
     Empty,
     /// No objects, and marked as alignment padding (pbf_format::padding):
@@ -741,29 +731,48 @@ fn from_indexdata(fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> Optio
     if opts.decode {
         return None;
     }
-    let s = trusted_indexdata(fh, trust_pbfhogg)?;
-    let compression = fh.compression.map_or("unknown", Codec::name);
-    Some(Described::Keys(
-        s,
-        KeysFrom::Indexdata,
-        compression,
-        fh.raw_size,
-    ))
+    // Repeated keys are judged by timestamps, which indexdata lacks: such
+    // a blob is read.
+    let summary = trusted_indexdata(fh, trust_pbfhogg).filter(|s| !s.repeats)?;
+    Some(Described::Keys(BlobKeys {
+        summary,
+        from: KeysFrom::Indexdata,
+        compression: fh.compression,
+        raw_size: fh.raw_size,
+        ties: None,
+    }))
 }
 
 /// The keys of a frame from its Blob `body`, decompressed and scanned.
 fn scan(file: &PbfFile, fh: &FrameHeader, body: &[u8]) -> pbf_format::Result<Described> {
     let place = |e: pbf_format::Error| e.at(fh.offset).in_file(file.path());
     let data = blob_data(body).map_err(place)?;
-    let (compression, raw_size) = (data.compression.name(), data.raw_size);
+    let (compression, raw_size) = (Some(data.compression), data.raw_size);
     let scanned = with_decoded(body, |raw| {
         Ok(match scan_block(raw)? {
-            Some(s) => Described::Keys(s, KeysFrom::Decoded, compression, raw_size),
+            Some(summary) => Described::Keys(BlobKeys {
+                summary,
+                from: KeysFrom::Decoded,
+                compression,
+                raw_size,
+                ties: ties_of(&summary, raw),
+            }),
             None if padding::is_padding_block(raw) => Described::Padding,
             None => Described::Empty,
         })
     });
     scanned.and_then(|described| described).map_err(place)
+}
+
+/// The tie ends of a blob whose keys repeat (in order), when its equal
+/// keys are in the merge's order; `None` for every other blob, whose
+/// timestamps are not read. A block the tie scan cannot read is judged
+/// out of order: the merge that then reads it gives the error.
+fn ties_of(summary: &Summary, raw: &[u8]) -> Option<Ties> {
+    match summary.repeats {
+        true => scan_ties(raw).ok().flatten(),
+        false => None,
+    }
 }
 
 fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {

@@ -484,7 +484,7 @@ mod tests {
     }
 
     fn blob(offset: u64, first: i64, last: i64) -> Segment {
-        Segment::new(0, (node(first), node(last)), (offset, 100), 2, true)
+        Segment::new(0, (node(first), node(last)), (offset, 100), 2, (true, true))
     }
 
     #[test]

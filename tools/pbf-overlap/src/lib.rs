@@ -118,6 +118,17 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("dedupe")
+                .long("dedupe")
+                .conflicts_with("check")
+                .help(
+                    "Plan for pbf-merge --dedupe: a blob whose keys repeat is merged (so the \
+                     repeats are dropped), not copied because its equal keys are in order \
+                     (pbf-sort passes this with --dedupe)",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("sources")
                 .long("sources")
                 .value_name("N")
@@ -186,7 +197,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let out = Box::new(pbf_cli::stdout());
     let sources = m.get_one::<u32>("sources").copied();
     let mut plan = PlanOut::new(out, program, sources, m.get_flag("verbose"));
-    let mut input = Input::new(Purpose::Plan(plan::Blobs::default()), m.get_flag("verbose"));
+    let blobs = plan::Blobs::new(m.get_flag("dedupe"));
+    let mut input = Input::new(Purpose::Plan(blobs), m.get_flag("verbose"));
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     pbf_cli::report::counters(&PlanCounters {

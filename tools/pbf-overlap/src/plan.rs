@@ -1,25 +1,32 @@
 //! The planning core: blobs as compact key segments, sorted by first key and
 //! swept with a running maximum of the last key into runs (overlap is
-//! transitive, and equal boundary keys overlap). A run of one sorted blob is
-//! copied; every other run is merged. Copies of blobs that are contiguous in
-//! the same source are coalesced into one copy op.
+//! transitive, and equal boundary keys overlap, unless both blobs carry
+//! their tie ends and the first one's objects come before the second's in
+//! the merge's order of equal keys). A run of one blob in order is copied:
+//! one sorted inside, or one whose repeated keys are in the merge's order
+//! (its record's `ties`; not with `--dedupe`, which must see the repeats);
+//! every other run is merged. Copies of blobs that are contiguous in the
+//! same source are coalesced into one copy op.
 //!
 //! Memory is per blob, and a file of small blobs has millions (a planet
 //! about 1.3 million, a file of five objects per blob 2.4 million at
 //! 700 MB), so a blob is a fixed 48-byte [`Segment`] with no strings and no
 //! allocation: its two keys packed ([`Key::packed`], 99 bits each), with the
-//! source id and the sorted flag in the bits the first key leaves free,
-//! the frame's offset and length, and its number of objects. Per-kind
-//! counts are needed only for the frames of copy ops (a copy op's `frames`),
-//! and a sorted blob's objects are nearly always of one kind, its keys'
-//! kind: only a sorted blob whose counts say otherwise keeps them, in
-//! [`Blobs`]' side list. Ops are produced lazily by [`Ops`], and a merge op
+//! source id and the sorted and in-order flags in the bits the first key
+//! leaves free, the frame's offset and length, and its number of objects.
+//! The tie ends of blobs that carry them are kept in [`Blobs`]' side list,
+//! looked up only where a run's last key is the next blob's first.
+//! Per-kind counts are needed only for the frames of copy ops (a copy
+//! op's `frames`), and a blob in order nearly always holds one kind, its
+//! keys' kind: only a blob in order whose counts say otherwise keeps them,
+//! in another side list. Ops are produced lazily by [`Ops`], and a merge op
 //! is a slice of segments that the writer serialises input by input
 //! (`pbf_stream::Writer::write_merge`), so no op is held whole.
 
 use std::iter::Peekable;
 
 use pbf_format::prefetch::prefetch;
+use pbf_format::scan::{Ties, follows_in_tie_order};
 use pbf_format::{Key, Kind};
 use pbf_stream::{BlobRecord, CopyOp, Counts, FrameKeys, KeyRecord, MergeInput};
 use rayon::slice::ParallelSliceMut;
@@ -32,9 +39,11 @@ pub const MAX_COPY_FRAMES: usize = 16_384;
 /// Bits of a packed key ([`Key::packed`]): kind, sign, |id| and version.
 const KEY_BITS: u32 = 99;
 const KEY_MASK: u128 = (1 << KEY_BITS) - 1;
-/// Above the first key: the sorted flag, then the source id.
+/// Above the first key: the sorted flag, the in-order flag, then the
+/// source id.
 const SORTED_BIT: u32 = KEY_BITS;
-const SOURCE_SHIFT: u32 = KEY_BITS + 1;
+const IN_ORDER_BIT: u32 = KEY_BITS + 1;
+const SOURCE_SHIFT: u32 = KEY_BITS + 2;
 /// Sources a plan can name: the bits left above the first key.
 pub const MAX_SOURCES: u32 = 1 << (128 - SOURCE_SHIFT);
 
@@ -83,11 +92,13 @@ impl Segment {
         (first, last): (u128, u128),
         (offset, length): (u64, u32),
         elements: u32,
-        sorted: bool,
+        (sorted, in_order): (bool, bool),
     ) -> Segment {
         debug_assert!(source < MAX_SOURCES && first <= KEY_MASK && last <= KEY_MASK);
-        let head =
-            (u128::from(source) << SOURCE_SHIFT) | (u128::from(sorted) << SORTED_BIT) | first;
+        let head = (u128::from(source) << SOURCE_SHIFT)
+            | (u128::from(in_order) << IN_ORDER_BIT)
+            | (u128::from(sorted) << SORTED_BIT)
+            | first;
         Segment {
             head: Wide::new(head),
             last: Wide::new(last),
@@ -112,11 +123,23 @@ impl Segment {
         (self.head.get() >> SOURCE_SHIFT) as u32
     }
 
-    /// Keys strictly increase inside the blob. A blob whose keys repeat or
-    /// whose versions are out of order is not sorted: the planner merges it
-    /// (so `pbf-merge --dedupe` sees the repeats).
+    /// Keys strictly increase inside the blob.
     pub fn sorted(&self) -> bool {
         (self.head.get() >> SORTED_BIT) & 1 == 1
+    }
+
+    /// The blob's objects are in the merge's order, so a run of it alone is
+    /// copied: it is sorted, or its keys repeat in the merge's order of
+    /// equal keys (and the plan keeps repeats). A blob whose versions are
+    /// out of order is not in order.
+    pub fn in_order(&self) -> bool {
+        (self.head.get() >> IN_ORDER_BIT) & 1 == 1
+    }
+
+    /// Where the blob comes in input order (source, then offset), which
+    /// orders equal keys of equal timestamps.
+    fn input_order(&self) -> (u32, u64) {
+        (self.source(), self.offset)
     }
 
     /// Offset just past the frame.
@@ -157,6 +180,7 @@ impl std::fmt::Debug for Segment {
             .field("last", &Key::from_packed(self.last()))
             .field("elements", &self.elements)
             .field("sorted", &self.sorted())
+            .field("in_order", &self.in_order())
             .finish()
     }
 }
@@ -175,16 +199,37 @@ struct Mixed {
     counts: [u32; 4],
 }
 
+/// The tie ends of a blob in order whose keys repeat.
+#[derive(Clone, Copy, Debug)]
+struct TieEnds {
+    source: u32,
+    offset: u64,
+    ties: Ties,
+}
+
 /// The blobs of every source read so far: a [`Segment`] each, and the
-/// per-kind counts a segment cannot tell.
+/// per-kind counts and tie ends a segment cannot tell.
 #[derive(Debug, Default)]
 pub struct Blobs {
     segs: Vec<Segment>,
     /// Sorted by (source, offset) by [`Blobs::sort`].
     mixed: Vec<Mixed>,
+    /// Sorted by (source, offset) by [`Blobs::sort`].
+    ties: Vec<TieEnds>,
+    /// `--dedupe`: a blob whose keys repeat is merged, so the merge sees
+    /// (and drops) the repeats.
+    merge_repeats: bool,
 }
 
 impl Blobs {
+    /// No blobs yet; `merge_repeats`: see [`Blobs::merge_repeats`].
+    pub fn new(merge_repeats: bool) -> Blobs {
+        Blobs {
+            merge_repeats,
+            ..Blobs::default()
+        }
+    }
+
     /// Add a validated blob record of source `source`.
     pub fn push(&mut self, source: u32, b: &BlobRecord) -> Result<(), String> {
         let too_big = |what: &str, n: u64| format!("blob {}: {what} {n} is too large", b.seq);
@@ -198,14 +243,26 @@ impl Blobs {
         let total = b.counts.total();
         let elements = u32::try_from(total).map_err(|_| too_big("object count", total))?;
         let length = u32::try_from(b.length).map_err(|_| too_big("frame length", b.length))?;
+        let ties = b
+            .ties
+            .filter(|_| !self.merge_repeats && (b.sorted || b.repeats));
+        let in_order = b.sorted || (b.repeats && ties.is_some());
         let seg = Segment::new(
             source,
             (Key::from(b.first).packed(), Key::from(b.last).packed()),
             (b.offset, length),
             elements,
-            b.sorted,
+            (b.sorted, in_order),
         );
-        if b.sorted && counts != one_kind(b.first.kind, elements) {
+        if let Some(ties) = ties {
+            let offset = b.offset;
+            self.ties.push(TieEnds {
+                source,
+                offset,
+                ties,
+            });
+        }
+        if in_order && counts != one_kind(b.first.kind, elements) {
             let offset = b.offset;
             self.mixed.push(Mixed {
                 source,
@@ -229,11 +286,15 @@ impl Blobs {
         self.segs
             .par_sort_unstable_by_key(|s| (s.first(), s.last(), s.source(), s.offset));
         self.mixed.sort_unstable_by_key(|m| (m.source, m.offset));
+        self.ties.sort_unstable_by_key(|t| (t.source, t.offset));
     }
 
     /// The runs of the sorted blobs; see [`runs`].
     pub fn runs(&self) -> Runs<'_> {
-        runs(&self.segs)
+        Runs {
+            rest: &self.segs,
+            ties: &self.ties,
+        }
     }
 
     /// Bytes the copy ops of the sorted blobs copy (the plan record's
@@ -283,16 +344,16 @@ fn one_kind(kind: Kind, n: u32) -> [u32; 4] {
     counts
 }
 
-/// The runs of sorted segments: maximal stretches in which every segment
-/// starts at or before the largest last key seen so far in the stretch.
-pub fn runs(segs: &[Segment]) -> Runs<'_> {
-    Runs { rest: segs }
-}
-
-/// Iterator over the runs of a sorted segment slice; see [`runs`].
+/// Iterator over the runs of sorted segments ([`Blobs::runs`]): maximal
+/// stretches in which every segment starts before the largest last key
+/// seen so far in the stretch, or at it, unless the stretch is one blob in
+/// order whose objects all come before the next one's (see
+/// [`Runs::follows`]).
 #[derive(Clone, Debug)]
 pub struct Runs<'a> {
     rest: &'a [Segment],
+    /// The tie ends of [`Blobs`], by (source, offset).
+    ties: &'a [TieEnds],
 }
 
 impl<'a> Iterator for Runs<'a> {
@@ -303,6 +364,9 @@ impl<'a> Iterator for Runs<'a> {
         let mut max = head.last();
         let mut n = 1;
         while let Some(s) = self.rest.get(n).filter(|s| s.first() <= max) {
+            if n == 1 && s.first() == max && self.follows(head, s) {
+                break;
+            }
             max = max.max(s.last());
             n += 1;
         }
@@ -312,9 +376,32 @@ impl<'a> Iterator for Runs<'a> {
     }
 }
 
-/// True when a run is copied as is: one blob, sorted inside.
+impl Runs<'_> {
+    /// Whether blob `b`, whose first key is blob `a`'s last, can follow `a`
+    /// as a run of its own: both in order, both with tie ends, and every
+    /// object of `a` before every one of `b` in the merge's order (by
+    /// timestamp, then input order). Without tie ends they overlap.
+    fn follows(&self, a: &Segment, b: &Segment) -> bool {
+        if !(a.in_order() && b.in_order()) {
+            return false;
+        }
+        match (self.ties_of(a), self.ties_of(b)) {
+            (Some(x), Some(y)) => follows_in_tie_order(x, y, a.input_order() < b.input_order()),
+            _ => false,
+        }
+    }
+
+    fn ties_of(&self, seg: &Segment) -> Option<Ties> {
+        let found = self
+            .ties
+            .binary_search_by_key(&seg.input_order(), |t| (t.source, t.offset));
+        found.ok().map(|i| self.ties[i].ties)
+    }
+}
+
+/// True when a run is copied as is: one blob in order.
 pub fn is_copy(run: &[Segment]) -> bool {
-    matches!(run, [s] if s.sorted())
+    matches!(run, [s] if s.in_order())
 }
 
 /// One op of the plan.
@@ -394,7 +481,7 @@ impl<'a> Iterator for Ops<'a> {
     fn next(&mut self) -> Option<Op<'a>> {
         let run = self.runs.next()?;
         let seg = match run {
-            [seg] if seg.sorted() => seg,
+            [seg] if seg.in_order() => seg,
             _ => return Some(Op::Merge(Merge { run })),
         };
         let mut op = CopyOp {
@@ -411,7 +498,7 @@ impl<'a> Iterator for Ops<'a> {
         self.add_frame(&mut op, seg);
         while op.blobs < MAX_COPY_FRAMES as u64 {
             let next = match self.runs.peek() {
-                Some(&[next]) if next.sorted() && prev.touches(next) => next,
+                Some(&[next]) if next.in_order() && prev.touches(next) => next,
                 _ => break,
             };
             self.runs.next();
@@ -445,7 +532,7 @@ pub(crate) mod tests {
             seq: 0,
             offset,
             length,
-            compression: "zlib".into(),
+            compression: Some(pbf_format::compress::Codec::Zlib),
             raw_size: None,
             first: Key::new(Kind::Way, first, 1).into(),
             last: Key::new(Kind::Way, last, 1).into(),
@@ -453,6 +540,7 @@ pub(crate) mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            ties: None,
             from: KeysFrom::Decoded,
         }
     }
@@ -524,7 +612,13 @@ pub(crate) mod tests {
             assert_eq!(unpack(k), KeyRecord::from(Key::new(kind, id, version)));
             for (source, sorted) in [(0, true), (MAX_SOURCES - 1, false), (7, true)] {
                 let last = Key::new(Kind::Changeset, i64::MIN, u32::MAX).packed();
-                let s = Segment::new(source, (k, last), (u64::MAX - 9, u32::MAX), 5, sorted);
+                let s = Segment::new(
+                    source,
+                    (k, last),
+                    (u64::MAX - 9, u32::MAX),
+                    5,
+                    (sorted, sorted),
+                );
                 assert_eq!(
                     (s.first(), s.last(), s.source(), s.sorted()),
                     (k, last, source, sorted)
@@ -702,5 +796,154 @@ pub(crate) mod tests {
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].3, MAX_COPY_FRAMES as u64);
         assert_eq!(c[1], (0, 100 + 10 * MAX_COPY_FRAMES as u64, 50, 5));
+    }
+
+    /// Blob records of one source of ways in stored order, `(id, tie
+    /// seconds)` each, cut at `cuts` (indexes of the first object of each
+    /// blob but the first), described as pbf-index describes them: the key
+    /// summary, and tie ends where keys repeat in the merge's order.
+    fn described(objects: &[(i64, u32)], cuts: &[usize]) -> Vec<BlobRecord> {
+        let mut bounds: Vec<usize> = cuts.to_vec();
+        bounds.extend([0, objects.len()]);
+        bounds.sort_unstable();
+        bounds.dedup();
+        bounds
+            .windows(2)
+            .map(|w| {
+                let blob = &objects[w[0]..w[1]];
+                let mut acc = pbf_format::scan::Accumulator::default();
+                for &(id, _) in blob {
+                    acc.push(Key::new(Kind::Way, id, 1));
+                }
+                let summary = acc.finish().expect("objects");
+                let order = |&(id, tie): &(i64, u32)| (Key::new(Kind::Way, id, 1).packed(), tie);
+                let in_order = blob.windows(2).all(|p| order(&p[0]) <= order(&p[1]));
+                let ties = Ties {
+                    first: blob[0].1,
+                    last: blob[blob.len() - 1].1,
+                };
+                let keys = pbf_stream::BlobKeys {
+                    summary,
+                    from: KeysFrom::Decoded,
+                    compression: None,
+                    raw_size: None,
+                    ties: (summary.repeats && in_order).then_some(ties),
+                };
+                // Offsets count objects: blob i spans its objects' indexes.
+                let (offset, length) = (w[0] as u64, (w[1] - w[0]) as u64);
+                BlobRecord::new(0, offset, length, &keys)
+            })
+            .collect()
+    }
+
+    /// Ways with ids 1, 1, 1, 1, 2, the second and third with the given
+    /// tie seconds, in two blobs cut between them (both repeat a key): the
+    /// tie ends decide the boundary.
+    fn boundary(first: u32, second: u32) -> Vec<BlobRecord> {
+        described(&[(1, 0), (1, first), (1, second), (1, 9), (2, 0)], &[2])
+    }
+
+    fn merges(ops: &[PlanRecord]) -> usize {
+        let merge = |op: &&PlanRecord| matches!(op, PlanRecord::Merge(_));
+        ops.iter().filter(merge).count()
+    }
+
+    #[test]
+    fn repeats_in_timestamp_order_are_copied() {
+        let b = boundary(5, 5);
+        assert!(b.iter().all(|b| b.repeats && b.ties.is_some()));
+        assert_eq!(copies(&planned(b)), [(0, 0, 5, 2)]);
+        assert_eq!(copies(&planned(boundary(5, 6))), [(0, 0, 5, 2)]);
+    }
+
+    #[test]
+    fn a_boundary_out_of_timestamp_order_is_merged() {
+        let ops = planned(boundary(6, 5));
+        assert!(matches!(ops.as_slice(), [PlanRecord::Merge(m)] if m.inputs.len() == 2));
+    }
+
+    #[test]
+    fn equal_timestamps_across_sources_follow_the_source_order() {
+        let b = boundary(5, 5);
+        // The blob holding the earlier 1s comes from the later source: the
+        // merge puts the other source's 1s of equal timestamp first.
+        let swapped = [(1, b[0].clone()), (0, b[1].clone())];
+        assert_eq!(merges(&planned_with(&swapped, false)), 1);
+        let in_order = [(0, b[0].clone()), (1, b[1].clone())];
+        assert_eq!(copies(&planned_with(&in_order, false)).len(), 2);
+    }
+
+    #[test]
+    fn repeats_without_ties_and_dedupe_plans_are_merged() {
+        let mut b = boundary(5, 5);
+        let mut dedupe = Blobs::new(true);
+        for r in &b {
+            dedupe.push(0, r).expect("a valid record");
+        }
+        dedupe.sort();
+        assert!(dedupe.ops(false).all(|op| matches!(op, Op::Merge(_))));
+        b[0].ties = None;
+        assert_eq!(merges(&planned(b)), 1);
+    }
+
+    /// The objects a plan writes, by index into the file's objects: copy
+    /// ops in stored order, merge ops in the merge's order (key, tie
+    /// seconds, input order: blob, then position).
+    fn written(objects: &[(i64, u32)], records: Vec<BlobRecord>) -> Vec<usize> {
+        let order = |i: &usize| {
+            (
+                Key::new(Kind::Way, objects[*i].0, 1).packed(),
+                objects[*i].1,
+                *i,
+            )
+        };
+        let mut out = Vec::new();
+        for op in planned(records) {
+            match op {
+                PlanRecord::Copy(c) => {
+                    out.extend(c.offset as usize..(c.offset + c.length) as usize)
+                }
+                PlanRecord::Merge(m) => {
+                    let mut all: Vec<usize> = m
+                        .inputs
+                        .iter()
+                        .flat_map(|i| i.offset as usize..(i.offset + i.length) as usize)
+                        .collect();
+                    all.sort_by_key(order);
+                    out.extend(all);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Whatever the timestamps and the cuts, the plan writes the
+        /// objects in the merge's order of the whole file; and a file in
+        /// that order whose every blob repeats a key merges nothing.
+        #[test]
+        fn plans_write_the_merge_order(
+            ids in proptest::collection::vec(0i64..6, 1..40),
+            ties in proptest::collection::vec(0u32..3, 40),
+            cuts in proptest::collection::vec(0usize..40, 0..8),
+            sort_ids in proptest::bool::ANY,
+        ) {
+            let mut ids = ids;
+            if sort_ids {
+                ids.sort_unstable();
+            }
+            let objects: Vec<(i64, u32)> = ids.iter().zip(&ties).map(|(&i, &t)| (i, t)).collect();
+            let cuts: Vec<usize> = cuts.into_iter().filter(|&c| c < objects.len()).collect();
+            let records = described(&objects, &cuts);
+            let mut want: Vec<usize> = (0..objects.len()).collect();
+            want.sort_by_key(|&i| (Key::new(Kind::Way, objects[i].0, 1).packed(), objects[i].1, i));
+            proptest::prop_assert_eq!(written(&objects, records.clone()), want.clone());
+            let in_order = want.iter().enumerate().all(|(n, &i)| n == i);
+            if in_order && records.iter().all(|r| r.repeats) {
+                let ops = planned(records);
+                proptest::prop_assert!(ops.iter().all(|op| !matches!(op, PlanRecord::Merge(_))));
+            }
+        }
     }
 }
