@@ -7,7 +7,7 @@
 # small-blob inputs when osmium is on PATH, and prints a markdown table: wall
 # seconds, peak RSS and, where the input is merged, the available
 # parallelism that `pbf-merge -v -j N` reports for it. Needs only the release
-# binaries (target/release), the repository's files and GNU time.
+# binaries (target/release), the repository's files and GNU time or python3.
 set -euo pipefail
 
 usage() {
@@ -36,14 +36,32 @@ mkdir -p "$WORK" "$OUT"
 [[ -x $GEN && -x $REL/pbf-merge ]] || die "build the release binaries first (cargo build --release)"
 export PATH=$REL:$PATH
 TIME=/usr/bin/time
-[[ -x $TIME ]] || die "GNU time ($TIME) is missing"
+[[ -x $TIME ]] || have python3 || die "neither GNU time ($TIME) nor python3 is here"
 osmium_too=${CORES_OSMIUM:-1}
 have osmium || osmium_too=0
+
+# GNU time's -v report of CMD in FILE, from python3 where GNU time is missing
+# (its wall clock and its children's peak RSS, in the lines awk reads below).
+time_v() { # FILE CMD...
+    [[ ! -x $TIME ]] || { "$TIME" -v -o "$@"; return; }
+    python3 - "$@" <<'PY'
+import resource, subprocess, sys, time
+start = time.monotonic()
+code = subprocess.call(sys.argv[2:])
+wall = time.monotonic() - start
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+with open(sys.argv[1], "w") as f:
+    f.write(f"Elapsed (wall clock) time (h:mm:ss or m:ss): 0:{wall:.2f}\n")
+    f.write(f"Maximum resident set size (kbytes): {rss}\n")
+sys.exit(code)
+PY
+}
 
 # One timed command: prints "WALL RSS_MB" (or "failed -").
 timed() { # CMD...
     local t=$WORK/cores.time
-    if ! "$TIME" -v -o "$t" "$@" >/dev/null 2>"$WORK/cores.err"; then
+    if ! time_v "$t" "$@" >/dev/null 2>"$WORK/cores.err"; then
+        { echo "failed: $*"; tail -n 5 "$WORK/cores.err"; } >&2
         echo "failed -"
         return
     fi
