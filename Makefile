@@ -86,6 +86,7 @@ checkphase:
 bench:
 	bench/run.sh
 
-# The same plus the scaling run (0.25 to 2 GB, sorted and shuffled).
+# The same plus the scaling run (0.25 to 4 GB sorted and shuffled; 1, 4 and
+# 8 GB interleaved and permuted, cold and warm, with peak disk use).
 bench-scaling:
 	bench/run.sh --scaling

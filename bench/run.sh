@@ -13,7 +13,10 @@ NAME=run.sh
 
 usage() {
     cat <<'EOF'
-Usage: bench/run.sh [--scaling] [--no-build] [--report-only] [--help]
+Usage: bench/run.sh [--scaling] [--scaling-only] [--no-build] [--report-only] [--help]
+
+  --scaling       add the scaling run (also BENCH_SCALING=1)
+  --scaling-only  the scaling run alone, none of the BENCH_SHAPES tables
 
   --report-only   write BENCH_RESULTS again from the rows and machine facts
                   the last run kept in BENCH_DATA/work, running nothing (after
@@ -47,8 +50,24 @@ Environment (defaults in brackets):
   BENCH_INFO_COLD       1: also time `osmium fileinfo -e` with a cold cache (the
                         ratios use the warm run either way) [0]
   BENCH_SCALING         1 to add the scaling run (same as --scaling) [0]
-  BENCH_SCALING_SIZES   sizes of the scaling run [256M 512M 1G 2G 4G]
-  BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled interleaved smallblobs]
+  BENCH_SCALING_SIZES   sizes of the scaling run, every shape but smallblobs
+                        [256M 512M 1G 2G 4G; 1G 4G 8G for the BENCH_DISK_SHAPES]
+  BENCH_SCALING_SIZES_<SHAPE> sizes of one shape (SHAPE in capitals, e.g.
+                        BENCH_SCALING_SIZES_PERMUTED), before the two above
+  BENCH_SCALING_SHAPES  shapes of the scaling run [sorted shuffled interleaved
+                        permuted smallblobs]
+  BENCH_DISK_SHAPES     scaling shapes measured past the page cache: pbf-sort
+                        and the copy floor only, cold and warm, each run under
+                        bench/peak-disk.sh (peak disk use beyond the output) and
+                        checked at once; time per object against the 1G row
+                        [interleaved permuted]
+  BENCH_DISK_REPEATS    runs per cache state on those shapes [1]
+  BENCH_DISK_OUT        directory whose out-disk/ holds those runs' outputs and
+                        spools, and whose filesystem peak-disk.sh watches: give
+                        a filesystem of its own on a shared machine [BENCH_DATA]
+  BENCH_DISK_INDEX_CHECK_FROM size from which those outputs are checked by
+                        pbf-index and pbf-overlap --check (counts and order,
+                        5 s per GB) instead of osmium fileinfo -e [8G]
   BENCH_SMALLBLOB_SCALING_SIZES sizes of the smallblobs shape in the scaling
                         run (about 0.58, 1.2 and 2.4 million blobs) [180M 360M 720M]
   BENCH_RECOMPRESS      1: the recompression row on the sorted shape, with the
@@ -78,9 +97,11 @@ EOF
 
 SCALING=${BENCH_SCALING:-0}
 REPORT_ONLY=0
+SCALING_ONLY=0
 script_arg() {
     case $1 in
         --scaling) SCALING=1 ;;
+        --scaling-only) SCALING=1 SCALING_ONLY=1 ;;
         --report-only) REPORT_ONLY=1 ;;
         *) return 1 ;;
     esac
@@ -98,8 +119,13 @@ INDEX_SHAPES=${BENCH_INDEX_SHAPES:-sorted indexdata repeated}
 INDEX_REPEATS=${BENCH_INDEX_REPEATS:-2}
 INFO_REPEATS=${BENCH_INFO_REPEATS:-1}
 INFO_COLD=${BENCH_INFO_COLD:-0}
-SCALING_SIZES=${BENCH_SCALING_SIZES:-256M 512M 1G 2G 4G}
-SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled interleaved smallblobs}
+SCALING_SIZES=${BENCH_SCALING_SIZES:-}
+SCALING_SHAPES=${BENCH_SCALING_SHAPES:-sorted shuffled interleaved permuted smallblobs}
+DISK_SHAPES=${BENCH_DISK_SHAPES:-interleaved permuted}
+DISK_REPEATS=${BENCH_DISK_REPEATS:-1}
+DISK_INDEX_CHECK_FROM=${BENCH_DISK_INDEX_CHECK_FROM:-8G}
+DISK_TSV=$DATA/work/disk.tsv
+DISK_OUT=${BENCH_DISK_OUT:-$DATA}/out-disk
 SMALLBLOB_SIZE=${BENCH_SMALLBLOB_SIZE:-180M}
 SMALLBLOB_SCALING_SIZES=${BENCH_SMALLBLOB_SCALING_SIZES:-180M 360M 720M}
 STREAM_SHAPES=${BENCH_STREAM_SHAPES:-manyblobs}
@@ -377,7 +403,18 @@ size_of() { # SHAPE
     if [[ $1 == smallblobs ]]; then echo "$SMALLBLOB_SIZE"; else echo "$SIZE"; fi
 }
 scaling_sizes_of() { # SHAPE
-    if [[ $1 == smallblobs ]]; then echo "$SMALLBLOB_SCALING_SIZES"; else echo "$SCALING_SIZES"; fi
+    local own=BENCH_SCALING_SIZES_${1^^}
+    if [[ -n ${!own:-} ]]; then
+        echo "${!own}"
+    elif [[ $1 == smallblobs ]]; then
+        echo "$SMALLBLOB_SCALING_SIZES"
+    elif [[ -n $SCALING_SIZES ]]; then
+        echo "$SCALING_SIZES"
+    elif wants "$1" "$DISK_SHAPES"; then
+        echo "1G 4G 8G"
+    else
+        echo "256M 512M 1G 2G 4G"
+    fi
 }
 
 # Path of the input of SHAPE at SIZE, generated if missing.
@@ -622,6 +659,138 @@ run_index() { # TABLE IN SIZE
         echo "$table: cold-cache index runs not run: cannot drop caches (needs root)" >>"$NOTES"
 }
 
+# ------------------------------------------------------ past the page cache
+
+# The scaling rows of a shape in BENCH_DISK_SHAPES: pbf-sort and the copy
+# floor only (osmium cannot hold 8 GB of objects), each with a cold cache
+# (dropped before the run) and a warm one (the input read just before),
+# each run under bench/peak-disk.sh on the output's filesystem. The output
+# is checked right after its run and deleted, so no output of one run
+# occupies the disk during the next and none is checked beside a timed
+# run. Rows go to DISK_TSV: shape, size, tool, cache, run, wall s, peak RSS
+# KB, exit status, peak bytes beyond the start, output bytes, objects,
+# verdict.
+run_disk() { # SHAPE IN SIZE
+    local shape=$1 in=$2 size=$3 rep state t out peak cmd objects verdict
+    objects=$(expected_counts "$in" | awk '{print $1 + $2 + $3}')
+    for ((rep = 1; rep <= DISK_REPEATS; rep++)); do
+        for state in cold warm; do
+            for t in floor pbf-sort; do
+                [[ $t != pbf-sort || -n $SORT_KIND ]] || continue
+                rm -rf "$DISK_OUT" && mkdir -p "$DISK_OUT"
+                out=$DISK_OUT/$t.osm.pbf
+                if [[ $state == cold ]]; then
+                    drop_caches || { echo "disk-$shape: cold runs not run: cannot drop caches (needs root)" >>"$NOTES"; continue; }
+                else
+                    cat "$in" >/dev/null
+                fi
+                if [[ $t == floor ]]; then
+                    cmd=$(printf '%q copy %q -o %q' "$GEN" "$in" "$out")
+                else
+                    cmd=$(sort_cmd "$in" "$out")
+                fi
+                timed "$(printf '%q --dir %q --interval 0.1 -o %q -- bash -c %q' \
+                    "$BENCH/peak-disk.sh" "$DISK_OUT" "$WORK/peak.txt" "$cmd")"
+                peak=$(cat "$WORK/peak.txt" 2>/dev/null || echo 0)
+                rm -f "$WORK/peak.txt"
+                if [[ $T_STATUS != 0 ]]; then
+                    verdict="failed: $(tail -n 1 "$WORK/cmd.err")"
+                elif [[ $t == floor ]]; then
+                    verdict=$(cmp -s "$in" "$out" && echo verified || echo 'copy differs')
+                else
+                    verdict=$(check_output "$in" "$out" "$size")
+                fi
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$shape" "$size" "$t" "$state" \
+                    "$rep" "$T_WALL" "$T_RSS" "$T_STATUS" "$peak" "$(file_size "$out" 2>/dev/null || echo 0)" \
+                    "$objects" "$verdict" >>"$DISK_TSV"
+                log "disk $shape $size $t $state run $rep: $T_WALL s, $T_RSS KB, peak $peak bytes: $verdict"
+            done
+        done
+    done
+    rm -rf "$DISK_OUT"
+}
+
+# The verdict on a pbf-sort output of the disk rows, checked at once:
+# osmium fileinfo -e (ordered, the input's counts) below
+# BENCH_DISK_INDEX_CHECK_FROM; from that size pbf-index's counts and
+# pbf-overlap --check's order (a few seconds per GB against 15 to 30 s for
+# osmium). An output with the bytes of one already verified against the
+# same counts is verified without reading it again.
+check_output() { # IN OUT SIZE
+    local want sum got
+    want=$(expected_counts "$1")
+    sum=$(md5sum <"$2" | cut -d' ' -f1)-${want// /-}
+    if [[ -n ${VERIFIED_MD5[$sum]:-} ]]; then
+        echo verified
+        return
+    fi
+    if (($(bytes_of "$3") >= $(bytes_of "$DISK_INDEX_CHECK_FROM"))); then
+        got=$(verify_by_index "$2" "$want")
+        [[ $got != "pbf-index: counts match and in order" ]] || got=verified
+    else
+        got=$(fileinfo "$2" 2>/dev/null || echo unreadable)
+        if [[ $got == "$want yes" ]]; then got=verified; else got="wrong output: counts+ordered '$got', want '$want yes'"; fi
+    fi
+    [[ $got != verified ]] || VERIFIED_MD5[$sum]=1
+    echo "$got"
+}
+
+# The disk table of one shape: per size and cache state, the copy floor's
+# and pbf-sort's wall time (median of the verified runs), pbf-sort's time
+# per object and its ratio to the 1G row's (to the first size's where no
+# 1G row was run), peak RSS, and the peak disk use beyond the output, as
+# bytes and as a part of the output.
+render_disk() { # SHAPE
+    python3 - "$DISK_TSV" "$1" <<'PY'
+import statistics, sys
+path, shape = sys.argv[1:3]
+rows = [l.rstrip("\n").split("\t") for l in open(path)]
+rows = [r for r in rows if r[0] == shape]
+sizes = []
+for r in rows:
+    if r[1] not in sizes:
+        sizes.append(r[1])
+def ok(size, tool, state):
+    return [r for r in rows if r[1:4] == [size, tool, state] and r[7] == "0" and r[11] == "verified"]
+def per_object(size, state):
+    runs = ok(size, "pbf-sort", state)
+    if not runs:
+        return None
+    return statistics.median(float(r[5]) for r in runs) / int(runs[0][10]) * 1e9
+ref = "1G" if "1G" in sizes else (sizes[0] if sizes else None)
+print(f"Ratio: pbf-sort's ns per object against the {ref} row's in the same cache state.")
+print("Peak disk: the peak used bytes of the output's filesystem during the run")
+print("(bench/peak-disk.sh, polled every 0.1 s) above the start, less the output's size:")
+print("what the run needs beyond its input and output (spool, spill files).")
+print()
+print("| size | objects | cache | copy floor s | pbf-sort s | ns / object | ratio to " + str(ref)
+      + " | peak RSS MB | output bytes | peak disk beyond output, bytes | / output | runs |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for size in sizes:
+    for state in ("cold", "warm"):
+        mine = [r for r in rows if r[1] == size and r[3] == state]
+        if not mine:
+            continue
+        floor = ok(size, "floor", state)
+        sort = ok(size, "pbf-sort", state)
+        cells = [size, f"{int(mine[0][10]):,}", state]
+        cells.append(f"{statistics.median(float(r[5]) for r in floor):.2f}" if floor else "-")
+        if sort:
+            ns = per_object(size, state)
+            base = per_object(ref, state)
+            out = max(int(r[9]) for r in sort)
+            beyond = max(int(r[8]) - int(r[9]) for r in sort)
+            cells += [f"{statistics.median(float(r[5]) for r in sort):.2f}", f"{ns:.1f}",
+                      f"{ns / base:.3f}" if base else "-", f"{max(int(r[6]) for r in sort) / 1024:.0f}",
+                      f"{out:,}", f"{beyond:,}", f"{beyond / out:.3f}" if out else "-"]
+        else:
+            cells += ["not verified", "", "", "", "", "", ""]
+        runs = [r for r in mine if r[2] == "pbf-sort"]
+        cells.append("; ".join(f"{float(r[5]):.2f} s {r[11]}" for r in runs) or "not run")
+        print("| " + " | ".join(cells) + " |")
+PY
+}
+
 # -------------------------------------------------------------- report
 
 machine() {
@@ -833,6 +1002,21 @@ report() {
         render_recompress
         if [[ $SCALING == 1 ]]; then
             for shape in $SCALING_SHAPES; do
+                if [[ -s $DISK_TSV ]] && grep -q "^$shape	" "$DISK_TSV"; then
+                    echo
+                    echo "## Scaling past the page cache: $shape ($(describe "$shape"))"
+                    echo
+                    echo "pbf-sort ($(sort_memory)) and the copy floor (\`pbf-gen copy\`: copy_file_range+fsync),"
+                    echo "each run with a cold cache (dropped before it) and a warm one (the input read"
+                    echo "just before); $DISK_REPEATS run(s) per cache state, medians of the verified ones. pbf-sort's"
+                    echo "outputs are checked right after their run: by \`osmium fileinfo -e\` below"
+                    echo "$DISK_INDEX_CHECK_FROM, from $DISK_INDEX_CHECK_FROM by pbf-index's counts and \`pbf-overlap --check\`."
+                    echo "Memory: $(free -g | awk '/Mem:/ {print $2}') GiB. Outputs, spools and peak disk use on"
+                    echo "$(disk_fs). Inputs:"
+                    disk_inputs "$shape"
+                    echo
+                    render_disk "$shape"
+                fi
                 grep -q "^scaling-$shape	" "$ROWS" || continue
                 echo
                 echo "## Scaling: $shape ($(describe "$shape"))"
@@ -876,6 +1060,28 @@ machine_facts() {
 run_date() {
     ((REPORT_ONLY)) || date -u +%Y-%m-%dT%H:%MZ >"$WORK/date.txt"
     cat "$WORK/date.txt"
+}
+
+# The memory budget of pbf-sort's merge stage, from its --help.
+sort_memory() {
+    local m
+    m=$("$ROOT/pbf-sort" --help 2>/dev/null | grep -o -- '--memory SIZE .*\[[^]]*\]' | grep -o '\[[^]]*\]' || true)
+    echo "merge memory budget ${m:-unknown}"
+}
+
+# The filesystem of the disk rows' outputs: device, type, size.
+disk_fs() {
+    local dir=${BENCH_DISK_OUT:-$DATA}
+    df -hT "$dir" | awk -v d="$dir" 'NR == 2 {print d " (" $1 ", " $2 ", " $3 " size)"}'
+}
+
+# The inputs of SHAPE's disk rows as a list: file, bytes, blobs.
+disk_inputs() { # SHAPE
+    local size in
+    while read -r size; do
+        in=$(input_for "$1" "$size")
+        echo "- $size: $(basename "$in"), $(file_size "$in" 2>/dev/null || echo '(since deleted) ') bytes$(blobs_of "$in")"
+    done < <(awk -F'\t' -v s="$1" '$1 == s && !seen[$2]++ {print $2}' "$DISK_TSV")
 }
 
 describe() {
@@ -975,6 +1181,7 @@ main() {
     : >"$AHEAD"
     : >"$NOTES"
     : >"$WORK/parallelism.tsv"
+    : >"$DISK_TSV"
     if [[ $BUILD == 1 ]]; then
         log "building release binaries"
         (cd "$ROOT" && cargo build --release --workspace --bins) >&2
@@ -992,6 +1199,7 @@ main() {
     wants pbfhogg-0.5 && ! have_pbfhogg "$PBFHOGG05_SORT" &&
         echo "all shapes: pbfhogg 0.5 sort not run: ${PBFHOGG05_SORT%% *} missing" >>"$NOTES"
     local shape in size
+    ((SCALING_ONLY)) && SHAPES=""
     for shape in $SHAPES; do
         size=$(size_of "$shape")
         in=$(input_for "$shape" "$size")
@@ -1016,7 +1224,11 @@ main() {
                 in=$(input_for "$shape" "$size")
                 log "scaling $shape $size: $in"
                 expected_counts "$in" >/dev/null
-                run_sorts "scaling-$shape" "$in" "$size" yes
+                if wants "$shape" "$DISK_SHAPES"; then
+                    run_disk "$shape" "$in" "$size"
+                else
+                    run_sorts "scaling-$shape" "$in" "$size" yes
+                fi
                 report
             done
         done
