@@ -669,9 +669,10 @@ run_index() { # TABLE IN SIZE
 # occupies the disk during the next and none is checked beside a timed
 # run. Rows go to DISK_TSV: shape, size, tool, cache, run, wall s, peak RSS
 # KB, exit status, peak bytes beyond the start, output bytes, objects,
-# verdict.
+# verdict, spool bytes (pbf-merge's -v line: the bytes of its frames), input
+# bytes.
 run_disk() { # SHAPE IN SIZE
-    local shape=$1 in=$2 size=$3 rep state t out peak cmd objects verdict
+    local shape=$1 in=$2 size=$3 rep state t out peak cmd objects verdict spool
     objects=$(expected_counts "$in" | awk '{print $1 + $2 + $3}')
     for ((rep = 1; rep <= DISK_REPEATS; rep++)); do
         for state in cold warm; do
@@ -700,9 +701,10 @@ run_disk() { # SHAPE IN SIZE
                 else
                     verdict=$(check_output "$in" "$out" "$size")
                 fi
-                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$shape" "$size" "$t" "$state" \
+                spool=$(grep -o 'frames, [0-9]* bytes' "$WORK/cmd.err" | tail -n 1 | tr -cd '0-9' || true)
+                printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$shape" "$size" "$t" "$state" \
                     "$rep" "$T_WALL" "$T_RSS" "$T_STATUS" "$peak" "$(file_size "$out" 2>/dev/null || echo 0)" \
-                    "$objects" "$verdict" >>"$DISK_TSV"
+                    "$objects" "$verdict" "${spool:-0}" "$(file_size "$in")" >>"$DISK_TSV"
                 log "disk $shape $size $t $state run $rep: $T_WALL s, $T_RSS KB, peak $peak bytes: $verdict"
             done
         done
@@ -746,6 +748,7 @@ import statistics, sys
 path, shape = sys.argv[1:3]
 rows = [l.rstrip("\n").split("\t") for l in open(path)]
 rows = [r for r in rows if r[0] == shape]
+mem = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("MemTotal:")) / 2**20
 sizes = []
 for r in rows:
     if r[1] not in sizes:
@@ -762,10 +765,12 @@ print(f"Ratio: pbf-sort's ns per object against the {ref} row's in the same cach
 print("Peak disk: the peak used bytes of the output's filesystem during the run")
 print("(bench/peak-disk.sh, polled every 0.1 s) above the start, less the output's size:")
 print("what the run needs beyond its input and output (spool, spill files).")
+print("Touched: input, spool (pbf-merge's frames) and output together, against the")
+print(f"machine's {mem:.1f} GiB of memory: above 1, they cannot all stay in the page cache.")
 print()
 print("| size | objects | cache | copy floor s | pbf-sort s | ns / object | ratio to " + str(ref)
-      + " | peak RSS MB | output bytes | peak disk beyond output, bytes | / output | runs |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      + " | peak RSS MB | output bytes | spool bytes | touched GiB (/ memory) | peak disk beyond output, bytes | / output | runs |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for size in sizes:
     for state in ("cold", "warm"):
         mine = [r for r in rows if r[1] == size and r[3] == state]
@@ -780,11 +785,14 @@ for size in sizes:
             base = per_object(ref, state)
             out = max(int(r[9]) for r in sort)
             beyond = max(int(r[8]) - int(r[9]) for r in sort)
+            spool = max(int(r[12]) for r in sort)
+            touched = (int(sort[0][13]) + spool + out) / 2**30
             cells += [f"{statistics.median(float(r[5]) for r in sort):.2f}", f"{ns:.1f}",
                       f"{ns / base:.3f}" if base else "-", f"{max(int(r[6]) for r in sort) / 1024:.0f}",
-                      f"{out:,}", f"{beyond:,}", f"{beyond / out:.3f}" if out else "-"]
+                      f"{out:,}", f"{spool:,}", f"{touched:.2f} ({touched / mem:.2f})",
+                      f"{beyond:,}", f"{beyond / out:.3f}" if out else "-"]
         else:
-            cells += ["not verified", "", "", "", "", "", ""]
+            cells += ["not verified", "", "", "", "", "", "", "", ""]
         runs = [r for r in mine if r[2] == "pbf-sort"]
         cells.append("; ".join(f"{float(r[5]):.2f} s {r[11]}" for r in runs) or "not run")
         print("| " + " | ".join(cells) + " |")
@@ -1011,7 +1019,7 @@ report() {
                     echo "just before); $DISK_REPEATS run(s) per cache state, medians of the verified ones. pbf-sort's"
                     echo "outputs are checked right after their run: by \`osmium fileinfo -e\` below"
                     echo "$DISK_INDEX_CHECK_FROM, from $DISK_INDEX_CHECK_FROM by pbf-index's counts and \`pbf-overlap --check\`."
-                    echo "Memory: $(free -g | awk '/Mem:/ {print $2}') GiB. Outputs, spools and peak disk use on"
+                    echo "Outputs, spools and peak disk use on"
                     echo "$(disk_fs). Inputs:"
                     disk_inputs "$shape"
                     echo
@@ -1171,7 +1179,7 @@ PY
 
 main() {
     if ((REPORT_ONLY)); then
-        [[ -s $ROWS ]] || die "$ROWS is missing: no run to report on"
+        [[ -s $ROWS || -s $DISK_TSV ]] || die "$ROWS and $DISK_TSV are missing: no run to report on"
         report
         return
     fi
