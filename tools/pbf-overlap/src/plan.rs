@@ -364,7 +364,7 @@ impl<'a> Iterator for Runs<'a> {
         let mut max = head.last();
         let mut n = 1;
         while let Some(s) = self.rest.get(n).filter(|s| s.first() <= max) {
-            if n == 1 && s.first() == max && self.follows(head, s) {
+            if n == 1 && s.first() == max && self.all_follow(head) {
                 break;
             }
             max = max.max(s.last());
@@ -377,6 +377,16 @@ impl<'a> Iterator for Runs<'a> {
 }
 
 impl Runs<'_> {
+    /// Whether every blob after `head` (the first of `rest`) that starts at
+    /// its last key can follow it ([`Runs::follows`]): all of them meet it
+    /// at that key, not only the next one in planning order.
+    fn all_follow(&self, head: &Segment) -> bool {
+        self.rest[1..]
+            .iter()
+            .take_while(|s| s.first() == head.last())
+            .all(|s| self.follows(head, s))
+    }
+
     /// Whether blob `b`, whose first key is blob `a`'s last, can follow `a`
     /// as a run of its own: both in order, both with tie ends, and every
     /// object of `a` before every one of `b` in the merge's order (by
