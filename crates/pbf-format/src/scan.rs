@@ -175,19 +175,25 @@ fn scan_object(data: &[u8], kind: Kind) -> Result<Key> {
     let (mut id, mut version) = (None, 0u32);
     while let Some((n, v)) = r.field()? {
         match (n, v) {
-            (1, Value::Varint(x)) if kind == Kind::Node => id = Some(wire::decode_zigzag(x)),
-            (1, Value::Varint(x)) => id = Some(x as i64),
-            (1, _) => {
-                return Err(Error::malformed(format!(
-                    "{kind} id has the wrong wire type"
-                )));
-            }
+            (1, v) => id = Some(object_id(kind, v)?),
             (4, Value::Bytes(info)) if kind != Kind::Changeset => version = info_version(info)?,
             _ => {}
         }
     }
     let id = id.ok_or_else(|| Error::malformed(format!("{kind} without id")))?;
     Ok(Key::new(kind, id, version))
+}
+
+/// Field 1 of a Node, Way, Relation or ChangeSet message: its id, zigzag
+/// coded for a node only.
+fn object_id(kind: Kind, v: Value<'_>) -> Result<i64> {
+    match v {
+        Value::Varint(x) if kind == Kind::Node => Ok(wire::decode_zigzag(x)),
+        Value::Varint(x) => Ok(x as i64),
+        _ => Err(Error::malformed(format!(
+            "{kind} id has the wrong wire type"
+        ))),
+    }
 }
 
 fn info_version(data: &[u8]) -> Result<u32> {

@@ -9,7 +9,7 @@
 //! decoder in [`crate::block`] does: Info fields merged over occurrences,
 //! DenseInfo timestamps delta-coded, times the block's `date_granularity`.
 
-use super::repeated;
+use super::{object_id, repeated};
 use crate::error::{Error, Result};
 use crate::key::{Key, Kind, key_version, tie_seconds};
 use crate::wire::{self, Reader, Value};
@@ -133,13 +133,7 @@ fn object(data: &[u8], kind: Kind, granularity: i64) -> Result<(Key, u32)> {
     let mut has_info = false;
     while let Some((n, v)) = r.field()? {
         match (n, v) {
-            (1, Value::Varint(x)) if kind == Kind::Node => id = Some(wire::decode_zigzag(x)),
-            (1, Value::Varint(x)) => id = Some(x as i64),
-            (1, _) => {
-                return Err(Error::malformed(format!(
-                    "{kind} id has the wrong wire type"
-                )));
-            }
+            (1, v) => id = Some(object_id(kind, v)?),
             (4, Value::Bytes(info)) if kind != Kind::Changeset => {
                 has_info = true;
                 info_fields(info, &mut version, &mut timestamp)?;
