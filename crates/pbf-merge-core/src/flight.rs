@@ -23,7 +23,7 @@ use pbf_stream::MergeOp;
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::{Clock, Span};
 use crate::writer::{Encoded, Target};
-use crate::{MergeStats, Merger, Prepared, REPORT_BYTES, Spool, WrittenFrame};
+use crate::{Appended, MergeStats, Merger, Prepared, Spool, WrittenFrame};
 
 /// Encoded frames an op may have queued for the spool: a later op stops
 /// merging when its queue is full.
@@ -45,10 +45,7 @@ pub struct Flight {
 /// One op in flight, as the spool's writer sees it.
 struct Flying {
     rx: Receiver<Message>,
-    pending: Vec<WrittenFrame>,
-    pending_bytes: u64,
-    frames: u64,
-    bytes: u64,
+    appended: Appended,
     padding: Option<u64>,
 }
 
@@ -108,10 +105,7 @@ impl Flight {
         });
         self.ops.push_back(Flying {
             rx,
-            pending: Vec::new(),
-            pending_bytes: 0,
-            frames: 0,
-            bytes: 0,
+            appended: Appended::default(),
             padding: None,
         });
     }
@@ -153,13 +147,13 @@ impl Flight {
             match message {
                 Message::Frame(block) => {
                     let clock = Clock::start();
-                    op.append(spool, block, report)?;
+                    op.appended.append(spool, block, report)?;
                     self.appends = self.appends.then(Span::task(clock.elapsed()));
                 }
                 Message::Done(done) => {
                     let mut stats = done?;
-                    op.flush(report)?;
-                    (stats.frames, stats.bytes) = (op.frames, op.bytes);
+                    op.appended.flush(report)?;
+                    (stats.frames, stats.bytes) = (op.appended.frames, op.appended.bytes);
                     stats.padding = op.padding.unwrap_or(0);
                     self.ops_span = self.ops_span.beside(stats.span);
                     self.ops.pop_front();
@@ -182,39 +176,6 @@ impl Drop for Flight {
     fn drop(&mut self) {
         self.gate.close();
         self.ops.clear();
-    }
-}
-
-impl Flying {
-    fn append(
-        &mut self,
-        spool: &mut Spool,
-        block: Encoded,
-        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    ) -> Result<()> {
-        let length = block.bytes.len() as u64;
-        let offset = spool.append(&block.bytes)?;
-        self.pending.push(WrittenFrame {
-            offset,
-            length,
-            summary: block.summary,
-        });
-        self.pending_bytes += length;
-        self.frames += 1;
-        self.bytes += length;
-        if self.pending_bytes >= REPORT_BYTES {
-            self.flush(report)?;
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self, report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>) -> Result<()> {
-        if !self.pending.is_empty() {
-            report(&self.pending).map_err(|e| Error::new(ErrorKind::Output(e)))?;
-            self.pending.clear();
-            self.pending_bytes = 0;
-        }
-        Ok(())
     }
 }
 

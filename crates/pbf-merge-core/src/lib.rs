@@ -311,10 +311,15 @@ impl Merger {
             true => spool.align(self.opts.align)?,
             false => 0,
         };
-        let target = SpoolTarget::new(spool, report);
-        let (mut target, mut stats) = self.execute(prepared, target, before_tail)?;
-        target.flush()?;
-        (stats.frames, stats.bytes, stats.padding) = (target.frames, target.bytes, padding);
+        let target = SpoolTarget {
+            spool,
+            report,
+            appended: Appended::default(),
+        };
+        let (target, mut stats) = self.execute(prepared, target, before_tail)?;
+        let mut done = target.appended;
+        done.flush(target.report)?;
+        (stats.frames, stats.bytes, stats.padding) = (done.frames, done.bytes, padding);
         Ok(stats)
     }
 
@@ -428,45 +433,26 @@ pub(crate) struct Merged<T> {
     pub span: Span,
 }
 
-/// Appends frames to the spool and reports them to the caller.
-struct SpoolTarget<'a> {
-    spool: &'a mut Spool,
-    report: &'a mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+/// The frames an op appended to the spool, reported to the caller in order,
+/// at least once per [`REPORT_BYTES`] and at the op's end.
+#[derive(Debug, Default)]
+struct Appended {
     pending: Vec<WrittenFrame>,
     pending_bytes: u64,
     frames: u64,
     bytes: u64,
 }
 
-impl<'a> SpoolTarget<'a> {
-    fn new(
-        spool: &'a mut Spool,
-        report: &'a mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    ) -> SpoolTarget<'a> {
-        SpoolTarget {
-            spool,
-            report,
-            pending: Vec::new(),
-            pending_bytes: 0,
-            frames: 0,
-            bytes: 0,
-        }
-    }
-
-    fn flush(&mut self) -> Result<()> {
-        if !self.pending.is_empty() {
-            (self.report)(&self.pending).map_err(|e| Error::new(ErrorKind::Output(e)))?;
-            self.pending.clear();
-            self.pending_bytes = 0;
-        }
-        Ok(())
-    }
-}
-
-impl Target for SpoolTarget<'_> {
-    fn write(&mut self, block: Encoded) -> Result<()> {
+impl Appended {
+    /// Append one encoded block to the spool.
+    fn append(
+        &mut self,
+        spool: &mut Spool,
+        block: Encoded,
+        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+    ) -> Result<()> {
         let length = block.bytes.len() as u64;
-        let offset = self.spool.append(&block.bytes)?;
+        let offset = spool.append(&block.bytes)?;
         self.pending.push(WrittenFrame {
             offset,
             length,
@@ -476,8 +462,31 @@ impl Target for SpoolTarget<'_> {
         self.frames += 1;
         self.bytes += length;
         if self.pending_bytes >= REPORT_BYTES {
-            self.flush()?;
+            self.flush(report)?;
         }
         Ok(())
+    }
+
+    /// Report the frames not reported yet.
+    fn flush(&mut self, report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>) -> Result<()> {
+        if !self.pending.is_empty() {
+            report(&self.pending).map_err(|e| Error::new(ErrorKind::Output(e)))?;
+            self.pending.clear();
+            self.pending_bytes = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Appends one op's frames to the spool and reports them to the caller.
+struct SpoolTarget<'a> {
+    spool: &'a mut Spool,
+    report: &'a mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+    appended: Appended,
+}
+
+impl Target for SpoolTarget<'_> {
+    fn write(&mut self, block: Encoded) -> Result<()> {
+        self.appended.append(self.spool, block, self.report)
     }
 }
