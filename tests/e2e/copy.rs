@@ -460,6 +460,26 @@ fn a_reader_that_stops_early_ends_the_copy_by_sigpipe() {
     }
 }
 
+/// A copy plan of a fixture in file order, where its first half of ops
+/// ends (a byte offset into the plan), and the bytes those ops copy.
+fn half_a_plan() -> (Vec<u8>, usize, u64) {
+    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
+    let ops: Vec<PlanRecord> = blobs
+        .iter()
+        .map(|b| PlanRecord::Copy(copy_op(b, false)))
+        .collect();
+    let plan = plan_bytes(&plan_header(&src), &ops, false);
+    let half = plan
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'\n')
+        .nth(ops.len() / 2)
+        .map(|(i, _)| i + 1)
+        .expect("enough lines");
+    let copied = blobs[..ops.len() / 2].iter().map(|b| b.length).sum();
+    (plan, half, copied)
+}
+
 /// Start pbf-copy on a plan fed through a pipe that stays open after the
 /// header and the first ops: the copy is under way, its temporary file holds
 /// data, and it waits for the rest of the plan. Returns the child, its plan
@@ -472,19 +492,7 @@ fn copy_in_progress(
     out: &Path,
     args: &[&str],
 ) -> (Child, std::process::ChildStdin, PathBuf) {
-    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
-    let ops: Vec<PlanRecord> = blobs
-        .iter()
-        .map(|b| PlanRecord::Copy(copy_op(b, false)))
-        .collect();
-    let plan = plan_bytes(&plan_header(&src), &ops, false);
-    let half: usize = plan
-        .iter()
-        .enumerate()
-        .filter(|&(_, &b)| b == b'\n')
-        .nth(ops.len() / 2)
-        .map(|(i, _)| i + 1)
-        .expect("enough lines");
+    let (plan, half, expected) = half_a_plan();
     let mut c = bin("pbf-copy");
     c.args(args)
         .arg("-o")
@@ -498,7 +506,6 @@ fn copy_in_progress(
         .write_all(&plan[..half])
         .expect("first half of the plan");
     stdin.flush().expect("flush");
-    let expected = blobs[..ops.len() / 2].iter().map(|b| b.length).sum::<u64>();
     let deadline = Instant::now() + Duration::from_secs(30);
     let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
     loop {
@@ -564,19 +571,7 @@ fn sigint_and_sigterm_mid_copy_remove_the_temporary_file() {
 fn sigint_mid_stream_leaves_a_file_no_reader_accepts() {
     let dir = tempfile::tempdir().expect("dir");
     let out = dir.path().join("out.osm.pbf");
-    let (src, blobs) = index(&data("sorted-kualalumpur.osm.pbf"));
-    let ops: Vec<PlanRecord> = blobs
-        .iter()
-        .map(|b| PlanRecord::Copy(copy_op(b, false)))
-        .collect();
-    let plan = plan_bytes(&plan_header(&src), &ops, false);
-    let half = plan
-        .iter()
-        .enumerate()
-        .filter(|&(_, &b)| b == b'\n')
-        .nth(ops.len() / 2)
-        .map(|(i, _)| i + 1)
-        .expect("enough lines");
+    let (plan, half, expected) = half_a_plan();
     let mut c = bin("pbf-copy");
     c.args(["-o", "-"])
         .stdin(Stdio::piped())
@@ -586,7 +581,6 @@ fn sigint_mid_stream_leaves_a_file_no_reader_accepts() {
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(&plan[..half]).expect("half the plan");
     stdin.flush().expect("flush");
-    let expected = blobs[..ops.len() / 2].iter().map(|b| b.length).sum::<u64>();
     let deadline = Instant::now() + Duration::from_secs(30);
     while fs::metadata(&out).map_or(0, |m| m.len()) < expected {
         assert!(Instant::now() < deadline, "pbf-copy never got half way");
