@@ -52,19 +52,19 @@
 #![deny(missing_docs)]
 
 pub mod cleanup;
-mod copy;
 mod error;
 pub mod frames;
 mod output;
+mod range;
 pub mod recompress;
 pub mod reflink;
 mod sources;
 mod temp;
 
-pub use copy::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use error::{Error, ErrorKind, Result};
 pub use output::{
     Check, OutputFile, OutputOptions, STREAM_POISON, WRITEBACK_STEP, start_writeback,
 };
+pub use range::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use sources::{CopySources, Source};
 pub use temp::TEMP_MARKER;

@@ -14,7 +14,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::cleanup;
-use crate::copy::{CopyStats, copy_range};
+use crate::range::{CopyStats, copy_range};
 use crate::error::{Error, ErrorKind, Result};
 use crate::temp::Temp;
 

@@ -24,7 +24,7 @@ use nix::errno::Errno;
 use nix::libc;
 use pbf_format::padding;
 
-use crate::copy::CHUNK;
+use crate::range::CHUNK;
 use crate::error::{Error, Result};
 use crate::output::OutputFile;
 
