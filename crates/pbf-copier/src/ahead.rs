@@ -38,10 +38,10 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
-use pbf_output::{CopySources, CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
+use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
 use pbf_stream::{CopyOp, SortedThrough};
 
-use crate::{OutputHead, Step};
+use crate::{CopySources, OutputHead, Step};
 
 /// The copier's side of the protocol over one plan: the guess, while there
 /// is one, and what the last one kept.

@@ -18,6 +18,7 @@
 
 pub mod ahead;
 pub mod holes;
+mod sources;
 
 use std::io::BufRead;
 use std::os::fd::AsFd;
@@ -29,7 +30,9 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
-use pbf_output::{CopySources, CopyStats, OutputFile, OutputOptions, frames};
+use pbf_output::{CopyStats, OutputFile, OutputOptions, frames};
+
+pub use sources::{CopySources, Source};
 
 /// The help texts that differ between the tools.
 #[derive(Clone, Copy, Debug)]

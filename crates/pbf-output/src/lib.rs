@@ -24,8 +24,6 @@
 //! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
 //!   plan's header record, and data-frame BlobHeaders carrying indexdata,
 //!   always under 128 bytes (older libosmium rejects longer ones).
-//! - [`CopySources`]: a plan's source files, identity-checked before anything is
-//!   written, with spool files (still growing) checked range by range.
 //!
 //! ```no_run
 //! use std::fs::File;
@@ -54,13 +52,11 @@ mod error;
 pub mod frames;
 mod output;
 mod range;
-mod sources;
 mod temp;
 
-pub use range::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use error::{Error, ErrorKind, Result};
 pub use output::{
     Check, OutputFile, OutputOptions, STREAM_POISON, WRITEBACK_STEP, start_writeback,
 };
-pub use sources::{CopySources, Source};
+pub use range::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use temp::TEMP_MARKER;

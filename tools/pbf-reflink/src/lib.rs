@@ -25,8 +25,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Help, Job, OutputHead, Step};
-use pbf_output::{CopySources, CopyStats, OutputFile, frames};
+use pbf_copier::{CopySources, Help, Job, OutputHead, Step};
+use pbf_output::{CopyStats, OutputFile, frames};
 use pbf_stream::CopyOp;
 
 use cloner::{CloneStats, Cloner, SourceRange};
