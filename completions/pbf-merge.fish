@@ -3,7 +3,7 @@ complete -c pbf-merge -l spool -d 'Spool file to create (it must not exist) [def
 complete -c pbf-merge -l memory -d 'Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept in memory and 64 bytes per input blob; encoding buffers of a few blocks per thread come on top' -r
 complete -c pbf-merge -s j -l jobs -d 'Worker threads for decoding, encoding and compression [default: all cores]' -r
 complete -c pbf-merge -l compression -d 'Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied blobs keep their own; osmium 1.15 cannot read zstd' -r
-complete -c pbf-merge -l align -d 'Start each merge op\'s frames in the spool at a multiple of BYTES (the filesystem block size, e.g. 4096; a power of two up to 1M), padding with frames readers skip, so pbf-reflink can clone merged runs [default: none]' -r
+complete -c pbf-merge -l align -d 'Start each merge op\'s frames in the spool at a multiple of BYTES (the filesystem block size, e.g. 4096; a power of two up to 1M), padding with frames readers skip, so pbf-reflink can clone the merged frames [default: none]' -r
 complete -c pbf-merge -l dedupe -d 'Drop repeated (type, id, version), keeping the one that sorts first'
 complete -c pbf-merge -l indexdata -d 'Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by default: the copiers copy these frames as they are, and osmconvert 0.9 (osmctools) reads only BlobHeaders of 11 to 17 bytes; pbf-copy --add-indexdata writes indexdata into the output from the plan\'s keys'
 complete -c pbf-merge -l validate -d 'Check the option values and exit: 0 when they are valid, 2 with the reason otherwise; no plan is read (pbf-sort checks its options this way before it starts a stage)'

@@ -38,10 +38,10 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
-use pbf_output::{CopySources, CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
+use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
 use pbf_stream::{CopyOp, SortedThrough};
 
-use crate::{OutputHead, Step};
+use crate::{CopySources, OutputHead, Step};
 
 /// The copier's side of the protocol over one plan: the guess, while there
 /// is one, and what the last one kept.
@@ -524,9 +524,14 @@ impl CopyAhead {
         let at = out.position();
         let gate = Arc::new(Gate::default());
         let shared = Arc::clone(&gate);
+        let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
             .name("copy-ahead".into())
-            .spawn(move || copy_steps(&src, offset, len, &dst, at, &shared))
+            .spawn(move || {
+                let mut copied = copy_steps(&src, offset, len, &dst, at, &shared);
+                copied.error = copied.error.map(|e| e.within(&names));
+                copied
+            })
             .map_err(|e| pbf_output::Error::io("copy ahead: starting a thread", e))?;
         Ok(CopyAhead {
             at,
@@ -695,6 +700,8 @@ mod tests {
         assert!(landed.kept < 1000, "{landed:?}");
         let err = landed.stopped_by.expect("an error").to_string();
         assert!(err.contains("ends"), "{err}");
+        let names = format!("copying {} ahead to {}", src.display(), out.name());
+        assert!(err.starts_with(&names), "{err}");
     }
 
     #[test]

@@ -170,10 +170,8 @@ mod tests {
             bytes.extend(frames::header_frame(&Default::default()).expect("header"));
         }
         while bytes.len() < 512 << 10 {
-            bytes.extend(
-                pbf_format::frame::encode_frame(&BlobType::OsmData, None, &[7u8; 4096])
-                    .expect("frame"),
-            );
+            let frame = pbf_format::frame::encode_frame(&BlobType::OsmData, None, &[7u8; 4096]);
+            bytes.extend(frame.expect("frame"));
         }
         std::fs::write(&path, &bytes).expect("write");
         (path, bytes)

@@ -18,6 +18,7 @@
 
 pub mod ahead;
 pub mod holes;
+mod sources;
 
 use std::io::BufRead;
 use std::os::fd::AsFd;
@@ -29,7 +30,9 @@ use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
-use pbf_output::{CopySources, CopyStats, OutputFile, OutputOptions, frames};
+use pbf_output::{CopyStats, OutputFile, OutputOptions, frames};
+
+pub use sources::{CopySources, Source};
 
 /// The help texts that differ between the tools.
 #[derive(Clone, Copy, Debug)]
@@ -332,7 +335,8 @@ impl OutputHead {
     /// it is of the plan's `copy_bytes`), before it writes them.
     pub fn check_room(&self, out: &OutputFile, copied: u64, opts: Options) -> Result<()> {
         if opts.space_check {
-            let header = frames::header_frame(&self.header)?.len() as u64;
+            let header = frames::header_frame(&self.header).map_err(|e| e.within(out.name()))?;
+            let header = header.len() as u64;
             out.check_room(header + copied)?;
         }
         Ok(())
@@ -341,7 +345,8 @@ impl OutputHead {
     /// Write the header unless it is written already.
     pub fn write(&mut self, out: &mut OutputFile) -> Result<()> {
         if !self.written {
-            out.write_all(&frames::header_frame(&self.header)?)?;
+            let header = frames::header_frame(&self.header).map_err(|e| e.within(out.name()))?;
+            out.write_all(&header)?;
             self.written = true;
         }
         Ok(())

@@ -1,5 +1,5 @@
 //! FxHash (the rustc hash) for the maps that deduplicate strings by content:
-//! the encoder's string table and the merge's spill records. Their keys come
+//! the encoder's string table and the merge's spill packets. Their keys come
 //! from data being rewritten, not from an adversary choosing collisions, and
 //! a collision costs only a comparison. Both maps hand out indexes in
 //! insertion order, so the hash never shows in any output.

@@ -19,7 +19,7 @@ use pbf_format::Key;
 
 /// Chains in one list, each chain's blobs in key order: a merge op of
 /// millions of small blobs has about as many chains, and a vector each
-/// would cost more than the blobs' own records.
+/// would cost more than the blobs' own entries ([`crate::input::InputBlob`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Chains {
     /// Indexes into the ranges, chain after chain.

@@ -66,7 +66,7 @@ impl SourceFiles {
     }
 }
 
-/// The record of every input blob is held while its op is merged, and
+/// The entry of every input blob is held while its op is merged, and
 /// counted against the budget.
 const _: () = assert!(size_of::<InputBlob>() == 64);
 
@@ -85,7 +85,7 @@ pub(crate) struct Inputs {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct InputBlob {
     /// Smallest key according to the plan, packed ([`InputBlob::first`]),
-    /// in two halves: a `u128` would align the record to 16 bytes.
+    /// in two halves: a `u128` would align the entry to 16 bytes.
     first: [u64; 2],
     /// Largest key according to the plan, likewise.
     last: [u64; 2],
@@ -300,10 +300,10 @@ fn checked(
 }
 
 /// Decoded memory of one object besides its tags, refs, members and
-/// strings: its record in the columns and its order entry.
+/// strings: its `Object` in the columns and its order entry.
 pub(crate) const OBJECT_BYTES: u64 = (size_of::<Object>() + size_of::<Order>()) as u64;
 
-/// Memory estimate of a decoded blob: a record and an order entry per
+/// Memory estimate of a decoded blob: an `Object` and an order entry per
 /// object, and three times the uncompressed block (a copy of its string
 /// table, the table's entries, tags, way refs and members; the columns
 /// keep the string table's bytes, not the whole block, so this errs on the

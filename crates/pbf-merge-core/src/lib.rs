@@ -12,12 +12,12 @@
 //!    unsorted inside is sorted when it is decoded. The blobs of chains
 //!    smaller than that are gathered into batches, each decoded into one
 //!    block and sorted (see `runs.rs`), and with two batches or more,
-//!    groups of batches are merged into runs of spill records kept in
+//!    groups of batches are merged into runs of spill packets kept in
 //!    memory (or in a spill file past half the budget). Where the plan's
 //!    keys bound every chain to a few blobs that are small together, the
 //!    chains are not formed and every blob is batched (`prepare.rs`);
 //! 3. if the runs together would hold more than the budget (what is left
-//!    of [`Options::memory`] after a 64-byte record per input blob, less a
+//!    of [`Options::memory`] after a 64-byte entry per input blob, less a
 //!    quarter for the batches being sorted), groups of runs that fit are
 //!    merged into sorted temporary runs (spill files beside the spool,
 //!    fast compression, deleted when closed), and groups of runs again until
@@ -41,9 +41,9 @@ mod flight;
 mod graph;
 mod input;
 mod merge;
+mod packet;
 mod pieces;
 mod prepare;
-mod record;
 mod runs;
 mod sorted;
 mod spill;
@@ -76,9 +76,9 @@ use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 /// How to merge.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Memory budget of a merge op (default 1 GiB): a record of each input
+    /// Memory budget of a merge op (default 1 GiB): an entry of each input
     /// blob, decoded objects (estimated from the blobs' sizes and object
-    /// counts, and for spill records by each object's decoded size as the
+    /// counts, and for spill packets by each object's decoded size as the
     /// merge counts it) and sorted runs kept in memory. Encoding buffers (a few blocks per thread) come on
     /// top.
     pub memory: u64,
@@ -153,7 +153,7 @@ pub struct MergeStats {
     /// Batches the blobs of small chains were gathered into, each merged
     /// as one sorted run.
     pub batches: u64,
-    /// Bytes held for the inputs' records while merging, taken off the
+    /// Bytes held for the input blobs' entries while merging, taken off the
     /// memory budget.
     pub held: u64,
     /// Spill levels (0: merged directly).
@@ -165,7 +165,7 @@ pub struct MergeStats {
     pub spilled_runs: u64,
     /// Bytes written to spill files.
     pub spilled_bytes: u64,
-    /// Sorted runs of spill records kept in memory.
+    /// Sorted runs of spill packets kept in memory.
     pub kept_runs: u64,
     /// Bytes of the runs kept in memory.
     pub kept_bytes: u64,
@@ -212,7 +212,7 @@ impl std::fmt::Debug for Prepared {
 
 impl Prepared {
     /// The memory the op holds while it is merged, out of a budget of
-    /// `memory` ([`Options::memory`]): its blobs' records and its runs; an op
+    /// `memory` ([`Options::memory`]): its blobs' entries and its runs; an op
     /// that must sort batches or spill takes the whole budget.
     pub fn memory(&self, memory: u64) -> u64 {
         match self.start {
@@ -273,7 +273,7 @@ impl Merger {
             elements_in: blobs.iter().map(|b| u64::from(b.elements)).sum(),
             ..MergeStats::default()
         };
-        // Every blob's record, and its index in the load that reads it.
+        // Every blob's entry, and its index in the load that reads it.
         stats.held = (inputs.heap_size() + blobs.len() * size_of::<u32>()) as u64;
         let threads = self.pool.current_num_threads();
         let budget = Budget::new(self.opts.memory, stats.held, threads);
@@ -398,7 +398,7 @@ impl Merger {
     /// merge). With n pieces at once a run holds at most 2n of its loads
     /// decoded (a piece's stream holds one and reads one ahead; a load that
     /// spans pieces is decoded once), a run of one load one however many
-    /// pieces share it, and records kept in memory are shared by all.
+    /// pieces share it, and packets kept in memory are shared by all.
     /// Only an op that holds the whole budget (one that had to sort batches
     /// or spill: it runs alone) is merged in pieces.
     pub(crate) fn pieces_side_by_side(&self, runs: &[Run], limit: u64) -> usize {

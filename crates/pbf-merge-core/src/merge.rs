@@ -270,7 +270,7 @@ mod tests {
 
     impl Target for Collect {
         fn write(&mut self, block: Encoded) -> Result<()> {
-            let mut block = crate::record::read_record(&block.bytes)?;
+            let mut block = crate::packet::read_packet(&block.bytes)?;
             while let Some((order, element)) = block.take() {
                 self.0.push((element.into_element().id(), order.rank));
             }
@@ -295,7 +295,7 @@ mod tests {
                 Stream::new(loaders, Arc::clone(&pool), Arc::default())
             })
             .collect();
-        let format = BlockFormat::SpillRecord(pbf_format::compress::Compression::None);
+        let format = BlockFormat::SpillPacket(pbf_format::compress::Compression::None);
         let cut = Cut {
             elements: 3,
             encoded: 1 << 20,

@@ -452,8 +452,8 @@ mod tests {
         }
     }
 
-    /// Runs of spill records: each run's elements sorted as a merge orders
-    /// them, every record its own input blob, cut into records of the
+    /// Runs of spill packets: each run's elements sorted as a merge orders
+    /// them, every packet its own input blob, cut into packets of the
     /// given sizes.
     /// A run's elements (way or node, id, version, seconds) and the sizes
     /// of its input blobs.
@@ -481,19 +481,19 @@ mod tests {
                     }
                 }
                 all.sort_by_key(|(o, _)| o.merge_key());
-                let mut records = Vec::new();
+                let mut packets = Vec::new();
                 let mut bounds = Vec::new();
                 for chunk in all.chunks(3) {
                     let elements: Vec<Element> = chunk.iter().map(|c| c.1.clone()).collect();
                     let blobs: Vec<u32> = chunk.iter().map(|c| c.0.blob()).collect();
                     let columns = Columns::from_elements(&elements);
                     let views: Vec<Obj<'_>> = columns.views().collect();
-                    let record = crate::record::write_record(&views, &blobs, Compression::None)
-                        .expect("record");
-                    records.push(Arc::new(record));
+                    let packet = crate::packet::write_packet(&views, &blobs, Compression::None)
+                        .expect("packet");
+                    packets.push(Arc::new(packet));
                     bounds.push((chunk[0].0.key, chunk[chunk.len() - 1].0.key));
                 }
-                Run::kept(records, bounds, 1 << 10)
+                Run::kept(packets, bounds, 1 << 10)
             })
             .collect()
     }
@@ -595,7 +595,7 @@ mod tests {
             .map(|r| ((0..60).map(|i| (false, i * 2 + r, 1, 0)).collect(), vec![3]))
             .collect();
         let runs = runs(&spec);
-        // 20 records per run: 20 pieces of about one record per run.
+        // 20 packets per run: 20 pieces of about one packet per run.
         let cuts = boundaries(&runs);
         assert_eq!(cuts.len(), 19);
         assert!(cuts.windows(2).all(|w| w[0] < w[1]));

@@ -1,7 +1,7 @@
 //! Sorted blocks: the unit the merge moves around. A block keeps the merge
 //! order of its elements ([`Order`]: packed key, rank and the two sizes the
 //! block writer cuts by) apart from the elements themselves, which stay in
-//! the [`Columns`] of their decoded input blob or spill record: sorting,
+//! the [`Columns`] of their decoded input blob or spill packet: sorting,
 //! galloping and the merge's comparisons touch 32-byte entries, and what
 //! the merge hands the writer is a reference to an object, never the object.
 //!
@@ -57,7 +57,7 @@ impl Order {
 }
 
 /// Elements in (key, rank) order, consumed from the front: objects of a
-/// decoded input blob or spill record, and the order in which to take them.
+/// decoded input blob or spill packet, and the order in which to take them.
 #[derive(Debug, Default)]
 pub(crate) struct Block {
     order: Vec<Order>,
@@ -84,16 +84,16 @@ impl Block {
     /// A block of the objects of one input blob, at position `blob`.
     pub fn from_columns(columns: Columns, blob: u32) -> Block {
         let blobs = vec![blob; columns.len()];
-        Block::from_record(columns, blobs)
+        Block::from_packet(columns, blobs)
     }
 
     /// A block of objects each with its input blob's position, sorted
-    /// unless already in order (as a spill record is). Sorting moves the
+    /// unless already in order (as a spill packet is). Sorting moves the
     /// objects with their tags, way refs, locations and members (not the
     /// string table), so the merge reads each block front to back: with
     /// hundreds of blocks taking turns, an object next to the last one
     /// taken from its block is often still in the cache.
-    pub fn from_record(mut columns: Columns, blobs: Vec<u32>) -> Block {
+    pub fn from_packet(mut columns: Columns, blobs: Vec<u32>) -> Block {
         let order: Vec<Order> = columns
             .views()
             .zip(blobs)
@@ -149,15 +149,15 @@ impl Block {
         })
     }
 
-    /// A block of owned elements (by way of a spill record), for tests.
+    /// A block of owned elements (by way of a spill packet), for tests.
     #[cfg(test)]
     pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {
         let blobs: Vec<u32> = blobs.take(elements.len()).collect();
         let columns = Columns::from_elements(&elements);
         let views: Vec<Obj<'_>> = columns.views().collect();
         let c = pbf_format::compress::Compression::None;
-        let record = crate::record::write_record(&views, &blobs, c).expect("write record");
-        crate::record::read_record(&record).expect("read record")
+        let packet = crate::packet::write_packet(&views, &blobs, c).expect("write packet");
+        crate::packet::read_packet(&packet).expect("read packet")
     }
 
     /// The orders of the elements not yet taken.

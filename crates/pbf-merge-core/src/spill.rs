@@ -1,9 +1,9 @@
 //! Spilling: batches of small blobs are merged, a group at a time, into
-//! runs of spill records ([`crate::record`]) kept in memory (a spill file
+//! runs of spill packets ([`crate::packet`]) kept in memory (a spill file
 //! past half the budget); when the runs of a merge op would then hold more
 //! than the budget, groups of runs that fit are merged into one sorted run
-//! each, written as spill records to an anonymous temporary file beside the
-//! spool, and read back one record at a time; groups of spilled runs are
+//! each, written as spill packets to an anonymous temporary file beside the
+//! spool, and read back one packet at a time; groups of spilled runs are
 //! merged again until what is left fits.
 
 use std::collections::VecDeque;
@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Span;
 use crate::input::{Inputs, Load};
-use crate::record;
+use crate::packet;
 use crate::sorted::Block;
 use crate::stream::Loader;
 use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
@@ -57,10 +57,10 @@ impl Merger {
     /// Sort batches of small blobs into compact runs, a group of batches
     /// at a time, up to [`GROUPS`] groups side by side, each on a thread of
     /// its own: a decoded object takes ten times the bytes of its spill
-    /// record, so a shuffled file of small blobs would otherwise hold all
+    /// packet, so a shuffled file of small blobs would otherwise hold all
     /// its objects decoded. The runs stay in memory while they take at most
     /// half the budget for runs (counting a group being sorted at a quarter
-    /// of its batches' bytes until its records are known), and go to a
+    /// of its batches' bytes until its packets are known), and go to a
     /// spill file past that. Fewer than two batches are left as they are.
     pub(crate) fn compact(
         &self,
@@ -148,8 +148,8 @@ impl Merger {
             let mut st = lock(state);
             match &result {
                 Ok((run, _)) => {
-                    if let (Some(reserve), RunSource::Kept(records, _)) = (in_memory, &run.source) {
-                        let bytes = records.iter().map(|r| r.len() as u64).sum::<u64>();
+                    if let (Some(reserve), RunSource::Kept(packets, _)) = (in_memory, &run.source) {
+                        let bytes = packets.iter().map(|r| r.len() as u64).sum::<u64>();
                         st.kept = st.kept - reserve + bytes;
                     }
                 }
@@ -179,7 +179,7 @@ impl Merger {
         self.spill(group, budget, Place::File(file), false)
     }
 
-    /// Merge a group of runs into one sorted run of spill records, kept in
+    /// Merge a group of runs into one sorted run of spill packets, kept in
     /// memory or written to a spill file; `in_pieces`: cut into key ranges
     /// merged side by side as memory allows (a group that spills to a file
     /// takes the budget, so it is merged alone; groups of batches are
@@ -200,11 +200,11 @@ impl Merger {
         };
         let block_bytes = (budget.runs / 16).clamp(16 << 10, 16 << 20) as usize;
         let cut = Cut {
-            elements: self.opts.encode.max_elements.min(RECORD_ELEMENTS),
+            elements: self.opts.encode.max_elements.min(PACKET_ELEMENTS),
             encoded: self.opts.encode.max_bytes,
             approx: block_bytes,
         };
-        let format = BlockFormat::SpillRecord(self.opts.spill_compression);
+        let format = BlockFormat::SpillPacket(self.opts.spill_compression);
         let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
         let side_by_side = match in_pieces {
             true => self.pieces_side_by_side(&group, budget.runs),
@@ -250,7 +250,7 @@ impl Merger {
                     source: RunSource::Spilled {
                         file: Arc::clone(&file.file),
                         dir: file.dir.clone(),
-                        records: target.offsets,
+                        packets: target.offsets,
                         bounds: target.bounds,
                     },
                     batch: false,
@@ -265,9 +265,9 @@ impl Merger {
 /// enough batches.
 const SPREAD: u64 = 16;
 
-/// Elements of a spill record, at most: small enough that the final merge
+/// Elements of a spill packet, at most: small enough that the final merge
 /// of a few runs has loads to cut into pieces ([`crate::pieces`]).
-const RECORD_ELEMENTS: usize = 2048;
+const PACKET_ELEMENTS: usize = 2048;
 
 /// Groups of batches sorted side by side at most (each holds up to
 /// [`Budget::group`]).
@@ -328,7 +328,7 @@ fn take_group(rest: &mut VecDeque<Run>, limit: u64, least: usize) -> (Vec<Run>, 
     (group, memory)
 }
 
-/// How the memory budget of one merge op is spent: the blobs' records come
+/// How the memory budget of one merge op is spent: the blobs' entries come
 /// off the top; of the rest, the sorting of batches being loaded may take up
 /// to a quarter, and the runs merged at once the other three.
 #[derive(Clone, Copy, Debug)]
@@ -344,7 +344,7 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    /// The budget left of `memory` after `held` bytes of records, for a
+    /// The budget left of `memory` after `held` bytes of input blob entries, for a
     /// pool of `threads` threads, each of which may be sorting a batch.
     pub fn new(memory: u64, held: u64, threads: usize) -> Budget {
         let work = memory.saturating_sub(held).max(memory.min(MIN_WORK));
@@ -369,7 +369,7 @@ impl Budget {
 /// only hold more memory for the while.
 const BATCH: u64 = 16 << 20;
 
-/// The least budget a merge works with, whatever its blobs' records take
+/// The least budget a merge works with, whatever its blobs' entries take
 /// (unless given less): past that, it spills on as many levels as it needs.
 const MIN_WORK: u64 = 64 << 10;
 
@@ -386,12 +386,12 @@ pub(crate) struct Run {
 
 enum RunSource {
     Loads(Arc<Inputs>, Vec<Load>),
-    /// Spill records kept in memory, and the keys (first, last) of each.
+    /// Spill packets kept in memory, and the keys (first, last) of each.
     Kept(Vec<Arc<Vec<u8>>>, Vec<(u128, u128)>),
     Spilled {
         file: Arc<File>,
         dir: PathBuf,
-        records: Vec<(u64, u32)>,
+        packets: Vec<(u64, u32)>,
         bounds: Vec<(u128, u128)>,
     },
 }
@@ -437,13 +437,13 @@ impl Run {
                     Box::new(move || inputs.load(&load)) as Loader
                 })
                 .collect(),
-            RunSource::Kept(records, _) => records
+            RunSource::Kept(packets, _) => packets
                 .into_iter()
-                .map(|record| Box::new(move || read_kept(&record)) as Loader)
+                .map(|packet| Box::new(move || read_kept(&packet)) as Loader)
                 .collect(),
             RunSource::Spilled {
-                file, dir, records, ..
-            } => records
+                file, dir, packets, ..
+            } => packets
                 .into_iter()
                 .map(|(offset, len)| {
                     let (file, dir) = (Arc::clone(&file), dir.clone());
@@ -455,12 +455,12 @@ impl Run {
 }
 
 impl Run {
-    /// A run of spill records kept in memory, with their keys, for tests.
+    /// A run of spill packets kept in memory, with their keys, for tests.
     #[cfg(test)]
-    pub(crate) fn kept(records: Vec<Arc<Vec<u8>>>, bounds: Vec<(u128, u128)>, memory: u64) -> Run {
+    pub(crate) fn kept(packets: Vec<Arc<Vec<u8>>>, bounds: Vec<(u128, u128)>, memory: u64) -> Run {
         Run {
             memory,
-            source: RunSource::Kept(records, bounds),
+            source: RunSource::Kept(packets, bounds),
             batch: false,
         }
     }
@@ -469,8 +469,8 @@ impl Run {
     pub(crate) fn loads(&self) -> usize {
         match &self.source {
             RunSource::Loads(_, loads) => loads.len(),
-            RunSource::Kept(records, _) => records.len(),
-            RunSource::Spilled { records, .. } => records.len(),
+            RunSource::Kept(packets, _) => packets.len(),
+            RunSource::Spilled { packets, .. } => packets.len(),
         }
     }
 
@@ -490,19 +490,19 @@ impl Run {
     pub(crate) fn load(&self, i: usize) -> Result<Block> {
         match &self.source {
             RunSource::Loads(inputs, loads) => inputs.load(&loads[i]),
-            RunSource::Kept(records, _) => read_kept(&records[i]),
+            RunSource::Kept(packets, _) => read_kept(&packets[i]),
             RunSource::Spilled {
-                file, dir, records, ..
-            } => read_spilled(file, dir, records[i].0, records[i].1),
+                file, dir, packets, ..
+            } => read_spilled(file, dir, packets[i].0, packets[i].1),
         }
     }
 
-    /// The memory it needs while merged, less what its records kept in
+    /// The memory it needs while merged, less what its packets kept in
     /// memory hold (which copies of it share).
     pub(crate) fn decoded(&self) -> u64 {
         match &self.source {
-            RunSource::Kept(records, _) => {
-                let bytes: u64 = records.iter().map(|r| r.len() as u64).sum();
+            RunSource::Kept(packets, _) => {
+                let bytes: u64 = packets.iter().map(|r| r.len() as u64).sum();
                 self.memory.saturating_sub(bytes)
             }
             _ => self.memory,
@@ -510,10 +510,10 @@ impl Run {
     }
 }
 
-fn read_kept(record: &[u8]) -> Result<Block> {
-    record::read_record(record).map_err(|e| match e.kind() {
+fn read_kept(packet: &[u8]) -> Result<Block> {
+    packet::read_packet(packet).map_err(|e| match e.kind() {
         ErrorKind::CorruptSpill(m) => {
-            Error::new(ErrorKind::Internal(format!("a record kept in memory: {m}")))
+            Error::new(ErrorKind::Internal(format!("a packet kept in memory: {m}")))
         }
         _ => e,
     })
@@ -523,9 +523,9 @@ fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block>
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, offset)
         .map_err(|e| Error::spill(dir, e))?;
-    record::read_record(&buf).map_err(|e| match e.kind() {
+    packet::read_packet(&buf).map_err(|e| match e.kind() {
         ErrorKind::CorruptSpill(m) => Error::new(ErrorKind::CorruptSpill(format!(
-            "record at offset {offset} in {}: {m}",
+            "packet at offset {offset} in {}: {m}",
             dir.display()
         ))),
         _ => e,
@@ -551,7 +551,7 @@ impl SpillFile {
     }
 }
 
-/// Where a spilled run's records go.
+/// Where a spilled run's packets go.
 enum Place<'a> {
     /// Kept in memory.
     Memory,
@@ -559,14 +559,14 @@ enum Place<'a> {
     File(&'a Mutex<SpillFile>),
 }
 
-/// Writes one spilled run's records.
+/// Writes one spilled run's packets.
 struct SpillTarget<'a> {
     place: Place<'a>,
-    /// Records in the file: (offset, length).
+    /// Packets in the file: (offset, length).
     offsets: Vec<(u64, u32)>,
-    /// Records in memory.
+    /// Packets in memory.
     kept: Vec<Arc<Vec<u8>>>,
-    /// The keys (first, last) of each record.
+    /// The keys (first, last) of each packet.
     bounds: Vec<(u128, u128)>,
     max_approx: u64,
 }

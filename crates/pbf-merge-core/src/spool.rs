@@ -1,6 +1,6 @@
 //! The spool: the file merged blocks are written to. It is a plain sequence
 //! of PBF data frames (no OSMHeader), appended in order, so a downstream
-//! stage can copy byte ranges of it while later runs are still merging: every
+//! stage can copy byte ranges of it while later ops are still merging: every
 //! frame is written with `write(2)` before its range is reported, which makes
 //! it visible to other processes without an fsync.
 //!

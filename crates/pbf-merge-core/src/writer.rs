@@ -5,7 +5,7 @@
 //! output order, and go to a [`Target`]: the spool or a spill file.
 //!
 //! A block being filled holds references to objects of decoded input blobs
-//! and spill records ([`Columns`]), and keeps those alive until it is
+//! and spill packets ([`Columns`]), and keeps those alive until it is
 //! encoded.
 
 use std::collections::VecDeque;
@@ -20,7 +20,7 @@ use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Tasks;
-use crate::record;
+use crate::packet;
 use crate::sorted::{Item, Order};
 
 /// Where encoded blocks go.
@@ -35,8 +35,8 @@ pub(crate) enum BlockFormat {
     /// A PBF data frame for the output, with our indexdata when the flag
     /// says so.
     PbfFrame(Compression, EncodeOptions, bool),
-    /// A spill record ([`crate::record`]): the elements and their blobs.
-    SpillRecord(Compression),
+    /// A spill packet ([`crate::packet`]): the elements and their blobs.
+    SpillPacket(Compression),
 }
 
 /// An encoded block.
@@ -140,7 +140,7 @@ impl<T: Target> BlockWriter<T> {
             order,
             element,
             stream,
-            matches!(self.format, BlockFormat::SpillRecord(..)),
+            matches!(self.format, BlockFormat::SpillPacket(..)),
         );
         self.written += 1;
         Ok(())
@@ -185,13 +185,13 @@ impl<T: Target> BlockWriter<T> {
     }
 }
 
-/// The block being filled: its elements, their input blobs (for spill records),
+/// The block being filled: its elements, their input blobs (for spill packets),
 /// and what is known of its keys and sizes.
 #[derive(Default)]
 struct Pending {
     /// The elements in order: (slot in `sources`, object).
     items: Vec<(u32, u32)>,
-    /// The decoded blobs and records that `items` refer to.
+    /// The decoded blobs and packets that `items` refer to.
     sources: Vec<Arc<Columns>>,
     /// Per input stream of the merge: the block it gave last, by address,
     /// and its slot. A stream gives one block after another, and a block
@@ -275,7 +275,7 @@ fn encode(block: Pending, format: BlockFormat) -> Result<Encoded> {
                 with_indexdata.then(|| indexdata::encode(&summary, &frame::BlobStart::of(&blob)));
             frame::encode_frame(&frame::BlobType::OsmData, ix.as_deref(), &blob)?
         }
-        BlockFormat::SpillRecord(c) => record::write_record(&views, &block.blobs, c)?,
+        BlockFormat::SpillPacket(c) => packet::write_packet(&views, &block.blobs, c)?,
     };
     Ok(Encoded {
         bytes,

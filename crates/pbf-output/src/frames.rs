@@ -30,7 +30,7 @@ pub fn header_frame_with(h: &Header, compression: Compression) -> Result<Vec<u8>
 
 /// The frame reader over `file` at its size now: a spool grows while it is
 /// read, and each range the plan copies from it was checked against its
-/// size when it was asked for ([`crate::CopySources::range`]).
+/// size when it was asked for (`pbf_copier::CopySources::range`).
 pub fn frame_reader<'a>(file: &'a File, path: &'a Path) -> Result<FrameReader<'a>> {
     let size = file
         .metadata()

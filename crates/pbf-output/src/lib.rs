@@ -24,10 +24,6 @@
 //! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
 //!   plan's header record, and data-frame BlobHeaders carrying indexdata,
 //!   always under 128 bytes (older libosmium rejects longer ones).
-//! - [`reflink`]: `FICLONERANGE` with padding frames that make source and
-//!   destination offsets congruent modulo the block size (`pbf-reflink`).
-//! - [`CopySources`]: a plan's source files, identity-checked before anything is
-//!   written, with spool files (still growing) checked range by range.
 //!
 //! ```no_run
 //! use std::fs::File;
@@ -52,19 +48,15 @@
 #![deny(missing_docs)]
 
 pub mod cleanup;
-mod copy;
 mod error;
 pub mod frames;
 mod output;
-pub mod recompress;
-pub mod reflink;
-mod sources;
+mod range;
 mod temp;
 
-pub use copy::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use error::{Error, ErrorKind, Result};
 pub use output::{
     Check, OutputFile, OutputOptions, STREAM_POISON, WRITEBACK_STEP, start_writeback,
 };
-pub use sources::{CopySources, Source};
+pub use range::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use temp::TEMP_MARKER;

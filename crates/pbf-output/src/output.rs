@@ -14,8 +14,8 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::cleanup;
-use crate::copy::{CopyStats, copy_range};
 use crate::error::{Error, ErrorKind, Result};
+use crate::range::{CopyStats, copy_range};
 use crate::temp::Temp;
 
 /// What an output may replace.

@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorKind};
 use crate::order::OrderCheck;
 use crate::records::*;
 
-/// Longest line accepted (a merge op over a huge run is one long line).
+/// Longest line accepted (a merge op of millions of blobs is one long line).
 pub const MAX_LINE: usize = 512 * 1024 * 1024;
 
 /// The time a stage spent on its streams themselves: parsing the records it
@@ -371,8 +371,8 @@ impl<W: Write> Writer<W> {
 
     /// Write a `merge` op whose inputs come one at a time: the line
     /// `write(&PlanRecord::Merge(op))` writes for the op of these fields,
-    /// without holding the op or its whole line. A run of millions of blobs
-    /// is one merge op (a file of small blobs in random order: 2.3 million
+    /// without holding the op or its whole line. A file of small blobs in
+    /// random order is one merge op of millions of blobs (2.3 million
     /// inputs, a 400 MB line), so the line goes out in pieces of about
     /// [`MERGE_PIECE`] bytes.
     pub fn write_merge(

@@ -480,11 +480,11 @@ pub struct MergeOp {
     /// The blobs, in file order (source id, then offset) as pbf-overlap
     /// writes them; a reader takes them in any order.
     pub inputs: Vec<MergeInput>,
-    /// Smallest key of the run.
+    /// Smallest key of the op's blobs.
     pub first: KeyRecord,
-    /// Largest key of the run.
+    /// Largest key of the op's blobs.
     pub last: KeyRecord,
-    /// Objects in the run.
+    /// Objects in the op's blobs.
     pub elements: u64,
 }
 

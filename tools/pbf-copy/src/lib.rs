@@ -7,7 +7,9 @@
 //! `pbf-output` crate, shared with `pbf-reflink`, and so do the options,
 //! the plan loop, the check before the commit and the copy ahead of the
 //! plan (`pbf_copier`, `pbf_copier::ahead`): this file holds what copying
-//! adds.
+//! adds, and `recompress.rs` the `--recompress` copy.
+
+mod recompress;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -17,13 +19,14 @@ use clap::{Arg, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Help, Job, Options, OutputHead, Step};
+use pbf_copier::{CopySources, Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
-use pbf_output::recompress::recompress_range;
-use pbf_output::{CopySources, CopyStats, OutputFile, frames};
+use pbf_output::{CopyStats, OutputFile, frames};
 use pbf_stream::{CopyOp, StreamTime};
+
+use recompress::recompress_range;
 
 const NAME: &str = "pbf-copy";
 

@@ -4,7 +4,7 @@
 //! the sources), so that only copy ops are left for `pbf-copy`. Copy ops
 //! pass through unchanged and in order. The plan streams: copy ops go out,
 //! and standard output is flushed, as soon as the frames they name are in
-//! the spool, so the copier works while later runs are still merging. On any
+//! the spool, so the copier works while later ops are still merging. On any
 //! error no `end` record is written, so nothing downstream writes an output.
 
 use std::collections::VecDeque;
@@ -45,7 +45,7 @@ pub fn command() -> Command {
              elements (DenseNodes; indexdata in the BlobHeaders only with --indexdata) appended to the \
              spool file, and the merge op is replaced by copy ops of those frames. The spool is \
              added to the plan's sources as a growing file. Copy ops pass through unchanged.\n\n\
-             Blobs of a run are partitioned into the fewest chains of non-overlapping blobs and \
+             Blobs of a merge op are partitioned into the fewest chains of non-overlapping blobs and \
              merged k-way, one decoded blob per chain at a time. Small blobs (a few objects \
              each, as converters write them) are gathered into batches that are decoded and \
              sorted together, and sorted into compact runs kept in memory; where the keys show \
@@ -125,7 +125,7 @@ pub fn command() -> Command {
                 .help(
                     "Start each merge op's frames in the spool at a multiple of BYTES (the \
                      filesystem block size, e.g. 4096; a power of two up to 1M), padding with \
-                     frames readers skip, so pbf-reflink can clone merged runs [default: none]",
+                     frames readers skip, so pbf-reflink can clone the merged frames [default: none]",
                 )
                 .value_parser(parse_align),
         )

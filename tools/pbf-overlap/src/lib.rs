@@ -1,7 +1,7 @@
 //! `pbf-overlap`: the planning stage. It reads index streams (from pbf-index),
 //! proves which blobs can be copied as they are, and writes the plan stream:
 //! the output header, then copy ops for blobs whose key ranges overlap no
-//! other blob and merge ops for the runs that do, in output order. With
+//! other blob and merge ops for the clusters that do, in output order. With
 //! `--check` it only answers whether the input is already in order.
 
 mod ahead;
@@ -38,7 +38,7 @@ pub fn command() -> Command {
              overlaps no other and is sorted inside becomes a copy op; consecutive copies of \
              frames that are contiguous in the same file are coalesced into one copy op (at most \
              16384 frames each) carrying the keys of each frame (unless --no-frame-keys). Every \
-             other run of blobs (several overlapping blobs, or one blob not sorted inside) \
+             other cluster of blobs (several overlapping blobs, or one blob not sorted inside) \
              becomes a merge op for pbf-merge.\n\n\
              The output header keeps the inputs' required features (LocationsOnWays only when \
              every input has it; DenseNodes when a merge is planned), replaces Sort.* features by \
@@ -292,7 +292,7 @@ impl PlanOut {
         let Purpose::Plan(blobs) = &input.blobs else {
             bail!("internal error: no blobs were kept to plan");
         };
-        let merges = blobs.runs().any(|r| !plan::is_copy(r));
+        let merges = blobs.clusters().any(|c| !plan::is_copy(c));
         let header = header::output_header(&input.headers, merges, &self.program);
         let record = self.ahead.planned(input, header, blobs.copy_bytes())?;
         self.out.write(&record)?;

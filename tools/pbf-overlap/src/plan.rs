@@ -1,11 +1,11 @@
 //! The planning core: blobs as compact key segments, sorted by first key and
-//! swept with a running maximum of the last key into runs (overlap is
+//! swept with a running maximum of the last key into clusters (overlap is
 //! transitive, and equal boundary keys overlap, unless both blobs carry
 //! their tie ends and the first one's objects come before the second's in
-//! the merge's order of equal keys). A run of one blob in order is copied:
+//! the merge's order of equal keys). A cluster of one blob in order is copied:
 //! one sorted inside, or one whose repeated keys are in the merge's order
 //! (its record's `ties`; not with `--dedupe`, which must see the repeats);
-//! every other run is merged. Copies of blobs that are contiguous in the
+//! every other cluster is merged. Copies of blobs that are contiguous in the
 //! same source are coalesced into one copy op.
 //!
 //! Memory is per blob, and a file of small blobs has millions (a planet
@@ -15,7 +15,7 @@
 //! source id and the sorted and in-order flags in the bits the first key
 //! leaves free, the frame's offset and length, and its number of objects.
 //! The tie ends of blobs that carry them are kept in [`Blobs`]' side list,
-//! looked up only where a run's last key is the next blob's first.
+//! looked up only where a cluster's last key is the next blob's first.
 //! Per-kind counts are needed only for the frames of copy ops (a copy
 //! op's `frames`), and a blob in order nearly always holds one kind, its
 //! keys' kind: only a blob in order whose counts say otherwise keeps them,
@@ -128,7 +128,7 @@ impl Segment {
         (self.head.get() >> SORTED_BIT) & 1 == 1
     }
 
-    /// The blob's objects are in the merge's order, so a run of it alone is
+    /// The blob's objects are in the merge's order, so a cluster of it alone is
     /// copied: it is sorted, or its keys repeat in the merge's order of
     /// equal keys (and the plan keeps repeats). A blob whose versions are
     /// out of order is not in order.
@@ -289,9 +289,9 @@ impl Blobs {
         self.ties.sort_unstable_by_key(|t| (t.source, t.offset));
     }
 
-    /// The runs of the sorted blobs; see [`runs`].
-    pub fn runs(&self) -> Runs<'_> {
-        Runs {
+    /// The clusters of the sorted blobs; see [`Clusters`].
+    pub fn clusters(&self) -> Clusters<'_> {
+        Clusters {
             rest: &self.segs,
             ties: &self.ties,
         }
@@ -300,16 +300,16 @@ impl Blobs {
     /// Bytes the copy ops of the sorted blobs copy (the plan record's
     /// `copy_bytes`).
     pub fn copy_bytes(&self) -> u64 {
-        self.runs()
-            .filter(|r| is_copy(r))
-            .map(|r| u64::from(r[0].length))
+        self.clusters()
+            .filter(|c| is_copy(c))
+            .map(|c| u64::from(c[0].length))
             .sum()
     }
 
     /// The ops of the sorted blobs, in output order.
     pub fn ops(&self, frame_keys: bool) -> Ops<'_> {
         Ops {
-            runs: self.runs().peekable(),
+            clusters: self.clusters().peekable(),
             blobs: self,
             frame_keys,
         }
@@ -344,19 +344,19 @@ fn one_kind(kind: Kind, n: u32) -> [u32; 4] {
     counts
 }
 
-/// Iterator over the runs of sorted segments ([`Blobs::runs`]): maximal
+/// Iterator over the clusters of sorted segments ([`Blobs::clusters`]): maximal
 /// stretches in which every segment starts before the largest last key
 /// seen so far in the stretch, or at it, unless the stretch is one blob in
 /// order whose objects all come before the next one's (see
-/// [`Runs::follows`]).
+/// [`Clusters::follows`]).
 #[derive(Clone, Debug)]
-pub struct Runs<'a> {
+pub struct Clusters<'a> {
     rest: &'a [Segment],
     /// The tie ends of [`Blobs`], by (source, offset).
     ties: &'a [TieEnds],
 }
 
-impl<'a> Iterator for Runs<'a> {
+impl<'a> Iterator for Clusters<'a> {
     type Item = &'a [Segment];
 
     fn next(&mut self) -> Option<&'a [Segment]> {
@@ -370,16 +370,16 @@ impl<'a> Iterator for Runs<'a> {
             max = max.max(s.last());
             n += 1;
         }
-        let (run, rest) = self.rest.split_at(n);
+        let (cluster, rest) = self.rest.split_at(n);
         self.rest = rest;
-        Some(run)
+        Some(cluster)
     }
 }
 
-impl Runs<'_> {
+impl Clusters<'_> {
     /// Whether every blob after `head` (the first of `rest`) that starts at
-    /// its last key can follow it ([`Runs::follows`]): all of them meet it
-    /// at that key, not only the next one in planning order.
+    /// its last key can follow it ([`Clusters::follows`]): all of them meet
+    /// it at that key, not only the next one in planning order.
     fn all_follow(&self, head: &Segment) -> bool {
         self.rest[1..]
             .iter()
@@ -388,7 +388,7 @@ impl Runs<'_> {
     }
 
     /// Whether blob `b`, whose first key is blob `a`'s last, can follow `a`
-    /// as a run of its own: both in order, both with tie ends, and every
+    /// as a cluster of its own: both in order, both with tie ends, and every
     /// object of `a` before every one of `b` in the merge's order (by
     /// timestamp, then input order). Without tie ends they overlap.
     fn follows(&self, a: &Segment, b: &Segment) -> bool {
@@ -409,9 +409,9 @@ impl Runs<'_> {
     }
 }
 
-/// True when a run is copied as is: one blob in order.
-pub fn is_copy(run: &[Segment]) -> bool {
-    matches!(run, [s] if s.in_order())
+/// True when a cluster is copied as is: one blob in order.
+pub fn is_copy(cluster: &[Segment]) -> bool {
+    matches!(cluster, [s] if s.in_order())
 }
 
 /// One op of the plan.
@@ -419,7 +419,7 @@ pub fn is_copy(run: &[Segment]) -> bool {
 pub enum Op<'a> {
     /// A copy op, whole (at most [`MAX_COPY_FRAMES`] frames).
     Copy(CopyOp),
-    /// A merge op: its run of overlapping (or unsorted) blobs, which may
+    /// A merge op: its cluster of overlapping (or unsorted) blobs, which may
     /// hold millions of blobs.
     Merge(Merge<'a>),
 }
@@ -427,11 +427,11 @@ pub enum Op<'a> {
 /// How many inputs ahead [`Merge::inputs`] fetches a segment.
 const PREFETCH_AHEAD: usize = 16;
 
-/// A merge op as a run of segments; [`Merge::inputs`] gives its inputs one
+/// A merge op as a cluster of segments; [`Merge::inputs`] gives its inputs one
 /// at a time.
 #[derive(Clone, Copy, Debug)]
 pub struct Merge<'a> {
-    run: &'a [Segment],
+    cluster: &'a [Segment],
 }
 
 impl<'a> Merge<'a> {
@@ -439,9 +439,9 @@ impl<'a> Merge<'a> {
     /// reads their frames in that order, and a reader of an op of millions
     /// of inputs then walks its list front to back instead of all over it.
     pub fn inputs(&self) -> impl Iterator<Item = MergeInput> + 'a {
-        let run = self.run;
+        let cluster = self.cluster;
         let mut order: Vec<(u32, u64, u32)> = (0u32..)
-            .zip(run)
+            .zip(cluster)
             .map(|(i, s)| (s.source(), s.offset, i))
             .collect();
         order.par_sort_unstable();
@@ -449,37 +449,38 @@ impl<'a> Merge<'a> {
         // cache misses overlap instead of coming one after another.
         (0..order.len()).map(move |k| {
             if let Some(&(.., ahead)) = order.get(k + PREFETCH_AHEAD) {
-                prefetch(&run[ahead as usize]);
+                prefetch(&cluster[ahead as usize]);
             }
-            run[order[k].2 as usize].merge_input()
+            cluster[order[k].2 as usize].merge_input()
         })
     }
 
     /// Number of inputs.
     pub fn len(&self) -> u64 {
-        self.run.len() as u64
+        self.cluster.len() as u64
     }
 
-    /// Smallest key of the run.
+    /// Smallest key of the cluster.
     pub fn first(&self) -> KeyRecord {
-        unpack(self.run.first().map(Segment::first).unwrap_or_default())
+        unpack(self.cluster.first().map(Segment::first).unwrap_or_default())
     }
 
-    /// Largest key of the run.
+    /// Largest key of the cluster.
     pub fn last(&self) -> KeyRecord {
-        unpack(self.run.iter().map(Segment::last).max().unwrap_or_default())
+        let last = self.cluster.iter().map(Segment::last).max();
+        unpack(last.unwrap_or_default())
     }
 
-    /// Objects in the run.
+    /// Objects in the cluster.
     pub fn elements(&self) -> u64 {
-        self.run.iter().map(Segment::elements).sum()
+        self.cluster.iter().map(Segment::elements).sum()
     }
 }
 
 /// Iterator over plan ops; see [`Blobs::ops`].
 #[derive(Clone, Debug)]
 pub struct Ops<'a> {
-    runs: Peekable<Runs<'a>>,
+    clusters: Peekable<Clusters<'a>>,
     blobs: &'a Blobs,
     /// Give copy ops their per-frame keys (`pbf-copy --add-indexdata` needs them).
     frame_keys: bool,
@@ -489,10 +490,10 @@ impl<'a> Iterator for Ops<'a> {
     type Item = Op<'a>;
 
     fn next(&mut self) -> Option<Op<'a>> {
-        let run = self.runs.next()?;
-        let seg = match run {
+        let cluster = self.clusters.next()?;
+        let seg = match cluster {
             [seg] if seg.in_order() => seg,
-            _ => return Some(Op::Merge(Merge { run })),
+            _ => return Some(Op::Merge(Merge { cluster })),
         };
         let mut op = CopyOp {
             source: seg.source(),
@@ -507,11 +508,11 @@ impl<'a> Iterator for Ops<'a> {
         let mut prev = *seg;
         self.add_frame(&mut op, seg);
         while op.blobs < MAX_COPY_FRAMES as u64 {
-            let next = match self.runs.peek() {
+            let next = match self.clusters.peek() {
                 Some(&[next]) if next.in_order() && prev.touches(next) => next,
                 _ => break,
             };
-            self.runs.next();
+            self.clusters.next();
             self.add_frame(&mut op, next);
             op.last = unpack(next.last());
             prev = *next;
@@ -688,7 +689,7 @@ pub(crate) mod tests {
         let c = way(16000, 24000, 300, 10);
         let d = way(1_000_001, 1_000_002, 400, 10);
         let records = of_source_0(vec![c, d, b, a.clone()]);
-        let lens: Vec<usize> = blobs(&records).runs().map(<[Segment]>::len).collect();
+        let lens: Vec<usize> = blobs(&records).clusters().map(<[Segment]>::len).collect();
         assert_eq!(lens, [3, 1]);
         let ops = planned_with(&records, true);
         let PlanRecord::Merge(m) = &ops[0] else {
@@ -702,13 +703,13 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_chain_is_one_run_even_where_ends_do_not_meet() {
+    fn a_chain_is_one_cluster_even_where_ends_do_not_meet() {
         let records = of_source_0(vec![
             way(1, 10, 100, 10),
             way(5, 20, 110, 10),
             way(15, 30, 120, 10),
         ]);
-        assert_eq!(blobs(&records).runs().count(), 1);
+        assert_eq!(blobs(&records).clusters().count(), 1);
     }
 
     #[test]

@@ -12,8 +12,10 @@
 //! exactly what `pbf-copy` writes, after a one-line notice; with
 //! `--require-reflink` it exits 1 instead; `--probe` answers that question
 //! alone, for a driver choosing its copier. The mechanics live in
-//! `pbf_output::reflink`, the options and plan loop it shares with
-//! `pbf-copy` in `pbf_copier`.
+//! `cloner.rs`, the options and plan loop it shares with `pbf-copy` in
+//! `pbf_copier`.
+
+mod cloner;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -23,10 +25,11 @@ use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Help, Job, OutputHead, Step};
-use pbf_output::reflink::{CloneStats, Cloner, SourceRange};
-use pbf_output::{CopySources, CopyStats, OutputFile, frames};
+use pbf_copier::{CopySources, Help, Job, OutputHead, Step};
+use pbf_output::{CopyStats, OutputFile, frames};
 use pbf_stream::CopyOp;
+
+use cloner::{CloneStats, Cloner, SourceRange};
 
 const NAME: &str = "pbf-reflink";
 
@@ -229,7 +232,7 @@ fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
             _ => Path::new("."),
         },
     };
-    match pbf_output::reflink::probe_dir(dir)? {
+    match cloner::probe_dir(dir)? {
         Ok(block) => {
             println!("{block}");
             Ok(ExitCode::SUCCESS)

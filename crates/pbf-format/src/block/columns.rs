@@ -6,7 +6,7 @@
 //! are decoded into one), and strings stay in that one buffer, so the merge
 //! can move 8-byte references to objects and the encoder can read every
 //! field in place. [`Obj`] is the read-only view of one object that the encoder and
-//! the merge's spill records take; [`ColumnsBuilder`] builds columns from
+//! the merge's spill packets take; [`ColumnsBuilder`] builds columns from
 //! another encoding.
 
 use std::ops::Range;
@@ -557,7 +557,7 @@ const PREFETCH_AHEAD: usize = 8;
 /// 16 objects ahead, the string table entries those point to 8 ahead, the
 /// user name's bytes and the first tag's entries 4 ahead, the first tag's
 /// bytes 2 ahead. A loop over objects of scattered decoded blocks (the
-/// encoder's first pass, a merge's spill records) reads them through this:
+/// encoder's first pass, a merge's spill packets) reads them through this:
 /// the hardware prefetcher cannot follow such an order.
 pub fn prefetched<'a, 'o>(objects: &'o [Obj<'a>]) -> impl Iterator<Item = Obj<'a>> + 'o {
     objects.iter().enumerate().map(|(i, &object)| {
@@ -602,7 +602,7 @@ impl<'a> Iterator for Tags<'a> {
 impl ExactSizeIterator for Tags<'_> {}
 
 /// Builds [`Columns`] from another encoding whose strings lie in one
-/// buffer (the merge's spill records): strings are declared as ranges of
+/// buffer (the merge's spill packets): strings are declared as ranges of
 /// the buffer, objects are added in order and their tags, refs, locations
 /// or members after each. Every string index is checked when added, and the
 /// ranges against the buffer in [`ColumnsBuilder::finish`], so the columns

@@ -140,7 +140,7 @@ fn buffered_copy(
     };
     if n == 0 {
         return Err(Error::new(
-            "",
+            "reading the source",
             ErrorKind::ShortSource {
                 offset: src_off,
                 missing: len,
@@ -278,6 +278,7 @@ mod tests {
         let dst = file_with(b"");
         let mut stats = CopyStats::default();
         let err = copy_range(&src, 900, 200, &dst, Some(0), &mut stats).expect_err("short");
+        assert!(err.to_string().starts_with("reading the source: "), "{err}");
         match err.kind() {
             ErrorKind::ShortSource { offset, missing } => {
                 assert_eq!((*offset, *missing), (1000, 100));

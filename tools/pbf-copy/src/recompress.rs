@@ -29,9 +29,8 @@ use pbf_format::frame::{
 };
 use pbf_format::indexdata;
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::frames::{check_data_frame, frame_at, frame_reader};
-use crate::output::OutputFile;
+use pbf_output::frames::{check_data_frame, frame_at, frame_reader};
+use pbf_output::{Error, ErrorKind, OutputFile, Result};
 
 /// The indexdata for the i-th frame of a range, re-compressed into a Blob
 /// that starts as given; `None` to carry the frame's own summary over.
@@ -333,7 +332,7 @@ mod tests {
         f.write_all(bytes).expect("frames");
         let src = File::open(&src_path).expect("open");
         let out_path = dir.path().join("out.pbf");
-        let opts = crate::OutputOptions::default();
+        let opts = pbf_output::OutputOptions::default();
         let mut out = OutputFile::create(&out_path, &opts).expect("output");
         let none = |_: usize, _: &BlobStart| Ok(None);
         let range = (4, bytes.len() as u64);

@@ -11,7 +11,7 @@
 //! A spool is useless once its plan has been executed, or has failed: with
 //! [`CopySources::remove_spools`], a spool that proves to be one when it is first
 //! opened (a regular file that starts with an OSMData frame) is removed when
-//! the `CopySources` is dropped, on a signal ([`crate::cleanup`]) and, after a
+//! the `CopySources` is dropped, on a signal ([`pbf_output::cleanup`]) and, after a
 //! commit, by [`CopySources::finish_spools`], which removes only spools whose
 //! every byte went to the output and keeps (and names) any other.
 
@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use pbf_format::frame::BlobType;
 use pbf_stream::{PlanHeader, SourceRef, check_source, check_unchanged};
 
-use crate::cleanup::{Registration, remove_on_signal};
-use crate::error::{Error, ErrorKind, Result};
+use pbf_output::cleanup::{Registration, remove_on_signal};
+use pbf_output::{Error, ErrorKind, Result};
 
 /// One source of a plan.
 #[derive(Debug)]

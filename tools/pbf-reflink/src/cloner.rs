@@ -24,9 +24,7 @@ use nix::errno::Errno;
 use nix::libc;
 use pbf_format::padding;
 
-use crate::copy::CHUNK;
-use crate::error::{Error, Result};
-use crate::output::OutputFile;
+use pbf_output::{CHUNK, Error, OutputFile, Result};
 
 mod ioctl {
     //! The `FICLONERANGE` ioctl, `_IOW(0x94, 13, struct file_clone_range)`.
@@ -410,7 +408,7 @@ fn truncate(out: &OutputFile) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::OutputOptions;
+    use pbf_output::OutputOptions;
 
     fn cloner(block: u64) -> Cloner {
         Cloner {

@@ -1,19 +1,19 @@
-//! The private format of spill records: sorted runs that did not fit the
+//! The private format of spill packets: sorted runs that did not fit the
 //! memory budget wait in temporary files in this compact form rather than as
-//! PBF. A record is written and read back by the same process, so it can skip
+//! PBF. A packet is written and read back by the same process, so it can skip
 //! what PBF needs for interchange: no string table sorted by use, no dense or
 //! granularity coding, no protobuf field headers. Elements go out in order,
 //! each with its input blob's position (the rest of its rank, the
-//! timestamp, is in the element); strings are written once per record (deduplicated by
+//! timestamp, is in the element); strings are written once per packet (deduplicated by
 //! content) and referenced by index after that, so decoding
-//! allocates each distinct string of a record once.
+//! allocates each distinct string of a packet once.
 //!
 //! Layout of the uncompressed payload (all integers varints, signed ones
 //! zigzagged; "delta" means from the previous element's value, or from the
 //! previous item of the same list):
 //!
 //! ```text
-//! record   = count element*
+//! packet   = count element*
 //! element  = flags blob(delta) id(delta) info? tags body
 //! flags    = kind (bits 0-1) | has info (bit 2) | visible: 0 none, 1 false, 2 true (bits 3-4)
 //!          | compact info (bit 5) | grid (bit 6)
@@ -26,7 +26,7 @@
 //!          | relation: n (kind id(delta) role:string)*
 //!          | changeset: nothing
 //! string   = 0 len bytes   (a new string, next index)
-//!          | i + 1         (string i of this record)
+//!          | i + 1         (string i of this packet)
 //! ```
 //!
 //! `u32` and `i32` are 4 bytes, little-endian. Timestamps, changesets, user
@@ -34,11 +34,11 @@
 //! common case (whole seconds and a changeset that fit 4 bytes; coordinates
 //! on the usual grid of 100 nanodegrees) is written at a fixed width
 //! instead, which costs neither side a loop or a mispredicted branch
-//! (bench/merge-perf.md, "Spill records").
+//! (bench/merge-perf.md, "Spill packets").
 //!
 //! The payload is compressed as a PBF Blob (so its raw size is checked on
 //! the way back) and framed by its length. Reading validates every count
-//! against the bytes left before allocating, so a corrupt record gives
+//! against the bytes left before allocating, so a corrupt packet gives
 //! [`ErrorKind::CorruptSpill`], never a huge allocation or a panic.
 
 use std::collections::HashMap;
@@ -54,8 +54,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::sorted::Block;
 
 /// Encode sorted elements and their input blobs' positions as one framed
-/// spill record.
-pub(crate) fn write_record(elements: &[Obj<'_>], blobs: &[u32], c: Compression) -> Result<Vec<u8>> {
+/// spill packet.
+pub(crate) fn write_packet(elements: &[Obj<'_>], blobs: &[u32], c: Compression) -> Result<Vec<u8>> {
     let mut w = Writer {
         out: Vec::with_capacity(elements.len() * 48),
         strings: FxMap::with_capacity_and_hasher(elements.len(), Default::default()),
@@ -74,13 +74,13 @@ pub(crate) fn write_record(elements: &[Obj<'_>], blobs: &[u32], c: Compression) 
     Ok(out)
 }
 
-/// Decode a framed spill record written by [`write_record`].
-pub(crate) fn read_record(record: &[u8]) -> Result<Block> {
-    let (head, blob) = record
+/// Decode a framed spill packet written by [`write_packet`].
+pub(crate) fn read_packet(packet: &[u8]) -> Result<Block> {
+    let (head, blob) = packet
         .split_first_chunk::<4>()
-        .ok_or_else(|| corrupt("short record"))?;
+        .ok_or_else(|| corrupt("short packet"))?;
     if u32::from_be_bytes(*head) as usize != blob.len() {
-        return Err(corrupt("record length disagrees with its frame"));
+        return Err(corrupt("packet length disagrees with its frame"));
     }
     let payload = compress::decode_blob(blob).map_err(|e| corrupt(&e.to_string()))?;
     let mut r = Reader::new(&payload);
@@ -98,12 +98,12 @@ pub(crate) fn read_record(record: &[u8]) -> Result<Block> {
     let columns = r
         .out
         .finish(payload)
-        .ok_or_else(|| corrupt("string outside the record"))?;
-    Ok(Block::from_record(columns, blobs))
+        .ok_or_else(|| corrupt("string outside the packet"))?;
+    Ok(Block::from_packet(columns, blobs))
 }
 
 /// The fewest bytes an element takes (a changeset: flags, blob, id and
-/// an empty list of tags, a byte each), which bounds the count a record
+/// an empty list of tags, a byte each), which bounds the count a packet
 /// may claim before room is made for its objects.
 const MIN_ELEMENT: usize = 4;
 
@@ -157,7 +157,7 @@ fn on_grid((lat, lon): (i64, i64)) -> Option<(i32, i32)> {
 
 type FxMap<K> = HashMap<K, u64, FxBuild>;
 
-/// Strings of this record by address. The objects of a record come from
+/// Strings of this packet by address. The objects of a packet come from
 /// decoded blocks that stay put while it is written, and a block's objects
 /// share its strings: comparing an address and a length is cheaper than
 /// hashing the bytes and comparing them (3 % fewer instructions in a merge
@@ -183,7 +183,7 @@ impl Recent {
             as usize
     }
 
-    /// The record's index of `s`, if `s` itself (not only equal bytes) was
+    /// The packet's index of `s`, if `s` itself (not only equal bytes) was
     /// written last into its slot.
     fn get(&self, s: &[u8]) -> Option<u64> {
         let &(address, len, index) = self.slots.get(Self::slot(s))?;
@@ -197,7 +197,7 @@ impl Recent {
     }
 }
 
-/// The payload being written, with the record's strings so far.
+/// The payload being written, with the packet's strings so far.
 struct Writer<'a> {
     out: Vec<u8>,
     strings: FxMap<&'a [u8]>,
@@ -313,7 +313,7 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// A cursor over a payload, building the record's columns.
+/// A cursor over a payload, building the packet's columns.
 struct Reader<'a> {
     r: wire::Reader<'a>,
     out: ColumnsBuilder,
@@ -371,7 +371,7 @@ impl<'a> Reader<'a> {
         let left = self.r.rest().len();
         match usize::try_from(n) {
             Ok(n) if n.saturating_mul(min_bytes) <= left => Ok(n),
-            _ => Err(corrupt("count larger than the record")),
+            _ => Err(corrupt("count larger than the packet")),
         }
     }
 
@@ -384,7 +384,7 @@ impl<'a> Reader<'a> {
             return u32::try_from(i - 1).map_err(|_| corrupt("string index out of range"));
         }
         let len = self.count(1)?;
-        // A record is at most MAX_RAW_SIZE bytes, so offsets fit in u32.
+        // A packet is at most MAX_RAW_SIZE bytes, so offsets fit in u32.
         let start = self.r.position() as u32;
         self.r
             .try_take(len)
@@ -408,7 +408,7 @@ impl<'a> Reader<'a> {
             _ => Some(self.info(flags)?),
         };
         let kind = Kind::from_index((flags & 3) as u8).unwrap_or(Kind::Changeset);
-        // Tags come before the position in a record, after it in columns.
+        // Tags come before the position in a packet, after it in columns.
         self.tags()?;
         let position = match (kind, flags & 64) {
             (Kind::Node, 0) => (self.signed()?, self.signed()?),
@@ -621,13 +621,13 @@ mod tests {
     }
 
     #[test]
-    fn records_round_trip_every_field() {
+    fn packets_round_trip_every_field() {
         let elements = sample();
         let columns = Columns::from_elements(&elements);
         let blobs = [7, 8, 9, 10, 11, 12, 13, 3, 1, u32::MAX, 0, 40, 41];
         for c in [Compression::None, Compression::Lz4] {
-            let record = write_record(&views(&columns), &blobs, c).expect("write");
-            let mut block = read_record(&record).expect("read");
+            let packet = write_packet(&views(&columns), &blobs, c).expect("write");
+            let mut block = read_packet(&packet).expect("read");
             let mut got = Vec::new();
             while let Some((order, e)) = block.take() {
                 let e = e.into_element();
@@ -644,10 +644,10 @@ mod tests {
     /// A string reached again at the same address, or with the same bytes
     /// elsewhere, is written once and referenced after that.
     #[test]
-    fn each_string_is_written_once_per_record() {
+    fn each_string_is_written_once_per_packet() {
         let columns = Columns::from_elements(&sample());
-        let record = write_record(&views(&columns), &[0; 13], Compression::None).expect("write");
-        let payload = compress::decode_blob(&record[4..]).expect("blob");
+        let packet = write_packet(&views(&columns), &[0; 13], Compression::None).expect("write");
+        let payload = compress::decode_blob(&packet[4..]).expect("blob");
         for word in ["highway", "alice", "stop"] {
             let found = payload
                 .windows(word.len())
@@ -676,8 +676,8 @@ mod tests {
         let flags_of = |timestamp_ms: i64, lat: i64| {
             let e = placed_in(20, (timestamp_ms, changeset, uid), lat, 1_340_000_000);
             let columns = Columns::from_elements(&[e]);
-            let record = write_record(&views(&columns), &[0], Compression::None).expect("w");
-            let payload = compress::decode_blob(&record[4..]).expect("blob");
+            let packet = write_packet(&views(&columns), &[0], Compression::None).expect("w");
+            let payload = compress::decode_blob(&packet[4..]).expect("blob");
             (payload[1], payload.len())
         };
         let (flags, fixed) = flags_of(1_700_000_000_000, 51_500_000_000);
@@ -688,18 +688,18 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_records_are_errors() {
+    fn corrupt_packets_are_errors() {
         let columns = Columns::from_elements(&sample());
         let blobs: Vec<u32> = (0..columns.len() as u32).collect();
-        let record = write_record(&views(&columns), &blobs, Compression::None).expect("w");
-        let payload = compress::decode_blob(&record[4..]).expect("blob");
+        let packet = write_packet(&views(&columns), &blobs, Compression::None).expect("w");
+        let payload = compress::decode_blob(&packet[4..]).expect("blob");
         // Every truncation and every single-byte change either decodes or
-        // fails cleanly; none panics or allocates past the record.
+        // fails cleanly; none panics or allocates past the packet.
         for cut in 0..payload.len() {
             let blob = compress::encode_blob(&payload[..cut], Compression::None).expect("b");
             let mut framed = (blob.len() as u32).to_be_bytes().to_vec();
             framed.extend_from_slice(&blob);
-            assert!(read_record(&framed).is_err(), "truncated at {cut}");
+            assert!(read_packet(&framed).is_err(), "truncated at {cut}");
         }
         for i in 0..payload.len() {
             for b in [0x00, 0x7f, 0xff] {
@@ -709,7 +709,7 @@ mod tests {
                 let mut framed = (blob.len() as u32).to_be_bytes().to_vec();
                 framed.extend_from_slice(&blob);
                 // What decodes is safe to read: every string index holds.
-                if let Ok(mut block) = read_record(&framed) {
+                if let Ok(mut block) = read_packet(&framed) {
                     while let Some((_, item)) = block.take() {
                         let _ = item.into_element();
                     }
@@ -722,7 +722,7 @@ mod tests {
         let blob = compress::encode_blob(&p, Compression::None).expect("b");
         let mut framed = (blob.len() as u32).to_be_bytes().to_vec();
         framed.extend_from_slice(&blob);
-        assert!(read_record(&framed).is_err());
-        assert!(read_record(&record[..record.len() - 1]).is_err());
+        assert!(read_packet(&framed).is_err());
+        assert!(read_packet(&packet[..packet.len() - 1]).is_err());
     }
 }
