@@ -223,7 +223,7 @@ fn execute<R: io::BufRead + Send + 'static>(
     let (out, spool_id) = forward_plan_record(&reader, spool)?;
     let plan_sources = reader.header().sources.clone();
     let mut queue = OpQueue::start(reader, pbf_cli::input_name(name));
-    let first = queue.next()?;
+    let first = Some(queue.next()?);
     let progress = Progress::new(&plan_sources, pbf_cli::Bars::from_matches(m));
     let spill_dir = match spool.path().parent() {
         Some(d) => d.to_path_buf(),
@@ -497,10 +497,10 @@ fn forward_plan_record<R: io::BufRead>(
     Ok((out, spool_id))
 }
 
-/// Where [`rewrite`] starts: the plan's first op (already read) and the
-/// spool's source id.
+/// Where [`rewrite`] starts: the plan's first op, already read (`Some(None)`
+/// when the plan holds no op, only its end), and the spool's source id.
 struct Ops {
-    first: Option<PlanRecord>,
+    first: Option<Option<PlanRecord>>,
     spool_id: u32,
 }
 
@@ -535,7 +535,7 @@ fn rewrite(
         let mut read_some = false;
         while !ended && flight.has_room() {
             let record = match first.take() {
-                Some(record) => Some(record),
+                Some(record) => record,
                 None if waiting.is_empty() => queue.next()?,
                 None => match queue.try_next()? {
                     Some(record) => record,
