@@ -44,7 +44,7 @@ pub fn command() -> Command {
              in the plan, and once more after the plan's end record, before the output is put in \
              place: a source rewritten in place during the run (its ctime moves with every \
              write) fails the run with exit 1 and no output (with -o -, the stream ends with \
-             bytes no PBF reader accepts). When the plan says how many bytes its copy ops copy \
+             bytes no PBF reader accepts once it reads the data (osmium fileinfo -e, osmium cat)). When the plan says how many bytes its copy ops copy \
              (copy_bytes), OUT's filesystem must have room for them and the header before a \
              byte is written (else exit 1, naming OUT's directory, the bytes needed and the \
              bytes free; --no-space-check skips this). The output is written to a temporary file in OUT's directory (unnamed where the \

@@ -159,7 +159,9 @@ pub fn command() -> Command {
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print the spool path and a summary of the merges on standard error (with the time \
                   spent parsing and serialising the plan stream and the merge's available \
-                  parallelism: see AVAILABLE PARALLELISM in pbf-merge(1))",
+                  parallelism: the merge tasks' CPU time over the longest chain of tasks that had to run \
+                  one after another, about how many cores the merge could keep busy; see \
+                  AVAILABLE PARALLELISM in pbf-merge(1))",
         quiet: "No progress bar; nothing on standard error but errors",
     };
     pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, help))
