@@ -24,7 +24,8 @@
 //!    what is left fits (multi-level);
 //! 4. the remaining runs are k-way merged with galloping, cut into blocks of
 //!    up to 8000 elements, encoded and compressed in parallel, and appended to
-//!    the spool in order; each block's BlobHeader carries our indexdata.
+//!    the spool in order; a block's BlobHeader carries our indexdata only
+//!    when [`Options::indexdata`] asks for it.
 //!
 //! Equal keys (same type, id and version) are ordered as `osmium sort` orders
 //! them: by timestamp, then in input order (source id, blob offset, position

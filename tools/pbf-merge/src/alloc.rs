@@ -3,9 +3,9 @@
 //! the time (inflated blobs, decoded columns, encoded blocks). By default
 //! glibc hands such blocks back to the kernel as they are freed (`munmap`,
 //! or trimming an arena's top), so the next one is faulted in and zeroed
-//! page by page again: with glibc's defaults, the interleaved 1 GB plan
-//! takes 560,000 page faults, half of pbf-merge's system time. Keeping them costs a few
-//! megabytes of resident memory (measured in bench/merge-perf.md).
+//! page by page again, which costs about half of pbf-merge's system time.
+//! Keeping them costs a few megabytes of resident memory (both measured in
+//! bench/merge-perf.md).
 
 /// Allocations from this size on get their own mapping, returned when freed.
 /// Below it they come from, and go back to, the arenas.
