@@ -42,7 +42,7 @@ const QUEUED: usize = 4;
 /// at quantiles of the loads' first keys. Empty when the runs are too few
 /// loads for two pieces.
 pub(crate) fn boundaries(runs: &[Run]) -> Vec<u128> {
-    let mut firsts: Vec<u128> = runs
+    let firsts: Vec<u128> = runs
         .iter()
         .flat_map(|r| (0..r.loads()).map(move |i| r.bounds(i).0))
         .collect();
@@ -50,11 +50,18 @@ pub(crate) fn boundaries(runs: &[Run]) -> Vec<u128> {
     if pieces < 2 {
         return Vec::new();
     }
-    firsts.sort_unstable();
-    let n = firsts.len();
-    let mut cuts: Vec<u128> = (1..pieces).map(|i| firsts[i * n / pieces]).collect();
+    quantiles(firsts, pieces)
+}
+
+/// The keys that cut `keys` (unsorted, not empty) into `pieces` of about
+/// as many keys each: distinct, and past the smallest key, so no piece is
+/// empty.
+fn quantiles(mut keys: Vec<u128>, pieces: usize) -> Vec<u128> {
+    keys.sort_unstable();
+    let n = keys.len();
+    let mut cuts: Vec<u128> = (1..pieces).map(|i| keys[i * n / pieces]).collect();
     cuts.dedup();
-    cuts.retain(|&c| c > firsts[0]);
+    cuts.retain(|&c| c > keys[0]);
     cuts
 }
 
@@ -157,16 +164,11 @@ fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
     }
     // Samples of every block in proportion to its elements.
     let step = (total / (pieces * 16)).max(1);
-    let mut samples: Vec<u128> = blocks
+    let samples: Vec<u128> = blocks
         .iter()
         .flat_map(|b| b.rest().iter().step_by(step).map(|o| o.key))
         .collect();
-    samples.sort_unstable();
-    let n = samples.len();
-    let mut cuts: Vec<u128> = (1..pieces).map(|i| samples[i * n / pieces]).collect();
-    cuts.dedup();
-    cuts.retain(|&c| c > samples[0]);
-    cuts
+    quantiles(samples, pieces)
 }
 
 /// Elements of a piece on their way to the writer.
