@@ -79,11 +79,14 @@ pub const STREAM_POISON: [u8; 4] = [0xFF; 4];
 /// Standard output; poisoned on drop unless finished.
 #[derive(Debug)]
 struct StreamOut {
+    /// Poisons the stream if a signal kills the process once it started.
+    /// Declared before `file`, so it is dropped first: the signal handler
+    /// never writes to the descriptor after it is closed (and its number
+    /// perhaps reused).
+    on_signal: Option<cleanup::StreamRegistration>,
     file: File,
     started: bool,
     finished: bool,
-    /// Poisons the stream if a signal kills the process once it started.
-    on_signal: Option<cleanup::StreamRegistration>,
 }
 
 impl Drop for StreamOut {
@@ -163,10 +166,10 @@ impl OutputFile {
     pub(crate) fn stream(file: File, name: String) -> OutputFile {
         OutputFile {
             target: Target::Stream(StreamOut {
+                on_signal: None,
                 file,
                 started: false,
                 finished: false,
-                on_signal: None,
             }),
             name,
             pos: 0,
