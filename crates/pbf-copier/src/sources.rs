@@ -358,8 +358,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_aligned_spool_is_removed_when_every_data_frame_was_copied() {
+    /// A directory, the path of a spool in it (not written yet), and one
+    /// OSMData frame to write there.
+    fn spool_and_frame() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>) {
         let dir = tempfile::tempdir().expect("dir");
         let spool = dir.path().join("spool.pbf");
         let data = pbf_format::frame::encode_frame(
@@ -368,6 +369,12 @@ mod tests {
             b"not decoded",
         )
         .expect("frame");
+        (dir, spool, data)
+    }
+
+    #[test]
+    fn an_aligned_spool_is_removed_when_every_data_frame_was_copied() {
+        let (_dir, spool, data) = spool_and_frame();
         let pad = pbf_format::padding::padding(4096 - data.len() as u64).expect("padding");
         let bytes = [data.as_slice(), &pad, &data].concat();
         let n = data.len() as u64;
@@ -400,14 +407,7 @@ mod tests {
 
     #[test]
     fn a_failure_removes_spools_but_never_a_file_that_is_not_one() {
-        let dir = tempfile::tempdir().expect("dir");
-        let spool = dir.path().join("spool.pbf");
-        let data = pbf_format::frame::encode_frame(
-            &pbf_format::frame::BlobType::OsmData,
-            None,
-            b"not decoded",
-        )
-        .expect("frame");
+        let (_dir, spool, data) = spool_and_frame();
         std::fs::write(&spool, &data).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
         let mut s = CopySources::open(&p).expect("open").remove_spools();
