@@ -233,13 +233,19 @@ fn data_start(file: &File, path: &Path) -> Option<u64> {
     (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 
-/// Bytes copied between two looks at the gate: small enough that a wrong
-/// guess is dropped within a few tens of milliseconds. Each step is handed
-/// to the disk as it is copied.
-const STEP: u64 = WRITEBACK_STEP;
+/// Bytes one writer copies between two looks at the gate: small enough
+/// that a wrong guess is dropped within a few tens of milliseconds, and that
+/// the writers' buffers together hold one write-back step.
+const PIECE: u64 = WRITEBACK_STEP / WRITERS as u64;
 
-/// A range of one source being copied into the output on its own thread, at
-/// the output's position when it started. Dropping it stops the thread (the
+/// Writers copying pieces of the range at once. One writer alternates
+/// between reading a piece into its buffer and writing it, so the disk
+/// idles while it reads; several keep writes queued at the disk and the
+/// reading beside them (bench/copy-ahead.md, "Writers").
+const WRITERS: usize = 4;
+
+/// A range of one source being copied into the output by its own threads,
+/// at the output's position when it started. Dropping it stops them (the
 /// output is then dropped too, or the caller lands it first).
 #[derive(Debug)]
 struct CopyAhead {
@@ -252,8 +258,9 @@ struct CopyAhead {
     thread: Option<JoinHandle<Copied>>,
 }
 
-/// How far the thread may copy, and whether it must stop.
-#[derive(Debug, Default)]
+/// How far the writers may copy, how far they took pieces, and whether
+/// they must stop.
+#[derive(Debug)]
 struct Gate {
     state: Mutex<GateState>,
     moved: Condvar,
@@ -261,12 +268,27 @@ struct Gate {
 
 #[derive(Debug, Default)]
 struct GateState {
-    /// Bytes from the start of the range the thread may copy.
+    /// The range's length: the most that can be allowed and taken.
+    len: u64,
+    /// Bytes from the start of the range the writers may copy.
     allowed: u64,
+    /// Bytes from the start of the range that writers took as pieces.
+    taken: u64,
     stop: bool,
 }
 
 impl Gate {
+    /// A gate over `len` bytes that allows nothing yet.
+    fn new(len: u64) -> Gate {
+        Gate {
+            state: Mutex::new(GateState {
+                len,
+                ..GateState::default()
+            }),
+            moved: Condvar::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, GateState> {
         // The state is plain fields: a panic elsewhere leaves it valid.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -277,19 +299,27 @@ impl Gate {
         self.moved.notify_all();
     }
 
-    /// Wait until more than `done` bytes are allowed; the bytes allowed, or
-    /// `None` once the thread must stop.
-    fn wait_past(&self, done: u64) -> Option<u64> {
+    /// Wait until bytes past those taken are allowed, and take the next
+    /// piece of them, at most `PIECE` long: its start and length from the
+    /// start of the range, or `None` once the writers must stop or the
+    /// whole range is taken.
+    fn take_piece(&self) -> Option<(u64, u64)> {
         let mut s = self.lock();
-        while !s.stop && s.allowed <= done {
+        while !s.stop && s.allowed <= s.taken && s.taken < s.len {
             s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
         }
-        (!s.stop).then_some(s.allowed)
+        if s.stop || s.taken >= s.len {
+            return None;
+        }
+        let (start, len) = (s.taken, (s.allowed - s.taken).min(PIECE));
+        s.taken += len;
+        Some((start, len))
     }
 }
 
-/// What the thread did: bytes copied from the start of the range (a
-/// prefix), how each step went, and the error that stopped it early, if any.
+/// What the writers did: bytes copied from the start of the range (the
+/// prefix without a gap), how each part of it went, in order, and the
+/// error that stopped them early, if any.
 #[derive(Debug, Default)]
 struct Copied {
     done: u64,
@@ -298,9 +328,29 @@ struct Copied {
 }
 
 impl Copied {
-    /// How the first `kept` bytes were copied. Within one step the kernel
+    /// The prefix without a gap of the pieces the writers finished (each
+    /// piece's start, length and the stats of its parts), and the error of
+    /// the first piece that failed within or right after it.
+    fn of(mut pieces: Vec<Piece>) -> Copied {
+        pieces.sort_by_key(|p| p.start);
+        let mut c = Copied::default();
+        for p in pieces {
+            if p.start != c.done {
+                break;
+            }
+            if let Err(e) = p.result {
+                c.error = Some(e);
+                break;
+            }
+            c.done += p.len;
+            c.steps.extend(p.parts);
+        }
+        c
+    }
+
+    /// How the first `kept` bytes were copied. Within one part the kernel
     /// copies first and the fallback takes the rest ([`copy_range`]), so a
-    /// step cut short is split exactly too.
+    /// part cut short is split exactly too.
     fn stats_of(&self, kept: u64) -> CopyStats {
         let mut total = CopyStats::default();
         let mut left = kept;
@@ -314,6 +364,16 @@ impl Copied {
         }
         total
     }
+}
+
+/// One piece a writer copied, or failed to.
+#[derive(Debug)]
+struct Piece {
+    start: u64,
+    len: u64,
+    /// How each part went, in order (see [`Writer::copy`]).
+    parts: Vec<CopyStats>,
+    result: pbf_output::Result<()>,
 }
 
 /// What a landed copy ahead kept.
@@ -330,7 +390,7 @@ pub struct Landed {
 }
 
 impl CopyAhead {
-    /// Let the thread copy the range up to `through`, an offset in the
+    /// Let the writers copy the range up to `through`, an offset in the
     /// source (a `sorted` plan record: the input was read in order that far).
     /// It starts allowed nothing; an allowance never shrinks.
     fn allow(&self, through: u64) {
@@ -338,14 +398,14 @@ impl CopyAhead {
         self.gate.change(|s| s.allowed = s.allowed.max(upto));
     }
 
-    /// Ask the thread to stop after its current step, without waiting: the
-    /// guess proved wrong, but what it copied may still be the prefix the
-    /// plan keeps ([`CopyAhead::land`] decides when the ops come).
+    /// Ask the writers to stop after their current pieces, without waiting:
+    /// the guess proved wrong, but what they copied may still be the prefix
+    /// the plan keeps ([`CopyAhead::land`] decides when the ops come).
     fn halt(&self) {
         self.gate.change(|s| s.stop = true);
     }
 
-    /// Stop, or with `wait` allow the whole range, and wait for the thread.
+    /// Stop, or with `wait` allow the whole range, and wait for the writers.
     fn join(&mut self, wait: bool) -> Copied {
         let len = self.len;
         self.gate.change(|s| match wait {
@@ -357,7 +417,7 @@ impl CopyAhead {
             Some(Err(_)) => Copied {
                 error: Some(pbf_output::Error::invalid(
                     "copy ahead",
-                    "the copying thread panicked",
+                    "a copying thread panicked",
                 )),
                 ..Copied::default()
             },
@@ -372,56 +432,33 @@ impl Drop for CopyAhead {
     }
 }
 
-/// Copy `len` bytes at `offset` of `src` to `dst` at `at`, in steps as far
-/// as the gate allows, until done, stopped or failed.
-fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, gate: &Gate) -> Copied {
-    let mut direct = Direct::open(dst);
-    let mut c = Copied::default();
-    while c.done < len {
-        let Some(allowed) = gate.wait_past(c.done) else {
-            break;
-        };
-        let (from, to) = (offset + c.done, at + c.done);
-        let mut step = (allowed - c.done).min(STEP);
-        let mut stats = CopyStats::default();
-        let whole = step / ALIGN * ALIGN;
-        let res = match direct.as_mut() {
-            Some(d) if to % ALIGN == 0 && whole > 0 => {
-                step = whole;
-                d.copy(src, from, step, to, &mut stats)
-            }
-            _ => {
-                // A block the direct writes do not start at, or a piece
-                // short of one: through the page cache.
-                if direct.is_some() && to % ALIGN != 0 {
-                    step = step.min(ALIGN - to % ALIGN);
+/// Copy the gate's range at `offset` of `src` to `dst` at `at` with `WRITERS`
+/// writers, each taking the next piece the gate allows, until all is
+/// taken, they are stopped, or one fails (which stops the others).
+fn copy_pieces(src: &File, offset: u64, dst: &File, at: u64, gate: &Gate) -> Copied {
+    let direct = Direct::open(dst);
+    let pieces = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..WRITERS {
+            scope.spawn(|| {
+                let mut writer = Writer {
+                    src,
+                    dst,
+                    direct: direct.as_ref(),
+                    buf: Vec::new(),
+                };
+                while let Some((start, n)) = gate.take_piece() {
+                    let piece = writer.copy(offset + start, n, at + start, start);
+                    let failed = piece.result.is_err();
+                    pieces.lock().unwrap_or_else(|e| e.into_inner()).push(piece);
+                    if failed {
+                        gate.change(|s| s.stop = true);
+                    }
                 }
-                copy_range(src, from, step, dst, Some(to), &mut stats).map(|()| {
-                    // Left to itself the kernel would keep the copied pages
-                    // dirty until the commit's fsync, which would then
-                    // write them after the index instead of beside it.
-                    pbf_output::start_writeback(dst, to, step);
-                    true
-                })
-            }
-        };
-        match res {
-            Ok(true) => {}
-            Ok(false) => {
-                // The filesystem took the handle but not the write: copy
-                // through the page cache from now on.
-                direct = None;
-                continue;
-            }
-            Err(e) => {
-                c.error = Some(e);
-                break;
-            }
+            });
         }
-        c.done += step;
-        c.steps.push(stats);
-    }
-    c
+    });
+    Copied::of(pieces.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Block size the direct writes are aligned to, in the file and in memory:
@@ -429,18 +466,23 @@ fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, gate: &Gat
 const ALIGN: u64 = 4096;
 
 /// A second handle on the output that writes past the page cache
-/// (`O_DIRECT`), with its buffer. The copy ahead reads each step into the
+/// (`O_DIRECT`), shared by the writers. Each writer reads a piece into its
 /// buffer (a copy from the input's cached pages) and writes it from there:
 /// half the CPU of `copy_file_range` through the output's page cache, and
 /// no dirty pages for the kernel to write back while the index needs the
 /// cores (`bench/copy-ahead.md`). The input's data frames do not start at
 /// the output's offset modulo a block (the headers differ), so the input's
 /// pages cannot be written as they are. Only whole aligned blocks go this
-/// way; the first partial block and the last go through the page cache, so
-/// no block is written both ways. Bytes counted as copied by read/write.
+/// way; a partial block at either end of a piece goes through the page
+/// cache, so no block is written both ways (two pieces that share a block
+/// both write their parts of it through the page cache). Bytes counted as
+/// copied by read/write.
+#[derive(Debug)]
 struct Direct {
     file: File,
-    buf: Vec<u8>,
+    /// Cleared at the first write the filesystem refuses: the page cache
+    /// takes every piece from then on.
+    works: std::sync::atomic::AtomicBool,
 }
 
 impl Direct {
@@ -456,43 +498,114 @@ impl Direct {
             .ok()?;
         Some(Direct {
             file,
-            buf: vec![0; (STEP + ALIGN) as usize],
+            works: true.into(),
         })
     }
 
-    /// Copy `len` bytes (whole blocks) at `from` of `src` to `to` (aligned);
-    /// false when the filesystem refused the direct write (`EINVAL`) and
-    /// nothing was counted.
-    fn copy(
+    fn works(&self) -> bool {
+        self.works.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// One writer: its handles and its buffer for direct writes.
+struct Writer<'a> {
+    src: &'a File,
+    dst: &'a File,
+    direct: Option<&'a Direct>,
+    buf: Vec<u8>,
+}
+
+impl Writer<'_> {
+    /// Copy `len` bytes at `from` of the source to `to` of the output: the
+    /// whole aligned blocks directly where it can, the rest (a partial
+    /// block at either end) through the page cache. `start` is the piece's
+    /// offset in the range.
+    fn copy(&mut self, from: u64, len: u64, to: u64, start: u64) -> Piece {
+        let mut piece = Piece {
+            start,
+            len,
+            parts: Vec::new(),
+            result: Ok(()),
+        };
+        let head = ((ALIGN - to % ALIGN) % ALIGN).min(len);
+        let body = (len - head) / ALIGN * ALIGN;
+        let direct = self.direct.filter(|d| d.works() && body > 0);
+        let parts = match direct {
+            Some(d) => vec![
+                (0, head, None),
+                (head, head + body, Some(d)),
+                (head + body, len, None),
+            ],
+            None => vec![(0, len, None)],
+        };
+        for (a, b, direct) in parts.into_iter().filter(|(a, b, _)| a < b) {
+            let mut stats = CopyStats::default();
+            let res = self.part(from + a, b - a, to + a, direct, &mut stats);
+            piece.parts.push(stats);
+            if let Err(e) = res {
+                piece.result = Err(e);
+                break;
+            }
+        }
+        piece
+    }
+
+    /// One part of a piece, directly (falling back to the page cache where
+    /// the filesystem refuses the write) or through the page cache.
+    fn part(
         &mut self,
-        src: &File,
         from: u64,
         len: u64,
         to: u64,
+        direct: Option<&Direct>,
         stats: &mut CopyStats,
+    ) -> pbf_output::Result<()> {
+        if let Some(d) = direct {
+            if self.write_direct(d, from, len, to)? {
+                stats.fallback_bytes += len;
+                return Ok(());
+            }
+            d.works.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+        copy_range(self.src, from, len, self.dst, Some(to), stats)?;
+        // Left to itself the kernel would keep the copied pages dirty
+        // until the commit's fsync, which would then write them after the
+        // index instead of beside it.
+        pbf_output::start_writeback(self.dst, to, len);
+        Ok(())
+    }
+
+    /// Read `len` bytes (whole blocks) at `from` of the source into the
+    /// buffer and write them directly at `to` (aligned); false when the
+    /// filesystem refused the direct write (`EINVAL`).
+    fn write_direct(
+        &mut self,
+        d: &Direct,
+        from: u64,
+        len: u64,
+        to: u64,
     ) -> pbf_output::Result<bool> {
         use std::os::unix::fs::FileExt;
+        if self.buf.is_empty() {
+            self.buf = vec![0; (PIECE + ALIGN) as usize];
+        }
         let start = self.buf.as_ptr().align_offset(ALIGN as usize);
         let buf = &mut self.buf[start..start + len as usize];
-        src.read_exact_at(buf, from).map_err(|e| {
+        self.src.read_exact_at(buf, from).map_err(|e| {
             let what = match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => "source ends before the range does",
                 _ => "read",
             };
             pbf_output::Error::io(format!("copying ahead at offset {from}: {what}"), e)
         })?;
-        match self.file.write_all_at(buf, to) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => return Ok(false),
-            Err(e) => {
-                return Err(pbf_output::Error::io(
-                    format!("copying ahead: direct write at offset {to}"),
-                    e,
-                ));
-            }
+        match d.file.write_all_at(buf, to) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => Ok(false),
+            Err(e) => Err(pbf_output::Error::io(
+                format!("copying ahead: direct write at offset {to}"),
+                e,
+            )),
         }
-        stats.fallback_bytes += len;
-        Ok(true)
     }
 }
 
@@ -522,13 +635,13 @@ impl CopyAhead {
         let src = dup(src, &src_name.display().to_string())?;
         let dst = dup(out.file(), out.name())?;
         let at = out.position();
-        let gate = Arc::new(Gate::default());
+        let gate = Arc::new(Gate::new(len));
         let shared = Arc::clone(&gate);
         let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
             .name("copy-ahead".into())
             .spawn(move || {
-                let mut copied = copy_steps(&src, offset, len, &dst, at, &shared);
+                let mut copied = copy_pieces(&src, offset, &dst, at, &shared);
                 copied.error = copied.error.map(|e| e.within(&names));
                 copied
             })
@@ -746,5 +859,49 @@ mod tests {
         ]
         .concat();
         assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn pieces_taken_by_several_writers_make_the_same_bytes() {
+        let len = 3 * PIECE as usize + 12_345;
+        let (dir, f, src, mut out) = setup(len + 100, b"HEAD123");
+        let ahead = CopyAhead::start(&out, &f, &src, 100, len as u64).expect("start");
+        // Allowances at odd offsets: pieces of every length, most of them
+        // starting and ending inside a block.
+        for through in (100..len as u64).step_by(777_777) {
+            ahead.allow(through);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let landed = ahead.land(&mut out, len as u64).expect("land");
+        assert_eq!((landed.kept, landed.dropped), (len as u64, 0));
+        assert!(landed.stopped_by.is_none(), "{landed:?}");
+        assert_eq!(out.stats().copied(), len as u64);
+        let want = [b"HEAD123".as_slice(), &fs::read(&src).expect("src")[100..]].concat();
+        assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn the_copied_prefix_ends_at_the_first_gap_or_failure() {
+        let piece = |start, len, result| Piece {
+            start,
+            len,
+            parts: vec![CopyStats {
+                kernel_bytes: len,
+                ..CopyStats::default()
+            }],
+            result,
+        };
+        let failed = || Err(pbf_output::Error::invalid("x", "failed"));
+        let gap = Copied::of(vec![piece(10, 10, Ok(())), piece(0, 5, Ok(()))]);
+        assert_eq!((gap.done, gap.steps.len()), (5, 1));
+        assert!(gap.error.is_none());
+        let fail = Copied::of(vec![
+            piece(5, 5, failed()),
+            piece(0, 5, Ok(())),
+            piece(10, 5, Ok(())),
+        ]);
+        assert_eq!(fail.done, 5);
+        assert!(fail.error.is_some());
+        assert_eq!(fail.stats_of(5).kernel_bytes, 5);
     }
 }
