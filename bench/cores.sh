@@ -6,8 +6,11 @@
 # at every N under /usr/bin/time -v, `osmium sort` once on the interleaved and
 # small-blob inputs when osmium is on PATH, and prints a markdown table: wall
 # seconds, peak RSS and, where the input is merged, the available
-# parallelism that `pbf-merge -v -j N` reports for it. Needs only the release
-# binaries (target/release), the repository's files and GNU time or python3.
+# parallelism that `pbf-merge -v -j N` reports for it, and the sorted input's
+# copy floor (`pbf-gen copy`: copy_file_range and fsync). With CORES_BASE, the
+# driver and tools of another build run beside them, alternating, on the same
+# inputs. Needs only the release binaries (target/release), the repository's
+# files and GNU time or python3.
 set -euo pipefail
 
 usage() {
@@ -20,6 +23,11 @@ Environment (sizes as bench/run.sh takes them):
   CORES_INTERLEAVED_SIZE interleaved input [1G]
   CORES_SMALLBLOB_SIZE   small-blob input [180M]
   CORES_OSMIUM           0: no osmium run [1 when osmium is on PATH]
+  CORES_BASE             a directory holding another build's pbf-sort and
+                         tools: each pbf-sort row is run with it too (rows
+                         "base"), alternating with this build's
+  CORES_BASE_JOBS        thread counts of those base runs [2 16]
+  CORES_REPEATS          runs of each pbf-sort cell, alternating [1]
 USAGE
 }
 
@@ -94,13 +102,27 @@ echo "Machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 10485
 echo
 echo '| input | command | -j | wall s | peak RSS MB | available parallelism |'
 echo '|---|---|---|---|---|---|'
+base=${CORES_BASE:-}
+[[ -z $base || -x $base/pbf-sort ]] || die "CORES_BASE: no pbf-sort in $base"
+# Does the base build run at -j N?
+base_at() { [[ -n $base && " ${CORES_BASE_JOBS:-2 16} " == *" $1 "* ]]; }
+
 for in in "$sorted" "$interleaved" "$smallblobs"; do
     name="$(basename "$in") ($(stat -c %s "$in") bytes)"
+    if [[ $in == "$sorted" ]]; then
+        read -r wall rss < <(timed "$GEN" copy "$in" -o "$out")
+        row "$name" "pbf-gen copy (floor)" - "$wall" "$rss" -
+    fi
     for n in $JOBS; do
-        read -r wall rss < <(timed "$ROOT/pbf-sort" -q -O -j "$n" "$in" -o "$out")
         figure=-
         [[ $in != "$sorted" ]] && figure=$(parallelism "$in" "$n")
-        row "$name" "pbf-sort -q -O" "$n" "$wall" "$rss" "$figure"
+        for ((rep = 1; rep <= ${CORES_REPEATS:-1}; rep++)); do
+            read -r wall rss < <(timed "$ROOT/pbf-sort" -q -O -j "$n" "$in" -o "$out")
+            row "$name" "pbf-sort -q -O" "$n" "$wall" "$rss" "$figure"
+            base_at "$n" || continue
+            read -r wall rss < <(timed "$base/pbf-sort" -q -O -j "$n" "$in" -o "$out")
+            row "$name" "base pbf-sort -q -O" "$n" "$wall" "$rss" -
+        done
         if [[ $in == "$sorted" ]]; then
             read -r wall rss < <(timed pbf-index -q -j "$n" "$in")
             row "$name" "pbf-index" "$n" "$wall" "$rss" -
