@@ -25,7 +25,7 @@ const PAUSE: Duration = Duration::from_millis(400);
 /// whose record says it was written early (before the blobs were planned),
 /// followed by a `sorted` record through the whole file.
 fn plan(src: &SourceRecord, blobs: &[&BlobRecord]) -> Vec<u8> {
-    plan_sorted_through(src, src.size, blobs)
+    plan_sorted_through(src, src.file.size, blobs)
 }
 
 /// [`plan`] whose `sorted` record says the file is in order up to `through`.
@@ -468,7 +468,7 @@ fn the_sorted_records_are_a_step_apart() {
         }
     }
     if let IndexRecord::Source(s) = &mut recs[0] {
-        s.size = 100 + n * GAP;
+        s.file.size = 100 + n * GAP;
     }
     let mut w = pbf_stream::Writer::new(Vec::new());
     recs.iter().for_each(|r| w.write(r).expect("record"));

@@ -721,12 +721,12 @@ fn spool_sources_are_checked_per_range_and_removed_unless_kept() {
     let bytes = fs::read(data("sorted-andorra.osm.pbf")).expect("data");
     fs::write(&spool, &bytes[skip as usize..]).expect("spool");
     blobs.iter_mut().for_each(|b| b.offset -= skip);
-    src.path = spool.clone();
+    src.file.path = spool.clone();
     let refs: Vec<&BlobRecord> = blobs.iter().collect();
     let mut header = plan_header(&src);
     // A spool still growing: its recorded size and mtime are not checked.
     header.sources[0].spool = true;
-    header.sources[0].mtime = 0;
+    header.sources[0].file.mtime = 0;
     let ops: Vec<PlanRecord> = refs
         .iter()
         .map(|b| PlanRecord::Copy(copy_op(b, false)))

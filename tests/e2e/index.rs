@@ -130,7 +130,7 @@ fn samples_are_first_keys_of_indexed_blobs() {
         assert!(ordered, "{}: {:?}", name(&path), src.samples);
         assert_eq!(
             src.samples.is_empty(),
-            src.size < 1 << 20,
+            src.file.size < 1 << 20,
             "{}",
             name(&path)
         );

@@ -65,7 +65,7 @@ fn check_merged_plan(plan: &[u8], spool: &Path) {
     // pbf-merge removes a spool nothing was merged into.
     let dir = spool.parent().expect("dir").canonicalize().expect("dir");
     let name = spool.file_name().expect("name");
-    assert!(s.spool && s.path == dir.join(name), "{s:?}");
+    assert!(s.spool && s.file.path == dir.join(name), "{s:?}");
     assert!(
         recs[1..recs.len() - 1]
             .iter()
@@ -246,8 +246,8 @@ fn with_ctime_now(plan: &[u8], input: &Path) -> Vec<u8> {
     for mut rec in records::<PlanRecord>(plan) {
         if let PlanRecord::Plan(h) = &mut rec {
             for s in &mut h.sources {
-                s.ctime = Some(meta.ctime());
-                s.ctime_nsec = u32::try_from(meta.ctime_nsec()).ok();
+                s.file.ctime = Some(meta.ctime());
+                s.file.ctime_nsec = u32::try_from(meta.ctime_nsec()).ok();
             }
         }
         w.write(&rec).expect("record");
@@ -666,17 +666,8 @@ fn tiny_blobs(out: &Path, blobs: i64) -> Vec<u8> {
 fn index_header_only(path: &Path, template: &Path) -> (pbf_stream::SourceRecord, ()) {
     let (mut src, _) = index(template);
     let meta = fs::metadata(path).expect("metadata");
-    src.path = path.to_path_buf();
-    src.size = meta.len();
-    let mtime = meta.modified().expect("mtime");
-    let since = mtime
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970");
-    (src.mtime, src.mtime_nsec) = (since.as_secs() as i64, since.subsec_nanos());
-    // Its own ctime and name, not the template's.
-    use std::os::unix::fs::MetadataExt;
-    (src.ctime, src.ctime_nsec) = (Some(meta.ctime()), u32::try_from(meta.ctime_nsec()).ok());
-    src.given = None;
+    // Its own identity and name, not the template's.
+    src.file = pbf_stream::FileIdentity::of(path, &meta, None);
     (src, ())
 }
 

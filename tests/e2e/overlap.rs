@@ -73,7 +73,7 @@ fn plans_account_for_every_object_in_key_order() {
         };
         let (header, ops) = plan(&idx);
         assert_eq!(header.sources.len(), 1, "{file}");
-        assert_eq!(header.sources[0].path, path, "{file}");
+        assert_eq!(header.sources[0].file.path, path, "{file}");
         assert!(
             header
                 .header
@@ -334,13 +334,13 @@ fn small_blob_index(blobs: u64, overlapping: bool, to: &mut impl std::io::Write)
         &IndexRecord::Source(SourceRecord {
             schema: pbf_stream::INDEX_SCHEMA.into(),
             version: pbf_stream::SCHEMA_VERSION,
-            path: format!("/small-blobs-{blobs}-{overlapping}.osm.pbf").into(),
-            size: start + blobs * length,
-            mtime: 1_700_000_000,
-            mtime_nsec: 0,
-            ctime: None,
-            ctime_nsec: None,
-            given: None,
+            file: pbf_stream::FileIdentity {
+                size: start + blobs * length,
+                mtime: 1_700_000_000,
+                ..pbf_stream::FileIdentity::unrecorded(
+                    format!("/small-blobs-{blobs}-{overlapping}.osm.pbf").as_ref(),
+                )
+            },
             header,
             samples: Vec::new(),
         }),

@@ -60,7 +60,7 @@ impl SpoolHoles {
             .filter(|s| s.spool && !opts.keep_spools)
             .map(|s| Spool {
                 id: s.id,
-                path: s.path.clone(),
+                path: s.file.path.clone(),
                 writer: None,
             })
             .collect();
@@ -147,13 +147,7 @@ mod tests {
             version: pbf_stream::SCHEMA_VERSION,
             sources: vec![SourceRef {
                 id: 0,
-                path: path.to_path_buf(),
-                size: meta.len(),
-                mtime: pbf_stream::mtime(&meta).0,
-                mtime_nsec: pbf_stream::mtime(&meta).1,
-                ctime: None,
-                ctime_nsec: None,
-                given: None,
+                file: pbf_stream::FileIdentity::of(path, &meta, None),
                 spool,
             }],
             header: Default::default(),

@@ -62,11 +62,14 @@ impl CopySources {
             let file = if s.spool {
                 None
             } else {
-                Some(check_source(s).map_err(|e| Error::new(s.name(), ErrorKind::Stream(e)))?)
+                Some(
+                    check_source(&s.file)
+                        .map_err(|e| Error::new(s.name(), ErrorKind::Stream(e)))?,
+                )
             };
             list.push(Source {
                 id: s.id,
-                path: s.path.clone(),
+                path: s.file.path.clone(),
                 spool: s.spool,
                 recorded: s.clone(),
                 file,
@@ -118,7 +121,7 @@ impl CopySources {
     pub fn check_unchanged(&self) -> Result<()> {
         for src in self.list.iter().filter(|s| !s.spool) {
             if let Some(file) = &src.file {
-                check_unchanged(&src.recorded, file)
+                check_unchanged(&src.recorded.file, file)
                     .map_err(|e| Error::new(src.recorded.name(), ErrorKind::Stream(e)))?;
             }
         }
@@ -295,7 +298,7 @@ fn only_padding(spool: &pbf_format::frame::PbfFile, start: u64, end: u64) -> boo
 mod tests {
     use super::*;
     use pbf_format::header::Header;
-    use pbf_stream::{SourceRef, ctime, mtime};
+    use pbf_stream::SourceRef;
 
     fn plan(sources: Vec<SourceRef>) -> PlanHeader {
         PlanHeader {
@@ -312,13 +315,7 @@ mod tests {
         let meta = std::fs::metadata(path).expect("meta");
         SourceRef {
             id,
-            path: path.to_path_buf(),
-            size: meta.len(),
-            mtime: mtime(&meta).0,
-            mtime_nsec: mtime(&meta).1,
-            ctime: Some(ctime(&meta).0),
-            ctime_nsec: Some(ctime(&meta).1),
-            given: None,
+            file: pbf_stream::FileIdentity::of(path, &meta, None),
             spool,
         }
     }

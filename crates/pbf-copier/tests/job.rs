@@ -238,7 +238,7 @@ fn a_source_changed_since_it_was_indexed_is_refused() {
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
     std::fs::File::options()
         .write(true)
-        .open(&file.source.path)
+        .open(&file.source.file.path)
         .and_then(|f| f.set_modified(later))
         .expect("touch");
     let out = dir.path().join("out.osm.pbf");
@@ -255,11 +255,14 @@ fn spools_are_removed_once_copied_whole_unless_kept() {
     let spool = dir.path().join("merged.spool");
     let out = dir.path().join("out.osm.pbf");
     // A spool holds data frames only: the input without its header frame.
-    let bytes = std::fs::read(&file.source.path).expect("read");
+    let bytes = std::fs::read(&file.source.file.path).expect("read");
     let start = file.data_start;
     let spool_plan = |skip_last: bool| {
         let source = SourceRef {
-            path: spool.clone(),
+            file: pbf_stream::FileIdentity {
+                path: spool.clone(),
+                ..file.source.file.clone()
+            },
             spool: true,
             ..file.source.clone()
         };

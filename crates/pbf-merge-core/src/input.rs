@@ -45,11 +45,11 @@ impl SourceFiles {
         let mut files = HashMap::new();
         for src in sources {
             if !src.spool {
-                check_source(src)?;
+                check_source(&src.file)?;
             }
             // Named in messages as given to pbf-index.
-            let file = PbfFile::open(&src.path)?.named(src.name());
-            if !src.spool && file.size() != src.size {
+            let file = PbfFile::open(&src.file.path)?.named(src.name());
+            if !src.spool && file.size() != src.file.size {
                 return Err(Error::plan(
                     file.path(),
                     0,

@@ -418,11 +418,11 @@ fn a_corrupt_blob_names_the_file_and_offset() {
     let dir = tempdir();
     let (src, op) = one_blob_setup(dir.path());
     let offset = op.inputs[0].offset;
-    let mut bytes = std::fs::read(&src.path).expect("read");
+    let mut bytes = std::fs::read(&src.file.path).expect("read");
     let n = bytes.len();
     bytes[n - 3] ^= 0xff; // inside the zlib stream
-    std::fs::write(&src.path, &bytes).expect("write");
-    let src = source_ref(&src.path, 0);
+    std::fs::write(&src.file.path, &bytes).expect("write");
+    let src = source_ref(&src.file.path, 0);
     let e = merge_error(&dir.path().join("x"), src, op);
     assert!(
         e.contains("in.pbf: blob at offset") && e.contains(&offset.to_string()),
@@ -434,7 +434,7 @@ fn a_corrupt_blob_names_the_file_and_offset() {
 fn a_changed_source_and_an_existing_spool_are_refused() {
     let dir = tempdir();
     let (mut src, op) = one_blob_setup(dir.path());
-    src.size += 1;
+    src.file.size += 1;
     let e = merge_error(&dir.path().join("x"), src, op);
     assert!(e.contains("changed since it was indexed"), "{e}");
     let existing = dir.path().join("existing");

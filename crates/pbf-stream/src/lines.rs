@@ -651,7 +651,7 @@ impl<R: BufRead> PlanReader<R> {
             PlanRecord::Sorted(s) => {
                 self.news_before_ops("sorted")?;
                 let src = self.header.sources.iter().find(|r| r.id == s.source);
-                if !src.is_some_and(|r| !r.spool && s.through <= r.size) {
+                if !src.is_some_and(|r| !r.spool && s.through <= r.file.size) {
                     return Err(Error::invalid(format!(
                         "sorted record: offset {} of source {} lies outside the plan's sources",
                         s.through, s.source
@@ -726,12 +726,12 @@ impl<R: BufRead> PlanReader<R> {
         // against the file when they are read, not against `size` here.
         let end = offset
             .checked_add(length)
-            .filter(|&e| (src.spool || e <= src.size) && length > 0);
+            .filter(|&e| (src.spool || e <= src.file.size) && length > 0);
         if end.is_none() {
             return Err(Error::invalid(format!(
                 "range {offset}+{length} lies outside {} ({} bytes)",
                 src.name(),
-                src.size
+                src.file.size
             )));
         }
         Ok(())

@@ -243,13 +243,10 @@ mod tests {
     fn check() -> OrderCheck {
         let source = |id| SourceRef {
             id,
-            path: format!("/in{id}.pbf").into(),
-            size: 1000,
-            mtime: 0,
-            mtime_nsec: 0,
-            ctime: None,
-            ctime_nsec: None,
-            given: None,
+            file: crate::FileIdentity {
+                size: 1000,
+                ..crate::FileIdentity::unrecorded(format!("/in{id}.pbf").as_ref())
+            },
             spool: false,
         };
         OrderCheck::new(&[source(0), source(1)])

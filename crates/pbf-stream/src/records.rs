@@ -91,13 +91,12 @@ pub struct HeaderRecord {
     pub header: Header,
 }
 
-/// The `source` record: which file, which version of it, and its header.
+/// One version of a file: its path, size and times when it was indexed,
+/// and its name as given. The index's `source` record and the plan's
+/// sources carry it, and every stage that opens the file checks it
+/// ([`crate::check_source`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceRecord {
-    /// Always [`INDEX_SCHEMA`].
-    pub schema: String,
-    /// Schema major version.
-    pub version: u32,
+pub struct FileIdentity {
     /// Absolute path of the file.
     pub path: PathBuf,
     /// Size in bytes when indexed.
@@ -124,6 +123,18 @@ pub struct SourceRecord {
     /// input), which messages name it by; absent: they name `path`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub given: Option<PathBuf>,
+}
+
+/// The `source` record: which file, which version of it, and its header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    /// Always [`INDEX_SCHEMA`].
+    pub schema: String,
+    /// Schema major version.
+    pub version: u32,
+    /// The file and the version of it that was indexed.
+    #[serde(flatten)]
+    pub file: FileIdentity,
     /// The file's OSMHeader.
     pub header: Header,
     /// Keys read ahead: the smallest key of a data frame found near each of
@@ -357,29 +368,9 @@ pub struct OutputHeader {
 pub struct SourceRef {
     /// Number used by ops.
     pub id: u32,
-    /// Absolute path.
-    pub path: PathBuf,
-    /// Size in bytes when indexed.
-    pub size: u64,
-    /// Modification time when indexed: seconds since the epoch.
-    #[serde(with = "ijson::int")]
-    pub mtime: i64,
-    /// Modification time when indexed: nanoseconds past `mtime`.
-    pub mtime_nsec: u32,
-    /// Status change time when indexed, as the source record's (optional).
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "ijson::opt_int"
-    )]
-    pub ctime: Option<i64>,
-    /// Nanoseconds past `ctime` (optional).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ctime_nsec: Option<u32>,
-    /// The file as named on pbf-index's command line, as the source
-    /// record's (optional): messages name the file so.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub given: Option<PathBuf>,
+    /// The file and the version of it that was indexed.
+    #[serde(flatten)]
+    pub file: FileIdentity,
     /// A spool file written by `pbf-merge` while the plan streams: it grows
     /// until the `end` record, so `size` and the mtime are not checked; every
     /// range is checked against the file's size when it is read instead.

@@ -16,7 +16,9 @@ use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
 
 use crate::error::{Error, ErrorKind};
-use crate::records::SourceRef;
+use std::path::Path;
+
+use crate::records::{FileIdentity, SourceRef};
 
 /// Modification time of a file as the streams record it: seconds since the
 /// epoch and nanoseconds past them (each exact in a JSON reader's double).
@@ -31,7 +33,37 @@ pub fn ctime(meta: &Metadata) -> (i64, u32) {
     (meta.ctime(), nsec)
 }
 
-impl SourceRef {
+impl FileIdentity {
+    /// The identity of the file at `path` as `meta` describes it now, named
+    /// `given` on the command line (if that is not `path`).
+    pub fn of(path: &Path, meta: &Metadata, given: Option<&Path>) -> FileIdentity {
+        let ((mtime, mtime_nsec), (ctime, ctime_nsec)) = (mtime(meta), ctime(meta));
+        FileIdentity {
+            path: path.to_path_buf(),
+            size: meta.len(),
+            mtime,
+            mtime_nsec,
+            ctime: Some(ctime),
+            ctime_nsec: Some(ctime_nsec),
+            given: given.map(Path::to_path_buf),
+        }
+    }
+
+    /// A file whose size and times are not recorded (zero, no ctime): a
+    /// spool that grows while the plan streams, whose ranges are checked
+    /// against its size as they are read instead.
+    pub fn unrecorded(path: &Path) -> FileIdentity {
+        FileIdentity {
+            path: path.to_path_buf(),
+            size: 0,
+            mtime: 0,
+            mtime_nsec: 0,
+            ctime: None,
+            ctime_nsec: None,
+            given: None,
+        }
+    }
+
     /// The file as messages name it: as given to pbf-index when the stream
     /// says, else by its path.
     pub fn name(&self) -> String {
@@ -43,9 +75,16 @@ impl SourceRef {
     }
 }
 
+impl SourceRef {
+    /// The file as messages name it ([`FileIdentity::name`]).
+    pub fn name(&self) -> String {
+        self.file.name()
+    }
+}
+
 /// Open a source and check that its size, mtime and ctime (when recorded)
 /// are those in the stream.
-pub fn check_source(src: &SourceRef) -> Result<File, Error> {
+pub fn check_source(src: &FileIdentity) -> Result<File, Error> {
     let path = &src.path;
     let changed =
         |why: String| Error::new(ErrorKind::SourceChanged(format!("{}: {why}", src.name())));
@@ -68,7 +107,7 @@ pub fn check_source(src: &SourceRef) -> Result<File, Error> {
 /// Check that `file`, the open source `src`, still has the size, mtime and
 /// ctime the stream recorded: after every byte was read from it, before an
 /// output made of those bytes is put in place.
-pub fn check_unchanged(src: &SourceRef, file: &File) -> Result<(), Error> {
+pub fn check_unchanged(src: &FileIdentity, file: &File) -> Result<(), Error> {
     let differs = differences(src, &file.metadata()?);
     if differs.is_empty() {
         return Ok(());
@@ -83,7 +122,7 @@ pub fn check_unchanged(src: &SourceRef, file: &File) -> Result<(), Error> {
 /// What differs between the recorded identity and the file's, in words
 /// ("size 10 -> 11", "ctime 1.000000000 -> 2.000000000"); empty when
 /// nothing does. A ctime without nanoseconds compares its seconds.
-fn differences(src: &SourceRef, meta: &Metadata) -> Vec<String> {
+fn differences(src: &FileIdentity, meta: &Metadata) -> Vec<String> {
     let mut differs = Vec::new();
     if meta.len() != src.size {
         differs.push(format!("size {} -> {}", src.size, meta.len()));
@@ -119,19 +158,9 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    fn recorded(path: &Path, given: Option<&str>) -> SourceRef {
+    fn recorded(path: &Path, given: Option<&str>) -> FileIdentity {
         let meta = std::fs::metadata(path).expect("meta");
-        SourceRef {
-            id: 0,
-            path: path.to_path_buf(),
-            size: meta.len(),
-            mtime: mtime(&meta).0,
-            mtime_nsec: mtime(&meta).1,
-            ctime: Some(ctime(&meta).0),
-            ctime_nsec: Some(ctime(&meta).1),
-            given: given.map(Into::into),
-            spool: false,
-        }
+        FileIdentity::of(path, &meta, given.map(Path::new))
     }
 
     /// Wait until the clock the filesystem stamps files with has moved.

@@ -110,18 +110,11 @@ pub fn indexed(path: &Path) -> Indexed {
             blobs.push((fh.offset, fh.frame_len(), summary));
         }
     }
-    let (mtime, mtime_nsec) = file.mtime();
-    let (ctime, ctime_nsec) = file.ctime();
+    let meta = std::fs::metadata(path).expect("stat");
     Indexed {
         source: SourceRef {
             id: 0,
-            path: path.to_path_buf(),
-            size: file.size(),
-            mtime,
-            mtime_nsec,
-            ctime: Some(ctime),
-            ctime_nsec: Some(ctime_nsec),
-            given: None,
+            file: pbf_stream::FileIdentity::of(path, &meta, None),
             spool: false,
         },
         header,
@@ -262,7 +255,7 @@ pub fn written(path: &Path) -> Written {
 
 /// The data frames of `file` that hold objects, as bytes, in file order.
 pub fn data_frames(file: &Indexed) -> Vec<Vec<u8>> {
-    let f = PbfFile::open(&file.source.path).expect("open");
+    let f = PbfFile::open(&file.source.file.path).expect("open");
     file.blobs
         .iter()
         .map(|&(offset, length, _)| {

@@ -82,13 +82,7 @@ pub fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
 pub fn plan_header(src: &SourceRecord) -> PlanHeader {
     let source = SourceRef {
         id: 0,
-        path: src.path.clone(),
-        size: src.size,
-        mtime: src.mtime,
-        mtime_nsec: src.mtime_nsec,
-        ctime: src.ctime,
-        ctime_nsec: src.ctime_nsec,
-        given: src.given.clone(),
+        file: src.file.clone(),
         spool: false,
     };
     pbf_testkit::plan_header(vec![source], &src.header)

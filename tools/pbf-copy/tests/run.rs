@@ -157,9 +157,18 @@ fn an_existing_output_needs_overwrite_and_an_input_is_never_the_output() {
     assert_eq!(std::fs::read(&out).expect("out"), b"an older output");
     run(&["-q", "-O", arg(&plan_file), "-o", arg(&out)]).expect("-O replaces it");
     assert_eq!(written(&out).frames, data_frames(&file));
-    let before = std::fs::read(&file.source.path).expect("input");
-    let err =
-        run(&["-q", "-O", arg(&plan_file), "-o", arg(&file.source.path)]).expect_err("the input");
+    let before = std::fs::read(&file.source.file.path).expect("input");
+    let err = run(&[
+        "-q",
+        "-O",
+        arg(&plan_file),
+        "-o",
+        arg(&file.source.file.path),
+    ])
+    .expect_err("the input");
     assert!(pbf_cli::one_line(&err).contains("in.osm.pbf"), "{err:#}");
-    assert_eq!(std::fs::read(&file.source.path).expect("input"), before);
+    assert_eq!(
+        std::fs::read(&file.source.file.path).expect("input"),
+        before
+    );
 }

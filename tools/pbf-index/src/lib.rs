@@ -22,8 +22,8 @@ use pbf_format::scan::{Summary, Ties, scan_block, scan_ties};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{
-    BlobKeys, BlobRecord, Counts, HeaderRecord, IndexEnd, IndexRecord, KeysFrom, Sample,
-    SourceRecord, StreamTime, Writer,
+    BlobKeys, BlobRecord, Counts, FileIdentity, HeaderRecord, IndexEnd, IndexRecord, KeysFrom,
+    Sample, SourceRecord, StreamTime, Writer,
 };
 use rayon::prelude::*;
 
@@ -360,13 +360,15 @@ fn index_file<W: Write + Send>(
     out.write(&IndexRecord::Source(SourceRecord {
         schema: pbf_stream::INDEX_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
-        path: abs.clone(),
-        size: file.size(),
-        mtime: file.mtime().0,
-        mtime_nsec: file.mtime().1,
-        ctime: Some(file.ctime().0),
-        ctime_nsec: Some(file.ctime().1),
-        given: Some(given.to_path_buf()),
+        file: FileIdentity {
+            path: abs.clone(),
+            size: file.size(),
+            mtime: file.mtime().0,
+            mtime_nsec: file.mtime().1,
+            ctime: Some(file.ctime().0),
+            ctime_nsec: Some(file.ctime().1),
+            given: Some(given.to_path_buf()),
+        },
         header,
         samples,
     }))?;

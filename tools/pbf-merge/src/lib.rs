@@ -27,8 +27,8 @@ mod ops;
 use ops::OpQueue;
 use pbf_format::{Key, Kind};
 use pbf_stream::{
-    CopyOp, Counts, FrameKeys, KeyRecord, MergeOp, PlanEnd, PlanHeader, PlanReader, PlanRecord,
-    SourceRef, StreamTime, Writer,
+    CopyOp, Counts, FileIdentity, FrameKeys, KeyRecord, MergeOp, PlanEnd, PlanHeader, PlanReader,
+    PlanRecord, SourceRef, StreamTime, Writer,
 };
 
 const NAME: &str = "pbf-merge";
@@ -403,7 +403,11 @@ struct Progress {
 
 impl Progress {
     fn new(sources: &[SourceRef], bars: pbf_cli::Bars) -> Progress {
-        let total = sources.iter().filter(|s| !s.spool).map(|s| s.size).sum();
+        let total = sources
+            .iter()
+            .filter(|s| !s.spool)
+            .map(|s| s.file.size)
+            .sum();
         let bar = pbf_cli::ProgressBar::hidden();
         bar.set_length(total);
         Progress {
@@ -484,13 +488,7 @@ fn forward_plan_record<R: io::BufRead>(
     let spool_id = header.sources.iter().map(|s| s.id + 1).max().unwrap_or(0);
     header.sources.push(SourceRef {
         id: spool_id,
-        path: spool.path().to_path_buf(),
-        size: 0,
-        mtime: 0,
-        mtime_nsec: 0,
-        ctime: None,
-        ctime_nsec: None,
-        given: None,
+        file: FileIdentity::unrecorded(spool.path()),
         spool: true,
     });
     let mut out = Writer::new(pbf_cli::stdout());

@@ -260,7 +260,7 @@ mod tests {
     use crate::input::Purpose;
     use crate::plan;
     use pbf_format::{Key, Kind};
-    use pbf_stream::{BlobRecord, IndexRecord, SourceRecord};
+    use pbf_stream::{BlobRecord, FileIdentity, IndexRecord, SourceRecord};
     use std::cell::RefCell;
     use std::io::Cursor;
     use std::rc::Rc;
@@ -308,13 +308,10 @@ mod tests {
         let source = SourceRecord {
             schema: pbf_stream::INDEX_SCHEMA.into(),
             version: pbf_stream::SCHEMA_VERSION,
-            path: "/in.osm.pbf".into(),
-            size: 100 + 1000 * blobs.len() as u64,
-            mtime: 0,
-            mtime_nsec: 0,
-            ctime: None,
-            ctime_nsec: None,
-            given: None,
+            file: FileIdentity {
+                size: 100 + 1000 * blobs.len() as u64,
+                ..FileIdentity::unrecorded("/in.osm.pbf".as_ref())
+            },
             header,
             samples,
         };

@@ -146,19 +146,12 @@ impl Input {
 
     fn add_source(&mut self, s: SourceRecord) -> Result<(), String> {
         let id = u32::try_from(self.sources.len()).map_err(|_| "too many sources".to_owned())?;
-        let path = s.path;
         let source = SourceRef {
             id,
-            path,
-            size: s.size,
-            mtime: s.mtime,
-            mtime_nsec: s.mtime_nsec,
-            ctime: s.ctime,
-            ctime_nsec: s.ctime_nsec,
-            given: s.given,
+            file: s.file,
             spool: false,
         };
-        if !self.paths.insert(source.path.clone()) {
+        if !self.paths.insert(source.file.path.clone()) {
             return Err(format!(
                 "{} is indexed twice; its objects would be duplicated",
                 source.name()
@@ -205,14 +198,14 @@ impl Input {
                 b.seq, b.offset
             ));
         }
-        if b.offset + b.length > src.size {
+        if b.offset + b.length > src.file.size {
             return Err(format!(
                 "blob {} at offset {} (length {}) extends past the end of {} ({} bytes)",
                 b.seq,
                 b.offset,
                 b.length,
                 src.name(),
-                src.size
+                src.file.size
             ));
         }
         Ok(())

@@ -18,7 +18,7 @@ use pbf_format::scan::Accumulator;
 use pbf_merge_core::{
     Flight, MergeStats, Merger, Options, Ready, SourceFiles, Spool, WrittenFrame,
 };
-use pbf_stream::{MergeInput, MergeOp, SourceRef};
+use pbf_stream::{FileIdentity, MergeInput, MergeOp, SourceRef};
 
 /// One input blob: its elements in stored order and whether to use DenseNodes.
 #[derive(Clone, Debug)]
@@ -63,13 +63,7 @@ pub fn source_ref(path: &Path, id: u32) -> SourceRef {
     let meta = std::fs::metadata(path).expect("metadata");
     SourceRef {
         id,
-        path: path.canonicalize().expect("canonical"),
-        size: meta.len(),
-        mtime: pbf_stream::mtime(&meta).0,
-        mtime_nsec: pbf_stream::mtime(&meta).1,
-        ctime: Some(pbf_stream::ctime(&meta).0),
-        ctime_nsec: Some(pbf_stream::ctime(&meta).1),
-        given: None,
+        file: FileIdentity::of(&path.canonicalize().expect("canonical"), &meta, None),
         spool: false,
     }
 }
