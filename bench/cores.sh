@@ -19,6 +19,7 @@ Usage: bench/cores.sh DIR
 
 Environment (sizes as bench/run.sh takes them):
   CORES_JOBS             thread counts [2 4 8 16]
+  CORES_SHAPES           inputs to run [sorted interleaved smallblobs]
   CORES_SORTED_SIZE      sorted input [1G]
   CORES_INTERLEAVED_SIZE interleaved input [1G]
   CORES_SMALLBLOB_SIZE   small-blob input [180M]
@@ -93,9 +94,15 @@ row() { # INPUT TOOL N WALL RSS FIGURE
     printf '| %s | %s | %s | %s | %s | %s |\n' "$@"
 }
 
-sorted=$(input_for sorted "${CORES_SORTED_SIZE:-1G}")
-interleaved=$(input_for interleaved "${CORES_INTERLEAVED_SIZE:-1G}")
-smallblobs=$(input_for smallblobs "${CORES_SMALLBLOB_SIZE:-180M}")
+inputs=() sorted=""
+for shape in ${CORES_SHAPES:-sorted interleaved smallblobs}; do
+    case $shape in
+        sorted) sorted=$(input_for sorted "${CORES_SORTED_SIZE:-1G}") && inputs+=("$sorted") ;;
+        interleaved) inputs+=("$(input_for interleaved "${CORES_INTERLEAVED_SIZE:-1G}")") ;;
+        smallblobs) inputs+=("$(input_for smallblobs "${CORES_SMALLBLOB_SIZE:-180M}")") ;;
+        *) die "CORES_SHAPES: no shape '$shape' (sorted, interleaved, smallblobs)" ;;
+    esac
+done
 out=$OUT/cores.osm.pbf
 
 echo "Machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo), $(uname -sr)"
@@ -107,7 +114,7 @@ base=${CORES_BASE:-}
 # Does the base build run at -j N?
 base_at() { [[ -n $base && " ${CORES_BASE_JOBS:-2 16} " == *" $1 "* ]]; }
 
-for in in "$sorted" "$interleaved" "$smallblobs"; do
+for in in "${inputs[@]}"; do
     name="$(basename "$in") ($(stat -c %s "$in") bytes)"
     if [[ $in == "$sorted" ]]; then
         read -r wall rss < <(timed "$GEN" copy "$in" -o "$out")
