@@ -2,6 +2,7 @@
 complete -c pbf-index -s j -l jobs -d 'Worker threads for decompression and scanning [default: all cores]' -r
 complete -c pbf-index -l trust-indexdata -d 'Also index from pbfhogg\'s indexdata, without reading the blobs' -r -f -a "pbfhogg\t''"
 complete -c pbf-index -l given -d 'Name FILE as NAME in messages and in the index stream' -r -F
+complete -c pbf-index -l summarize -d 'Write the summary of a pbf-sort run, joined in DIR, to FILE, and exit' -r -F
 complete -c pbf-index -l io -d 'How the header walk reads the file: pread or uring' -r -f -a "pread\t''
 uring\t''"
 complete -c pbf-index -l decode -d 'Scan every blob, trusting no indexdata (to verify a file: pbf-index --decode F | pbf-overlap --check)'

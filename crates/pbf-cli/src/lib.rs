@@ -3,8 +3,9 @@
 //! codes (0 success, 1 failure, 2 usage, an input that is not PBF among
 //! them; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
-//! tool ([`diag`]), parsing of common option values, and the report of a
-//! run that the driver's `--summary-json` gathers ([`report`]).
+//! tool ([`diag`]), parsing of common option values, the report of a
+//! run that the driver's `--summary-json` gathers ([`report`]), and that
+//! summary, joined ([`summary`]).
 #![deny(missing_docs)]
 
 use clap::{ArgMatches, Command};
@@ -14,6 +15,7 @@ use std::process::ExitCode;
 
 mod diag;
 pub mod report;
+pub mod summary;
 
 pub use diag::{
     Bars, VerbosityHelp, draw, elide, progress, progress_args, set_message, verbosity_args,

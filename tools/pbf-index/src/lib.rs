@@ -92,7 +92,7 @@ pub fn command() -> Command {
                      standard input when it is a regular file (pbf-index - < FILE)",
                 )
                 .num_args(1..)
-                .required(true)
+                .required_unless_present("summarize")
                 .value_parser(value_parser!(PathBuf)),
         )
         .arg(
@@ -156,6 +156,23 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
+            Arg::new("summarize")
+                .long("summarize")
+                .value_names(["DIR", "FILE"])
+                .num_args(2)
+                .exclusive(true)
+                .value_parser(value_parser!(PathBuf))
+                .help("Write the summary of a pbf-sort run, joined in DIR, to FILE, and exit")
+                .long_help(
+                    "Write the summary of a pbf-sort run to FILE as one JSON object, and exit: \
+                     pbf-sort --summary-json FILE has the toolkit's pbf-index join what the \
+                     driver wrote into DIR (its PBF_SORT_SUMMARY_DIR) about the run and its \
+                     stages with the reports the run's programs wrote there (see pbf-sort(1), \
+                     The summary of a run). FILE is written under a temporary name beside it \
+                     and renamed; it holds a whole object or is left as it was",
+                ),
+        )
+        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -199,6 +216,11 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         bars: pbf_cli::Bars::from_matches(m),
         io,
     };
+    if let Some(paths) = m.get_many::<PathBuf>("summarize") {
+        let paths: Vec<&PathBuf> = paths.collect();
+        pbf_cli::summary::write(paths[0], paths[1])?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let files: Vec<&PathBuf> = m
         .get_many::<PathBuf>("files")
         .into_iter()
