@@ -4,8 +4,9 @@
 //! them; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
 //! tool ([`diag`]), parsing of common option values, the report of a
-//! run that the driver's `--summary-json` gathers ([`report`]), and that
-//! summary, joined ([`summary`]).
+//! run that the driver's `--summary-json` gathers ([`report`]), and what
+//! the `pbf-sort` driver asks of Rust: its command line, help and
+//! completions' source ([`driver`]), and its summary, joined ([`summary`]).
 #![deny(missing_docs)]
 
 use clap::{ArgMatches, Command};
@@ -14,6 +15,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
 mod diag;
+pub mod driver;
 pub mod report;
 pub mod summary;
 

@@ -92,7 +92,7 @@ pub fn command() -> Command {
                      standard input when it is a regular file (pbf-index - < FILE)",
                 )
                 .num_args(1..)
-                .required_unless_present("summarize")
+                .required_unless_present_any(["summarize", "driver-help"])
                 .value_parser(value_parser!(PathBuf)),
         )
         .arg(
@@ -173,6 +173,13 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
+            Arg::new("driver-help")
+                .long("driver-help")
+                .exclusive(true)
+                .help("Print the help of the pbf-sort driver, and exit (pbf-sort --help)")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -216,6 +223,10 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         bars: pbf_cli::Bars::from_matches(m),
         io,
     };
+    if m.get_flag("driver-help") {
+        pbf_cli::stdout().write_all(pbf_cli::driver::help().as_bytes())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(paths) = m.get_many::<PathBuf>("summarize") {
         let paths: Vec<&PathBuf> = paths.collect();
         pbf_cli::summary::write(paths[0], paths[1])?;
