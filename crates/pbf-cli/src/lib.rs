@@ -5,8 +5,8 @@
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
 //! tool ([`diag`]), parsing of common option values, the report of a
 //! run that the driver's `--summary-json` gathers ([`report`]), and what
-//! the `pbf-sort` driver asks of Rust: its command line, help and
-//! completions' source ([`driver`]), and its summary, joined ([`summary`]).
+//! the `pbf-sort` driver asks of Rust: its command line and help, its
+//! summary and its `--dry-run` script ([`driver`]).
 #![deny(missing_docs)]
 
 use clap::{ArgMatches, Command};
@@ -17,7 +17,6 @@ use std::process::ExitCode;
 mod diag;
 pub mod driver;
 pub mod report;
-pub mod summary;
 
 pub use diag::{
     Bars, VerbosityHelp, draw, elide, progress, progress_args, set_message, verbosity_args,

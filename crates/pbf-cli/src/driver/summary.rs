@@ -1,34 +1,23 @@
 //! `pbf-sort --summary-json FILE`: the run as one JSON object, joined from
-//! what the driver alone knows and what each tool reported of itself
+//! the driver's description of it ([`super::run`], the file `run` in the
+//! reports' directory) and what each tool reported of itself there
 //! ([`crate::report`]). The object's fields are documented in pbf-sort(1).
 //!
-//! The driver is a bash script, which can write any word it holds but no
-//! JSON, so it writes its facts into the reports' directory as
-//! NUL-terminated `NAME=VALUE` fields (the format of `/proc/PID/environ`,
-//! which holds any path), an empty value standing for one it did not learn:
-//!
-//! - `run`: `exit` (the run's status), `started` (microseconds since the
-//!   epoch), `failed_stage` (the role of the stage named as the cause),
-//!   `output` (as given to `-o`), `committed` (1 once the copier put the
-//!   output in place), `copier` (the copy stage's program), and per input
-//!   `input` (as given) followed by `file` (the file read for it: the saved
-//!   copy of standard input or of a pipe);
-//! - `stage.N`, the Nth stage of the pipeline: `role`, `pid`, `exit`,
-//!   `ended` (microseconds since the epoch) and its command, one `arg` per
-//!   word.
-//!
-//! [`write`] reads them with the reports (`TOOL.PID.json`; a stage's is the
-//! one its process wrote, the others go to `reports`) and puts the object
-//! in place under a temporary name and a rename, so FILE holds a whole
-//! object, of this run or of an earlier one.
+//! [`write`] reads the reports (`TOOL.PID.json`; a stage's is the one its
+//! process wrote, the others go to `reports`) and puts the object in place
+//! under a temporary name and a rename, so FILE holds a whole object, of
+//! this run or of an earlier one.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde::Serialize;
 use serde_json::value::RawValue;
+
+use super::run::Run;
 
 /// The summary object, its fields in the order pbf-sort(1) gives them.
 #[derive(Serialize)]
@@ -69,8 +58,8 @@ struct Stage {
     report: Option<Box<RawValue>>,
 }
 
-/// Join the driver's facts and the reports in `dir` into the summary and
-/// put it in place as `file`.
+/// Join the driver's description and the reports in `dir` into the
+/// summary and put it in place as `file`.
 pub fn write(dir: &Path, file: &Path) -> Result<()> {
     let summary = assemble(dir, now_us())?;
     let mut tmp = file.as_os_str().to_owned();
@@ -88,19 +77,25 @@ pub fn write(dir: &Path, file: &Path) -> Result<()> {
 /// The summary of the run described in `dir`, `now` microseconds after the
 /// epoch.
 fn assemble(dir: &Path, now: u64) -> Result<Summary> {
-    let run = Fields::read(&dir.join("run"))?;
-    let started = run.number("started")?;
+    let run = Run::read(&dir.join("run"))?;
+    let facts = &run.fields;
+    let started = facts.number("started")?;
     let mut reports = reports(dir)?;
     let mut stages = Vec::new();
-    for path in stage_files(dir)? {
-        let stage = Fields::read(&path)?;
-        let report = match stage.get("pid") {
-            Some(pid) => reports.remove(pid),
-            None => None,
-        };
+    // The tees of --keep-plan are no stage of the summary's.
+    let piped = run
+        .stages
+        .iter()
+        .filter(|s| s.text("stage").as_deref() != Some("--keep-plan"));
+    for stage in piped {
+        let report = stage.text("pid").and_then(|pid| reports.remove(&pid));
         stages.push(Stage {
-            role: stage.get("role").map(str::to_owned),
-            command: stage.all("arg"),
+            role: stage.text("stage"),
+            command: stage
+                .all("arg")
+                .iter()
+                .map(|a| a.to_string_lossy().into())
+                .collect(),
             exit: stage.number("exit")?,
             wall_s: seconds(started, stage.number("ended")?),
             report,
@@ -110,25 +105,26 @@ fn assemble(dir: &Path, now: u64) -> Result<Summary> {
         let stage = stages.iter().find(|s| s.role.as_deref() == Some(role))?;
         counter(stage.report.as_deref()?, name)
     };
-    let output = run.get("output").unwrap_or_default();
-    let committed = run.get("committed") == Some("1") && output != "-";
-    let written = committed.then(|| size(output)).flatten();
-    let inputs = run.all("input").into_iter().zip(run.all("file"));
+    let output = facts.get("output").unwrap_or_default();
+    let written = (facts.flag("committed") && output != "-")
+        .then(|| size(output))
+        .flatten();
+    let inputs = facts.all("input").into_iter().zip(facts.all("file"));
     Ok(Summary {
-        exit: run.number("exit")?,
-        failed_stage: run.get("failed_stage").map(str::to_owned),
+        exit: facts.number("exit")?,
+        failed_stage: facts.text("failed_stage"),
         wall_s: seconds(started, Some(now)),
         inputs: inputs
             .map(|(path, file)| FileSize {
-                size: size(&file),
-                path,
+                path: path.to_string_lossy().into_owned(),
+                size: size(file),
             })
             .collect(),
         output: FileSize {
-            path: output.to_owned(),
+            path: output.to_string_lossy().into_owned(),
             size: written,
         },
-        copier: run.get("copier").map(str::to_owned),
+        copier: facts.text("copier"),
         bytes: Bytes {
             copied: counter("planning", "copy_bytes"),
             merged: counter("merge", "read_bytes"),
@@ -161,23 +157,6 @@ fn reports(dir: &Path) -> Result<BTreeMap<String, Box<RawValue>>> {
     Ok(found)
 }
 
-/// The `stage.N` files of `dir`, in pipeline order.
-fn stage_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut stages = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("{}", dir.display()))? {
-        let path = entry?.path();
-        let n = path
-            .file_name()
-            .and_then(|n| n.to_str()?.strip_prefix("stage."));
-        if let Some(n) = n {
-            let n: usize = n.parse().with_context(|| format!("{}", path.display()))?;
-            stages.push((n, path));
-        }
-    }
-    stages.sort();
-    Ok(stages.into_iter().map(|(_, path)| path).collect())
-}
-
 /// What a report's `counters` give `name`: a count or an object of counts,
 /// as written; none for anything else.
 fn counter(report: &RawValue, name: &str) -> Option<Box<RawValue>> {
@@ -194,7 +173,7 @@ fn counter(report: &RawValue, name: &str) -> Option<Box<RawValue>> {
 }
 
 /// The size of the file at `path`, if there is one.
-fn size(path: &str) -> Option<u64> {
+fn size(path: &OsStr) -> Option<u64> {
     std::fs::metadata(path).ok().map(|m| m.len())
 }
 
@@ -209,48 +188,6 @@ fn now_us() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
-}
-
-/// One file of the driver's facts: NUL-terminated `NAME=VALUE` fields, in
-/// order.
-struct Fields(Vec<(String, String)>);
-
-impl Fields {
-    fn read(path: &Path) -> Result<Fields> {
-        let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
-        let mut fields = Vec::new();
-        for field in bytes.split(|&b| b == 0).filter(|f| !f.is_empty()) {
-            let field = String::from_utf8_lossy(field);
-            let Some((name, value)) = field.split_once('=') else {
-                bail!("{}: a field without '=': {field:?}", path.display());
-            };
-            fields.push((name.to_owned(), value.to_owned()));
-        }
-        Ok(Fields(fields))
-    }
-
-    /// The last value of `name`, unless empty (not learnt).
-    fn get(&self, name: &str) -> Option<&str> {
-        let value = self.0.iter().rev().find(|(n, _)| n == name)?;
-        Some(value.1.as_str()).filter(|v| !v.is_empty())
-    }
-
-    /// Every value of `name`, in order.
-    fn all(&self, name: &str) -> Vec<String> {
-        let values = self.0.iter().filter(|(n, _)| n == name);
-        values.map(|(_, v)| v.clone()).collect()
-    }
-
-    /// The number `name` holds, if it was learnt.
-    fn number(&self, name: &str) -> Result<Option<u64>> {
-        let Some(value) = self.get(name) else {
-            return Ok(None);
-        };
-        match value.parse() {
-            Ok(n) => Ok(Some(n)),
-            Err(_) => bail!("{name}={value}: not a number"),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -297,22 +234,22 @@ mod tests {
             "input=-",
             &input_field,
         ];
-        facts(&dir.join("run"), &run);
-        facts(
-            &dir.join("stage.0"),
-            &["role=index", "pid=11", "exit=0", "ended=1500000"],
-        );
-        facts(
-            &dir.join("stage.1"),
-            &[
-                "role=planning",
-                "pid=12",
-                "exit=0",
-                "ended=2250999",
-                "arg=pbf-overlap",
-                "arg=a=b",
-            ],
-        );
+        let stages = [
+            "stage=index",
+            "pid=11",
+            "exit=0",
+            "ended=1500000",
+            "stage=--keep-plan",
+            "pid=13",
+            "arg=tee",
+            "stage=planning",
+            "pid=12",
+            "exit=0",
+            "ended=2250999",
+            "arg=pbf-overlap",
+            "arg=a=b",
+        ];
+        facts(&dir.join("run"), &[&run[..], &stages[..]].concat());
         let objects = r#"{"node":3,"way":2,"relation":1}"#;
         report(
             dir,
@@ -367,19 +304,18 @@ mod tests {
             "started=5",
             "failed_stage=merge",
             "output=gone.osm.pbf",
+            "committed=0",
+            "copier=pbf-reflink",
+            "stage=merge",
+            "pid=7",
+            "exit=1",
+            "ended=9",
+            "stage=copy",
+            "pid=",
+            "exit=",
+            "ended=",
         ];
-        facts(
-            &dir.join("run"),
-            &[&run[..], &["committed=0", "copier=pbf-reflink"]].concat(),
-        );
-        facts(
-            &dir.join("stage.10"),
-            &["role=copy", "pid=", "exit=", "ended="],
-        );
-        facts(
-            &dir.join("stage.2"),
-            &["role=merge", "pid=7", "exit=1", "ended=9"],
-        );
+        facts(&dir.join("run"), &run);
         // The merge's report gives no counters; another stage's is absent.
         report(dir, "pbf-merge.7.json", r#"{"tool":"pbf-merge","exit":1}"#);
         let s = summary(dir, 5);
@@ -394,7 +330,7 @@ mod tests {
         assert!(s["objects"].is_null());
         let stages = s["stages"].as_array().expect("stages");
         let roles: Vec<&Value> = stages.iter().map(|st| &st["role"]).collect();
-        assert_eq!(roles, ["merge", "copy"], "stage.2 before stage.10");
+        assert_eq!(roles, ["merge", "copy"]);
         assert_eq!(stages[0]["report"]["exit"], 1);
         for key in ["exit", "wall_s", "report"] {
             assert!(stages[1][key].is_null(), "{key}: {s}");
@@ -439,7 +375,6 @@ mod tests {
         let left = std::fs::read_dir(t.path()).expect("dir").count();
         assert_eq!(left, 2, "reports and run.json only");
         assert!(write(&dir, &t.path().join("missing/run.json")).is_err());
-        assert!(Fields::read(&dir.join("run")).is_ok());
         facts(&dir.join("run"), &["no equals sign"]);
         assert!(write(&dir, &file).is_err());
     }

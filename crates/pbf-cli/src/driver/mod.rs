@@ -1,16 +1,31 @@
-//! The command line of the `pbf-sort` driver as a clap [`Command`]: the one
-//! source of its help (`pbf-sort --help` has the toolkit's `pbf-index
-//! --driver-help` print it) and of its shell completions (`pbf-man`).
+//! What the `pbf-sort` driver, a bash script, asks of Rust: what is no
+//! driving. The toolkit's `pbf-index` gives it through its `--driver-*`
+//! options.
 //!
-//! The driver is a bash script that parses its options with getopt(1): its
-//! `long=` list is what it parses, and nothing in Rust parses its command
-//! line. This `Command` declares the same options with their help, and what
-//! a completion needs that the script cannot say: which values name files or
-//! directories, and the fixed values of `--copier` and `--compression`.
-//! `pbf-man`'s `tests/driver.rs` holds it to the script: every long option
-//! of the getopt list is here and nothing else is, with the same short form
-//! and a value exactly where getopt wants one, and the `--copier` and
+//! - [`command`]: its command line as a clap [`Command`], the one source of
+//!   its help (`pbf-sort --help`: `pbf-index --driver-help`) and of its
+//!   shell completions (`pbf-man`);
+//! - [`run`]: the driver's description of a run, which it writes as
+//!   NUL-terminated fields, and its two renderings: [`summary`], the
+//!   `--summary-json` object (`pbf-index --driver-summary`), and [`script`],
+//!   the `--dry-run` script (`pbf-index --driver-script`);
+//! - [`check`]: the files the run writes, judged before a stage starts
+//!   (`pbf-index --driver-check`).
+//!
+//! The script parses its options with getopt(1): its `long=` list is what
+//! it parses, and nothing in Rust parses its command line. The `Command`
+//! declares the same options with their help, and what a completion needs
+//! that the script cannot say: which values name files or directories, and
+//! the fixed values of `--copier` and `--compression`. `pbf-man`'s
+//! `tests/driver.rs` holds it to the script: every long option of the
+//! getopt list is here and nothing else is, with the same short form and a
+//! value exactly where getopt wants one, and the `--copier` and
 //! `--compression` values the driver and `pbf-merge` accept.
+
+pub mod check;
+pub mod run;
+pub mod script;
+pub mod summary;
 
 use clap::builder::PossibleValue;
 use clap::{Arg, ArgAction, Command, ValueHint};
