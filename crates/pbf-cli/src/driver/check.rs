@@ -35,36 +35,11 @@ pub fn files(facts: &Fields) -> Result<()> {
         check_input(input)?;
     }
     if output != "-" {
-        if inputs.iter().any(|&input| same_file(input, output)) {
-            refuse(
-                output,
-                "the output is also an input; write it elsewhere (-O never replaces \
-                            an input)",
-            )?;
-        }
-        check_output(output, facts.flag("overwrite"))?;
+        check_output(output, &inputs, facts.flag("overwrite"))?;
     }
-    let tmpdir = facts.get("tmpdir");
-    if let Some(tmpdir) = tmpdir {
-        writable_dir("--tmpdir", tmpdir)?;
-    }
-    // Standard input and pipes are saved beside the output; for -o -, with
-    // the temporary files.
-    let saved = match output == "-" {
-        true => temporary_dir(tmpdir),
-        false => directory_of(output).to_owned(),
-    };
-    if output == "-" && tmpdir.is_none() {
-        writable_dir("temporary files", &saved)?;
-    }
-    // The copy of standard input, when it is a file, must fit before a byte
-    // is saved (a pipe's size is not known; the copier checks the output's).
-    let stdin = inputs.contains(&OsStr::new("-"));
-    if let (true, true, Some(size)) = (
-        stdin,
-        facts.flag("space_check"),
-        facts.number("stdin_size")?,
-    ) {
+    let saved = check_temporary(facts.get("tmpdir"), output)?;
+    let room_asked = inputs.contains(&OsStr::new("-")) && facts.flag("space_check");
+    if let Some(size) = facts.number("stdin_size")?.filter(|_| room_asked) {
         room_for_stdin(&saved, size)?;
     }
     // The driver makes it where there is none.
@@ -75,6 +50,23 @@ pub fn files(facts: &Fields) -> Result<()> {
         check_summary(summary, output, &inputs)?;
     }
     Ok(())
+}
+
+/// `--tmpdir`, and for `-o -` without it the directory of temporary
+/// files; returns where standard input and pipes are saved: beside the
+/// output, or for `-o -` with the temporary files.
+fn check_temporary(tmpdir: Option<&OsStr>, output: &OsStr) -> Result<OsString> {
+    if let Some(tmpdir) = tmpdir {
+        writable_dir("--tmpdir", tmpdir)?;
+    }
+    if output != "-" {
+        return Ok(directory_of(output).to_owned());
+    }
+    let saved = temporary_dir(tmpdir);
+    if tmpdir.is_none() {
+        writable_dir("temporary files", &saved)?;
+    }
+    Ok(saved)
 }
 
 /// An input: a file that can be read.
@@ -93,9 +85,13 @@ fn check_input(input: &OsStr) -> Result<()> {
     Ok(())
 }
 
-/// The output: a file name, of PBF, in a directory the run can write, and
-/// new unless it may be replaced.
-fn check_output(output: &OsStr, overwrite: bool) -> Result<()> {
+/// The output: no input, a file name, of PBF, in a directory the run can
+/// write, and new unless it may be replaced.
+fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()> {
+    if inputs.iter().any(|&input| same_file(input, output)) {
+        let why = "the output is also an input; write it elsewhere (-O never replaces an input)";
+        refuse(output, why)?;
+    }
     let path = Path::new(output);
     if path.is_dir() {
         refuse(output, "is a directory; name the output file")?;
@@ -111,11 +107,9 @@ fn check_output(output: &OsStr, overwrite: bool) -> Result<()> {
         .iter()
         .any(|f| lower.ends_with(&format!(".{f}")))
     {
-        refuse(
-            output,
-            "the name says another format than PBF, which is all pbf-sort writes \
-                        (and what osmium would expect); name it .osm.pbf (or .osh.pbf)",
-        )?;
+        let why = "the name says another format than PBF, which is all pbf-sort writes (and \
+                   what osmium would expect); name it .osm.pbf (or .osh.pbf)";
+        refuse(output, why)?;
     }
     writable_dir("output", directory_of(output))?;
     if !overwrite && path.exists() {

@@ -7,7 +7,7 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use super::run::Run;
+use super::run::{Fields, Run};
 
 /// The script of the run `run` describes.
 pub fn render(run: &Run) -> Vec<u8> {
@@ -20,53 +20,56 @@ pub fn render(run: &Run) -> Vec<u8> {
     s.extend_from_slice(b"#!/usr/bin/env bash\n# pbf-sort --dry-run: this run as a script\n");
     s.extend_from_slice(b"set -uo pipefail\n");
     s.extend_from_slice(b"fail() { echo \"pbf-sort: error: $*\" >&2; exit 1; }\n");
-    let output = facts.get("output").unwrap_or_default();
-    if !facts.flag("overwrite") && output != "-" {
-        let why = said(
-            b"pbf-sort: error: ",
-            output,
-            b": exists (use -O/--overwrite to replace it)",
-        );
-        let out = q.word(output);
-        line(
-            &mut s,
-            &[
-                b"[[ ! -e ",
-                &out,
-                b" ]] || { echo ",
-                &q.word(&why),
-                b" >&2; exit 2; }",
-            ],
-        );
-    }
+    refuse_an_existing_output(&mut s, &q, facts);
     line(&mut s, &[b"files=(", &q.words(&facts.all("remove")), b")"]);
     s.extend_from_slice(b"trap 'rm -f -- \"${files[@]}\"' EXIT\n");
     s.extend_from_slice(b"trap \"exit 130\" INT; trap \"exit 143\" TERM; trap \"exit 129\" HUP\n");
+    save_inputs(&mut s, &q, facts);
+    pipeline(&mut s, &q, run);
+    s
+}
+
+/// Unless `-O` (or `-o -`): an output that exists is refused, as the driver
+/// refuses it (exit 2).
+fn refuse_an_existing_output(s: &mut Vec<u8>, q: &Quote, facts: &Fields) {
+    let output = facts.get("output").unwrap_or_default();
+    if facts.flag("overwrite") || output == "-" {
+        return;
+    }
+    let exists = b": exists (use -O/--overwrite to replace it)";
+    let why = q.word(&said(b"pbf-sort: error: ", output, exists));
+    let test = [b"[[ ! -e ", &q.word(output)[..], b" ]]"].concat();
+    line(s, &[&test, b" || { echo ", &why, b" >&2; exit 2; }"]);
+}
+
+/// Standard input and pipes saved as the driver saves them; and the
+/// `--keep-plan` directory made, without the last run's spool.
+fn save_inputs(s: &mut Vec<u8>, q: &Quote, facts: &Fields) {
     for (source, to) in facts.all("save").into_iter().zip(facts.all("to")) {
         let why = q.word(&said(b"", source, b": cannot save it"));
         let (source, to) = (q.word(source), q.word(to));
-        line(
-            &mut s,
-            &[b"cat -- ", &source, b" > ", &to, b" || fail ", &why],
-        );
+        line(s, &[b"cat -- ", &source, b" > ", &to, b" || fail ", &why]);
     }
     if let Some(keep) = facts.get("keep_plan") {
-        line(&mut s, &[b"mkdir -p -- ", &q.word(keep), b" || exit 2"]);
+        line(s, &[b"mkdir -p -- ", &q.word(keep), b" || exit 2"]);
         let spool = facts.get("spool").unwrap_or_default();
-        line(&mut s, &[b"rm -f -- ", &q.word(spool)]);
+        line(s, &[b"rm -f -- ", &q.word(spool)]);
     }
+}
+
+/// The stages, one a line, the first reading the copy of standard input.
+fn pipeline(s: &mut Vec<u8>, q: &Quote, run: &Run) {
     for (i, stage) in run.stages.iter().enumerate() {
         if i > 0 {
             s.extend_from_slice(b" |\n    ");
         }
         s.extend_from_slice(&q.words(&stage.all("arg")));
-        if let (0, Some(stdin)) = (i, facts.get("stdin")) {
+        if let (0, Some(stdin)) = (i, run.fields.get("stdin")) {
             s.extend_from_slice(b" < ");
             s.extend_from_slice(&q.word(stdin));
         }
     }
     s.extend_from_slice(b" || fail \"the pipeline failed (exit $?); no output was written\"\n");
-    s
 }
 
 /// A message naming `name`: `before`, `name`, `after`.

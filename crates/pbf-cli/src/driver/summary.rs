@@ -49,6 +49,8 @@ struct Bytes {
     written: Option<u64>,
 }
 
+/// A stage in pipeline order: as the driver saw it end, and its process's
+/// own report.
 #[derive(Serialize)]
 struct Stage {
     role: Option<String>,
@@ -81,26 +83,7 @@ fn assemble(dir: &Path, now: u64) -> Result<Summary> {
     let facts = &run.fields;
     let started = facts.number("started")?;
     let mut reports = reports(dir)?;
-    let mut stages = Vec::new();
-    // The tees of --keep-plan are no stage of the summary's.
-    let piped = run
-        .stages
-        .iter()
-        .filter(|s| s.text("stage").as_deref() != Some("--keep-plan"));
-    for stage in piped {
-        let report = stage.text("pid").and_then(|pid| reports.remove(&pid));
-        stages.push(Stage {
-            role: stage.text("stage"),
-            command: stage
-                .all("arg")
-                .iter()
-                .map(|a| a.to_string_lossy().into())
-                .collect(),
-            exit: stage.number("exit")?,
-            wall_s: seconds(started, stage.number("ended")?),
-            report,
-        });
-    }
+    let stages = stages(&run, started, &mut reports)?;
     let counter = |role: &str, name: &str| {
         let stage = stages.iter().find(|s| s.role.as_deref() == Some(role))?;
         counter(stage.report.as_deref()?, name)
@@ -110,20 +93,18 @@ fn assemble(dir: &Path, now: u64) -> Result<Summary> {
         .then(|| size(output))
         .flatten();
     let inputs = facts.all("input").into_iter().zip(facts.all("file"));
+    let file_size = |path: &OsStr, size| FileSize {
+        path: path.to_string_lossy().into_owned(),
+        size,
+    };
     Ok(Summary {
         exit: facts.number("exit")?,
         failed_stage: facts.text("failed_stage"),
         wall_s: seconds(started, Some(now)),
         inputs: inputs
-            .map(|(path, file)| FileSize {
-                path: path.to_string_lossy().into_owned(),
-                size: size(file),
-            })
+            .map(|(path, file)| file_size(path, size(file)))
             .collect(),
-        output: FileSize {
-            path: output.to_string_lossy().into_owned(),
-            size: written,
-        },
+        output: file_size(output, written),
         copier: facts.text("copier"),
         bytes: Bytes {
             copied: counter("planning", "copy_bytes"),
@@ -134,6 +115,35 @@ fn assemble(dir: &Path, now: u64) -> Result<Summary> {
         stages,
         reports: reports.into_values().collect(),
     })
+}
+
+/// The run's stages, each with the report its process wrote, taken out of
+/// `reports`; the tees of `--keep-plan` are no stage of the summary's.
+fn stages(
+    run: &Run,
+    started: Option<u64>,
+    reports: &mut BTreeMap<String, Box<RawValue>>,
+) -> Result<Vec<Stage>> {
+    let piped = run
+        .stages
+        .iter()
+        .filter(|s| s.text("stage").as_deref() != Some("--keep-plan"));
+    let mut stages = Vec::new();
+    for stage in piped {
+        let command = stage
+            .all("arg")
+            .iter()
+            .map(|a| a.to_string_lossy().into())
+            .collect();
+        stages.push(Stage {
+            role: stage.text("stage"),
+            command,
+            exit: stage.number("exit")?,
+            wall_s: seconds(started, stage.number("ended")?),
+            report: stage.text("pid").and_then(|pid| reports.remove(&pid)),
+        });
+    }
+    Ok(stages)
 }
 
 /// The reports in `dir` by the process id in their name (`TOOL.PID.json`),
