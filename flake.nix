@@ -95,8 +95,9 @@
 
           # The tests run every tool against the real PBF files in
           # tests/fixtures with osmium as the oracle, lint the man pages and
-          # run the driver's --help. The tests that mount filesystems (XFS
-          # reflinks, a full tmpfs) need root and skip in the sandbox.
+          # hold the driver's options to its help. The tests that mount
+          # filesystems (XFS reflinks, a full tmpfs) need root and skip in
+          # the sandbox.
           nativeCheckInputs = testTools pkgs;
           # The tests run the driver script and /usr/bin/env is not in the sandbox.
           postPatch = ''

@@ -24,7 +24,7 @@ _pbf__index() {
 
     case "${cmd}" in
         pbf__index)
-            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --given --io --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --given --driver-help --driver-summary --driver-check --driver-script --io --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -43,6 +43,14 @@ _pbf__index() {
                     return 0
                     ;;
                 --given)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --driver-summary)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --driver-check)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -2,10 +2,14 @@
 complete -c pbf-index -s j -l jobs -d 'Worker threads for decompression and scanning [default: all cores]' -r
 complete -c pbf-index -l trust-indexdata -d 'Also index from pbfhogg\'s indexdata, without reading the blobs' -r -f -a "pbfhogg\t''"
 complete -c pbf-index -l given -d 'Name FILE as NAME in messages and in the index stream' -r -F
+complete -c pbf-index -l driver-summary -d 'Write the summary of a pbf-sort run described in DIR to FILE, and exit' -r -F
+complete -c pbf-index -l driver-check -d 'Check the files a pbf-sort run writes (output=FILE overwrite=1 tmpdir=DIR summary_json=FILE input=FILE...), and exit: 0 when it can write them, 2 with one line naming the first it cannot (pbf-sort asks before a stage starts)' -r
 complete -c pbf-index -l io -d 'How the header walk reads the file: pread or uring' -r -f -a "pread\t''
 uring\t''"
 complete -c pbf-index -l decode -d 'Scan every blob, trusting no indexdata (to verify a file: pbf-index --decode F | pbf-overlap --check)'
 complete -c pbf-index -l validate -d 'Check that every FILE is a PBF file at all, and exit: 0 when each starts like one, 2 with one line naming the first that does not and what it is (OSM XML, OPL, o5m, compressed, empty) or why it cannot be read; no index is written. Damage inside a PBF file is found by indexing it (pbf-sort checks its inputs this way before it starts a stage)'
+complete -c pbf-index -l driver-help -d 'Print the help of the pbf-sort driver, and exit (pbf-sort --help)'
+complete -c pbf-index -l driver-script -d 'Print the bash script of the pbf-sort run described on standard input, and exit (pbf-sort --dry-run)'
 complete -c pbf-index -s v -l verbose -d 'Print a summary per file on stderr (blobs from indexdata or decoded, objects, time, and the time spent serialising the index stream)'
 complete -c pbf-index -s q -l quiet -d 'No progress bar and no warnings on stderr'
 complete -c pbf-index -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'

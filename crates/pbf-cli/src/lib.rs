@@ -3,8 +3,10 @@
 //! codes (0 success, 1 failure, 2 usage, an input that is not PBF among
 //! them; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
-//! tool ([`diag`]), parsing of common option values, and the report of a
-//! run that the driver's `--summary-json` gathers ([`report`]).
+//! tool ([`diag`]), parsing of common option values, the report of a
+//! run that the driver's `--summary-json` gathers ([`report`]), and what
+//! the `pbf-sort` driver asks of Rust: its command line and help, its
+//! summary and its `--dry-run` script ([`driver`]).
 #![deny(missing_docs)]
 
 use clap::{ArgMatches, Command};
@@ -13,6 +15,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
 mod diag;
+pub mod driver;
 pub mod report;
 
 pub use diag::{

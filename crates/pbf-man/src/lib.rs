@@ -11,7 +11,7 @@
 //! script) and `pbf-stream.5` (a file format) have no clap definition and are
 //! written by hand in `man/`; [`HAND_WRITTEN`] names them for the lint test.
 //!
-//! The same definitions, with the driver's ([`driver::command`]), give the
+//! The same definitions, with the driver's (`pbf_cli::driver::command`), give the
 //! shell completions in `completions/` ([`completions`]).
 //!
 //! To add a tool: add its crate to this crate's `Cargo.toml`, write
@@ -19,7 +19,6 @@
 #![deny(missing_docs)]
 
 pub mod completions;
-pub mod driver;
 
 use std::fmt;
 

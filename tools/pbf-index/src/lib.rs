@@ -92,7 +92,7 @@ pub fn command() -> Command {
                      standard input when it is a regular file (pbf-index - < FILE)",
                 )
                 .num_args(1..)
-                .required(true)
+                .required_unless_present_any(DRIVER_OPTIONS)
                 .value_parser(value_parser!(PathBuf)),
         )
         .arg(
@@ -156,6 +156,54 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
+            Arg::new("driver-help")
+                .long("driver-help")
+                .exclusive(true)
+                .help("Print the help of the pbf-sort driver, and exit (pbf-sort --help)")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("driver-summary")
+                .long("driver-summary")
+                .value_names(["DIR", "FILE"])
+                .num_args(2)
+                .exclusive(true)
+                .value_parser(value_parser!(PathBuf))
+                .help("Write the summary of a pbf-sort run described in DIR to FILE, and exit")
+                .long_help(
+                    "Write the summary of a pbf-sort run to FILE as one JSON object, and exit \
+                     (pbf-sort --summary-json FILE): the driver's description of the run (the \
+                     file DIR/run) joined with the reports the run's programs wrote into DIR, \
+                     its PBF_SORT_SUMMARY_DIR (see pbf-sort(1), The summary of a run). FILE \
+                     is written under a temporary name beside it and renamed: it holds a \
+                     whole object or is left as it was",
+                ),
+        )
+        .arg(
+            Arg::new("driver-check")
+                .long("driver-check")
+                .value_name("FIELD")
+                .num_args(1..)
+                .exclusive(true)
+                .value_parser(value_parser!(std::ffi::OsString))
+                .help(
+                    "Check the files a pbf-sort run writes (output=FILE overwrite=1 tmpdir=DIR \
+                     summary_json=FILE input=FILE...), and exit: 0 when it can write them, 2 \
+                     with one line naming the first it cannot (pbf-sort asks before a stage \
+                     starts)",
+                ),
+        )
+        .arg(
+            Arg::new("driver-script")
+                .long("driver-script")
+                .exclusive(true)
+                .help(
+                    "Print the bash script of the pbf-sort run described on standard input, \
+                     and exit (pbf-sort --dry-run)",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -199,6 +247,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         bars: pbf_cli::Bars::from_matches(m),
         io,
     };
+    if let Some(done) = for_the_driver(m)? {
+        return Ok(done);
+    }
     let files: Vec<&PathBuf> = m
         .get_many::<PathBuf>("files")
         .into_iter()
@@ -230,6 +281,42 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     out.finish()?;
     pbf_cli::report::counters(&counters);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The options for the pbf-sort driver, each alone on a command line.
+const DRIVER_OPTIONS: [&str; 4] = [
+    "driver-help",
+    "driver-check",
+    "driver-summary",
+    "driver-script",
+];
+
+/// The `--driver-*` options: what the pbf-sort driver asks of Rust
+/// (`pbf_cli::driver`); none given, `None`.
+fn for_the_driver(m: &ArgMatches) -> Result<Option<ExitCode>> {
+    use pbf_cli::driver;
+    let printed = if m.get_flag("driver-help") {
+        driver::help().into_bytes()
+    } else if let Some(words) = m.get_many::<std::ffi::OsString>("driver-check") {
+        let run = driver::run::Run::from_words(words.map(|w| w.as_os_str()))?;
+        driver::check::files(&run.fields)?;
+        Vec::new()
+    } else if let Some(paths) = m.get_many::<PathBuf>("driver-summary") {
+        let paths: Vec<&PathBuf> = paths.collect();
+        driver::summary::write(paths[0], paths[1])?;
+        Vec::new()
+    } else if m.get_flag("driver-script") {
+        let mut description = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut description)?;
+        let run = driver::run::Run::parse(&description).context("standard input")?;
+        driver::script::render(&run)
+    } else {
+        return Ok(None);
+    };
+    let mut out = pbf_cli::stdout();
+    out.write_all(&printed)?;
+    out.flush()?;
+    Ok(Some(ExitCode::SUCCESS))
 }
 
 /// The counters of a run's report (`pbf_cli::report`): the counts of the

@@ -1,20 +1,47 @@
-//! The command line of the `pbf-sort` driver as a clap [`Command`], so its
-//! shell completions come from the same generator as the tools'.
+//! What the `pbf-sort` driver, a bash script, asks of Rust: what is no
+//! driving. The toolkit's `pbf-index` gives it through its `--driver-*`
+//! options.
 //!
-//! The driver is a bash script that parses its options with getopt(1): its
-//! `long=` list and its `usage()` text are the definition, and nothing in Rust
-//! parses them. This `Command` declares the same options again, adding what a
-//! completion needs and the script cannot say: which values name files or
-//! directories, and the fixed values of `--copier` and `--compression`. It
-//! parses nothing and renders no man page (`man/pbf-sort.1` is written by
-//! hand). `tests/driver.rs` holds it to the script: every long option of the
-//! getopt list and of `pbf-sort --help` is here and nothing else is, with the
-//! same short form, the same value name, a value exactly where getopt wants
-//! one, and the `--copier` and `--compression` values the driver and
-//! `pbf-merge` accept.
+//! - [`command`]: its command line as a clap [`Command`], the one source of
+//!   its help (`pbf-sort --help`: `pbf-index --driver-help`) and of its
+//!   shell completions (`pbf-man`);
+//! - [`run`]: the driver's description of a run, which it writes as
+//!   NUL-terminated fields, and its two renderings: [`summary`], the
+//!   `--summary-json` object (`pbf-index --driver-summary`), and [`script`],
+//!   the `--dry-run` script (`pbf-index --driver-script`);
+//! - [`check`]: the files the run writes, judged before a stage starts
+//!   (`pbf-index --driver-check`).
+//!
+//! The script parses its options with getopt(1): its `long=` list is what
+//! it parses, and nothing in Rust parses its command line. The `Command`
+//! declares the same options with their help, and what a completion needs
+//! that the script cannot say: which values name files or directories, and
+//! the fixed values of `--copier` and `--compression`. `pbf-man`'s
+//! `tests/driver.rs` holds it to the script: every long option of the
+//! getopt list is here and nothing else is, with the same short form and a
+//! value exactly where getopt wants one, and the `--copier` and
+//! `--compression` values the driver and `pbf-merge` accept.
+
+pub mod check;
+pub mod run;
+pub mod script;
+pub mod summary;
 
 use clap::builder::PossibleValue;
 use clap::{Arg, ArgAction, Command, ValueHint};
+
+const ABOUT: &str = "Sort OpenStreetMap PBF files into one output in Sort.Type_then_ID order \
+    (osmium's). Sorted and blob-permuted input is copied without decoding; only blobs whose key \
+    ranges overlap are decoded and merged. An INPUT of '-' (once) reads standard input; it and \
+    pipes are saved to a file beside OUTPUT first.\n\
+    The pipeline: pbf-index INPUT... | pbf-overlap | pbf-merge | pbf-copy -o OUTPUT";
+
+const AFTER: &str = "Options are parsed by getopt(1): -Oqo OUT, -oOUT, abbreviated long \
+    options, '--' before an INPUT starting with '-'. A replacement CMD is split at blanks (no \
+    quotes or pipes) and also gets the arguments of the stage it replaces: \"pbf-merge --memory \
+    4G\" works; other commands need a script (see pbf-sort(1)).\n\n\
+    Exit status: 0 success, 1 failure (no output is left behind), 2 usage error (an input not PBF \
+    too); with -o -, SIGPIPE (141) if the reader stops early.";
 
 /// The driver's command line, with value hints for completion.
 pub fn command() -> Command {
@@ -32,7 +59,9 @@ pub fn command() -> Command {
         |id: &'static str, help: &'static str| value(id, "CMD", ValueHint::CommandString, help);
     Command::new("pbf-sort")
         .version(env!("CARGO_PKG_VERSION"))
-        .about("Sort OpenStreetMap PBF files into one output in Sort.Type_then_ID order")
+        .about(ABOUT)
+        .override_usage("pbf-sort [OPTIONS] INPUT... -o OUTPUT")
+        .after_help(AFTER)
         .arg(
             Arg::new("input")
                 .value_name("INPUT")
@@ -46,7 +75,7 @@ pub fn command() -> Command {
                 "output",
                 "FILE",
                 ValueHint::FilePath,
-                "Output file; '-' writes to stdout",
+                "Output file (required); '-' writes to stdout",
             )
             .short('o')
             .required(true),
@@ -64,7 +93,8 @@ pub fn command() -> Command {
         .arg(choice(
             "compression",
             "C",
-            "Compression of merged blobs [default: zlib:6]",
+            "Compression of merged blobs: zlib[:0-9], zstd[:1-22], lz4, none (osmium 1.15 \
+             reads no zstd) [default: zlib:6]",
             compressions(),
         ))
         .arg(flag(
@@ -79,7 +109,8 @@ pub fn command() -> Command {
         ))
         .arg(flag(
             "dedupe",
-            "Drop repeated (type, id, version), keeping the one that sorts first",
+            "Drop repeated (type, id, version), keeping the one that sorts first (earliest \
+             timestamp, then input)",
         ))
         .arg(value(
             "generator",
@@ -89,12 +120,14 @@ pub fn command() -> Command {
         ))
         .arg(flag(
             "add-indexdata",
-            "Indexdata in every output BlobHeader, so the next pbf-index reads headers only",
+            "Indexdata in every output BlobHeader, so the next pbf-index reads headers only \
+             (osmconvert cannot)",
         ))
         .arg(choice(
             "copier",
             "WHICH",
-            "The copy stage [default: auto]",
+            "auto: pbf-reflink where the output's filesystem can clone, else pbf-copy; copy; \
+             reflink (or fail) [default: auto]",
             [
                 PossibleValue::new("auto")
                     .help("pbf-reflink where the output's filesystem can clone, else pbf-copy"),
@@ -122,7 +155,8 @@ pub fn command() -> Command {
             "keep-plan",
             "DIR",
             ValueHint::DirPath,
-            "Keep the index, plan and spool in DIR, to replay with pbf-copy --keep-spools",
+            "Keep index.jsonl, plan.jsonl, merged.jsonl and the spool in DIR, to replay with \
+             pbf-copy --keep-spools",
         ))
         .arg(value(
             "tmpdir",
@@ -132,18 +166,21 @@ pub fn command() -> Command {
         ))
         .arg(flag(
             "no-space-check",
-            "Write even where the filesystem reports too little free space",
+            "Write even where the filesystem reports too little free space (the copier, and \
+             the copy of standard input, check it before writing)",
         ))
         .arg(value(
             "summary-json",
             "FILE",
             ValueHint::FilePath,
-            "Write the run to FILE as one JSON object, also when it fails (not with --dry-run)",
+            "Write the run to FILE as one JSON object, also when it fails (see pbf-sort(1)); \
+             not with --dry-run",
         ))
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
         .arg(flag(
             "check",
-            "Verify the output's order and object counts before it is written",
+            "The copier has pbf-index --decode read every blob and pbf-overlap --check find \
+             them in order, holding the inputs' objects per kind, before OUTPUT is written",
         ))
         .arg(
             flag(
@@ -158,12 +195,18 @@ pub fn command() -> Command {
                 .short('q')
                 .conflicts_with("verbose"),
         )
-        .arg(flag("verbose", "Each stage's summary, and the total time").short('v'))
+        .arg(
+            flag(
+                "verbose",
+                "Each stage's summary, when it ended, and the total time",
+            )
+            .short('v'),
+        )
 }
 
 /// An option whose value is one of `values` (a completion offers them; this
 /// `Command` parses nothing, so they need not be every spelling the driver
-/// accepts).
+/// accepts, and the help names the spellings instead).
 fn choice<const N: usize>(
     id: &'static str,
     name: &'static str,
@@ -175,6 +218,7 @@ fn choice<const N: usize>(
         .value_name(name)
         .help(help)
         .value_parser(values)
+        .hide_possible_values(true)
 }
 
 /// The forms of `--compression` a completion offers: each without its level,
@@ -187,4 +231,33 @@ fn compressions() -> [PossibleValue; 4] {
         PossibleValue::new("lz4").help("lz4"),
         PossibleValue::new("none").help("uncompressed"),
     ]
+}
+
+/// The driver's help, as `pbf-sort --help` prints it.
+pub fn help() -> String {
+    command().render_help().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_names_every_option_and_what_getopt_and_exit_statuses_mean() {
+        let help = help();
+        assert!(
+            help.contains("Usage: pbf-sort [OPTIONS] INPUT... -o OUTPUT"),
+            "{help}"
+        );
+        for arg in command().get_arguments() {
+            if let Some(long) = arg.get_long() {
+                assert!(help.contains(&format!("--{long}")), "--{long}: {help}");
+            }
+        }
+        assert!(
+            help.contains("getopt(1)") && help.contains("Exit status: 0"),
+            "{help}"
+        );
+        command().debug_assert();
+    }
 }

@@ -1,0 +1,326 @@
+//! The files a `pbf-sort` run reads and writes, judged before a stage
+//! starts (its `--driver-check`): the inputs it reads as they are named,
+//! and the output, `--tmpdir`, the directory of temporary files for `-o -`,
+//! `--keep-plan` and `--summary-json`. A file the run could not use as
+//! given is a [`crate::Usage`] error, which the driver says again as its own
+//! (exit 2). Whether an input is PBF is `pbf-index --validate`'s to judge.
+//!
+//! It also refuses a copy of standard input that cannot fit where it is
+//! saved (unless `--no-space-check`).
+//!
+//! The driver names them in [`super::run`] fields: `output`, `overwrite`
+//! (1 for `-O`), `tmpdir`, `keep_plan`, `summary_json`, `space_check` (0
+//! for `--no-space-check`), `stdin_size` (when standard input is a regular
+//! file) and each `input` as given.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::run::Fields;
+
+/// Names a PBF output must not end in, lower case: they say another format.
+const OTHER_FORMATS: &[&str] = &[
+    "osm", "osh", "osc", "opl", "o5m", "o5c", "xml", "gz", "bz2", "xz", "zst",
+];
+
+/// Refuse what the run described by `facts` could not read or write.
+pub fn files(facts: &Fields) -> Result<()> {
+    let output = facts.get("output").unwrap_or_default();
+    let inputs = facts.all("input");
+    for &input in inputs.iter().filter(|&&i| i != "-") {
+        check_input(input)?;
+    }
+    if output != "-" {
+        check_output(output, &inputs, facts.flag("overwrite"))?;
+    }
+    let saved = check_temporary(facts.get("tmpdir"), output)?;
+    let room_asked = inputs.contains(&OsStr::new("-")) && facts.flag("space_check");
+    if let Some(size) = facts.number("stdin_size")?.filter(|_| room_asked) {
+        room_for_stdin(&saved, size)?;
+    }
+    // The driver makes it where there is none.
+    if let Some(keep) = facts.get("keep_plan").filter(|k| Path::new(k).exists()) {
+        writable_dir("--keep-plan", keep)?;
+    }
+    if let Some(summary) = facts.get("summary_json") {
+        check_summary(summary, output, &inputs)?;
+    }
+    Ok(())
+}
+
+/// `--tmpdir`, and for `-o -` without it the directory of temporary
+/// files; returns where standard input and pipes are saved: beside the
+/// output, or for `-o -` with the temporary files.
+fn check_temporary(tmpdir: Option<&OsStr>, output: &OsStr) -> Result<OsString> {
+    if let Some(tmpdir) = tmpdir {
+        writable_dir("--tmpdir", tmpdir)?;
+    }
+    if output != "-" {
+        return Ok(directory_of(output).to_owned());
+    }
+    let saved = temporary_dir(tmpdir);
+    if tmpdir.is_none() {
+        writable_dir("temporary files", &saved)?;
+    }
+    Ok(saved)
+}
+
+/// An input: a file that can be read.
+fn check_input(input: &OsStr) -> Result<()> {
+    use nix::unistd::{AccessFlags, access};
+    let path = Path::new(input);
+    if !path.exists() {
+        refuse(input, "no such file")?;
+    }
+    if path.is_dir() {
+        refuse(input, "is a directory")?;
+    }
+    if access(path, AccessFlags::R_OK).is_err() {
+        refuse(input, "not readable")?;
+    }
+    Ok(())
+}
+
+/// The output: no input, a file name, of PBF, in a directory the run can
+/// write, and new unless it may be replaced.
+fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()> {
+    if inputs.iter().any(|&input| same_file(input, output)) {
+        let why = "the output is also an input; write it elsewhere (-O never replaces an input)";
+        refuse(output, why)?;
+    }
+    let path = Path::new(output);
+    if path.is_dir() {
+        refuse(output, "is a directory; name the output file")?;
+    }
+    if output.as_bytes().ends_with(b"/") {
+        refuse(
+            output,
+            "names a directory, and there is none; name the output file",
+        )?;
+    }
+    let lower = output.to_string_lossy().to_lowercase();
+    if OTHER_FORMATS
+        .iter()
+        .any(|f| lower.ends_with(&format!(".{f}")))
+    {
+        let why = "the name says another format than PBF, which is all pbf-sort writes (and \
+                   what osmium would expect); name it .osm.pbf (or .osh.pbf)";
+        refuse(output, why)?;
+    }
+    writable_dir("output", directory_of(output))?;
+    if !overwrite && path.exists() {
+        refuse(output, "exists (use -O/--overwrite to replace it)")?;
+    }
+    Ok(())
+}
+
+/// The summary: a file of its own, in a directory the run can write.
+fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<()> {
+    writable_dir("--summary-json", directory_of(summary))?;
+    let taken = [OsStr::new("-"), output]
+        .into_iter()
+        .chain(inputs.iter().copied());
+    if taken
+        .into_iter()
+        .any(|f| f == summary || same_file(f, summary))
+    {
+        refuse(
+            summary,
+            "standard output, the output or an input (--summary-json)",
+        )?;
+    }
+    if Path::new(summary).is_dir() {
+        refuse(summary, "is a directory (--summary-json)")?;
+    }
+    Ok(())
+}
+
+/// A directory the run writes into, for `what`.
+fn writable_dir(what: &str, dir: &OsStr) -> Result<()> {
+    use nix::unistd::{AccessFlags, access};
+    let path = Path::new(dir);
+    if !path.exists() {
+        refuse(dir, &format!("no such directory ({what})"))?;
+    }
+    if !path.is_dir() {
+        refuse(dir, &format!("not a directory ({what})"))?;
+    }
+    if access(path, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
+        refuse(dir, &format!("directory is not writable ({what})"))?;
+    }
+    Ok(())
+}
+
+/// Where the temporary files of `-o -` go: `--tmpdir`, else `$TMPDIR`,
+/// else `/tmp`.
+fn temporary_dir(tmpdir: Option<&OsStr>) -> OsString {
+    let env = std::env::var_os("TMPDIR").filter(|t| !t.is_empty());
+    let dir = tmpdir.map(OsStr::to_owned).or(env);
+    dir.unwrap_or_else(|| "/tmp".into())
+}
+
+/// Room in `dir`'s filesystem for the copy of standard input, `size` bytes
+/// (free space as `statvfs` gives it to anyone: `f_bavail * f_frsize`).
+fn room_for_stdin(dir: &OsStr, size: u64) -> Result<()> {
+    let Ok(fs) = nix::sys::statvfs::statvfs(Path::new(dir)) else {
+        return Ok(());
+    };
+    // The counts are C unsigned longs: u64 here, narrower on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    let free = (fs.blocks_available() as u64).saturating_mul(fs.fragment_size() as u64);
+    if size > free {
+        let why = format!(
+            "not enough free space: the copy of standard input needs {size} bytes there, the \
+             filesystem has {free} bytes free (--no-space-check writes anyway)"
+        );
+        refuse(dir, &why)?;
+    }
+    Ok(())
+}
+
+/// The directory `file` names: what comes before its last `/` (`/` for
+/// none), or `.` without one.
+fn directory_of(file: &OsStr) -> &OsStr {
+    let bytes = file.as_bytes();
+    match bytes.iter().rposition(|&b| b == b'/') {
+        Some(0) => OsStr::new("/"),
+        Some(at) => OsStr::from_bytes(&bytes[..at]),
+        None => OsStr::new("."),
+    }
+}
+
+/// True when `a` and `b` are one existing file (as bash's `-ef`).
+fn same_file(a: &OsStr, b: &OsStr) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// `NAME: WHY`, as a usage error.
+fn refuse(name: &OsStr, why: &str) -> Result<()> {
+    let name = name.to_string_lossy();
+    Err(crate::usage(format!("{name}: {why}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::run::Run;
+    use super::*;
+
+    /// The line refusing the run described by `words`, if any.
+    fn refused(words: &[&str]) -> Option<String> {
+        let bytes: Vec<u8> = words
+            .iter()
+            .flat_map(|w| [w.as_bytes(), b"\0"].concat())
+            .collect();
+        let run = Run::parse(&bytes).expect("fields");
+        files(&run.fields).err().map(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_output_is_a_new_pbf_file_in_a_writable_directory() {
+        let t = tempfile::tempdir().expect("dir");
+        let dir = t.path().to_str().expect("utf-8");
+        let exists = format!("{dir}/old.osm.pbf");
+        std::fs::write(&exists, b"x").expect("file");
+        let out = |name: &str| format!("output={name}");
+        assert_eq!(refused(&[&out(&format!("{dir}/new.osm.pbf"))]), None);
+        assert_eq!(refused(&[&out(&exists), "overwrite=1"]), None);
+        assert_eq!(refused(&["output=-"]), None);
+        let cases = [
+            (exists.clone(), "exists (use -O/--overwrite to replace it)"),
+            (dir.to_owned(), "is a directory; name the output file"),
+            (
+                format!("{dir}/sub/"),
+                "names a directory, and there is none",
+            ),
+            (
+                format!("{dir}/x.OSM.BZ2"),
+                "the name says another format than PBF",
+            ),
+            (format!("{exists}/x.pbf"), "not a directory (output)"),
+        ];
+        for (name, why) in cases {
+            let line = refused(&[&out(&name)]).unwrap_or_else(|| panic!("{name} taken"));
+            assert!(line.contains(why), "{name}: {line}");
+        }
+        let line = refused(&[&out(&format!("{dir}/no/x.pbf"))]).expect("refused");
+        assert_eq!(line, format!("{dir}/no: no such directory (output)"));
+        let line = refused(&[&out(&exists), &format!("input={exists}")]).expect("refused");
+        assert!(line.contains("the output is also an input"), "{line}");
+    }
+
+    #[test]
+    fn the_summary_is_a_file_of_its_own() {
+        let t = tempfile::tempdir().expect("dir");
+        let dir = t.path().to_str().expect("utf-8");
+        let input = format!("{dir}/in.osm.pbf");
+        std::fs::write(&input, b"x").expect("file");
+        let words = |summary: &str| {
+            let fields = [format!("summary_json={summary}"), format!("input={input}")];
+            refused(&["output=-", &fields[0], &fields[1]])
+        };
+        assert_eq!(words(&format!("{dir}/run.json")), None);
+        for taken in ["-", &input, dir] {
+            assert!(
+                words(taken).is_some_and(|l| l.contains("(--summary-json)")),
+                "{taken}"
+            );
+        }
+        let line = words(&format!("{dir}/none/run.json")).expect("refused");
+        assert_eq!(
+            line,
+            format!("{dir}/none: no such directory (--summary-json)")
+        );
+        let line = refused(&["output=-", "tmpdir=/nonexistent"]).expect("refused");
+        assert_eq!(line, "/nonexistent: no such directory (--tmpdir)");
+        let kept = format!("keep_plan={input}");
+        let line = refused(&["output=-", "tmpdir=/tmp", &kept]).expect("refused");
+        assert_eq!(line, format!("{input}: not a directory (--keep-plan)"));
+        let kept = format!("keep_plan={dir}/not-yet");
+        assert_eq!(refused(&["output=-", "tmpdir=/tmp", &kept]), None);
+    }
+
+    #[test]
+    fn an_input_is_a_readable_file() {
+        let t = tempfile::tempdir().expect("dir");
+        let dir = t.path().to_str().expect("utf-8");
+        let line = |input: &str| refused(&["output=-", &format!("input={input}")]);
+        assert_eq!(line("-"), None);
+        let missing = format!("{dir}/missing.osm.pbf");
+        assert_eq!(line(&missing), Some(format!("{missing}: no such file")));
+        assert_eq!(line(dir), Some(format!("{dir}: is a directory")));
+    }
+
+    #[test]
+    fn a_copy_of_standard_input_must_fit() {
+        let t = tempfile::tempdir().expect("dir");
+        let out = format!("output={}/out.osm.pbf", t.path().to_str().expect("utf-8"));
+        let run = |size: u64, check: &str| {
+            let size = format!("stdin_size={size}");
+            refused(&[&out, check, &size, "input=-"])
+        };
+        assert_eq!(run(1, "space_check=1"), None);
+        let line = run(u64::MAX, "space_check=1").expect("refused");
+        assert!(
+            line.contains("not enough free space: the copy of standard input"),
+            "{line}"
+        );
+        assert_eq!(run(u64::MAX, "space_check=0"), None);
+        let no_stdin = refused(&[&out, "space_check=1", "stdin_size=99999999999999999"]);
+        assert_eq!(no_stdin, None, "standard input is no input");
+    }
+
+    #[test]
+    fn a_files_directory_is_before_its_last_slash() {
+        let dir = |f: &str| directory_of(OsStr::new(f)).to_owned();
+        assert_eq!(dir("a/b/c"), "a/b");
+        assert_eq!(dir("/c"), "/");
+        assert_eq!(dir("c"), ".");
+    }
+}
