@@ -520,3 +520,54 @@ fn compressed_pbf_is_named_with_the_command_that_decompresses_it() {
         assert!(!d.join("out.osm.pbf").exists());
     }
 }
+
+/// A scratch directory holding `plan.jsonl` (of a sorted fixture), a
+/// directory `d` and an empty file `taken`, and the fixture's path.
+fn paths_scratch() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let o = overlap(&[], &index_stream(&input));
+    assert!(o.status.success());
+    std::fs::write(dir.path().join("plan.jsonl"), &o.stdout).expect("write plan");
+    std::fs::create_dir(dir.path().join("d")).expect("mkdir");
+    std::fs::write(dir.path().join("taken"), b"").expect("write");
+    (dir, input)
+}
+
+/// `tool ARGS` run in `dir`, where relative paths are as the user typed them.
+fn in_dir(dir: &Path, tool: &str, args: &[&str]) -> std::process::Command {
+    let mut c = if tool == "pbf-sort" {
+        pbf_sort()
+    } else {
+        bin(tool)
+    };
+    c.current_dir(dir).args(args);
+    c
+}
+
+/// An output that names a directory, or a file in a directory that does
+/// not exist, is refused before any work (exit 2) in the driver's words,
+/// naming it as typed.
+#[test]
+fn outputs_that_name_directories_are_refused_in_the_drivers_words() {
+    let (dir, input) = paths_scratch();
+    let dir = dir.path();
+    for copier in ["pbf-copy", "pbf-reflink"] {
+        for (out, says) in [
+            ("d", "d: is a directory; name the output file"),
+            ("d/", "d/: is a directory; name the output file"),
+            ("gone/", "gone/: names a directory, and there is none"),
+            ("gone/x.osm.pbf", "gone: no such directory (output)"),
+        ] {
+            refused(
+                in_dir(dir, copier, &["-O", "plan.jsonl", "-o", out]),
+                &[says],
+            );
+        }
+    }
+    let input = input.to_str().expect("utf-8");
+    refused(
+        in_dir(dir, "pbf-sort", &[input, "-O", "-o", "d"]),
+        &["d: is a directory; name the output file"],
+    );
+}

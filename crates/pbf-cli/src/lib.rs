@@ -13,6 +13,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
 mod diag;
+pub mod paths;
 pub mod report;
 
 pub use diag::{

@@ -201,12 +201,7 @@ impl Job {
         let plan_name = pbf_cli::input_name(plan_arg).to_owned();
         let output = output_path(m)?;
         // Before the plan is read (it may come slowly through a pipe).
-        if !m.get_flag("overwrite") && output.as_os_str() != "-" && output.exists() {
-            return Err(pbf_cli::usage(format!(
-                "{}: exists (use -O/--overwrite to replace it)",
-                output.display()
-            )));
-        }
+        pbf_cli::paths::check_output(output, m.get_flag("overwrite"))?;
         let check = m.get_one::<String>("check-cmd").cloned();
         if check.is_some() && output.as_os_str() == "-" {
             return Err(pbf_cli::usage(
