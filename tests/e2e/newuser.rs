@@ -571,3 +571,23 @@ fn outputs_that_name_directories_are_refused_in_the_drivers_words() {
         &["d: is a directory; name the output file"],
     );
 }
+
+/// A `--spool` in a directory that does not exist, or one that exists, is
+/// refused before the plan is read (exit 2), naming it.
+#[test]
+fn spools_that_cannot_be_created_are_refused_naming_them() {
+    let (dir, _) = paths_scratch();
+    let dir = dir.path();
+    refused(
+        in_dir(dir, "pbf-merge", &["--spool", "gone/x.spool", "plan.jsonl"]),
+        &["gone: no such directory (--spool)"],
+    );
+    refused(
+        in_dir(dir, "pbf-merge", &["--spool", "taken", "plan.jsonl"]),
+        &["taken: exists (--spool names a file to create)"],
+    );
+    assert!(
+        dir.join("taken").is_file(),
+        "an existing file named by --spool is kept"
+    );
+}
