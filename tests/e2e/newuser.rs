@@ -591,3 +591,29 @@ fn spools_that_cannot_be_created_are_refused_naming_them() {
         "an existing file named by --spool is kept"
     );
 }
+
+/// A missing input is `FILE: no such file` (exit 2) in every tool, as in
+/// the driver.
+#[test]
+fn missing_inputs_are_named_as_the_driver_names_them() {
+    let (dir, _) = paths_scratch();
+    let dir = dir.path();
+    let says = ["missing.osm.pbf: no such file"];
+    for tool in ["pbf-index", "pbf-overlap", "pbf-merge"] {
+        refused(in_dir(dir, tool, &["missing.osm.pbf"]), &says);
+    }
+    for copier in ["pbf-copy", "pbf-reflink"] {
+        refused(
+            in_dir(dir, copier, &["missing.osm.pbf", "-o", "x.pbf"]),
+            &says,
+        );
+    }
+    refused(
+        in_dir(dir, "pbf-index", &["--validate", "missing.osm.pbf"]),
+        &says,
+    );
+    refused(
+        in_dir(dir, "pbf-sort", &["missing.osm.pbf", "-o", "x.osm.pbf"]),
+        &says,
+    );
+}

@@ -212,7 +212,7 @@ pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
         )));
     }
     // Inputs are opened before any work: one that cannot be is a usage error.
-    let f = File::open(path).map_err(|e| usage(format!("{path}: {e}")))?;
+    let f = File::open(path).map_err(|e| usage(paths::io_line(path, &e)))?;
     Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, f)))
 }
 

@@ -317,7 +317,8 @@ fn usable(path: &Path, given: &Path) -> Result<()> {
     let (path, shown) = (open_path(path), open_path(given).display());
     // Before canonicalize: /dev/stdin on a pipe resolves to "pipe:[N]", which
     // does not exist, and a FIFO would block the open.
-    let meta = std::fs::metadata(path).with_context(|| format!("{shown}"))?;
+    let in_words = |e: std::io::Error| anyhow::anyhow!(pbf_cli::paths::io_line(&shown, &e));
+    let meta = std::fs::metadata(path).map_err(in_words)?;
     if meta.is_dir() {
         bail!("{shown}: is a directory");
     }
@@ -327,6 +328,9 @@ fn usable(path: &Path, given: &Path) -> Result<()> {
              offset; {SAVE_FIRST}"
         );
     }
+    // A regular file: opening it cannot block. One that cannot be read is
+    // refused here, as the driver refuses it.
+    std::fs::File::open(path).map_err(in_words)?;
     Ok(())
 }
 
