@@ -374,12 +374,13 @@ fn index_file<W: Write + Send>(
         header,
         samples,
     }))?;
-    // The file name only: the bar must fit an 80-column line.
+    // The file name only, elided in its middle where the line is narrow
+    // (pbf_cli::fit).
     let name = shown
         .file_name()
         .unwrap_or(shown.as_os_str())
         .to_string_lossy();
-    let message = format!("indexing {}", pbf_cli::elide(&name, 19));
+    let message = format!("indexing {name}");
     let bar = pbf_cli::progress(file.size(), &message, opts.bars);
     let mut tally = Tally::default();
     let mut batches = Batches {
