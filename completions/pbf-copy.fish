@@ -11,7 +11,7 @@ complete -c pbf-copy -l add-indexdata -d 'Give every data frame a new BlobHeader
 complete -c pbf-copy -l keep-spools -d 'Keep the plan\'s spool files (written by pbf-merge); by default they are removed once read: after the output is committed, or on an error or signal'
 complete -c pbf-copy -l remove-spools -d 'Remove the spool files once read (the default; undoes an earlier --keep-spools)'
 complete -c pbf-copy -l no-space-check -d 'Write even when OUT\'s filesystem reports too little free space for what the plan copies as it is (its copy_bytes, see pbf-stream(5)), for a filesystem that reports free space wrongly; the run then fails with ENOSPC if it really runs out, leaving nothing behind'
-complete -c pbf-copy -s v -l verbose -d 'Print a summary on stderr: ops, bytes copied in the kernel and by read/write, bytes copied ahead and kept or dropped, time, and the time spent parsing the plan'
+complete -c pbf-copy -s v -l verbose -d 'Print a summary on stderr: ops, bytes copied in the kernel and by read/write, bytes copied ahead and kept or dropped, the time in all and the time spent copying and committing (the MB/s are over that, not over waits for the plan), and the time spent parsing the plan'
 complete -c pbf-copy -s q -l quiet -d 'No progress bar and no warnings'
 complete -c pbf-copy -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'
 complete -c pbf-copy -l no-progress -d 'Draw no progress bar, even on a terminal'

@@ -35,6 +35,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
@@ -213,12 +214,14 @@ impl Guess {
 
     fn land_inner(self, sources: &mut CopySources, out: &mut OutputFile) -> Result<Landed> {
         let (offset, want) = (self.ahead.offset, self.next - self.ahead.offset);
-        let landed = self.ahead.land(out, want)?;
+        let mut landed = self.ahead.land(out, want)?;
         let rest = want - landed.kept;
         if rest > 0 {
+            let started = Instant::now();
             let from = offset + landed.kept;
             let (file, path) = sources.range(self.source, from, rest)?;
             out.copy_from(file, path, from, rest)?;
+            landed.copying += started.elapsed();
         }
         Ok(landed)
     }
@@ -295,6 +298,8 @@ struct Copied {
     done: u64,
     steps: Vec<CopyStats>,
     error: Option<pbf_output::Error>,
+    /// Time spent in the steps, not waiting at the gate.
+    busy: Duration,
 }
 
 impl Copied {
@@ -327,6 +332,9 @@ pub struct Landed {
     /// failure of the output: the caller copies what was not kept itself,
     /// and fails there if the cause persists.
     pub stopped_by: Option<pbf_output::Error>,
+    /// Time spent copying: the thread's steps (kept or dropped, not its
+    /// waits for the plan) and the rest of the range copied when it landed.
+    pub copying: Duration,
 }
 
 impl CopyAhead {
@@ -384,6 +392,7 @@ fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, gate: &Gat
         let (from, to) = (offset + c.done, at + c.done);
         let mut step = (allowed - c.done).min(STEP);
         let mut stats = CopyStats::default();
+        let started = Instant::now();
         let whole = step / ALIGN * ALIGN;
         let res = match direct.as_mut() {
             Some(d) if to % ALIGN == 0 && whole > 0 => {
@@ -405,6 +414,7 @@ fn copy_steps(src: &File, offset: u64, len: u64, dst: &File, at: u64, gate: &Gat
                 })
             }
         };
+        c.busy += started.elapsed();
         match res {
             Ok(true) => {}
             Ok(false) => {
@@ -570,6 +580,7 @@ impl CopyAhead {
             kept,
             dropped: copied.done - kept,
             stopped_by: copied.error.take(),
+            copying: copied.busy,
         })
     }
 }

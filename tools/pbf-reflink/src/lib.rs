@@ -202,7 +202,8 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         out, cloner, holes, ..
     } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
-    let (stats, written) = copier::finish(NAME, out, &mut sources, check.as_deref())?;
+    let copier::Finished { stats, written, .. } =
+        copier::finish(NAME, out, &mut sources, check.as_deref())?;
     pbf_cli::report::counters(&Counters::of(ops, written, stats, clone_stats));
     if opts.common.verbose {
         report(
