@@ -93,7 +93,8 @@ pub fn command() -> Command {
                     "Re-compress every copied blob: zlib[:0-9], zstd[:1-22], lz4 or none \
                      (osmium 1.15 cannot read zstd) [default: blobs keep their compression]",
                 )
-                .value_parser(|s: &str| s.parse::<Compression>()),
+                .value_parser(pbf_cli::compression_parser())
+                .hide_possible_values(true),
         )
         .arg(
             Arg::new("spools-compressed")

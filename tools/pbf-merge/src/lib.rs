@@ -116,7 +116,8 @@ pub fn command() -> Command {
                      blobs keep their own; osmium 1.15 cannot read zstd",
                 )
                 .default_value("zlib:6")
-                .value_parser(|s: &str| s.parse::<Compression>()),
+                .value_parser(pbf_cli::compression_parser())
+                .hide_possible_values(true),
         )
         .arg(
             Arg::new("align")
