@@ -2,7 +2,10 @@
 complete -c pbf-merge -l spool -d 'Spool file to create (it must not exist) [default: a new file in $TMPDIR]. The copier removes it once it has read it (pbf-copy --keep-spools keeps it); it is removed here on an error or SIGINT/SIGTERM/SIGHUP, and at the end when no op merged anything' -r -F
 complete -c pbf-merge -l memory -d 'Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept in memory and 64 bytes per input blob; encoding buffers of a few blocks per thread come on top' -r
 complete -c pbf-merge -s j -l jobs -d 'Worker threads for decoding, encoding and compression [default: all cores]' -r
-complete -c pbf-merge -l compression -d 'Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied blobs keep their own; osmium 1.15 cannot read zstd' -r
+complete -c pbf-merge -l compression -d 'Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied blobs keep their own; osmium 1.15 cannot read zstd' -r -f -a "zlib\t'zlib:0 to zlib:9; zlib is zlib:6 (the default)'
+zstd\t'zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)'
+lz4\t'lz4'
+none\t'uncompressed'"
 complete -c pbf-merge -l align -d 'Start each merge op\'s frames in the spool at a multiple of BYTES (the filesystem block size, e.g. 4096; a power of two up to 1M), padding with frames readers skip, so pbf-reflink can clone the merged frames [default: none]' -r
 complete -c pbf-merge -l dedupe -d 'Drop repeated (type, id, version), keeping the one that sorts first'
 complete -c pbf-merge -l indexdata -d 'Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by default: the copiers copy these frames as they are, and osmconvert 0.9 (osmctools) reads only BlobHeaders of 11 to 17 bytes; pbf-copy --add-indexdata writes indexdata into the output from the plan\'s keys'

@@ -8,6 +8,13 @@ _pbf__reflink() {
         cur="${COMP_WORDS[COMP_CWORD]}"
     fi
     prev="$3"
+    # --option=VALUE: bash splits the word at '=', so the option is the word
+    # before the '=' (pbf-man adds this to clap_complete's script).
+    if [[ ${cur} == = && ${COMP_CWORD} -ge 1 ]]; then
+        cur="" prev="${COMP_WORDS[COMP_CWORD - 1]}"
+    elif [[ ${prev} == = && ${COMP_CWORD} -ge 2 ]]; then
+        prev="${COMP_WORDS[COMP_CWORD - 2]}"
+    fi
     cmd=""
     opts=""
 

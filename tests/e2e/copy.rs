@@ -869,3 +869,48 @@ fn spools_compressed_copies_merged_frames_as_they_are() {
     let o = pbf_copy(&merged.stdout, &["-o", "x.pbf", "--spools-compressed"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// `-v` gives the rate over the time spent copying and committing, not over
+/// the time the copier waited for its plan (here 1.5 s, as behind a merge).
+#[test]
+fn verbose_rate_leaves_out_the_wait_for_the_plan() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-liechtenstein.osm.pbf");
+    let plan = dir.path().join("plan.jsonl");
+    fs::write(&plan, plan_in_file_order(&input)).expect("plan");
+    let out = dir.path().join("out.osm.pbf");
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "(sleep 1.5; cat \"$1\") | {} -v -o \"$2\"",
+            bin_quoted("pbf-copy")
+        ))
+        .args([
+            "-",
+            plan.to_str().expect("utf-8"),
+            out.to_str().expect("utf-8"),
+        ])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // "...; T s, of which C s copying and committing (R MB/s); ..."
+    let field = |before: &str, after: &str| -> f64 {
+        let start = err.find(before).map(|at| at + before.len());
+        let text = start.map(|s| &err[s..]).unwrap_or_default();
+        let end = text.find(after).unwrap_or(0);
+        let word = text[..end].rsplit(' ').next().unwrap_or_default();
+        word.parse()
+            .unwrap_or_else(|_| panic!("no number before {after:?}: {err}"))
+    };
+    let total = field("; ", " s, of which");
+    let copying = field(" s, of which ", " s copying and committing");
+    let rate = field("copying and committing (", " MB/s)");
+    let written = fs::metadata(&out).expect("out").len() as f64;
+    assert!(total >= 1.5, "{err}");
+    assert!(copying + 1.0 < total, "the wait counted as copying: {err}");
+    assert!(
+        rate > written / total / 1e6,
+        "the rate is over the whole run: {err}"
+    );
+}

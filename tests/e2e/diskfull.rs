@@ -1,7 +1,8 @@
 //! Disk full and read-only output: `pbf-sort` writing its output and spool
 //! to a small tmpfs that fills mid-run (merge path and copy path), and to a
-//! read-only directory. Each ends in exit 1 with one root-cause line, no OUT
-//! and no temporaries. Needs `mount` (root); elsewhere each test prints
+//! read-only directory. Each ends with one root-cause line (exit 1; a
+//! read-only directory, found before any work, exit 2), no OUT and no
+//! temporaries. Needs `mount` (root); elsewhere each test prints
 //! "SKIPPED: reason" and returns.
 
 use std::path::Path;
@@ -83,17 +84,23 @@ fn read_only_output_directory_is_refused() {
         "{root}"
     );
     assert!(!out.exists());
-    // pbf-copy alone, given a plan, refuses the same way.
+    // pbf-copy alone, given a plan, refuses the same way, in the same words.
     let mut idx = bin("pbf-index");
     idx.arg("-q").arg(data("sorted-andorra.osm.pbf"));
     let plan = run_with_input(bin("pbf-overlap"), &succeeds(idx));
     let mut c = bin("pbf-copy");
     c.arg("-q").arg("-o").arg(&out);
     let o = run_with_input(c, &plan.stdout);
-    assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: directory is not writable (output)",
+            fs.path().display()
+        )),
+        "{err}"
+    );
     assert!(entries(fs.path()).is_empty());
     eprintln!("read-only: {root} / {}", err.trim());
 }

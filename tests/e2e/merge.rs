@@ -316,10 +316,16 @@ fn a_spool_that_cannot_be_written_fails_naming_it() {
         &o,
         &format!("{}: cannot write spool at offset", spool.display()),
     );
-    // An existing spool is refused.
+    // An existing spool is refused before any work: a usage error.
     fs::write(&spool, b"").expect("spool");
     let o = merge_with(&plan, &spool, "");
-    assert_failed_cleanly(&o, "spool");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("exists (--spool names a file to create)"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty(), "no plan written");
 }
 
 /// Run pbf-merge on `dir/plan` with standard error (and standard input) on a

@@ -520,3 +520,100 @@ fn compressed_pbf_is_named_with_the_command_that_decompresses_it() {
         assert!(!d.join("out.osm.pbf").exists());
     }
 }
+
+/// A scratch directory holding `plan.jsonl` (of a sorted fixture), a
+/// directory `d` and an empty file `taken`, and the fixture's path.
+fn paths_scratch() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let o = overlap(&[], &index_stream(&input));
+    assert!(o.status.success());
+    std::fs::write(dir.path().join("plan.jsonl"), &o.stdout).expect("write plan");
+    std::fs::create_dir(dir.path().join("d")).expect("mkdir");
+    std::fs::write(dir.path().join("taken"), b"").expect("write");
+    (dir, input)
+}
+
+/// `tool ARGS` run in `dir`, where relative paths are as the user typed them.
+fn in_dir(dir: &Path, tool: &str, args: &[&str]) -> std::process::Command {
+    let mut c = if tool == "pbf-sort" {
+        pbf_sort()
+    } else {
+        bin(tool)
+    };
+    c.current_dir(dir).args(args);
+    c
+}
+
+/// An output that names a directory, or a file in a directory that does
+/// not exist, is refused before any work (exit 2) in the driver's words,
+/// naming it as typed.
+#[test]
+fn outputs_that_name_directories_are_refused_in_the_drivers_words() {
+    let (dir, input) = paths_scratch();
+    let dir = dir.path();
+    for copier in ["pbf-copy", "pbf-reflink"] {
+        for (out, says) in [
+            ("d", "d: is a directory; name the output file"),
+            ("d/", "d/: is a directory; name the output file"),
+            ("gone/", "gone/: names a directory, and there is none"),
+            ("gone/x.osm.pbf", "gone: no such directory (output)"),
+        ] {
+            refused(
+                in_dir(dir, copier, &["-O", "plan.jsonl", "-o", out]),
+                &[says],
+            );
+        }
+    }
+    let input = input.to_str().expect("utf-8");
+    refused(
+        in_dir(dir, "pbf-sort", &[input, "-O", "-o", "d"]),
+        &["d: is a directory; name the output file"],
+    );
+}
+
+/// A `--spool` in a directory that does not exist, or one that exists, is
+/// refused before the plan is read (exit 2), naming it.
+#[test]
+fn spools_that_cannot_be_created_are_refused_naming_them() {
+    let (dir, _) = paths_scratch();
+    let dir = dir.path();
+    refused(
+        in_dir(dir, "pbf-merge", &["--spool", "gone/x.spool", "plan.jsonl"]),
+        &["gone: no such directory (--spool)"],
+    );
+    refused(
+        in_dir(dir, "pbf-merge", &["--spool", "taken", "plan.jsonl"]),
+        &["taken: exists (--spool names a file to create)"],
+    );
+    assert!(
+        dir.join("taken").is_file(),
+        "an existing file named by --spool is kept"
+    );
+}
+
+/// A missing input is `FILE: no such file` (exit 2) in every tool, as in
+/// the driver.
+#[test]
+fn missing_inputs_are_named_as_the_driver_names_them() {
+    let (dir, _) = paths_scratch();
+    let dir = dir.path();
+    let says = ["missing.osm.pbf: no such file"];
+    for tool in ["pbf-index", "pbf-overlap", "pbf-merge"] {
+        refused(in_dir(dir, tool, &["missing.osm.pbf"]), &says);
+    }
+    for copier in ["pbf-copy", "pbf-reflink"] {
+        refused(
+            in_dir(dir, copier, &["missing.osm.pbf", "-o", "x.pbf"]),
+            &says,
+        );
+    }
+    refused(
+        in_dir(dir, "pbf-index", &["--validate", "missing.osm.pbf"]),
+        &says,
+    );
+    refused(
+        in_dir(dir, "pbf-sort", &["missing.osm.pbf", "-o", "x.osm.pbf"]),
+        &says,
+    );
+}

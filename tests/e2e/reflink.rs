@@ -306,7 +306,7 @@ fn clones_on_xfs() {
     let r = reflink(&p, &out, &["--require-reflink"]);
     assert_eq!(r.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&r.stderr).contains("cannot clone"),
+        String::from_utf8_lossy(&r.stderr).contains("is on another filesystem than the output"),
         "{}",
         String::from_utf8_lossy(&r.stderr)
     );
@@ -402,6 +402,56 @@ fn falls_back_where_clones_are_impossible() {
         "{err}"
     );
     assert!(!refused.exists());
+    assert!(err.contains("use pbf-copy"), "{err}");
+
+    // An output named relative to the current directory: the messages
+    // name that directory in words (never "." or the absolute path), say
+    // in plain words that its filesystem cannot clone, and what copies.
+    let in_dir = |args: &[&str]| {
+        let mut c = bin("pbf-reflink");
+        c.current_dir(dir.path()).args(args);
+        run_with_input(c, &p)
+    };
+    let says = "the filesystem of the current directory cannot clone files (reflink";
+    let r = in_dir(&["-o", "rel.pbf"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{err}");
+    assert!(
+        err.contains(says) && err.contains("copying like pbf-copy"),
+        "{err}"
+    );
+    let r = in_dir(&["--require-reflink", "-o", "rel-refused.pbf"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("pbf-reflink: error: rel-refused.pbf: ") && err.contains(says),
+        "{err}"
+    );
+    assert!(
+        err.contains("use pbf-copy (in pbf-sort: --copier copy)"),
+        "{err}"
+    );
+    let r = in_dir(&["--probe", "-o", "rel.pbf"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{err}");
+    assert!(err.contains(says) && err.contains("use pbf-copy"), "{err}");
+    let r = in_dir(&["--probe", "-o", "gone/rel.pbf"]);
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("gone: no such directory (output)"), "{err}");
+    let dir_shown = dir.path().display().to_string();
+    for r in [
+        in_dir(&["-O", "-o", "rel.pbf"]),
+        in_dir(&["--probe", "-o", "./rel.pbf"]),
+    ] {
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(
+            !err.contains(" of . ") && !err.contains(&dir_shown),
+            "names the directory as . or absolute: {err}"
+        );
+    }
+    std::fs::remove_file(dir.path().join("rel.pbf")).expect("rm rel.pbf");
+
     let r = reflink(&p, Path::new("-"), &["--require-reflink"]);
     assert_eq!(r.status.code(), Some(1));
     assert!(r.stdout.is_empty());

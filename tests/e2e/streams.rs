@@ -528,7 +528,8 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
         spool_before,
         "the spool was overwritten"
     );
-    // 4. pbf-merge with an existing file as its spool: refused, file intact.
+    // 4. pbf-merge with an existing file as its spool: refused before any
+    // work (a usage error), file intact.
     let o = stage(
         "pbf-merge",
         &["-q", "--spool", &precious.to_string_lossy()],
@@ -536,7 +537,7 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
         dir.path(),
         "spool exists",
     );
-    assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
     assert_eq!(std::fs::read(&precious).expect("read"), text);
     // 5. A source that is a FIFO must not hang a stage.
     let fifo = dir.path().join("fifo.osm.pbf");

@@ -173,10 +173,24 @@ fn assert_clean(d: &Drawn, what: &str) {
     );
 }
 
+/// The label of a bar row: what comes before its ` [`.
+fn label(bar: &str) -> &str {
+    bar.find(" [").map_or("", |at| &bar[..at])
+}
+
+/// A label that names a merge op by its number: "merging op N...".
+fn names_a_merge_op(label: &str) -> bool {
+    label
+        .strip_prefix("merging op ")
+        .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 #[test]
 fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let input = repeated(dir.path(), 8);
+    // A name longer than any label leaves room for: its middle is elided.
+    let input = dir.path().join("kualalumpur-repeated-eight-times.osm.pbf");
+    std::fs::rename(repeated(dir.path(), 8), &input).expect("rename");
     for cols in [40, 80] {
         let out = dir.path().join(format!("out-{cols}.osm.pbf"));
         let mut cmd = pbf_sort();
@@ -195,9 +209,27 @@ fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
             "{cols} columns: no moving bar was drawn: {bars:?}"
         );
         assert!(
-            bars.iter().any(|b| b.starts_with("merging ")),
-            "{cols} columns: the merge's bar was not shown: {bars:?}"
+            bars.iter().any(|b| names_a_merge_op(label(b))),
+            "{cols} columns: no bar named the merge op: {bars:?}"
         );
+        // Every label names its work: a merge op by number, an input by
+        // both ends of its name.
+        for b in &bars {
+            let l = label(b);
+            assert!(
+                !l.is_empty(),
+                "{cols} columns: a bar without its label: {b:?}"
+            );
+            if l.starts_with("merging") {
+                assert!(names_a_merge_op(l), "{cols} columns: {b:?}");
+            }
+            if let Some(name) = l.strip_prefix("indexing ") {
+                assert!(
+                    name.starts_with("kualal") && name.contains("...") && name.ends_with("m.pbf"),
+                    "{cols} columns: the input's name is lost: {b:?}"
+                );
+            }
+        }
         assert!(
             bars.iter()
                 .all(|b| b.chars().count() + 3 <= usize::from(cols)),

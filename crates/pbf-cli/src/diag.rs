@@ -2,7 +2,10 @@
 //! (exit 2, as in the driver); progress bars appear only when stderr is a
 //! terminal, unless `--progress` forces one (drawn with plain ANSI escapes,
 //! at `$COLUMNS` or 80 columns) or `--no-progress` or `-q` turns them off.
-//! A bar fits its line: the message is elided, and the bar takes what is left.
+//! A bar fits its line and never wraps: its label keeps what names the work
+//! (the op number, the file name) as long as the line allows, so the bar,
+//! the eta and the byte counts give way first, then the label's detail in
+//! parentheses, then the middle of a long file name.
 
 use std::fmt;
 use std::io::{self, IsTerminal, Write};
@@ -94,27 +97,44 @@ const MESSAGE_WIDTH: usize = 28;
 /// [`set_message`].
 static MESSAGE_COLS: AtomicUsize = AtomicUsize::new(MESSAGE_WIDTH);
 
-/// Change a bar's message, elided to the width its line leaves it.
+/// Change a bar's message, fitted to the width its line leaves it.
 pub fn set_message(bar: &ProgressBar, text: &str) {
-    bar.set_message(elide(text, MESSAGE_COLS.load(Ordering::Relaxed)));
+    bar.set_message(fit(text, MESSAGE_COLS.load(Ordering::Relaxed)));
 }
 
-/// The template of a bar that fits `width` columns, and the width its
-/// message gets (0: no message). The byte counts take up to 21 columns
-/// ("298.65 MiB/954.85 MiB"), the eta 8, brackets and spaces 4, and the bar
-/// itself at least 8; on narrower lines the eta goes, then the byte counts
-/// give way to a percentage (4 columns), then the message.
+/// Fewest columns the bar itself is drawn in (`[=>  ]` still moves).
+const MIN_BAR: usize = 5;
+
+/// Columns a message wants to name its work ("merging op 12345 (9 blobs)"
+/// less its detail, "indexing " and a file name elided to 11): the eta and
+/// the byte counts give way before the message gets fewer.
+const WANT_MESSAGE: usize = 20;
+
+/// Fewest columns a message is shown in at all.
+const MIN_MESSAGE: usize = 10;
+
+/// The template of a bar that fits `width` columns, and the most columns
+/// its message gets (0: no message; a shorter message leaves the rest to
+/// the bar). Besides the message and the bar: brackets and spaces take 4
+/// columns, the byte counts up to 21 ("298.65 MiB/954.85 MiB"), the eta 8,
+/// a percentage 4. The richest template that leaves the message
+/// [`WANT_MESSAGE`] columns and the bar [`MIN_BAR`] is drawn; on narrower
+/// lines the percentage alone, with what is left for the message.
 fn layout(width: usize) -> (&'static str, usize) {
-    const FIXED: usize = 21 + 4 + 8;
-    const NARROW: usize = 4 + 4 + 8;
-    const MIN_MESSAGE: usize = 10;
-    if width >= FIXED + 8 + MIN_MESSAGE {
-        let msg = MESSAGE_WIDTH.min(width - FIXED - 8);
-        ("{msg} [{wide_bar}] {bytes}/{total_bytes}{eta}", msg)
-    } else if width >= FIXED + MIN_MESSAGE {
-        ("{msg} [{wide_bar}] {bytes}/{total_bytes}", width - FIXED)
-    } else if width >= NARROW + MIN_MESSAGE {
-        ("{msg} [{wide_bar}] {percent:>3}%", width - NARROW)
+    const TEMPLATES: [(&str, usize); 3] = [
+        ("{msg} [{wide_bar}] {bytes}/{total_bytes}{eta}", 4 + 21 + 8),
+        ("{msg} [{wide_bar}] {bytes}/{total_bytes}", 4 + 21),
+        ("{msg} [{wide_bar}] {percent:>3}%", 4 + 4),
+    ];
+    let room = |fixed: usize| width.saturating_sub(fixed + MIN_BAR);
+    for (template, fixed) in TEMPLATES {
+        if room(fixed) >= WANT_MESSAGE {
+            return (template, MESSAGE_WIDTH.min(room(fixed)));
+        }
+    }
+    let (template, fixed) = TEMPLATES[2];
+    if room(fixed) >= MIN_MESSAGE {
+        (template, room(fixed))
     } else {
         ("[{wide_bar}] {percent:>3}%", 0)
     }
@@ -149,7 +169,7 @@ pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
         .with_key("eta", eta)
         .progress_chars("=> ");
     bar.set_style(style);
-    bar.set_message(elide(message, message_width));
+    bar.set_message(fit(message, message_width));
     bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(screen), 5));
     bar.enable_steady_tick(Duration::from_millis(200));
 }
@@ -180,8 +200,29 @@ fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<Stri
     meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }
 
+/// A bar's label in at most `width` characters, keeping what names the
+/// work: a detail in parentheses at its end goes first ("merging op 12 (9
+/// blobs)" becomes "merging op 12"), then the middle of what follows the
+/// first word ("indexing NAME" keeps "indexing " and both ends of NAME),
+/// and on a line too narrow even for that, the end.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    if let Some(at) = text.rfind(" (").filter(|_| text.ends_with(')')) {
+        return fit(&text[..at], width);
+    }
+    let elided = match text.split_once(' ') {
+        Some((verb, rest)) if verb.chars().count() + 1 + 5 <= width => {
+            format!("{verb} {}", elide(rest, width - verb.chars().count() - 1))
+        }
+        _ => elide(text, width),
+    };
+    elided.chars().take(width).collect()
+}
+
 /// `text` in at most `width` characters, the middle replaced by `...`.
-pub fn elide(text: &str, width: usize) -> String {
+fn elide(text: &str, width: usize) -> String {
     let n = text.chars().count();
     if n <= width || width < 5 {
         return text.to_owned();
@@ -373,20 +414,45 @@ mod tests {
     #[test]
     fn bars_fit_narrow_lines() {
         // The widest text besides the bar: message, counts, eta.
-        for width in [19, 20, 25, 26, 39, 40, 43, 50, 51, 60, 79, 80, 199, 200] {
+        for width in 19..=200 {
             let (template, msg) = layout(width);
             let eta = if template.contains("{eta}") { 8 } else { 0 };
             let counts = if template.contains("{bytes}") { 21 } else { 4 };
             let text = msg + counts + 4 + eta;
-            assert!(text + 8 <= width.max(16), "{width}: {template} {msg}");
+            assert!(text + MIN_BAR <= width, "{width}: {template} {msg}");
             assert!(msg <= MESSAGE_WIDTH);
             assert_eq!(msg == 0, !template.contains("{msg}"), "{width}");
         }
-        assert_eq!(layout(80).1, MESSAGE_WIDTH);
-        assert!(
-            layout(39).0.contains("{msg}"),
-            "a 40-column terminal keeps the message"
+        assert_eq!(layout(77).1, MESSAGE_WIDTH, "an 80-column terminal");
+        // A 40-column terminal (37 drawn): the percentage, and room for
+        // "merging op 12 (34 blobs)".
+        assert_eq!(layout(37), ("{msg} [{wide_bar}] {percent:>3}%", 24));
+    }
+
+    #[test]
+    fn labels_keep_what_names_the_work() {
+        assert_eq!(
+            fit("merging op 12 (1234 blobs)", 28),
+            "merging op 12 (1234 blobs)"
         );
+        assert_eq!(fit("merging op 12 (1234 blobs)", 24), "merging op 12");
+        assert_eq!(fit("merged 1234 ops (56789 blobs)", 24), "merged 1234 ops");
+        let name = "indexing a-rather-long-extract-of-kualalumpur.osm.pbf";
+        let e = fit(name, 24);
+        assert_eq!(e.chars().count(), 24);
+        assert!(
+            e.starts_with("indexing a-rath") && e.ends_with("m.pbf"),
+            "{e}"
+        );
+        assert!(e.contains("..."), "{e}");
+        for width in 0..60 {
+            for text in [name, "merging op 123456789 (2 blobs)", "copying"] {
+                assert!(
+                    fit(text, width).chars().count() <= width,
+                    "{text} in {width}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -16,10 +16,11 @@ use std::process::ExitCode;
 
 mod diag;
 pub mod driver;
+pub mod paths;
 pub mod report;
 
 pub use diag::{
-    Bars, VerbosityHelp, draw, elide, progress, progress_args, set_message, verbosity_args,
+    Bars, VerbosityHelp, draw, fit, progress, progress_args, set_message, verbosity_args,
 };
 /// The progress bar type [`progress`] returns.
 pub use indicatif::ProgressBar;
@@ -214,7 +215,7 @@ pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
         )));
     }
     // Inputs are opened before any work: one that cannot be is a usage error.
-    let f = File::open(path).map_err(|e| usage(format!("{path}: {e}")))?;
+    let f = File::open(path).map_err(|e| usage(paths::io_line(path, &e)))?;
     Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, f)))
 }
 
@@ -291,6 +292,54 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// The parser of a compression option (`pbf-merge --compression`, `pbf-copy
+/// --recompress`, and the driver's `--compression` for its completions):
+/// any form [`pbf_format::compress::Compression`] parses, and the codec names
+/// for shell completions to offer. The names are hidden from `--help`, whose
+/// text names every form with its levels.
+pub fn compression_parser() -> CompressionParser {
+    CompressionParser
+}
+
+/// See [`compression_parser`].
+#[derive(Clone, Copy, Debug)]
+pub struct CompressionParser;
+
+impl CompressionParser {
+    /// The codec names a completion offers, each with its levels: a level
+    /// follows a colon, which bash splits words at, so it is left to type.
+    pub fn names() -> [clap::builder::PossibleValue; 4] {
+        use clap::builder::PossibleValue;
+        [
+            PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
+            PossibleValue::new("zstd")
+                .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
+            PossibleValue::new("lz4").help("lz4"),
+            PossibleValue::new("none").help("uncompressed"),
+        ]
+    }
+}
+
+impl clap::builder::TypedValueParser for CompressionParser {
+    type Value = pbf_format::compress::Compression;
+
+    fn parse_ref(
+        &self,
+        cmd: &Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let parse = |s: &str| s.parse::<pbf_format::compress::Compression>();
+        parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(CompressionParser::names().into_iter()))
+    }
 }
 
 /// Number of worker threads: `-j N`, or all cores when 0 or absent.

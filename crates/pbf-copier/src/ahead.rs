@@ -35,6 +35,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
@@ -213,12 +214,14 @@ impl Guess {
 
     fn land_inner(self, sources: &mut CopySources, out: &mut OutputFile) -> Result<Landed> {
         let (offset, want) = (self.ahead.offset, self.next - self.ahead.offset);
-        let landed = self.ahead.land(out, want)?;
+        let mut landed = self.ahead.land(out, want)?;
         let rest = want - landed.kept;
         if rest > 0 {
+            let started = Instant::now();
             let from = offset + landed.kept;
             let (file, path) = sources.range(self.source, from, rest)?;
             out.copy_from(file, path, from, rest)?;
+            landed.copying += started.elapsed();
         }
         Ok(landed)
     }
@@ -325,6 +328,9 @@ struct Copied {
     done: u64,
     steps: Vec<CopyStats>,
     error: Option<pbf_output::Error>,
+    /// Time during which a writer was copying (not all of them waiting at
+    /// the gate), kept or dropped pieces alike.
+    busy: Duration,
 }
 
 impl Copied {
@@ -333,7 +339,10 @@ impl Copied {
     /// the first piece that failed within or right after it.
     fn of(mut pieces: Vec<Piece>) -> Copied {
         pieces.sort_by_key(|p| p.start);
-        let mut c = Copied::default();
+        let mut c = Copied {
+            busy: busy(&pieces),
+            ..Copied::default()
+        };
         for p in pieces {
             if p.start != c.done {
                 break;
@@ -366,11 +375,32 @@ impl Copied {
     }
 }
 
+/// The time covered by the pieces' copies: the union of their spans.
+fn busy(pieces: &[Piece]) -> Duration {
+    let mut spans: Vec<(Instant, Instant)> = pieces.iter().map(|p| p.span).collect();
+    spans.sort();
+    let mut total = Duration::ZERO;
+    let mut covered: Option<(Instant, Instant)> = None;
+    for (a, b) in spans {
+        covered = match covered {
+            Some((s, e)) if a <= e => Some((s, e.max(b))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    total + covered.map_or(Duration::ZERO, |(s, e)| e - s)
+}
+
 /// One piece a writer copied, or failed to.
 #[derive(Debug)]
 struct Piece {
     start: u64,
     len: u64,
+    /// When the writer started and ended it.
+    span: (Instant, Instant),
     /// How each part went, in order (see [`Writer::copy`]).
     parts: Vec<CopyStats>,
     result: pbf_output::Result<()>,
@@ -387,6 +417,9 @@ pub struct Landed {
     /// failure of the output: the caller copies what was not kept itself,
     /// and fails there if the cause persists.
     pub stopped_by: Option<pbf_output::Error>,
+    /// Time spent copying: the thread's steps (kept or dropped, not its
+    /// waits for the plan) and the rest of the range copied when it landed.
+    pub copying: Duration,
 }
 
 impl CopyAhead {
@@ -521,9 +554,11 @@ impl Writer<'_> {
     /// block at either end) through the page cache. `start` is the piece's
     /// offset in the range.
     fn copy(&mut self, from: u64, len: u64, to: u64, start: u64) -> Piece {
+        let started = Instant::now();
         let mut piece = Piece {
             start,
             len,
+            span: (started, started),
             parts: Vec::new(),
             result: Ok(()),
         };
@@ -547,6 +582,7 @@ impl Writer<'_> {
                 break;
             }
         }
+        piece.span.1 = Instant::now();
         piece
     }
 
@@ -683,6 +719,7 @@ impl CopyAhead {
             kept,
             dropped: copied.done - kept,
             stopped_by: copied.error.take(),
+            copying: copied.busy,
         })
     }
 }
@@ -882,9 +919,11 @@ mod tests {
 
     #[test]
     fn the_copied_prefix_ends_at_the_first_gap_or_failure() {
+        let now = Instant::now();
         let piece = |start, len, result| Piece {
             start,
             len,
+            span: (now, now + Duration::from_millis(start)),
             parts: vec![CopyStats {
                 kernel_bytes: len,
                 ..CopyStats::default()
@@ -903,5 +942,7 @@ mod tests {
         assert_eq!(fail.done, 5);
         assert!(fail.error.is_some());
         assert_eq!(fail.stats_of(5).kernel_bytes, 5);
+        // Spans of 5, 10 and 0 ms from one start overlap: 10 ms busy.
+        assert_eq!(fail.busy, Duration::from_millis(10));
     }
 }

@@ -24,6 +24,7 @@ use std::io::BufRead;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
@@ -201,12 +202,7 @@ impl Job {
         let plan_name = pbf_cli::input_name(plan_arg).to_owned();
         let output = output_path(m)?;
         // Before the plan is read (it may come slowly through a pipe).
-        if !m.get_flag("overwrite") && output.as_os_str() != "-" && output.exists() {
-            return Err(pbf_cli::usage(format!(
-                "{}: exists (use -O/--overwrite to replace it)",
-                output.display()
-            )));
-        }
+        pbf_cli::paths::check_output(output, m.get_flag("overwrite"))?;
         let check = m.get_one::<String>("check-cmd").cloned();
         if check.is_some() && output.as_os_str() == "-" {
             return Err(pbf_cli::usage(
@@ -410,14 +406,13 @@ pub fn frames_missing(op: &CopyOp, path: &Path) -> anyhow::Error {
 
 /// Once every byte was read: refuse an output whose sources changed while
 /// they were read; else commit it (after `check` passed on it, when given),
-/// then remove the spools (unless `--keep-spools`). Returns the output's
-/// copy statistics and length.
+/// then remove the spools (unless `--keep-spools`).
 pub fn finish(
     name: &str,
     out: OutputFile,
     sources: &mut CopySources,
     check: Option<&str>,
-) -> Result<(CopyStats, u64)> {
+) -> Result<Finished> {
     if let Err(e) = sources.check_unchanged() {
         let lost = match out.is_stream() {
             true => "what went to standard output is not a complete output",
@@ -426,13 +421,21 @@ pub fn finish(
         bail!("{e}; {lost}");
     }
     let (stats, written) = (out.stats(), out.position());
+    let started = Instant::now();
+    let mut checking = Duration::ZERO;
     match check {
         Some(cmd) => {
             let out_name = out.name().to_owned();
-            out.commit_checked(&mut |path| run_check(cmd, path, &out_name))?;
+            out.commit_checked(&mut |path| {
+                let check_started = Instant::now();
+                let checked = run_check(cmd, path, &out_name);
+                checking = check_started.elapsed();
+                checked
+            })?;
         }
         None => out.commit()?,
     }
+    let committing = started.elapsed().saturating_sub(checking);
     // The output stands: a signal now would only make a success look like
     // a failure.
     pbf_output::cleanup::ignore_signals();
@@ -447,7 +450,23 @@ pub fn finish(
             ),
         );
     }
-    Ok((stats, written))
+    Ok(Finished {
+        stats,
+        written,
+        committing,
+    })
+}
+
+/// What [`finish`] found of a committed output.
+#[derive(Clone, Copy, Debug)]
+pub struct Finished {
+    /// How the output's bytes were copied.
+    pub stats: CopyStats,
+    /// The output's length.
+    pub written: u64,
+    /// Time the commit took (the fsyncs and the rename), without
+    /// `--check-cmd`'s.
+    pub committing: Duration,
 }
 
 /// Run `--check-cmd` on the complete output at `path` (its standard output

@@ -181,6 +181,36 @@ fn bash_completes_a_tools_options_and_values() {
     assert_eq!(c(&["pbf-merge", "--spool", "in."]), ["in.osm.pbf"]);
 }
 
+/// `--compression` (`--recompress` in pbf-copy) completes the codec names,
+/// as `--compression z` and as `--compression=z`, which bash splits into
+/// the words `--compression`, `=` and `z` (`=` is in `COMP_WORDBREAKS`):
+/// the words below are as bash hands them to the completion.
+#[test]
+fn bash_completes_compression_values_after_a_space_and_after_equals() {
+    let cwd = files();
+    let all = ["zlib", "zstd", "lz4", "none"];
+    for (program, option) in [
+        ("pbf-sort", "--compression"),
+        ("pbf-merge", "--compression"),
+        ("pbf-copy", "--recompress"),
+    ] {
+        let c = |words: &[&str]| bash_complete(program, words, cwd.path());
+        assert_eq!(c(&[program, option, ""]), all, "{program} {option} <TAB>");
+        assert_eq!(c(&[program, option, "z"]), ["zlib", "zstd"], "{option} z");
+        assert_eq!(c(&[program, option, "="]), all, "{option}=<TAB>");
+        assert_eq!(
+            c(&[program, option, "=", "z"]),
+            ["zlib", "zstd"],
+            "{option}=z"
+        );
+        assert_eq!(c(&[program, option, "=", "l"]), ["lz4"], "{option}=l");
+    }
+    // Other options with a value after '=' complete as after a space.
+    let c = |words: &[&str]| bash_complete("pbf-sort", words, cwd.path());
+    assert_eq!(c(&["pbf-sort", "--copier", "=", "re"]), ["reflink"]);
+    assert_eq!(c(&["pbf-sort", "--output", "=", "in."]), ["in.osm.pbf"]);
+}
+
 fn installed(shell: &str) -> bool {
     let found = Command::new(shell)
         .args(["-c", "exit 0"])
@@ -222,7 +252,9 @@ fn fish_completes_the_drivers_values() {
     let complete = |line: &str| {
         let script = format!(
             "source {}; complete -C '{line}'",
-            dir().join("pbf-sort.fish").display()
+            dir()
+                .join(format!("{}.fish", line.split(' ').next().unwrap_or(line)))
+                .display()
         );
         let out = Command::new("fish")
             .args(["--no-config", "-c", &script])
@@ -240,6 +272,16 @@ fn fish_completes_the_drivers_values() {
             .collect::<Vec<_>>()
     };
     assert_eq!(complete("pbf-sort --comp"), ["--compression"]);
+    assert_eq!(complete("pbf-sort --compression z"), ["zlib", "zstd"]);
+    assert_eq!(
+        complete("pbf-sort --compression=z"),
+        ["--compression=zlib", "--compression=zstd"]
+    );
+    assert_eq!(
+        complete("pbf-merge --compression=z"),
+        ["--compression=zlib", "--compression=zstd"]
+    );
+    assert_eq!(complete("pbf-copy --recompress l"), ["lz4"]);
     assert_eq!(complete("pbf-sort --copier "), ["auto", "copy", "reflink"]);
     assert_eq!(complete("pbf-sort --keep-plan "), ["index-dir/"]);
     for p in pbf_man::completions::programs() {

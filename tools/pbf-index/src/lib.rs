@@ -404,7 +404,8 @@ fn usable(path: &Path, given: &Path) -> Result<()> {
     let (path, shown) = (open_path(path), open_path(given).display());
     // Before canonicalize: /dev/stdin on a pipe resolves to "pipe:[N]", which
     // does not exist, and a FIFO would block the open.
-    let meta = std::fs::metadata(path).with_context(|| format!("{shown}"))?;
+    let in_words = |e: std::io::Error| anyhow::anyhow!(pbf_cli::paths::io_line(&shown, &e));
+    let meta = std::fs::metadata(path).map_err(in_words)?;
     if meta.is_dir() {
         bail!("{shown}: is a directory");
     }
@@ -414,6 +415,9 @@ fn usable(path: &Path, given: &Path) -> Result<()> {
              offset; {SAVE_FIRST}"
         );
     }
+    // A regular file: opening it cannot block. One that cannot be read is
+    // refused here, as the driver refuses it.
+    std::fs::File::open(path).map_err(in_words)?;
     Ok(())
 }
 
@@ -459,12 +463,13 @@ fn index_file<W: Write + Send>(
         header,
         samples,
     }))?;
-    // The file name only: the bar must fit an 80-column line.
+    // The file name only, elided in its middle where the line is narrow
+    // (pbf_cli::fit).
     let name = shown
         .file_name()
         .unwrap_or(shown.as_os_str())
         .to_string_lossy();
-    let message = format!("indexing {}", pbf_cli::elide(&name, 19));
+    let message = format!("indexing {name}");
     let bar = pbf_cli::progress(file.size(), &message, opts.bars);
     let mut tally = Tally::default();
     let mut batches = Batches {

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,7 +116,8 @@ pub fn command() -> Command {
                      blobs keep their own; osmium 1.15 cannot read zstd",
                 )
                 .default_value("zlib:6")
-                .value_parser(|s: &str| s.parse::<Compression>()),
+                .value_parser(pbf_cli::compression_parser())
+                .hide_possible_values(true),
         )
         .arg(
             Arg::new("align")
@@ -175,6 +176,10 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     alloc::keep_freed_memory();
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = m.get_flag("verbose");
+    // Before the plan is read (it may come slowly through a pipe).
+    if let Some(spool) = m.get_one::<PathBuf>("spool") {
+        check_spool(spool)?;
+    }
     let reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
     let sources = SourceFiles::open(&reader.header().sources)?;
@@ -211,6 +216,19 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             Err(e)
         }
     }
+}
+
+/// `--spool PATH` must name a new file in a directory the run can write
+/// (a usage error, exit 2, otherwise).
+fn check_spool(spool: &Path) -> Result<()> {
+    pbf_cli::paths::check_dir("--spool", pbf_cli::paths::dir_of(spool))?;
+    if spool.symlink_metadata().is_ok() {
+        return Err(pbf_cli::usage(format!(
+            "{}: exists (--spool names a file to create)",
+            spool.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Pass the plan record on at once (with the spool added to its sources),

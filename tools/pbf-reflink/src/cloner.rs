@@ -94,6 +94,19 @@ pub fn cannot_clone(e: Errno) -> bool {
     )
 }
 
+/// Why a clone was refused with `e` (one that [`cannot_clone`] accepts),
+/// in words that follow the name of the file or filesystem refused.
+pub fn refusal(e: Errno) -> String {
+    match e {
+        Errno::EXDEV => {
+            "is on another filesystem than the output, and a clone (reflink) cannot cross \
+             filesystems"
+                .into()
+        }
+        _ => format!("cannot clone files (reflink, {e:?})"),
+    }
+}
+
 /// The block size clones are aligned to: `f_bsize` of the file's filesystem.
 pub fn block_size(f: &File) -> std::result::Result<u64, Errno> {
     let bs = nix::sys::statvfs::fstatvfs(f)?.block_size() as u64;
@@ -165,7 +178,8 @@ impl Cloner {
                 "probing for clones after writing",
             ));
         }
-        let probed = probe_into(dir, out.file());
+        let shown = pbf_cli::paths::dir_words(pbf_cli::paths::dir_of(Path::new(out.name())));
+        let probed = probe_into(dir, &shown, out.file());
         truncate(out)?;
         Ok(probed?.map(|block| Cloner {
             block,
@@ -212,7 +226,7 @@ impl Cloner {
         truncate(out)?;
         let (state, why) = match probed {
             Ok(()) => (SourceState::Clones, None),
-            Err(e) if cannot_clone(e) => (SourceState::Copies, Some(format!("cannot clone ({e})"))),
+            Err(e) if cannot_clone(e) => (SourceState::Copies, Some(refusal(e))),
             Err(e) => {
                 return Err(Error::io(
                     format!("source {id}: clone probe"),
@@ -356,8 +370,9 @@ impl Cloner {
 }
 
 /// Can files in `dir` receive clones? The block size clones there are
-/// aligned to, or why not. Probes with two unnamed scratch files, so
-/// nothing outlives the call.
+/// aligned to, or why not (naming `dir` as typed, see
+/// [`pbf_cli::paths::dir_words`]). Probes with two unnamed scratch files,
+/// so nothing outlives the call.
 pub fn probe_dir(dir: &Path) -> Result<std::result::Result<u64, String>> {
     let dst = tempfile::tempfile_in(dir).map_err(|e| {
         Error::io(
@@ -365,15 +380,20 @@ pub fn probe_dir(dir: &Path) -> Result<std::result::Result<u64, String>> {
             e,
         )
     })?;
-    probe_into(dir, &dst)
+    probe_into(dir, &pbf_cli::paths::dir_words(dir), &dst)
 }
 
 /// Clone one block of a scratch file in `dir` into the empty `dst`: the
-/// block size when it works, the reason when the filesystem cannot clone.
-fn probe_into(dir: &Path, dst: &File) -> Result<std::result::Result<u64, String>> {
+/// block size when it works, the reason when the filesystem cannot clone
+/// (naming it as the filesystem of `shown`).
+fn probe_into(dir: &Path, shown: &str, dst: &File) -> Result<std::result::Result<u64, String>> {
     let block = match block_size(dst) {
         Ok(b) => b,
-        Err(e) => return Ok(Err(format!("no usable filesystem block size ({e})"))),
+        Err(_) => {
+            return Ok(Err(format!(
+                "the filesystem of {shown} has no block size clones can be aligned to"
+            )));
+        }
     };
     let scratch_error = |e| {
         Error::io(
@@ -387,10 +407,7 @@ fn probe_into(dir: &Path, dst: &File) -> Result<std::result::Result<u64, String>
         .map_err(scratch_error)?;
     match clone_range(&scratch, 0, block, dst, 0) {
         Ok(()) => Ok(Ok(block)),
-        Err(e) if cannot_clone(e) => Ok(Err(format!(
-            "the filesystem of {} does not support clones ({e})",
-            dir.display()
-        ))),
+        Err(e) if cannot_clone(e) => Ok(Err(format!("the filesystem of {shown} {}", refusal(e)))),
         Err(e) => Err(Error::io(
             format!("{}: clone probe", dir.display()),
             std::io::Error::from(e),
@@ -471,7 +488,11 @@ mod tests {
                 assert!(c.stats().cloned > 0, "{:?}", c.stats());
             }
             Err(why) => {
-                assert!(why.contains("does not support clones"), "{why}");
+                assert!(
+                    why.starts_with("the filesystem of ")
+                        && why.contains("cannot clone files (reflink"),
+                    "{why}"
+                );
                 let mut c = cloner(4096);
                 c.set_state(0, SourceState::Copies);
                 out.write_all(b"header").expect("header");

@@ -202,7 +202,8 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         out, cloner, holes, ..
     } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
-    let (stats, written) = copier::finish(NAME, out, &mut sources, check.as_deref())?;
+    let copier::Finished { stats, written, .. } =
+        copier::finish(NAME, out, &mut sources, check.as_deref())?;
     pbf_cli::report::counters(&Counters::of(ops, written, stats, clone_stats));
     if opts.common.verbose {
         report(
@@ -221,24 +222,22 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
 /// `--probe`: can files in the output's directory receive clones?
 fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
     let out = copier::output_path(m)?;
-    let dir = match m.get_one::<std::path::PathBuf>("temp-dir") {
-        Some(d) => d.as_path(),
+    let (dir, what) = match m.get_one::<std::path::PathBuf>("temp-dir") {
+        Some(d) => (d.as_path(), "--temp-dir"),
         None if out == Path::new("-") => {
             notice(opts, "standard output cannot receive clones".into());
             return Ok(ExitCode::from(pbf_cli::EXIT_NO));
         }
-        None => match out.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        },
+        None => (pbf_cli::paths::dir_of(out), "output"),
     };
+    pbf_cli::paths::check_dir(what, dir)?;
     match cloner::probe_dir(dir)? {
         Ok(block) => {
             println!("{block}");
             Ok(ExitCode::SUCCESS)
         }
         Err(why) => {
-            notice(opts, why);
+            notice(opts, format!("{why}; {USE_INSTEAD}"));
             Ok(ExitCode::from(pbf_cli::EXIT_NO))
         }
     }
@@ -251,7 +250,7 @@ fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Optio
         Ok(c) => c,
         Err(why) => {
             if opts.require {
-                bail!("{}: {why} (--require-reflink)", out.name());
+                bail!("{}: {why}; {USE_INSTEAD} (--require-reflink)", out.name());
             }
             notice(opts, format!("{why}: copying like pbf-copy"));
             return Ok(None);
@@ -268,7 +267,8 @@ fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Optio
     }
     if opts.require {
         bail!(
-            "{} (--require-reflink: every source must be on the output's filesystem)",
+            "{}; {USE_INSTEAD} (--require-reflink: every source must be on the output's \
+             filesystem)",
             refused.join("; ")
         );
     }
@@ -285,6 +285,9 @@ fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Optio
     );
     Ok(Some(cloner))
 }
+
+/// What copies where clones cannot be made, said after the reason.
+const USE_INSTEAD: &str = "use pbf-copy (in pbf-sort: --copier copy)";
 
 fn notice(opts: Options, msg: String) {
     if !opts.common.quiet {

@@ -221,16 +221,10 @@ fn choice<const N: usize>(
         .hide_possible_values(true)
 }
 
-/// The forms of `--compression` a completion offers: each without its level,
-/// which follows a colon.
+/// The forms of `--compression` a completion offers: the codec names the
+/// tools' parser offers ([`pbf_cli::compression_parser`]).
 fn compressions() -> [PossibleValue; 4] {
-    [
-        PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
-        PossibleValue::new("zstd")
-            .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
-        PossibleValue::new("lz4").help("lz4"),
-        PossibleValue::new("none").help("uncompressed"),
-    ]
+    crate::CompressionParser::names()
 }
 
 /// The driver's help, as `pbf-sort --help` prints it.

@@ -1,0 +1,163 @@
+//! Why a path given on the command line cannot be used, said in the words
+//! of the `pbf-sort` driver (`FILE: no such file`, `DIR: no such directory
+//! (--spool)`, `OUT: is a directory; name the output file`), so a tool run
+//! alone and the driver refuse the same argument alike. Each refusal is a
+//! [`crate::Usage`] error (exit 2), found before any work.
+
+use std::io;
+use std::path::{Component, Path};
+
+use crate::usage;
+
+/// The cause of `e`, met opening or inspecting the path a user gave, in
+/// words: `no such file`, `is a directory`, `not readable`, else the
+/// system's text.
+pub fn io_cause(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => "no such file".into(),
+        io::ErrorKind::IsADirectory => "is a directory".into(),
+        io::ErrorKind::PermissionDenied => "not readable".into(),
+        _ => strip_os_error(&e.to_string()).to_owned(),
+    }
+}
+
+/// `PATH: CAUSE` for an input that cannot be opened ([`io_cause`]).
+pub fn io_line(path: impl std::fmt::Display, e: &io::Error) -> String {
+    format!("{path}: {}", io_cause(e))
+}
+
+/// The system's text without Rust's ` (os error N)` suffix.
+fn strip_os_error(text: &str) -> &str {
+    match text.rfind(" (os error ") {
+        Some(at) if text.ends_with(')') => &text[..at],
+        _ => text,
+    }
+}
+
+/// The directory a file named `path` goes into, as typed: `out` for
+/// `out/x.pbf`, `/` for `/x.pbf`, and `.` for `x.pbf`.
+pub fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ if path.has_root() => Path::new("/"),
+        _ => Path::new("."),
+    }
+}
+
+/// A directory in a message: as typed, except the current directory,
+/// which is named in words (a bare `.` reads as punctuation).
+pub fn dir_words(dir: &Path) -> String {
+    if dir.components().all(|c| c == Component::CurDir) {
+        "the current directory".into()
+    } else {
+        dir.display().to_string()
+    }
+}
+
+/// `dir` must be a directory the run can create files in; `what` (an
+/// option such as `--spool`) says which argument named it.
+pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
+    use nix::unistd::{AccessFlags, access};
+    let name = dir_words(dir);
+    match std::fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(usage(format!("{name}: no such directory ({what})")))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
+            Err(usage(format!("{name}: not a directory ({what})")))
+        }
+        Err(e) => Err(usage(format!("{name}: {} ({what})", io_cause(&e)))),
+        Ok(m) if !m.is_dir() => Err(usage(format!("{name}: not a directory ({what})"))),
+        Ok(_) if access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() => {
+            Err(usage(format!("{name}: directory is not writable ({what})")))
+        }
+        Ok(_) => Ok(()),
+    }
+}
+
+/// `out` (`-o`) can name the output file: not a directory, in a directory
+/// the run can write, and not an existing file unless `overwrite`. `-` (standard
+/// output) always can.
+pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
+    if out == Path::new("-") {
+        return Ok(());
+    }
+    let name = out.display();
+    if out.is_dir() {
+        return Err(usage(format!(
+            "{name}: is a directory; name the output file"
+        )));
+    }
+    if out.as_os_str().as_encoded_bytes().ends_with(b"/") {
+        return Err(usage(format!(
+            "{name}: names a directory, and there is none; name the output file"
+        )));
+    }
+    check_dir("output", dir_of(out))?;
+    if !overwrite && out.exists() {
+        return Err(usage(format!(
+            "{name}: exists (use -O/--overwrite to replace it)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(r: anyhow::Result<()>) -> String {
+        let e = r.expect_err("refused");
+        assert!(e.downcast_ref::<crate::Usage>().is_some(), "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn io_causes_are_words() {
+        let missing = std::fs::File::open("/nonexistent/x.pbf").expect_err("missing");
+        assert_eq!(io_line("x.pbf", &missing), "x.pbf: no such file");
+        let other = io::Error::from_raw_os_error(nix::libc::EIO);
+        assert_eq!(io_cause(&other), "Input/output error");
+    }
+
+    #[test]
+    fn directories_are_named_as_typed() {
+        assert_eq!(dir_of(Path::new("out/x.pbf")), Path::new("out"));
+        assert_eq!(dir_of(Path::new("/x.pbf")), Path::new("/"));
+        assert_eq!(dir_of(Path::new("x.pbf")), Path::new("."));
+        assert_eq!(dir_words(Path::new(".")), "the current directory");
+        assert_eq!(dir_words(Path::new("./")), "the current directory");
+        assert_eq!(dir_words(Path::new("out")), "out");
+    }
+
+    #[test]
+    fn outputs_that_cannot_be_written_are_refused_in_the_drivers_words() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().display();
+        assert_eq!(
+            line(check_output(dir.path(), true)),
+            format!("{d}: is a directory; name the output file")
+        );
+        let gone = dir.path().join("gone");
+        assert_eq!(
+            line(check_output(&gone.join("x.pbf"), false)),
+            format!("{d}/gone: no such directory (output)")
+        );
+        assert_eq!(
+            line(check_output(Path::new(&format!("{d}/gone/")), false)),
+            format!("{d}/gone/: names a directory, and there is none; name the output file")
+        );
+        let file = dir.path().join("x.pbf");
+        std::fs::write(&file, b"").expect("write");
+        assert_eq!(
+            line(check_output(&file, false)),
+            format!("{d}/x.pbf: exists (use -O/--overwrite to replace it)")
+        );
+        assert_eq!(
+            line(check_dir("--spool", &file)),
+            format!("{d}/x.pbf: not a directory (--spool)")
+        );
+        check_output(&file, true).expect("overwritten");
+        check_output(Path::new("-"), false).expect("standard output");
+    }
+}
