@@ -45,6 +45,7 @@ mod merge;
 mod packet;
 mod pieces;
 mod prepare;
+mod run;
 mod runs;
 mod sorted;
 mod spill;
@@ -70,7 +71,8 @@ pub use spool::Spool;
 
 use graph::Clock;
 use prepare::Partition;
-use spill::{Budget, Run};
+use run::Run;
+use spill::Budget;
 use stream::Stream;
 use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 
