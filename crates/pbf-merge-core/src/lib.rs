@@ -265,9 +265,12 @@ impl Merger {
     /// blobs into chains and plan its runs. Nothing is decoded until
     /// [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
+        let clock = Clock::start();
         let order = input::file_order(op)?;
+        let beside = graph::Tasks::default();
+        let parts = (prepare::parts_within(self.opts.memory), &beside);
         let (inputs, partition) =
-            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load)?;
+            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load, parts)?;
         let inputs = Arc::new(inputs);
         drop(order);
         let blobs = &inputs.blobs;
@@ -297,6 +300,9 @@ impl Merger {
         } else {
             Start::MustSpill(runs, budget)
         };
+        // This thread's work, then the tasks it waited for (which ran
+        // beside part of it).
+        stats.span = Span::task(clock.elapsed()).then(beside.span());
         Ok(Prepared { stats, start })
     }
 

@@ -6,13 +6,16 @@
 //! thread reads half of the headers instead, and once the headers give the
 //! blobs' sizes, the few largest together confirm that every chain would
 //! be small, so every blob is batched as the chains would have had it.
+//! The headers of such an op are read in parts, each on a thread of its
+//! own ([`PART_INPUTS`]).
 
 use pbf_format::Key;
 use pbf_stream::{KeyRecord, MergeOp};
 
 use crate::chains::{self, Chains};
 use crate::error::{Error, ErrorKind, Result};
-use crate::input::{InputBlob, Inputs, LoadProgress, OpFiles, SourceFiles};
+use crate::graph::Tasks;
+use crate::input::{InputBlob, Inputs, LoadProgress, OpFiles, READ_PIECE, SourceFiles};
 use crate::runs::SMALL;
 
 /// Inputs of a merge op from which its chains are found, or bounded, on a
@@ -22,6 +25,22 @@ const MANY_INPUTS: usize = 4096;
 /// The longest chain the plan's keys may bound: past that many blobs the
 /// chains are formed (the bound sorts this many widths).
 const BOUND_LIMIT: usize = 1024;
+
+/// Inputs whose headers are read on one thread, at least, where an op has
+/// more (at most [`PARTS`] parts of each half).
+const PART_INPUTS: usize = 1024;
+
+/// Parts each half of an op's headers is read in, at most.
+const PARTS: usize = 8;
+
+/// Parts each half of an op's headers is read in, at most, within a
+/// memory budget of `memory` bytes: each part reads up to [`READ_PIECE`]
+/// at a time, and the parts of both halves together read at most a
+/// sixteenth of the budget at once (one part a half however small).
+pub(crate) fn parts_within(memory: u64) -> usize {
+    let parts = memory / 16 / READ_PIECE / 2;
+    (parts as usize).clamp(1, PARTS)
+}
 
 /// How the blobs of an op were partitioned.
 pub(crate) enum Partition {
@@ -34,12 +53,14 @@ pub(crate) enum Partition {
 }
 
 /// Read and check the frame headers of an op's inputs (in `order`, file
-/// order) and partition its blobs.
+/// order) and partition its blobs; the CPU time of the tasks that ran on
+/// other threads (reading parts, finding chains) goes to `beside`.
 pub(crate) fn read_and_partition(
     op: &MergeOp,
     order: &[u32],
     sources: &SourceFiles,
     on_load: &LoadProgress,
+    (parts, beside): (usize, &Tasks),
 ) -> Result<(Inputs, Partition)> {
     let key = |k: KeyRecord| Key::from(k).packed();
     let range = |p: usize| {
@@ -52,7 +73,7 @@ pub(crate) fn read_and_partition(
         let chains = chains::partition_by(order.len(), range);
         return Ok((files.inputs(blobs, on_load), Partition::Chains(chains)));
     }
-    let (blobs, found) = read_beside(op, order, &files, range)?;
+    let (blobs, found) = read_beside(op, order, &files, range, (parts, beside))?;
     let inputs = files.inputs(blobs, on_load);
     let partition = match found {
         Found::Chains(chains) => Partition::Chains(chains),
@@ -78,6 +99,7 @@ fn read_beside(
     order: &[u32],
     files: &OpFiles,
     range: impl Fn(usize) -> (u128, u128) + Sync,
+    (parts, beside): (usize, &Tasks),
 ) -> Result<(Vec<InputBlob>, Found)> {
     let half = order.len() / 2;
     let (first, second) = order.split_at(half);
@@ -85,24 +107,24 @@ fn read_beside(
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let range = &range;
         let helper = s.spawn(move || -> Result<(Found, Option<Vec<InputBlob>>)> {
-            let bound = chains::longest_bound(order.len(), range, BOUND_LIMIT);
+            let bound = beside.time(|| chains::longest_bound(order.len(), range, BOUND_LIMIT));
             let _ = tx.send(bound.is_some());
             Ok(match bound {
                 Some(longest) => {
-                    let rest = files.read(op, second, half as u32)?;
+                    let rest = read_parts(op, (second, half), files, (parts, beside))?;
                     (Found::Bound(longest), Some(rest))
                 }
-                None => (
-                    Found::Chains(chains::partition_by(order.len(), range)),
-                    None,
-                ),
+                None => {
+                    let chains = beside.time(|| chains::partition_by(order.len(), range));
+                    (Found::Chains(chains), None)
+                }
             })
         });
-        let blobs = files.read(op, first, 0);
+        let blobs = read_parts(op, (first, 0), files, (parts, beside));
         // The second half is read here unless the helper reads it.
         let mine = match rx.recv() {
             Ok(true) => None,
-            _ => Some(files.read(op, second, half as u32)),
+            _ => Some(read_parts(op, (second, half), files, (parts, beside))),
         };
         let helped = helper.join().map_err(|_| {
             Error::new(ErrorKind::Internal(
@@ -122,6 +144,43 @@ fn read_beside(
         }
         Ok((blobs, found))
     })
+}
+
+/// The headers of `order` (the inputs from `position` on), read in up to
+/// `most` parts of at least [`PART_INPUTS`], each on a thread of its own and
+/// timed as a task of `tasks`; errors in file order.
+fn read_parts(
+    op: &MergeOp,
+    (order, position): (&[u32], usize),
+    files: &OpFiles,
+    (most, tasks): (usize, &Tasks),
+) -> Result<Vec<InputBlob>> {
+    let parts = (order.len() / PART_INPUTS).clamp(1, most.max(1));
+    let size = order.len().div_ceil(parts).max(1);
+    let read = |(i, part): (usize, &[u32])| {
+        tasks.time(|| files.read(op, part, (position + i * size) as u32))
+    };
+    let read: Vec<Result<Vec<InputBlob>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = order
+            .chunks(size)
+            .enumerate()
+            .map(|part| s.spawn(move || read(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    let m = "a thread reading frame headers panicked";
+                    Err(Error::new(ErrorKind::Internal(m.into())))
+                })
+            })
+            .collect()
+    });
+    let mut blobs = Vec::with_capacity(order.len());
+    for part in read {
+        blobs.extend(part?);
+    }
+    Ok(blobs)
 }
 
 /// True when the `longest` largest blobs together hold at most [`SMALL`]

@@ -112,7 +112,8 @@ impl Run {
     pub(crate) fn spilled(
         file: &Arc<File>,
         dir: &Path,
-        (packets, bounds): (Vec<(u64, u32)>, Vec<(u128, u128)>),
+        packets: Vec<(u64, u32)>,
+        bounds: Vec<(u128, u128)>,
         memory: u64,
     ) -> Run {
         Run {

@@ -187,13 +187,6 @@ impl Merger {
         place: Place<'_>,
         in_pieces: bool,
     ) -> Result<(Run, Spilled)> {
-        let target = SpillTarget {
-            place,
-            offsets: Vec::new(),
-            kept: Vec::new(),
-            bounds: Vec::new(),
-            max_approx: 0,
-        };
         let block_bytes = (budget.runs / 16).clamp(16 << 10, 16 << 20) as usize;
         let cut = Cut {
             elements: self.opts.encode.max_elements.min(PACKET_ELEMENTS),
@@ -201,7 +194,10 @@ impl Merger {
             approx: block_bytes,
         };
         let format = BlockFormat::SpillPacket(self.opts.spill_compression);
-        let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
+        let writer = || {
+            let target = SpillTarget::new(place);
+            BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone())
+        };
         let side_by_side = match in_pieces {
             true => self.pieces_side_by_side(&group, budget.runs),
             false => 1,
@@ -215,16 +211,32 @@ impl Merger {
             let (blocks, found, span) = self.load_and_cut(&group)?;
             (loaded, cuts, loading) = (Some(blocks), found, span);
         }
-        let merged = match (cuts.is_empty(), loaded) {
-            (true, None) => self.merge_runs(group, w, &mut || {})?,
-            // Decoded already: merged as pieces, one if need be.
-            (_, loaded) => self.merge_pieces(group, &cuts, loaded, w, side_by_side)?,
+        let (target, written) = match (cuts.is_empty(), loaded) {
+            (true, None) => {
+                let merged = self.merge_runs(group, writer(), &mut || {})?;
+                (merged.target, (merged.dropped, merged.span))
+            }
+            // Decoded already: merged as pieces, one if need be, each
+            // writing its own packets.
+            (_, loaded) => {
+                let pieces = cuts.len() + 1;
+                let writer = || writer().sharing(side_by_side.min(pieces));
+                let (merged, span) =
+                    self.merge_pieces_apart(group, &cuts, loaded, writer, side_by_side)?;
+                let mut target = SpillTarget::new(place);
+                let mut dropped = 0;
+                for piece in merged {
+                    target.extend(piece.target);
+                    dropped += piece.dropped;
+                }
+                (target, (dropped, span))
+            }
         };
-        let target = merged.target;
+        let (dropped, span) = written;
         let decoded = 2 * target.max_approx;
         let mut spilled = Spilled {
-            duplicates: merged.dropped,
-            span: loading.then(merged.span),
+            duplicates: dropped,
+            span: loading.then(span),
             ..Spilled::default()
         };
         let run = match target.place {
@@ -237,8 +249,8 @@ impl Merger {
                 spilled.spilled_runs = 1;
                 spilled.spilled_bytes = target.offsets.iter().map(|r| u64::from(r.1)).sum::<u64>();
                 let file = lock(file);
-                let packets = (target.offsets, target.bounds);
-                Run::spilled(&file.file, &file.dir, packets, decoded)
+                let (packets, bounds) = (target.offsets, target.bounds);
+                Run::spilled(&file.file, &file.dir, packets, bounds, decoded)
             }
         };
         Ok((run, spilled))
@@ -377,6 +389,7 @@ impl SpillFile {
 }
 
 /// Where a spilled run's packets go.
+#[derive(Clone, Copy)]
 enum Place<'a> {
     /// Kept in memory.
     Memory,
@@ -394,6 +407,26 @@ struct SpillTarget<'a> {
     /// The keys (first, last) of each packet.
     bounds: Vec<(u128, u128)>,
     max_approx: u64,
+}
+
+impl<'a> SpillTarget<'a> {
+    fn new(place: Place<'a>) -> SpillTarget<'a> {
+        SpillTarget {
+            place,
+            offsets: Vec::new(),
+            kept: Vec::new(),
+            bounds: Vec::new(),
+            max_approx: 0,
+        }
+    }
+
+    /// Add the packets of `next`, whose keys follow this one's.
+    fn extend(&mut self, next: SpillTarget<'a>) {
+        self.offsets.extend(next.offsets);
+        self.kept.extend(next.kept);
+        self.bounds.extend(next.bounds);
+        self.max_approx = self.max_approx.max(next.max_approx);
+    }
 }
 
 impl Target for SpillTarget<'_> {
