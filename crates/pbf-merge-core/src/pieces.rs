@@ -1,9 +1,14 @@
 //! One merge in pieces: the key space of a merge's runs is cut into key
-//! ranges, each range of every run is merged on a thread of its own, and
-//! the pieces' elements go, piece after piece, to one block writer on the
-//! calling thread. The writer alone cuts blocks, drops repeats and checks
-//! the order, from the same elements in the same order as one merge gives
-//! it, so the blocks are cut where one merge cuts them, byte for byte.
+//! ranges, each range of every run is merged on a thread of its own.
+//! Output blocks: each piece checks the order of its elements and drops
+//! its repeats, and hands them in batches to one block writer on the
+//! calling thread, piece after piece. The writer alone cuts blocks, from
+//! the same elements in the same order as one merge gives it, so the
+//! blocks are cut where one merge cuts them, byte for byte; it reads one
+//! order per element, and the encoding task sums up each block's keys.
+//! Spill packets, whose bytes no one outside the merge reads, are written
+//! by a writer per piece ([`Merger::merge_pieces_apart`]): no thread
+//! touches every element of the merge.
 //!
 //! A boundary is a key (type, id, version), never a rank: elements with
 //! equal keys (the ties that timestamps and input order break) fall in one

@@ -177,9 +177,10 @@ impl Merger {
 
     /// Merge a group of runs into one sorted run of spill packets, kept in
     /// memory or written to a spill file; `in_pieces`: cut into key ranges
-    /// merged side by side as memory allows (a group that spills to a file
-    /// takes the budget, so it is merged alone; groups of batches are
-    /// sorted side by side already).
+    /// merged side by side as memory allows, each piece writing its own
+    /// packets, the run's packets being the pieces' in key order (a group
+    /// that spills to a file takes the budget, so it is merged alone;
+    /// groups of batches are sorted side by side already).
     fn spill(
         &self,
         group: Vec<Run>,
