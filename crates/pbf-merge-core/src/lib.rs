@@ -268,9 +268,13 @@ impl Merger {
         let clock = Clock::start();
         let order = input::file_order(op)?;
         let beside = graph::Tasks::default();
-        let parts = (prepare::parts_within(self.opts.memory), &beside);
+        let helpers = prepare::Helpers {
+            parts: prepare::parts_within(self.opts.memory),
+            pool: &self.pool,
+            tasks: &beside,
+        };
         let (inputs, partition) =
-            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load, parts)?;
+            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load, &helpers)?;
         let inputs = Arc::new(inputs);
         drop(order);
         let blobs = &inputs.blobs;

@@ -6,11 +6,12 @@
 //! thread reads half of the headers instead, and once the headers give the
 //! blobs' sizes, the few largest together confirm that every chain would
 //! be small, so every blob is batched as the chains would have had it.
-//! The headers of such an op are read in parts, each on a thread of its
-//! own ([`PART_INPUTS`]).
+//! The headers of such an op are read in parts, side by side on the pool
+//! ([`PART_INPUTS`]).
 
 use pbf_format::Key;
 use pbf_stream::{KeyRecord, MergeOp};
+use rayon::ThreadPool;
 
 use crate::chains::{self, Chains};
 use crate::error::{Error, ErrorKind, Result};
@@ -42,6 +43,17 @@ pub(crate) fn parts_within(memory: u64) -> usize {
     (parts as usize).clamp(1, PARTS)
 }
 
+/// What reads an op's headers beside its preparing thread.
+pub(crate) struct Helpers<'a> {
+    /// Parts each half is read in, at most ([`parts_within`]).
+    pub parts: usize,
+    /// The pool the parts are read on: its threads exist already, so
+    /// the parts' buffers come from memory they hold anyway.
+    pub pool: &'a ThreadPool,
+    /// Where the CPU time of the tasks beside the preparing thread goes.
+    pub tasks: &'a Tasks,
+}
+
 /// How the blobs of an op were partitioned.
 pub(crate) enum Partition {
     /// Into chains.
@@ -54,13 +66,14 @@ pub(crate) enum Partition {
 
 /// Read and check the frame headers of an op's inputs (in `order`, file
 /// order) and partition its blobs; the CPU time of the tasks that ran on
-/// other threads (reading parts, finding chains) goes to `beside`.
+/// other threads (reading parts, finding chains) goes to the helpers'
+/// tasks.
 pub(crate) fn read_and_partition(
     op: &MergeOp,
     order: &[u32],
     sources: &SourceFiles,
     on_load: &LoadProgress,
-    (parts, beside): (usize, &Tasks),
+    helpers: &Helpers<'_>,
 ) -> Result<(Inputs, Partition)> {
     let key = |k: KeyRecord| Key::from(k).packed();
     let range = |p: usize| {
@@ -73,7 +86,7 @@ pub(crate) fn read_and_partition(
         let chains = chains::partition_by(order.len(), range);
         return Ok((files.inputs(blobs, on_load), Partition::Chains(chains)));
     }
-    let (blobs, found) = read_beside(op, order, &files, range, (parts, beside))?;
+    let (blobs, found) = read_beside(op, order, &files, range, helpers)?;
     let inputs = files.inputs(blobs, on_load);
     let partition = match found {
         Found::Chains(chains) => Partition::Chains(chains),
@@ -99,7 +112,7 @@ fn read_beside(
     order: &[u32],
     files: &OpFiles,
     range: impl Fn(usize) -> (u128, u128) + Sync,
-    (parts, beside): (usize, &Tasks),
+    helpers: &Helpers<'_>,
 ) -> Result<(Vec<InputBlob>, Found)> {
     let half = order.len() / 2;
     let (first, second) = order.split_at(half);
@@ -107,24 +120,28 @@ fn read_beside(
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let range = &range;
         let helper = s.spawn(move || -> Result<(Found, Option<Vec<InputBlob>>)> {
-            let bound = beside.time(|| chains::longest_bound(order.len(), range, BOUND_LIMIT));
+            let bound = helpers
+                .tasks
+                .time(|| chains::longest_bound(order.len(), range, BOUND_LIMIT));
             let _ = tx.send(bound.is_some());
             Ok(match bound {
                 Some(longest) => {
-                    let rest = read_parts(op, (second, half), files, (parts, beside))?;
+                    let rest = read_parts(op, (second, half), files, helpers)?;
                     (Found::Bound(longest), Some(rest))
                 }
                 None => {
-                    let chains = beside.time(|| chains::partition_by(order.len(), range));
+                    let chains = helpers
+                        .tasks
+                        .time(|| chains::partition_by(order.len(), range));
                     (Found::Chains(chains), None)
                 }
             })
         });
-        let blobs = read_parts(op, (first, 0), files, (parts, beside));
+        let blobs = read_parts(op, (first, 0), files, helpers);
         // The second half is read here unless the helper reads it.
         let mine = match rx.recv() {
             Ok(true) => None,
-            _ => Some(read_parts(op, (second, half), files, (parts, beside))),
+            _ => Some(read_parts(op, (second, half), files, helpers)),
         };
         let helped = helper.join().map_err(|_| {
             Error::new(ErrorKind::Internal(
@@ -147,35 +164,24 @@ fn read_beside(
 }
 
 /// The headers of `order` (the inputs from `position` on), read in up to
-/// `most` parts of at least [`PART_INPUTS`], each on a thread of its own and
-/// timed as a task of `tasks`; errors in file order.
+/// `helpers.parts` parts of at least [`PART_INPUTS`], side by side on the
+/// pool, each timed as a task of the helpers'; errors in file order.
 fn read_parts(
     op: &MergeOp,
     (order, position): (&[u32], usize),
     files: &OpFiles,
-    (most, tasks): (usize, &Tasks),
+    helpers: &Helpers<'_>,
 ) -> Result<Vec<InputBlob>> {
-    let parts = (order.len() / PART_INPUTS).clamp(1, most.max(1));
+    use rayon::prelude::*;
+    let parts = (order.len() / PART_INPUTS).clamp(1, helpers.parts.max(1));
     let size = order.len().div_ceil(parts).max(1);
     let read = |(i, part): (usize, &[u32])| {
-        tasks.time(|| files.read(op, part, (position + i * size) as u32))
+        let first = (position + i * size) as u32;
+        helpers.tasks.time(|| files.read(op, part, first))
     };
-    let read: Vec<Result<Vec<InputBlob>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = order
-            .chunks(size)
-            .enumerate()
-            .map(|part| s.spawn(move || read(part)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    let m = "a thread reading frame headers panicked";
-                    Err(Error::new(ErrorKind::Internal(m.into())))
-                })
-            })
-            .collect()
-    });
+    let read: Vec<Result<Vec<InputBlob>>> = helpers
+        .pool
+        .install(|| order.par_chunks(size).enumerate().map(read).collect());
     let mut blobs = Vec::with_capacity(order.len());
     for part in read {
         blobs.extend(part?);
