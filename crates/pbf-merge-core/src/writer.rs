@@ -2,11 +2,14 @@
 //! deduplicating, cuts blocks, and encodes and compresses them on the worker
 //! pool while the merge goes on. Encoded blocks come back through a FIFO of
 //! at most `in_flight` pending results, a bounded reorder buffer that keeps
-//! output order, and go to a [`Target`]: the spool or a spill file.
+//! output order, and go to a [`Target`]: the spool or a spill file. Items
+//! come one at a time from a merge, or in batches from the pieces of one
+//! ([`BlockWriter::push_batch`]), already checked and deduplicated there;
+//! either way the blocks are cut at the same items.
 //!
 //! A block being filled holds references to objects of decoded input blobs
-//! and spill packets ([`Columns`]), and keeps those alive until it is
-//! encoded.
+//! and spill packets ([`Columns`]) (or to the batches holding them), and
+//! keeps those alive until it is encoded.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
