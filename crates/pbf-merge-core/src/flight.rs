@@ -187,10 +187,10 @@ fn merge_one(
     op: MergeOp,
     tx: &SyncSender<Message>,
 ) -> Result<MergeStats> {
-    let clock = Clock::start();
     let prepared = merger.prepare(&op);
+    let clock = Clock::start();
     drop(op);
-    let reading = Span::task(clock.elapsed());
+    let dropping = Span::task(clock.elapsed());
     let need = prepared
         .as_ref()
         .map_or(0, |p: &Prepared| p.memory(gate.budget));
@@ -199,7 +199,7 @@ fn merge_one(
     };
     let target = QueueTarget { tx };
     let (_, mut stats) = merger.execute(prepared?, target, &mut || {})?;
-    stats.span = reading.then(stats.span);
+    stats.span = stats.span.then(dropping);
     Ok(stats)
 }
 

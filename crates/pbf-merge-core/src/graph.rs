@@ -5,10 +5,13 @@
 //! critical path). Their ratio is how many cores the merge could keep busy
 //! with unlimited cores and memory: on two cores it predicts sixteen.
 //!
-//! Tasks are composed as the engine runs them: the loads of a merge may
-//! all run side by side, the heap waits for them, and the block encodes
-//! wait for the heap; groups merged on threads of their own run side by
-//! side; spill levels follow each other; merge ops in flight run side by
+//! Tasks are composed as the engine runs them: an op's preparing thread,
+//! then the parts of its frame headers read side by side; the loads of a
+//! merge may all run side by side, the heap waits for them, and the block
+//! encodes wait for the heap; groups and pieces merged on threads of their
+//! own run side by side (a piece with its own writer counts its writing in
+//! its own time; pieces with one writer are followed by the writer's
+//! time); spill levels follow each other; merge ops in flight run side by
 //! side, and their appends to the spool follow each other. Times are each
 //! thread's CPU time, so a task that waits or is preempted is not counted
 //! as running.

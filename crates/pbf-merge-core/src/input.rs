@@ -133,7 +133,7 @@ impl std::fmt::Debug for LoadProgress {
 
 /// Frames whose headers or bodies are read in one piece: at most this many
 /// bytes, with gaps of at most [`READ_GAP`] between frames.
-const READ_PIECE: u64 = 4 << 20;
+pub(crate) const READ_PIECE: u64 = 4 << 20;
 
 /// The largest gap between two frames read in one piece.
 const READ_GAP: u64 = 64 << 10;

@@ -45,6 +45,7 @@ mod merge;
 mod packet;
 mod pieces;
 mod prepare;
+mod run;
 mod runs;
 mod sorted;
 mod spill;
@@ -70,7 +71,8 @@ pub use spool::Spool;
 
 use graph::Clock;
 use prepare::Partition;
-use spill::{Budget, Run};
+use run::Run;
+use spill::Budget;
 use stream::Stream;
 use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 
@@ -263,9 +265,16 @@ impl Merger {
     /// blobs into chains and plan its runs. Nothing is decoded until
     /// [`Merger::merge_prepared`].
     pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
+        let clock = Clock::start();
         let order = input::file_order(op)?;
+        let beside = graph::Tasks::default();
+        let helpers = prepare::Helpers {
+            parts: prepare::parts_within(self.opts.memory),
+            pool: &self.pool,
+            tasks: &beside,
+        };
         let (inputs, partition) =
-            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load)?;
+            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load, &helpers)?;
         let inputs = Arc::new(inputs);
         drop(order);
         let blobs = &inputs.blobs;
@@ -295,6 +304,9 @@ impl Merger {
         } else {
             Start::MustSpill(runs, budget)
         };
+        // This thread's work, then the tasks it waited for (which ran
+        // beside part of it).
+        stats.span = Span::task(clock.elapsed()).then(beside.span());
         Ok(Prepared { stats, start })
     }
 

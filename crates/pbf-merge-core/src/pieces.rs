@@ -1,28 +1,31 @@
 //! One merge in pieces: the key space of a merge's runs is cut into key
-//! ranges, each range of every run is merged on a thread of its own, and
-//! the pieces' elements go, piece after piece, to one block writer on the
-//! calling thread. The writer alone cuts blocks, drops repeats and checks
-//! the order, from the same elements in the same order as one merge gives
-//! it, so the blocks are cut where one merge cuts them, byte for byte.
+//! ranges, each range of every run is merged on a thread of its own.
+//! Output blocks: each piece checks the order of its elements and drops
+//! its repeats, and hands them in batches to one block writer on the
+//! calling thread, piece after piece. The writer alone cuts blocks, from
+//! the same elements in the same order as one merge gives it, so the
+//! blocks are cut where one merge cuts them, byte for byte; it reads one
+//! order per element, and the encoding task sums up each block's keys.
+//! Spill packets, whose bytes no one outside the merge reads, are written
+//! by a writer per piece ([`Merger::merge_pieces_apart`]): no thread
+//! touches every element of the merge.
 //!
 //! A boundary is a key (type, id, version), never a rank: elements with
 //! equal keys (the ties that timestamps and input order break) fall in one
 //! piece. A load that spans a boundary is decoded once and shared by the
 //! pieces on either side, each taking its keys of it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
-
-use pbf_format::block::Columns;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::{Clock, Span, Tasks};
 use crate::merge::{self, Sink};
+use crate::run::Run;
 use crate::sorted::{Block, Item, Order};
-use crate::spill::Run;
 use crate::stream::{Loader, Stream};
-use crate::writer::{BlockWriter, Target};
+use crate::writer::{Batch, BlockWriter, Target, repeats};
 use crate::{Merged, Merger};
 
 /// Loads per run a piece holds on average, at least.
@@ -31,10 +34,10 @@ const LOADS_PER_PIECE: usize = 1;
 /// The most pieces of one merge.
 const MAX_PIECES: usize = 64;
 
-/// Elements a piece sends to the writer at a time.
+/// Elements a piece sends to the writer at a time (a batch).
 const CHUNK: usize = 4096;
 
-/// Chunks a piece may have queued before it waits for the writer.
+/// Batches a piece may have queued before it waits for the writer.
 const QUEUED: usize = 4;
 
 /// The boundaries that cut `runs` into pieces of about
@@ -171,40 +174,39 @@ fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
     quantiles(samples, pieces)
 }
 
-/// Elements of a piece on their way to the writer.
-#[derive(Default)]
-struct Chunk {
-    sources: Vec<Arc<Columns>>,
-    entries: Vec<Entry>,
-}
-
-struct Entry {
-    order: Order,
-    slot: u32,
-    object: u32,
-    stream: u32,
-}
-
-/// Sends a piece's merged elements in chunks.
+/// Sends a piece's merged elements to the writer in batches, checking
+/// their order and dropping repeats (when deduplicating) on the piece's
+/// thread: a piece holds every element of its keys, so a repeat never
+/// spans pieces, and the writer checks where one batch meets the next.
 struct PieceSink<'a> {
-    tx: &'a SyncSender<Result<Chunk>>,
-    chunk: Chunk,
+    tx: &'a SyncSender<Result<Batch>>,
+    batch: Batch,
     /// Per stream: the block it gave last, by address, and its slot.
     by_stream: Vec<(usize, u32)>,
+    dedupe: bool,
+    last: Option<(u128, u64)>,
+    /// Repeats dropped.
+    dropped: u64,
 }
 
 impl PieceSink<'_> {
     fn send(&mut self) -> Result<()> {
         self.by_stream.iter_mut().for_each(|s| *s = (0, u32::MAX));
-        let chunk = std::mem::take(&mut self.chunk);
+        let batch = std::mem::take(&mut self.batch);
         self.tx
-            .send(Ok(chunk))
+            .send(Ok(batch))
             .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
     }
 }
 
 impl Sink for PieceSink<'_> {
     fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
+        let key = order.merge_key();
+        if repeats(self.last, key, self.dedupe)? {
+            self.dropped += 1;
+            return Ok(());
+        }
+        self.last = Some(key);
         let Item(columns, object) = element;
         if self.by_stream.len() <= stream {
             self.by_stream.resize(stream + 1, (0, u32::MAX));
@@ -213,37 +215,74 @@ impl Sink for PieceSink<'_> {
         let slot = match self.by_stream[stream] {
             (last, slot) if last == address => slot,
             _ => {
-                let slot = self.chunk.sources.len() as u32;
-                self.chunk.sources.push(Arc::clone(columns));
+                let slot = self.batch.sources.len() as u32;
+                self.batch.sources.push(Arc::clone(columns));
                 self.by_stream[stream] = (address, slot);
                 slot
             }
         };
-        self.chunk.entries.push(Entry {
-            order,
-            slot,
-            object,
-            stream: stream as u32,
-        });
-        if self.chunk.entries.len() >= CHUNK {
+        self.batch.orders.push(order);
+        self.batch.objects.push((slot, object));
+        if self.batch.orders.len() >= CHUNK {
             self.send()?;
         }
         Ok(())
     }
 }
 
-/// A piece to merge: its loads and where its chunks go.
-type PieceJob = (PieceLoads, SyncSender<Result<Chunk>>);
-
-/// What the threads merging pieces share.
-struct Work<'a> {
-    runs: &'a [Arc<Run>],
-    cuts: &'a [u128],
-    pieces: Vec<Mutex<Option<PieceJob>>>,
+/// Pieces taken in order by threads of their own until none is left or
+/// `stop` is set: piece `p` is `jobs[p]`.
+struct Turns<J> {
+    jobs: Vec<Mutex<Option<J>>>,
     next: AtomicUsize,
     stop: AtomicBool,
-    spans: Mutex<Span>,
 }
+
+impl<J: Send> Turns<J> {
+    fn new(jobs: Vec<J>) -> Turns<J> {
+        Turns {
+            jobs: jobs.into_iter().map(|j| Mutex::new(Some(j))).collect(),
+            next: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// Run `each` on every piece, on up to `threads` threads, while
+    /// `meanwhile` runs on this one; returns what `meanwhile` returns.
+    fn run<R>(
+        &self,
+        threads: usize,
+        each: impl Fn(usize, J) + Sync,
+        meanwhile: impl FnOnce() -> R,
+    ) -> R {
+        std::thread::scope(|s| {
+            for _ in 0..threads.clamp(1, self.jobs.len().max(1)) {
+                s.spawn(|| self.take_turns(&each));
+            }
+            meanwhile()
+        })
+    }
+
+    fn take_turns(&self, each: &impl Fn(usize, J)) {
+        loop {
+            let p = self.next.fetch_add(1, Ordering::Relaxed);
+            if p >= self.jobs.len() || self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let taken = self.jobs[p]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            match taken {
+                Some(job) => each(p, job),
+                None => return,
+            }
+        }
+    }
+}
+
+/// A piece's merge, for [`Merger::merge_pieces_apart`].
+type PieceResult<T> = Mutex<Option<Result<Merged<T>>>>;
 
 impl Merger {
     /// Decode the one load of each of `runs` on the pool and find the keys
@@ -278,36 +317,53 @@ impl Merger {
     ) -> Result<Merged<T>> {
         let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
         let mut receivers = Vec::new();
-        let pieces = plan(&runs, cuts, loaded)
+        let jobs = plan(&runs, cuts, loaded)
             .into_iter()
             .map(|loads| {
                 let (tx, rx) = sync_channel(QUEUED);
                 receivers.push(rx);
-                Mutex::new(Some((loads, tx)))
+                (loads, tx)
             })
             .collect();
-        let work = Work {
-            runs: &runs,
-            cuts,
-            pieces,
-            next: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-            spans: Mutex::new(Span::default()),
-        };
+        let turns = Turns::new(jobs);
+        let spans = Mutex::new(Span::default());
         let clock = Clock::start();
-        let written = std::thread::scope(|s| {
-            for _ in 0..side_by_side.clamp(1, receivers.len()) {
-                s.spawn(|| self.merge_some_pieces(&work));
+        let (dropped, dedupe) = (AtomicU64::new(0), w.dedupe);
+        let each = |p: usize, (loads, tx): (PieceLoads, SyncSender<Result<Batch>>)| {
+            let mut sink = PieceSink {
+                tx: &tx,
+                batch: Batch::default(),
+                by_stream: Vec::new(),
+                dedupe,
+                last: None,
+                dropped: 0,
+            };
+            let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink, |sink| {
+                match sink.batch.orders.is_empty() {
+                    true => Ok(()),
+                    false => sink.send(),
+                }
+            });
+            dropped.fetch_add(sink.dropped, Ordering::Relaxed);
+            match merged {
+                Ok(span) => beside(&spans, span),
+                // The writer meets the error in this piece's turn.
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
             }
+        };
+        let written = turns.run(side_by_side, each, || {
             let written = write_pieces(receivers, &mut w);
-            work.stop.store(true, Ordering::Relaxed);
+            turns.stop.store(true, Ordering::Relaxed);
             written
         });
         written?;
-        let (elements, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
+        let dropped = w.dropped + dropped.into_inner();
+        let (elements, encodes) = (w.written, Arc::clone(&w.tasks));
         let target = w.finish()?;
         let writer = Span::task(clock.elapsed());
-        let pieces = *work.spans.lock().unwrap_or_else(|e| e.into_inner());
+        let pieces = *spans.lock().unwrap_or_else(|e| e.into_inner());
         Ok(Merged {
             target,
             written: elements,
@@ -316,49 +372,76 @@ impl Merger {
         })
     }
 
-    /// Merge pieces, taken in order, until none is left or the writer
-    /// stopped.
-    fn merge_some_pieces(&self, work: &Work<'_>) {
-        loop {
-            let p = work.next.fetch_add(1, Ordering::Relaxed);
-            if p >= work.pieces.len() || work.stop.load(Ordering::Relaxed) {
-                return;
+    /// Merge `runs` in pieces as [`Merger::merge_pieces`] does, but each
+    /// piece into a writer of its own, made by `writer` on the piece's
+    /// thread: blocks are cut where a piece ends as well, so not where one
+    /// merge cuts them (for spill packets, whose bytes no one else reads).
+    /// Returns each piece's merge, in key order, and their span.
+    pub(crate) fn merge_pieces_apart<T: Target + Send>(
+        &self,
+        runs: Vec<Run>,
+        cuts: &[u128],
+        loaded: Option<Vec<Arc<Block>>>,
+        writer: impl Fn() -> BlockWriter<T> + Sync,
+        side_by_side: usize,
+    ) -> Result<(Vec<Merged<T>>, Span)> {
+        let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
+        let turns = Turns::new(plan(&runs, cuts, loaded));
+        let results: Vec<PieceResult<T>> =
+            (0..turns.jobs.len()).map(|_| Mutex::new(None)).collect();
+        let each = |p: usize, loads: PieceLoads| {
+            let mut w = writer();
+            let merged = self
+                .merge_piece(&runs, cuts, p, loads, &mut w, |_| Ok(()))
+                .and_then(|span| {
+                    let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
+                    let target = w.finish()?;
+                    Ok(Merged {
+                        target,
+                        written,
+                        dropped,
+                        span: span.then(encodes.span()),
+                    })
+                });
+            if merged.is_err() {
+                turns.stop.store(true, Ordering::Relaxed);
             }
-            let taken = work.pieces[p]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
-            let Some((loads, tx)) = taken else { return };
-            match self.merge_piece(work, p, loads, &tx) {
-                Ok(span) => {
-                    let mut spans = work.spans.lock().unwrap_or_else(|e| e.into_inner());
-                    *spans = spans.beside(span);
-                }
-                // The writer meets the error in this piece's turn.
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
-            }
+            *results[p].lock().unwrap_or_else(|e| e.into_inner()) = Some(merged);
+        };
+        turns.run(side_by_side, each, || ());
+        let mut span = Span::default();
+        let mut merged = Vec::with_capacity(results.len());
+        for result in results {
+            let result = result.into_inner().unwrap_or_else(|e| e.into_inner());
+            let piece = result.ok_or_else(|| {
+                Error::new(ErrorKind::Internal("a piece was not merged".into()))
+            })??;
+            span = span.beside(piece.span);
+            merged.push(piece);
         }
+        Ok((merged, span))
     }
 
-    /// Merge piece `p` into chunks sent to `tx`.
-    fn merge_piece(
+    /// Merge piece `p` of `runs` (cut at `cuts`), reading `loads`, into
+    /// `sink`, and `end` it; returns the span of its loads and merge.
+    fn merge_piece<S: Sink>(
         &self,
-        work: &Work<'_>,
+        runs: &[Arc<Run>],
+        cuts: &[u128],
         p: usize,
         loads: PieceLoads,
-        tx: &SyncSender<Result<Chunk>>,
+        sink: &mut S,
+        end: impl FnOnce(&mut S) -> Result<()>,
     ) -> Result<Span> {
         let lo = match p {
             0 => 0,
-            _ => work.cuts[p - 1],
+            _ => cuts[p - 1],
         };
-        let hi = work.cuts.get(p).copied();
+        let hi = cuts.get(p).copied();
         let tasks = Arc::new(Tasks::default());
         let streams = loads
             .into_iter()
-            .zip(work.runs)
+            .zip(runs)
             .filter(|(loads, _)| !loads.is_empty())
             .map(|(loads, run)| {
                 let loaders = loads
@@ -369,17 +452,16 @@ impl Merger {
             })
             .collect();
         let clock = Clock::start();
-        let mut sink = PieceSink {
-            tx,
-            chunk: Chunk::default(),
-            by_stream: Vec::new(),
-        };
-        merge::merge(streams, &mut sink)?;
-        if !sink.chunk.entries.is_empty() {
-            sink.send()?;
-        }
+        merge::merge(streams, sink)?;
+        end(sink)?;
         Ok(tasks.span().then(Span::task(clock.elapsed())))
     }
+}
+
+/// Add `span` beside those in `spans`.
+fn beside(spans: &Mutex<Span>, span: Span) {
+    let mut spans = spans.lock().unwrap_or_else(|e| e.into_inner());
+    *spans = spans.beside(span);
 }
 
 /// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for
@@ -400,17 +482,13 @@ fn loader(
 
 /// Give the writer every piece's elements, piece after piece.
 fn write_pieces<T: Target>(
-    receivers: Vec<Receiver<Result<Chunk>>>,
+    receivers: Vec<Receiver<Result<Batch>>>,
     w: &mut BlockWriter<T>,
 ) -> Result<()> {
     for rx in receivers {
         // A piece's queue closes when the piece is done.
-        for chunk in rx {
-            let chunk = chunk?;
-            for e in &chunk.entries {
-                let columns = &chunk.sources[e.slot as usize];
-                w.push(e.order, Item(columns, e.object), e.stream as usize)?;
-            }
+        for batch in rx {
+            w.push_batch(batch?)?;
         }
     }
     Ok(())
@@ -421,7 +499,7 @@ mod tests {
     use super::*;
     use crate::writer::{BlockFormat, Cut, Encoded};
     use crate::{Options, SourceFiles};
-    use pbf_format::block::{BLOCK_SLACK, Element, EncodeOptions, Info, Node, Obj, Way};
+    use pbf_format::block::{BLOCK_SLACK, Columns, Element, EncodeOptions, Info, Node, Obj, Way};
     use pbf_format::compress::Compression;
     use proptest::prelude::*;
 
@@ -588,6 +666,85 @@ mod tests {
             prop_assert_eq!(whole.dropped, pieces.dropped);
             prop_assert_eq!(whole.target.0.len(), pieces.target.0.len());
             prop_assert!(whole.target.0 == pieces.target.0, "blocks differ");
+        }
+    }
+
+    /// The elements of spill packets, in order: (element, rank).
+    fn unpacked(blocks: &[(Vec<u8>, pbf_format::scan::Summary)]) -> Vec<(Element, u64)> {
+        let mut all = Vec::new();
+        for (bytes, _) in blocks {
+            let mut block = crate::packet::read_packet(bytes).expect("packet");
+            while let Some((order, element)) = block.take() {
+                all.push((element.into_element(), order.rank));
+            }
+        }
+        all
+    }
+
+    fn packet_writer(m: &Merger, elements: usize) -> BlockWriter<Collect> {
+        let cut = Cut {
+            elements,
+            encoded: 1 << 20,
+            approx: usize::MAX,
+        };
+        let format = BlockFormat::SpillPacket(Compression::None);
+        BlockWriter::new(
+            Collect(Vec::new()),
+            format,
+            cut,
+            m.opts.dedupe,
+            m.pool.clone(),
+        )
+    }
+
+    proptest! {
+        /// Pieces merged each into a writer of its own: their packets,
+        /// piece after piece, hold the elements one merge writes, in its
+        /// order, with the same repeats dropped; no packet spans pieces.
+        #[test]
+        fn pieces_apart_write_the_elements_one_merge_writes(
+            spec in prop::collection::vec(
+                (prop::collection::vec(an_element(), 0..40), prop::collection::vec(1usize..5, 1..4)),
+                1..6,
+            ),
+            cut_at in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            elements in 1usize..9,
+            dedupe in any::<bool>(),
+            side_by_side in 1usize..4,
+        ) {
+            let m = merger(dedupe);
+            let whole = m
+                .merge_runs(runs(&spec), packet_writer(&m, elements), &mut || {})
+                .expect("whole");
+            let mut keys: Vec<u128> = runs(&spec)
+                .iter()
+                .flat_map(|r| (0..r.loads()).map(move |i| r.bounds(i).1))
+                .collect();
+            keys.sort_unstable();
+            let mut cuts: Vec<u128> = match keys.is_empty() {
+                true => Vec::new(),
+                false => cut_at.iter().map(|i| keys[i.index(keys.len())]).collect(),
+            };
+            cuts.sort_unstable();
+            cuts.dedup();
+            let writer = || packet_writer(&m, elements).sharing(side_by_side);
+            let (pieces, span) = m
+                .merge_pieces_apart(runs(&spec), &cuts, None, writer, side_by_side)
+                .expect("pieces");
+            prop_assert_eq!(pieces.len(), cuts.len() + 1);
+            prop_assert!(span.path <= span.work);
+            let written: u64 = pieces.iter().map(|p| p.written).sum();
+            let dropped: u64 = pieces.iter().map(|p| p.dropped).sum();
+            prop_assert_eq!((whole.written, whole.dropped), (written, dropped));
+            for (p, piece) in pieces.iter().enumerate() {
+                for (_, summary) in &piece.target.0 {
+                    let (first, last) = (summary.first.packed(), summary.last.packed());
+                    prop_assert!(p == 0 || first >= cuts[p - 1]);
+                    prop_assert!(cuts.get(p).is_none_or(|&c| last < c));
+                }
+            }
+            let blocks: Vec<_> = pieces.into_iter().flat_map(|p| p.target.0).collect();
+            prop_assert!(unpacked(&whole.target.0) == unpacked(&blocks), "elements differ");
         }
     }
 

@@ -6,13 +6,17 @@
 //! thread reads half of the headers instead, and once the headers give the
 //! blobs' sizes, the few largest together confirm that every chain would
 //! be small, so every blob is batched as the chains would have had it.
+//! The headers of such an op are read in parts, side by side on the pool
+//! ([`PART_INPUTS`]).
 
 use pbf_format::Key;
 use pbf_stream::{KeyRecord, MergeOp};
+use rayon::ThreadPool;
 
 use crate::chains::{self, Chains};
 use crate::error::{Error, ErrorKind, Result};
-use crate::input::{InputBlob, Inputs, LoadProgress, OpFiles, SourceFiles};
+use crate::graph::Tasks;
+use crate::input::{InputBlob, Inputs, LoadProgress, OpFiles, READ_PIECE, SourceFiles};
 use crate::runs::SMALL;
 
 /// Inputs of a merge op from which its chains are found, or bounded, on a
@@ -22,6 +26,33 @@ const MANY_INPUTS: usize = 4096;
 /// The longest chain the plan's keys may bound: past that many blobs the
 /// chains are formed (the bound sorts this many widths).
 const BOUND_LIMIT: usize = 1024;
+
+/// Inputs whose headers are read on one thread, at least, where an op has
+/// more (at most [`PARTS`] parts of each half).
+const PART_INPUTS: usize = 1024;
+
+/// Parts each half of an op's headers is read in, at most.
+const PARTS: usize = 8;
+
+/// Parts each half of an op's headers is read in, at most, within a
+/// memory budget of `memory` bytes: each part reads up to [`READ_PIECE`]
+/// at a time, and the parts of both halves together read at most a
+/// sixteenth of the budget at once (one part a half however small).
+pub(crate) fn parts_within(memory: u64) -> usize {
+    let parts = memory / 16 / READ_PIECE / 2;
+    (parts as usize).clamp(1, PARTS)
+}
+
+/// What reads an op's headers beside its preparing thread.
+pub(crate) struct Helpers<'a> {
+    /// Parts each half is read in, at most ([`parts_within`]).
+    pub parts: usize,
+    /// The pool the parts are read on: its threads exist already, so
+    /// the parts' buffers come from memory they hold anyway.
+    pub pool: &'a ThreadPool,
+    /// Where the CPU time of the tasks beside the preparing thread goes.
+    pub tasks: &'a Tasks,
+}
 
 /// How the blobs of an op were partitioned.
 pub(crate) enum Partition {
@@ -34,12 +65,15 @@ pub(crate) enum Partition {
 }
 
 /// Read and check the frame headers of an op's inputs (in `order`, file
-/// order) and partition its blobs.
+/// order) and partition its blobs; the CPU time of the tasks that ran on
+/// other threads (reading parts, finding chains) goes to the helpers'
+/// tasks.
 pub(crate) fn read_and_partition(
     op: &MergeOp,
     order: &[u32],
     sources: &SourceFiles,
     on_load: &LoadProgress,
+    helpers: &Helpers<'_>,
 ) -> Result<(Inputs, Partition)> {
     let key = |k: KeyRecord| Key::from(k).packed();
     let range = |p: usize| {
@@ -52,7 +86,7 @@ pub(crate) fn read_and_partition(
         let chains = chains::partition_by(order.len(), range);
         return Ok((files.inputs(blobs, on_load), Partition::Chains(chains)));
     }
-    let (blobs, found) = read_beside(op, order, &files, range)?;
+    let (blobs, found) = read_beside(op, order, &files, range, helpers)?;
     let inputs = files.inputs(blobs, on_load);
     let partition = match found {
         Found::Chains(chains) => Partition::Chains(chains),
@@ -78,6 +112,7 @@ fn read_beside(
     order: &[u32],
     files: &OpFiles,
     range: impl Fn(usize) -> (u128, u128) + Sync,
+    helpers: &Helpers<'_>,
 ) -> Result<(Vec<InputBlob>, Found)> {
     let half = order.len() / 2;
     let (first, second) = order.split_at(half);
@@ -85,24 +120,28 @@ fn read_beside(
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let range = &range;
         let helper = s.spawn(move || -> Result<(Found, Option<Vec<InputBlob>>)> {
-            let bound = chains::longest_bound(order.len(), range, BOUND_LIMIT);
+            let bound = helpers
+                .tasks
+                .time(|| chains::longest_bound(order.len(), range, BOUND_LIMIT));
             let _ = tx.send(bound.is_some());
             Ok(match bound {
                 Some(longest) => {
-                    let rest = files.read(op, second, half as u32)?;
+                    let rest = read_parts(op, (second, half), files, helpers)?;
                     (Found::Bound(longest), Some(rest))
                 }
-                None => (
-                    Found::Chains(chains::partition_by(order.len(), range)),
-                    None,
-                ),
+                None => {
+                    let chains = helpers
+                        .tasks
+                        .time(|| chains::partition_by(order.len(), range));
+                    (Found::Chains(chains), None)
+                }
             })
         });
-        let blobs = files.read(op, first, 0);
+        let blobs = read_parts(op, (first, 0), files, helpers);
         // The second half is read here unless the helper reads it.
         let mine = match rx.recv() {
             Ok(true) => None,
-            _ => Some(files.read(op, second, half as u32)),
+            _ => Some(read_parts(op, (second, half), files, helpers)),
         };
         let helped = helper.join().map_err(|_| {
             Error::new(ErrorKind::Internal(
@@ -122,6 +161,32 @@ fn read_beside(
         }
         Ok((blobs, found))
     })
+}
+
+/// The headers of `order` (the inputs from `position` on), read in up to
+/// `helpers.parts` parts of at least [`PART_INPUTS`], side by side on the
+/// pool, each timed as a task of the helpers'; errors in file order.
+fn read_parts(
+    op: &MergeOp,
+    (order, position): (&[u32], usize),
+    files: &OpFiles,
+    helpers: &Helpers<'_>,
+) -> Result<Vec<InputBlob>> {
+    use rayon::prelude::*;
+    let parts = (order.len() / PART_INPUTS).clamp(1, helpers.parts.max(1));
+    let size = order.len().div_ceil(parts).max(1);
+    let read = |(i, part): (usize, &[u32])| {
+        let first = (position + i * size) as u32;
+        helpers.tasks.time(|| files.read(op, part, first))
+    };
+    let read: Vec<Result<Vec<InputBlob>>> = helpers
+        .pool
+        .install(|| order.par_chunks(size).enumerate().map(read).collect());
+    let mut blobs = Vec::with_capacity(order.len());
+    for part in read {
+        blobs.extend(part?);
+    }
+    Ok(blobs)
 }
 
 /// True when the `longest` largest blobs together hold at most [`SMALL`]

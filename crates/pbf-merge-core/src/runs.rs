@@ -14,7 +14,8 @@ use std::sync::Arc;
 
 use crate::chains::Chains;
 use crate::input::{Inputs, Load};
-use crate::spill::{Budget, Run};
+use crate::run::Run;
+use crate::spill::Budget;
 
 /// Decoded bytes up to which a chain's blobs are batched with other small
 /// chains', and up to which consecutive blobs of a chain are loaded

@@ -14,10 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Span;
-use crate::input::{Inputs, Load};
-use crate::packet;
-use crate::sorted::Block;
-use crate::stream::Loader;
+use crate::run::Run;
 use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 use crate::{MergeStats, Merger};
 
@@ -147,10 +144,9 @@ impl Merger {
             };
             let mut st = lock(state);
             match &result {
-                Ok((run, _)) => {
-                    if let (Some(reserve), RunSource::Kept(packets, _)) = (in_memory, &run.source) {
-                        let bytes = packets.iter().map(|r| r.len() as u64).sum::<u64>();
-                        st.kept = st.kept - reserve + bytes;
+                Ok((_, spilled)) => {
+                    if let Some(reserve) = in_memory {
+                        st.kept = st.kept - reserve + spilled.kept_bytes;
                     }
                 }
                 Err(_) => st.failed = true,
@@ -181,9 +177,10 @@ impl Merger {
 
     /// Merge a group of runs into one sorted run of spill packets, kept in
     /// memory or written to a spill file; `in_pieces`: cut into key ranges
-    /// merged side by side as memory allows (a group that spills to a file
-    /// takes the budget, so it is merged alone; groups of batches are
-    /// sorted side by side already).
+    /// merged side by side as memory allows, each piece writing its own
+    /// packets, the run's packets being the pieces' in key order (a group
+    /// that spills to a file takes the budget, so it is merged alone;
+    /// groups of batches are sorted side by side already).
     fn spill(
         &self,
         group: Vec<Run>,
@@ -191,13 +188,6 @@ impl Merger {
         place: Place<'_>,
         in_pieces: bool,
     ) -> Result<(Run, Spilled)> {
-        let target = SpillTarget {
-            place,
-            offsets: Vec::new(),
-            kept: Vec::new(),
-            bounds: Vec::new(),
-            max_approx: 0,
-        };
         let block_bytes = (budget.runs / 16).clamp(16 << 10, 16 << 20) as usize;
         let cut = Cut {
             elements: self.opts.encode.max_elements.min(PACKET_ELEMENTS),
@@ -205,7 +195,10 @@ impl Merger {
             approx: block_bytes,
         };
         let format = BlockFormat::SpillPacket(self.opts.spill_compression);
-        let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
+        let writer = || {
+            let target = SpillTarget::new(place);
+            BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone())
+        };
         let side_by_side = match in_pieces {
             true => self.pieces_side_by_side(&group, budget.runs),
             false => 1,
@@ -219,42 +212,46 @@ impl Merger {
             let (blocks, found, span) = self.load_and_cut(&group)?;
             (loaded, cuts, loading) = (Some(blocks), found, span);
         }
-        let merged = match (cuts.is_empty(), loaded) {
-            (true, None) => self.merge_runs(group, w, &mut || {})?,
-            // Decoded already: merged as pieces, one if need be.
-            (_, loaded) => self.merge_pieces(group, &cuts, loaded, w, side_by_side)?,
+        let (target, written) = match (cuts.is_empty(), loaded) {
+            (true, None) => {
+                let merged = self.merge_runs(group, writer(), &mut || {})?;
+                (merged.target, (merged.dropped, merged.span))
+            }
+            // Decoded already: merged as pieces, one if need be, each
+            // writing its own packets.
+            (_, loaded) => {
+                let pieces = cuts.len() + 1;
+                let writer = || writer().sharing(side_by_side.min(pieces));
+                let (merged, span) =
+                    self.merge_pieces_apart(group, &cuts, loaded, writer, side_by_side)?;
+                let mut target = SpillTarget::new(place);
+                let mut dropped = 0;
+                for piece in merged {
+                    target.extend(piece.target);
+                    dropped += piece.dropped;
+                }
+                (target, (dropped, span))
+            }
         };
-        let target = merged.target;
+        let (dropped, span) = written;
         let decoded = 2 * target.max_approx;
         let mut spilled = Spilled {
-            duplicates: merged.dropped,
-            span: loading.then(merged.span),
+            duplicates: dropped,
+            span: loading.then(span),
             ..Spilled::default()
         };
         let run = match target.place {
             Place::Memory => {
                 let bytes: u64 = target.kept.iter().map(|r| r.len() as u64).sum();
                 (spilled.kept_runs, spilled.kept_bytes) = (1, bytes);
-                Run {
-                    memory: decoded + bytes,
-                    source: RunSource::Kept(target.kept, target.bounds),
-                    batch: false,
-                }
+                Run::kept(target.kept, target.bounds, decoded + bytes)
             }
             Place::File(file) => {
                 spilled.spilled_runs = 1;
                 spilled.spilled_bytes = target.offsets.iter().map(|r| u64::from(r.1)).sum::<u64>();
                 let file = lock(file);
-                Run {
-                    memory: decoded,
-                    source: RunSource::Spilled {
-                        file: Arc::clone(&file.file),
-                        dir: file.dir.clone(),
-                        packets: target.offsets,
-                        bounds: target.bounds,
-                    },
-                    batch: false,
-                }
+                let (packets, bounds) = (target.offsets, target.bounds);
+                Run::spilled(&file.file, &file.dir, packets, bounds, decoded)
             }
         };
         Ok((run, spilled))
@@ -373,165 +370,6 @@ const BATCH: u64 = 16 << 20;
 /// (unless given less): past that, it spills on as many levels as it needs.
 const MIN_WORK: u64 = 64 << 10;
 
-/// A sorted run to merge: blobs loaded in turn (a chain, or one batch of
-/// small blobs) or a spilled run.
-pub(crate) struct Run {
-    source: RunSource,
-    /// Decoded memory it needs while merged: for a chain two loads (one
-    /// read ahead), for a batch the batch.
-    pub(crate) memory: u64,
-    /// A batch of several small blobs, to be sorted into a compact run.
-    batch: bool,
-}
-
-enum RunSource {
-    Loads(Arc<Inputs>, Vec<Load>),
-    /// Spill packets kept in memory, and the keys (first, last) of each.
-    Kept(Vec<Arc<Vec<u8>>>, Vec<(u128, u128)>),
-    Spilled {
-        file: Arc<File>,
-        dir: PathBuf,
-        packets: Vec<(u64, u32)>,
-        bounds: Vec<(u128, u128)>,
-    },
-}
-
-impl Run {
-    /// The memory `runs` need together while merged.
-    pub(crate) fn memory_of(runs: &[Run]) -> u64 {
-        runs.iter().map(|r| r.memory).sum()
-    }
-
-    /// True for a batch of several small blobs ([`Run::batch`]).
-    pub(crate) fn is_batch(&self) -> bool {
-        self.batch
-    }
-
-    /// A chain's run: loads that follow each other in key order, needing
-    /// `memory`.
-    pub(crate) fn chain(inputs: &Arc<Inputs>, loads: Vec<Load>, memory: u64) -> Run {
-        Run {
-            source: RunSource::Loads(Arc::clone(inputs), loads),
-            memory,
-            batch: false,
-        }
-    }
-
-    /// A batch of small blobs of other chains, loaded and sorted as one
-    /// block of `memory` bytes. Only a batch of several blobs counts as a
-    /// batch ([`Run::is_batch`]); one blob is merged as a chain's is.
-    pub(crate) fn batch(inputs: &Arc<Inputs>, load: Load, memory: u64) -> Run {
-        let batch = load.len() > 1;
-        Run {
-            batch,
-            ..Run::chain(inputs, vec![load], memory)
-        }
-    }
-
-    pub(crate) fn loaders(self) -> Vec<Loader> {
-        match self.source {
-            RunSource::Loads(inputs, loads) => loads
-                .into_iter()
-                .map(|load| {
-                    let inputs = Arc::clone(&inputs);
-                    Box::new(move || inputs.load(&load)) as Loader
-                })
-                .collect(),
-            RunSource::Kept(packets, _) => packets
-                .into_iter()
-                .map(|packet| Box::new(move || read_kept(&packet)) as Loader)
-                .collect(),
-            RunSource::Spilled {
-                file, dir, packets, ..
-            } => packets
-                .into_iter()
-                .map(|(offset, len)| {
-                    let (file, dir) = (Arc::clone(&file), dir.clone());
-                    Box::new(move || read_spilled(&file, &dir, offset, len)) as Loader
-                })
-                .collect(),
-        }
-    }
-}
-
-impl Run {
-    /// A run of spill packets kept in memory, with their keys, for tests.
-    #[cfg(test)]
-    pub(crate) fn kept(packets: Vec<Arc<Vec<u8>>>, bounds: Vec<(u128, u128)>, memory: u64) -> Run {
-        Run {
-            memory,
-            source: RunSource::Kept(packets, bounds),
-            batch: false,
-        }
-    }
-
-    /// How many loads the run has.
-    pub(crate) fn loads(&self) -> usize {
-        match &self.source {
-            RunSource::Loads(_, loads) => loads.len(),
-            RunSource::Kept(packets, _) => packets.len(),
-            RunSource::Spilled { packets, .. } => packets.len(),
-        }
-    }
-
-    /// The keys (first, last) of load `i`.
-    pub(crate) fn bounds(&self, i: usize) -> (u128, u128) {
-        match &self.source {
-            RunSource::Loads(inputs, loads) => {
-                let blobs = loads[i].iter().map(|&b| &inputs.blobs[b as usize]);
-                let first = blobs.clone().map(|b| b.first()).min().unwrap_or(0);
-                (first, blobs.map(|b| b.last()).max().unwrap_or(0))
-            }
-            RunSource::Kept(_, bounds) | RunSource::Spilled { bounds, .. } => bounds[i],
-        }
-    }
-
-    /// Load `i`, decoded and sorted.
-    pub(crate) fn load(&self, i: usize) -> Result<Block> {
-        match &self.source {
-            RunSource::Loads(inputs, loads) => inputs.load(&loads[i]),
-            RunSource::Kept(packets, _) => read_kept(&packets[i]),
-            RunSource::Spilled {
-                file, dir, packets, ..
-            } => read_spilled(file, dir, packets[i].0, packets[i].1),
-        }
-    }
-
-    /// The memory it needs while merged, less what its packets kept in
-    /// memory hold (which copies of it share).
-    pub(crate) fn decoded(&self) -> u64 {
-        match &self.source {
-            RunSource::Kept(packets, _) => {
-                let bytes: u64 = packets.iter().map(|r| r.len() as u64).sum();
-                self.memory.saturating_sub(bytes)
-            }
-            _ => self.memory,
-        }
-    }
-}
-
-fn read_kept(packet: &[u8]) -> Result<Block> {
-    packet::read_packet(packet).map_err(|e| match e.kind() {
-        ErrorKind::CorruptSpill(m) => {
-            Error::new(ErrorKind::Internal(format!("a packet kept in memory: {m}")))
-        }
-        _ => e,
-    })
-}
-
-fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block> {
-    let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(|e| Error::spill(dir, e))?;
-    packet::read_packet(&buf).map_err(|e| match e.kind() {
-        ErrorKind::CorruptSpill(m) => Error::new(ErrorKind::CorruptSpill(format!(
-            "packet at offset {offset} in {}: {m}",
-            dir.display()
-        ))),
-        _ => e,
-    })
-}
-
 /// An anonymous temporary file beside the spool; the OS deletes it when the
 /// last run reading it is dropped.
 struct SpillFile {
@@ -552,6 +390,7 @@ impl SpillFile {
 }
 
 /// Where a spilled run's packets go.
+#[derive(Clone, Copy)]
 enum Place<'a> {
     /// Kept in memory.
     Memory,
@@ -569,6 +408,26 @@ struct SpillTarget<'a> {
     /// The keys (first, last) of each packet.
     bounds: Vec<(u128, u128)>,
     max_approx: u64,
+}
+
+impl<'a> SpillTarget<'a> {
+    fn new(place: Place<'a>) -> SpillTarget<'a> {
+        SpillTarget {
+            place,
+            offsets: Vec::new(),
+            kept: Vec::new(),
+            bounds: Vec::new(),
+            max_approx: 0,
+        }
+    }
+
+    /// Add the packets of `next`, whose keys follow this one's.
+    fn extend(&mut self, next: SpillTarget<'a>) {
+        self.offsets.extend(next.offsets);
+        self.kept.extend(next.kept);
+        self.bounds.extend(next.bounds);
+        self.max_approx = self.max_approx.max(next.max_approx);
+    }
 }
 
 impl Target for SpillTarget<'_> {

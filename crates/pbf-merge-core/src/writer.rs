@@ -2,11 +2,14 @@
 //! deduplicating, cuts blocks, and encodes and compresses them on the worker
 //! pool while the merge goes on. Encoded blocks come back through a FIFO of
 //! at most `in_flight` pending results, a bounded reorder buffer that keeps
-//! output order, and go to a [`Target`]: the spool or a spill file.
+//! output order, and go to a [`Target`]: the spool or a spill file. Items
+//! come one at a time from a merge, or in batches from the pieces of one
+//! ([`BlockWriter::push_batch`]), already checked and deduplicated there;
+//! either way the blocks are cut at the same items.
 //!
 //! A block being filled holds references to objects of decoded input blobs
-//! and spill packets ([`Columns`]), and keeps those alive until it is
-//! encoded.
+//! and spill packets ([`Columns`]) (or to the batches holding them), and
+//! keeps those alive until it is encoded.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -72,7 +75,8 @@ pub(crate) struct BlockWriter<T: Target> {
     in_flight: VecDeque<Receiver<Result<Encoded>>>,
     max_in_flight: usize,
     block: Pending,
-    dedupe: bool,
+    /// Repeated keys are dropped.
+    pub dedupe: bool,
     last: Option<(u128, u64)>,
     /// Items written.
     pub written: u64,
@@ -105,32 +109,25 @@ impl<T: Target> BlockWriter<T> {
         }
     }
 
+    /// Share the room for blocks in flight with other writers, `writers`
+    /// in all (pieces merged side by side, each into a writer of its own),
+    /// so that together they hold what one writer holds.
+    pub fn sharing(mut self, writers: usize) -> BlockWriter<T> {
+        self.max_in_flight = (self.max_in_flight / writers.max(1)).max(1);
+        self
+    }
+
     /// Add the next element, taken from the merge's input `stream`.
     /// Elements must come in (key, rank) order; equal ones come from one
     /// blob, in its stored order.
     pub fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
         let key = order.merge_key();
-        if let Some(last) = self.last {
-            if key < last {
-                return Err(Error::new(ErrorKind::Internal(format!(
-                    "merge out of order: {} (rank {}) after {} (rank {})",
-                    Key::from_packed(key.0),
-                    key.1,
-                    Key::from_packed(last.0),
-                    last.1
-                ))));
-            }
-            if self.dedupe && key.0 == last.0 {
-                self.dropped += 1;
-                return Ok(());
-            }
+        if repeats(self.last, key, self.dedupe)? {
+            self.dropped += 1;
+            return Ok(());
         }
         self.last = Some(key);
-        let b = &self.block;
-        let full = b.items.len() >= self.cut.elements
-            || b.encoded.saturating_add(order.encoded as usize) > self.cut.encoded
-            || b.approx.saturating_add(order.approx as u64) > self.cut.approx as u64;
-        if !b.items.is_empty() && full {
+        if self.block.len > 0 && self.full(&order) {
             self.submit()?;
         }
         if self.block.items.capacity() == 0 {
@@ -144,6 +141,53 @@ impl<T: Target> BlockWriter<T> {
         );
         self.written += 1;
         Ok(())
+    }
+
+    /// Add merged elements in bulk: `batch` must be in (key, rank) order
+    /// within itself and without repeats when deduplicating (as a piece's
+    /// merge checks them, [`crate::pieces`]); it is checked against the
+    /// elements before it here. Blocks are cut where [`BlockWriter::push`]
+    /// cuts them, and they refer to the batch's elements in place, so the
+    /// writer touches one order per element and the block's keys are
+    /// summed up where it is encoded.
+    pub fn push_batch(&mut self, batch: Batch) -> Result<()> {
+        let batch = Arc::new(batch);
+        let orders = &batch.orders;
+        let Some(first) = orders.first() else {
+            return Ok(());
+        };
+        let mut start = 0;
+        if repeats(self.last, first.merge_key(), self.dedupe)? {
+            self.dropped += 1;
+            start = 1;
+        }
+        self.last = orders.last().map(Order::merge_key);
+        let mut from = start;
+        for (i, order) in orders.iter().enumerate().skip(start) {
+            if self.block.len > 0 && self.full(order) {
+                if i > from {
+                    self.block.slices.push((Arc::clone(&batch), from, i));
+                }
+                self.submit()?;
+                from = i;
+            }
+            self.block.add(order);
+        }
+        if orders.len() > from {
+            self.block
+                .slices
+                .push((Arc::clone(&batch), from, orders.len()));
+        }
+        self.written += (orders.len() - start) as u64;
+        Ok(())
+    }
+
+    /// True when the block being filled has no room for `order`.
+    fn full(&self, order: &Order) -> bool {
+        let b = &self.block;
+        b.len >= self.cut.elements
+            || b.encoded.saturating_add(order.encoded as usize) > self.cut.encoded
+            || b.approx.saturating_add(order.approx as u64) > self.cut.approx as u64
     }
 
     /// Encode the current block on the pool; write finished blocks while too
@@ -175,7 +219,7 @@ impl<T: Target> BlockWriter<T> {
 
     /// Write everything still pending and return the target.
     pub fn finish(mut self) -> Result<T> {
-        if !self.block.items.is_empty() {
+        if self.block.len > 0 {
             self.submit()?;
         }
         while !self.in_flight.is_empty() {
@@ -185,12 +229,55 @@ impl<T: Target> BlockWriter<T> {
     }
 }
 
+/// Merged elements handed to the writer at once ([`BlockWriter::push_batch`]).
+#[derive(Default)]
+pub(crate) struct Batch {
+    /// The decoded blocks the elements are objects of.
+    pub sources: Vec<Arc<Columns>>,
+    /// Each element's order.
+    pub orders: Vec<Order>,
+    /// Each element: (slot in `sources`, object).
+    pub objects: Vec<(u32, u32)>,
+}
+
+impl Batch {
+    fn views(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = Obj<'_>> {
+        self.objects[range]
+            .iter()
+            .map(|&(slot, object)| self.sources[slot as usize].get(object as usize))
+    }
+}
+
+/// Whether an element of merge key `key` after one of `last` is a repeat
+/// to drop (when deduplicating); an error when it comes out of order.
+pub(crate) fn repeats(last: Option<(u128, u64)>, key: (u128, u64), dedupe: bool) -> Result<bool> {
+    let Some(last) = last else {
+        return Ok(false);
+    };
+    if key < last {
+        return Err(Error::new(ErrorKind::Internal(format!(
+            "merge out of order: {} (rank {}) after {} (rank {})",
+            Key::from_packed(key.0),
+            key.1,
+            Key::from_packed(last.0),
+            last.1
+        ))));
+    }
+    Ok(dedupe && key.0 == last.0)
+}
+
 /// The block being filled: its elements, their input blobs (for spill packets),
 /// and what is known of its keys and sizes.
 #[derive(Default)]
 struct Pending {
-    /// The elements in order: (slot in `sources`, object).
+    /// Elements in the block.
+    len: usize,
+    /// The elements in order: (slot in `sources`, object), when pushed one
+    /// at a time.
     items: Vec<(u32, u32)>,
+    /// The elements in order as ranges of batches, when pushed in batches
+    /// (whose keys are summed up when the block is encoded).
+    slices: Vec<(Arc<Batch>, usize, usize)>,
     /// The decoded blobs and packets that `items` refer to.
     sources: Vec<Arc<Columns>>,
     /// Per input stream of the merge: the block it gave last, by address,
@@ -209,21 +296,53 @@ struct Pending {
 
 impl Pending {
     fn push(&mut self, order: Order, element: Item<'_>, stream: usize, keep_blob: bool) {
-        if self.items.is_empty() {
-            (self.first, self.strict, self.encoded) = (order.key, true, BLOCK_SLACK);
-        } else if order.key == self.last {
+        if self.len == 0 {
+            (self.first, self.strict) = (order.key, true);
+        }
+        self.add(&order);
+        self.key(&order, keep_blob);
+        let Item(columns, object) = element;
+        let slot = self.source(columns, stream);
+        self.items.push((slot, object));
+    }
+
+    /// Count `order` in the block's length and sizes.
+    fn add(&mut self, order: &Order) {
+        if self.len == 0 {
+            self.encoded = BLOCK_SLACK;
+        }
+        self.len += 1;
+        self.encoded = self.encoded.saturating_add(order.encoded as usize);
+        self.approx += u64::from(order.approx);
+    }
+
+    /// Count `order`'s key (after the first's) in the block's summary.
+    fn key(&mut self, order: &Order, keep_blob: bool) {
+        if order.key == self.last && self.len > 1 {
             self.strict = false;
         }
         self.last = order.key;
         self.counts[((order.key >> 97) & 3) as usize] += 1;
-        self.encoded = self.encoded.saturating_add(order.encoded as usize);
-        self.approx += u64::from(order.approx);
         if keep_blob {
             self.blobs.push(order.blob());
         }
-        let Item(columns, object) = element;
-        let slot = self.source(columns, stream);
-        self.items.push((slot, object));
+    }
+
+    /// Sum up the keys of a block pushed in batches.
+    fn sum_up_keys(&mut self, keep_blob: bool) {
+        let slices = std::mem::take(&mut self.slices);
+        let mut orders = slices
+            .iter()
+            .flat_map(|(b, from, to)| &b.orders[*from..*to]);
+        if let Some(first) = orders.next() {
+            (self.first, self.last, self.strict) = (first.key, first.key, true);
+            self.counts[((first.key >> 97) & 3) as usize] += 1;
+            if keep_blob {
+                self.blobs.push(first.blob());
+            }
+        }
+        orders.for_each(|o| self.key(o, keep_blob));
+        self.slices = slices;
     }
 
     /// The slot of a decoded block of `stream`, added on first use.
@@ -244,6 +363,13 @@ impl Pending {
 
     /// Views of the elements, in order.
     fn views(&self) -> Vec<Obj<'_>> {
+        if !self.slices.is_empty() {
+            return self
+                .slices
+                .iter()
+                .flat_map(|(b, from, to)| b.views(*from..*to))
+                .collect();
+        }
         let view = |&(slot, object): &(u32, u32)| self.sources[slot as usize].get(object as usize);
         self.items.iter().map(view).collect()
     }
@@ -262,9 +388,12 @@ impl Pending {
 }
 
 /// Encode a block in `format`.
-fn encode(block: Pending, format: BlockFormat) -> Result<Encoded> {
-    if block.items.is_empty() {
+fn encode(mut block: Pending, format: BlockFormat) -> Result<Encoded> {
+    if block.len == 0 {
         return Err(Error::new(ErrorKind::Internal("empty block".into())));
+    }
+    if !block.slices.is_empty() {
+        block.sum_up_keys(matches!(format, BlockFormat::SpillPacket(..)));
     }
     let summary = block.summary();
     let views = block.views();
