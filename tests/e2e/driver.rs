@@ -658,7 +658,7 @@ fn copier_reflink_clones_or_fails_naming_the_output_directory() {
     }
     let input = data("sorted-andorra.osm.pbf");
     let out = d.join("o.osm.pbf");
-    let err = sort_exits(&["--copier", "reflink"], &input, &out, 1);
+    let err = sort_exits(&["--copier", "reflink"], &input, &out, 2);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.contains(&format!(

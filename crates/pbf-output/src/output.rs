@@ -107,6 +107,8 @@ impl OutputFile {
         }
         let name = out.display().to_string();
         check_not_input((out, &name), None, &opts.inputs)?;
+        let resolved = resolve_output(out, &name)?;
+        let out = resolved.as_path();
         match fs::metadata(out) {
             Ok(m) if !m.is_file() => {
                 return Err(Error::invalid(
@@ -458,6 +460,38 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) {
 }
 
 /// The directory a path's entry lives in.
+/// Where the output goes: a symbolic link is written through (the new file
+/// replaces its target, and the link stays), and a path of the system's
+/// devices or processes (`/dev/stdout`, `/dev/null`, `/proc/self/fd/1`) is
+/// refused whatever it points to, since the file put in place there would
+/// replace the device's name, not write to it.
+fn resolve_output(out: &Path, name: &str) -> Result<std::path::PathBuf> {
+    let refuse_system = |p: &Path| {
+        if p.starts_with("/dev") || p.starts_with("/proc") {
+            return Err(Error::invalid(
+                name,
+                "a device or process path, which an output file would replace (use -o - to \
+                 write to standard output or a device)",
+            ));
+        }
+        Ok(())
+    };
+    refuse_system(out)?;
+    match fs::symlink_metadata(out) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let target = fs::canonicalize(out).map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => {
+                    Error::invalid(name, "a symbolic link to a file that does not exist")
+                }
+                _ => Error::io(name, e),
+            })?;
+            refuse_system(&target)?;
+            Ok(target)
+        }
+        _ => Ok(out.to_path_buf()),
+    }
+}
+
 fn parent_dir(p: &Path) -> &Path {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -557,6 +591,39 @@ mod tests {
         o.commit().expect("commit");
         assert_eq!(fs::read(&out).expect("out"), b"hello world");
         assert_eq!(entries(dir.path()), ["out.osm.pbf", "src"]);
+    }
+
+    #[test]
+    fn a_link_is_written_through_and_system_paths_are_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (real, link) = (
+            dir.path().join("real.osm.pbf"),
+            dir.path().join("link.osm.pbf"),
+        );
+        fs::write(&real, b"old").expect("real");
+        std::os::unix::fs::symlink("real.osm.pbf", &link).expect("link");
+        let mut o = OutputFile::create(&link, &opts(true, &[])).expect("create");
+        o.write_all(b"new").expect("write");
+        o.commit().expect("commit");
+        assert!(
+            fs::symlink_metadata(&link)
+                .expect("lstat")
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read(&real).expect("real"), b"new");
+        for system in ["/dev/null", "/dev/stdout", "/proc/self/fd/1"] {
+            let e = OutputFile::create(Path::new(system), &opts(true, &[])).expect_err(system);
+            assert!(e.to_string().contains("use -o -"), "{e}");
+        }
+        let to_null = dir.path().join("null.osm.pbf");
+        std::os::unix::fs::symlink("/dev/null", &to_null).expect("link");
+        let e = OutputFile::create(&to_null, &opts(true, &[])).expect_err("to /dev/null");
+        assert!(e.to_string().contains("a device or process path"), "{e}");
+        let dangling = dir.path().join("dangling.osm.pbf");
+        std::os::unix::fs::symlink("gone/x.pbf", &dangling).expect("link");
+        let e = OutputFile::create(&dangling, &opts(true, &[])).expect_err("dangling");
+        assert!(e.to_string().contains("does not exist"), "{e}");
     }
 
     #[test]

@@ -42,9 +42,12 @@ pub fn files(facts: &Fields) -> Result<()> {
     if let Some(size) = facts.number("stdin_size")?.filter(|_| room_asked) {
         room_for_stdin(&saved, size)?;
     }
-    // The driver makes it where there is none.
-    if let Some(keep) = facts.get("keep_plan").filter(|k| Path::new(k).exists()) {
-        writable_dir("--keep-plan", keep)?;
+    // The driver makes it where there is none, in a directory that is.
+    if let Some(keep) = facts.get("keep_plan") {
+        match Path::new(keep).exists() {
+            true => writable_dir("--keep-plan", keep)?,
+            false => writable_dir("--keep-plan", directory_of(keep))?,
+        }
     }
     if let Some(summary) = facts.get("summary_json") {
         check_summary(summary, output, &inputs)?;
@@ -101,6 +104,14 @@ fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()
             output,
             "names a directory, and there is none; name the output file",
         )?;
+    }
+    // The copier puts a file in place: at a device's or process's name it
+    // would replace the name, not write to it (pbf_output refuses it too).
+    let device = path.metadata().is_ok_and(|m| !m.is_file());
+    if device || path.starts_with("/dev") || path.starts_with("/proc") {
+        let why = "is a device, process or other special file, which an output file would \
+                   replace; use -o - to write to standard output (or a device, with >)";
+        refuse(output, why)?;
     }
     let lower = output.to_string_lossy().to_lowercase();
     if OTHER_FORMATS
@@ -256,6 +267,17 @@ mod tests {
     }
 
     #[test]
+    fn a_device_or_process_path_is_no_output() {
+        for special in ["/dev/null", "/dev/stdout", "/proc/self/fd/1"] {
+            let line = refused(&[&format!("output={special}"), "overwrite=1"]).expect(special);
+            assert!(
+                line.contains("use -o - to write to standard output"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
     fn the_summary_is_a_file_of_its_own() {
         let t = tempfile::tempdir().expect("dir");
         let dir = t.path().to_str().expect("utf-8");
@@ -284,6 +306,9 @@ mod tests {
         assert_eq!(line, format!("{input}: not a directory (--keep-plan)"));
         let kept = format!("keep_plan={dir}/not-yet");
         assert_eq!(refused(&["output=-", "tmpdir=/tmp", &kept]), None);
+        let kept = format!("keep_plan={dir}/none/not-yet");
+        let line = refused(&["output=-", "tmpdir=/tmp", &kept]).expect("refused");
+        assert_eq!(line, format!("{dir}/none: no such directory (--keep-plan)"));
     }
 
     #[test]
