@@ -621,6 +621,16 @@ mod tests {
         (any::<bool>(), -6i64..6, 1i32..3, 0i64..3)
     }
 
+    /// Up to five runs, each of elements and the sizes of the blocks they
+    /// are cut into.
+    fn runs_spec() -> impl Strategy<Value = Vec<(Vec<(bool, i64, i32, i64)>, Vec<usize>)>> {
+        let run = (
+            prop::collection::vec(an_element(), 0..40),
+            prop::collection::vec(1usize..5, 1..4),
+        );
+        prop::collection::vec(run, 1..6)
+    }
+
     proptest! {
         /// Runs of random nodes and ways (negative ids, repeated keys with
         /// timestamps in any order), merged whole and in pieces cut at
@@ -628,10 +638,7 @@ mod tests {
         /// byte for byte, cut at the same places, the same repeats dropped.
         #[test]
         fn pieces_write_the_blocks_one_merge_writes(
-            spec in prop::collection::vec(
-                (prop::collection::vec(an_element(), 0..40), prop::collection::vec(1usize..5, 1..4)),
-                1..6,
-            ),
+            spec in runs_spec(),
             cut_at in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             elements in 1usize..9,
             small_bytes in any::<bool>(),
@@ -703,10 +710,7 @@ mod tests {
         /// order, with the same repeats dropped; no packet spans pieces.
         #[test]
         fn pieces_apart_write_the_elements_one_merge_writes(
-            spec in prop::collection::vec(
-                (prop::collection::vec(an_element(), 0..40), prop::collection::vec(1usize..5, 1..4)),
-                1..6,
-            ),
+            spec in runs_spec(),
             cut_at in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             elements in 1usize..9,
             dedupe in any::<bool>(),
