@@ -200,7 +200,8 @@ fn no_frame_start(file: &PbfFile) -> Option<String> {
     let len = u32::from_be_bytes(prefix.try_into().ok()?);
     if len > MAX_HEADER_LEN {
         return Some(format!(
-            "its first 4 bytes give a BlobHeader length of {len} bytes, and a PBF frame's is at              most {MAX_HEADER_LEN}"
+            "its first 4 bytes give a BlobHeader length of {len} bytes, and a PBF frame's is \
+             at most {MAX_HEADER_LEN}"
         ));
     }
     let header = file.read_exact_at(4, len as usize, "BlobHeader").ok()?;
@@ -257,7 +258,11 @@ mod tests {
         use crate::frame::encode_frame;
         let other = encode_frame(&BlobType::Other("Hello".into()), None, b"x").expect("frame");
         let cases: [(&[u8], &str, &str); 4] = [
-            (b"hello world\n", "text", "BlobHeader length of 1751477356 bytes"),
+            (
+                b"hello world\n",
+                "text",
+                "BlobHeader length of 1751477356 bytes",
+            ),
             (b"{\"a\": 1}\n", "json", "BlobHeader length of"),
             (b"\0\0\0\x03\xff\xff\xff rest", "unparsed", "does not parse"),
             (&other, "other-type", "type is \"Hello\""),
@@ -265,7 +270,10 @@ mod tests {
         for (bytes, name, says) in cases {
             let (not_pbf, msg) = first_frame_error(bytes, name);
             assert!(not_pbf, "{name}: {msg}");
-            assert!(msg.contains("not a PBF file") && msg.contains(says), "{msg}");
+            assert!(
+                msg.contains("not a PBF file") && msg.contains(says),
+                "{msg}"
+            );
         }
     }
 
