@@ -16,7 +16,7 @@ complete -c pbf-sort -l merge-cmd -d 'Replace pbf-merge (or env PBF_SORT_MERGE)'
 complete -c pbf-sort -l copy-cmd -d 'Replace the copier (or env PBF_SORT_COPY)' -r -f -a "(__fish_complete_command)"
 complete -c pbf-sort -l keep-plan -d 'Keep index.jsonl, plan.jsonl, merged.jsonl and the spool in DIR, to replay with pbf-copy --keep-spools' -r -f -a "(__fish_complete_directories)"
 complete -c pbf-sort -l tmpdir -d 'Where the spool goes [default: the output\'s directory]' -r -f -a "(__fish_complete_directories)"
-complete -c pbf-sort -l summary-json -d 'Write the run to FILE as one JSON object, also when it fails (see pbf-sort(1)); not with --dry-run' -r -F
+complete -c pbf-sort -l summary-json -d 'Write the run to FILE as one JSON object, also when it fails (see pbf-sort(1)); an existing FILE is replaced only when it is a previous summary; not with --dry-run' -r -F
 complete -c pbf-sort -s O -l overwrite -d 'Replace an existing output file'
 complete -c pbf-sort -l recompress -d 'Give copied blobs that compression too (pbf-copy)'
 complete -c pbf-sort -l dedupe -d 'Drop repeated (type, id, version), keeping the one that sorts first (earliest timestamp, then input)'

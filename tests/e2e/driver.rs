@@ -1213,6 +1213,51 @@ fn summary_json_is_refused_where_it_cannot_work() {
     }
 }
 
+/// A forgotten argument (`--summary-json in.osm.pbf other.osm.pbf`) must
+/// not replace the user's PBF file with JSON: an existing `--summary-json`
+/// file is replaced only when it is a previous summary.
+#[test]
+fn summary_json_replaces_only_a_previous_summary() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let pbf = std::fs::read(data("unsorted-vex.osm.pbf")).expect("read");
+    std::fs::write(d.join("in.osm.pbf"), &pbf).expect("write");
+    std::fs::copy(data("sorted-andorra.osm.pbf"), d.join("other.osm.pbf")).expect("copy");
+    let mut c = pbf_sort();
+    c.current_dir(d).args([
+        "--summary-json",
+        "in.osm.pbf",
+        "other.osm.pbf",
+        "-o",
+        "out.osm.pbf",
+    ]);
+    let o = run(c);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "pbf-sort: error: in.osm.pbf: exists and is not a summary (--summary-json replaces \
+         only a previous one)\n"
+    );
+    assert_eq!(std::fs::read(d.join("in.osm.pbf")).expect("read"), pbf);
+    assert!(!d.join("out.osm.pbf").exists());
+    // A previous summary is replaced by this run's.
+    std::fs::write(d.join("run.json"), "{\"old\": true}\n").expect("write");
+    let mut c = pbf_sort();
+    c.current_dir(d).args([
+        "-q",
+        "--summary-json",
+        "run.json",
+        "in.osm.pbf",
+        "-o",
+        "out.osm.pbf",
+    ]);
+    succeeds(c);
+    let summary = std::fs::read_to_string(d.join("run.json")).expect("read");
+    let summary: serde_json::Value = serde_json::from_str(&summary).expect("json");
+    assert!(summary.get("old").is_none(), "{summary}");
+}
+
 /// A pipe or FIFO given as an input is saved to a file first; what the
 /// index stage says of it names it as typed (a FIFO by its name, a shell's
 /// `<(...)` by its /dev/fd path, with the command for a stream), never the

@@ -483,6 +483,74 @@ fn empty_files_and_streams_that_are_not_pbf_exit_2_with_a_working_hint() {
     );
 }
 
+/// Files of no known kind whose first bytes cannot start a PBF frame
+/// (text, JSON, CSV, a script, random bytes) are not PBF either: exit 2,
+/// named as typed, in `--validate`, the index stage and the driver, also on
+/// standard input. A PBF file cut short after its first frame stays a
+/// damaged PBF file (exit 1 from the index stage).
+#[test]
+fn text_json_and_random_bytes_are_not_pbf() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // Bytes of a fixed xorshift sequence: the first two are not zero.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let random: Vec<u8> = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    assert!(random[0] != 0 && random[1] != 0);
+    let files: [(&str, &[u8]); 6] = [
+        ("t.txt", b"hello world\n"),
+        ("data.csv", b"id,lat,lon\n1,1.5,2.5\n"),
+        ("data.json", b"{\"type\": \"FeatureCollection\"}\n"),
+        ("README.md", b"# Title\n\nSome words.\n"),
+        ("run.sh", b"#!/bin/sh\necho hi\n"),
+        ("random.bin", &random),
+    ];
+    let out = d.join("w.osm.pbf");
+    for (file, bytes) in files {
+        std::fs::write(d.join(file), bytes).expect("write");
+        let want = format!("{file}: not a PBF file");
+        let mut c = bin("pbf-index");
+        c.current_dir(d).args(["--validate", file]);
+        refused(c, &[&format!("pbf-index: error: {want}")]);
+        let mut c = bin("pbf-index");
+        c.current_dir(d).args(["-q", file]);
+        refused(c, &[&format!("pbf-index: error: {want}")]);
+        let mut c = pbf_sort();
+        c.current_dir(d).args([file, "-o", "w.osm.pbf"]);
+        refused(c, &[&format!("pbf-sort: error: {want}")]);
+        assert!(!out.exists() && leftovers(d).is_empty(), "{file}");
+        // Standard input, a pipe the driver saves for the index stage.
+        let mut c = pbf_sort();
+        c.current_dir(d).args(["-q", "-", "-o", "w.osm.pbf"]);
+        let o = run_with_input(c, bytes);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{file} on stdin: {err}");
+        assert!(
+            err.starts_with("pbf-index: error: /dev/stdin: not a PBF file"),
+            "{file} on stdin: {err}"
+        );
+        assert!(!out.exists() && leftovers(d).is_empty(), "{file}");
+    }
+    // A real PBF file cut short after its OSMHeader frame is PBF, damaged.
+    let pbf = std::fs::read(data("unsorted-vex.osm.pbf")).expect("read");
+    std::fs::write(d.join("cut.osm.pbf"), &pbf[..pbf.len() / 2]).expect("write");
+    let mut c = bin("pbf-index");
+    c.current_dir(d).args(["--validate", "cut.osm.pbf"]);
+    succeeds(c);
+    let mut c = bin("pbf-index");
+    c.current_dir(d).args(["-q", "cut.osm.pbf"]);
+    let o = c.output().expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cut.osm.pbf: blob at offset"), "{err}");
+}
+
 /// PBF compressed by bzip2, gzip, xz or zstd: the hint decompresses it
 /// into `pbf-sort -` (and, were it XML, into osmium), and works as given.
 #[test]

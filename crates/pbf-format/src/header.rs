@@ -7,7 +7,7 @@ use prost::Message;
 
 use crate::compress::decode_blob;
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{BlobType, FrameHeader, PbfFile};
+use crate::frame::{BlobType, FrameHeader, MAX_HEADER_LEN, PbfFile, parse_blob_header};
 use crate::sniff::{SNIFF_LEN, advice, identify};
 
 /// Feature every output declares: our sort order.
@@ -146,9 +146,10 @@ pub fn decode_header(data: &[u8]) -> Result<Header> {
 
 /// Read a file's OSMHeader from the first of its `frames` (a walk of `file`
 /// from offset 0): that frame and the decoded header. An empty file, or one
-/// whose first bytes say it is of another kind ([`crate::sniff`]), is not
-/// a PBF file ([`ErrorKind::NotPbf`]); one whose first blob is not an
-/// OSMHeader is malformed.
+/// whose first bytes say it is of another kind ([`crate::sniff`]) or cannot
+/// start a PBF frame ([`no_frame_start`]), is not a PBF file
+/// ([`ErrorKind::NotPbf`]); one whose first frame is an OSMData frame, or
+/// is cut short, is a damaged PBF file.
 pub fn read_file_header(
     file: &PbfFile,
     frames: &mut impl Iterator<Item = Result<FrameHeader>>,
@@ -176,13 +177,41 @@ pub fn read_file_header(
 }
 
 /// The error for a file whose first bytes say it is of a kind that is not
-/// PBF (see [`crate::sniff`]); `None` when they do not.
+/// PBF (see [`crate::sniff`]), or cannot start a PBF frame
+/// ([`no_frame_start`]); `None` when they do not.
 fn not_pbf(file: &PbfFile) -> Option<Error> {
     let len = file.size().min(SNIFF_LEN as u64) as usize;
     let head = file.read_exact_at(0, len, "file start").ok()?;
-    let kind = identify(&head)?;
-    let name = file.path().display().to_string();
-    Some(Error::new(ErrorKind::NotPbf(advice(kind, &name))).in_file(file.path()))
+    let msg = match identify(&head) {
+        Some(kind) => advice(kind, &file.path().display().to_string()),
+        None => format!("not a PBF file: {}", no_frame_start(file)?),
+    };
+    Some(Error::new(ErrorKind::NotPbf(msg)).in_file(file.path()))
+}
+
+/// Why the first bytes of `file` cannot be the first frame of a PBF file,
+/// whatever follows them: a BlobHeader length over [`MAX_HEADER_LEN`] (text
+/// and most other bytes: the length's first two bytes are not zero), a
+/// whole BlobHeader that does not parse, or one whose type is neither
+/// `OSMHeader` nor `OSMData`. `None` when they can, or when the file ends
+/// before they tell (a PBF file cut short).
+fn no_frame_start(file: &PbfFile) -> Option<String> {
+    let prefix = file.read_exact_at(0, 4, "frame length").ok()?;
+    let len = u32::from_be_bytes(prefix.try_into().ok()?);
+    if len > MAX_HEADER_LEN {
+        return Some(format!(
+            "its first 4 bytes give a BlobHeader length of {len} bytes, and a PBF frame's is \
+             at most {MAX_HEADER_LEN}"
+        ));
+    }
+    let header = file.read_exact_at(4, len as usize, "BlobHeader").ok()?;
+    match parse_blob_header(&header) {
+        Err(e) => Some(format!("its first BlobHeader does not parse ({e})")),
+        Ok((BlobType::Other(kind), ..)) => Some(format!(
+            "its first BlobHeader's type is {kind:?}, not \"OSMHeader\" or \"OSMData\""
+        )),
+        Ok(_) => None,
+    }
 }
 
 /// Read and decode the OSMHeader in frame `fh` of `file`, refusing one that
@@ -212,6 +241,57 @@ pub fn encode_header(h: &Header) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `read_file_header` on a file of `bytes`: the error's kind and text.
+    fn first_frame_error(bytes: &[u8], name: &str) -> (bool, String) {
+        let path =
+            std::env::temp_dir().join(format!("pbf-header-test-{}-{name}", std::process::id()));
+        std::fs::write(&path, bytes).expect("write");
+        let file = PbfFile::open(&path).expect("open");
+        let err = read_file_header(&file, &mut file.headers()).expect_err(name);
+        std::fs::remove_file(&path).expect("remove");
+        (matches!(err.kind(), ErrorKind::NotPbf(_)), err.to_string())
+    }
+
+    #[test]
+    fn a_file_whose_first_frame_cannot_be_pbf_is_not_pbf() {
+        use crate::frame::encode_frame;
+        let other = encode_frame(&BlobType::Other("Hello".into()), None, b"x").expect("frame");
+        let cases: [(&[u8], &str, &str); 4] = [
+            (
+                b"hello world\n",
+                "text",
+                "BlobHeader length of 1751477356 bytes",
+            ),
+            (b"{\"a\": 1}\n", "json", "BlobHeader length of"),
+            (b"\0\0\0\x03\xff\xff\xff rest", "unparsed", "does not parse"),
+            (&other, "other-type", "type is \"Hello\""),
+        ];
+        for (bytes, name, says) in cases {
+            let (not_pbf, msg) = first_frame_error(bytes, name);
+            assert!(not_pbf, "{name}: {msg}");
+            assert!(
+                msg.contains("not a PBF file") && msg.contains(says),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pbf_file_cut_short_or_without_its_header_is_damaged_not_other() {
+        use crate::frame::encode_frame;
+        let header = encode_frame(&BlobType::OsmHeader, None, b"header").expect("frame");
+        let data = encode_frame(&BlobType::OsmData, None, b"data").expect("frame");
+        for (bytes, name) in [
+            (&header[..header.len() - 2], "cut-in-blob"),
+            (&header[..8], "cut-in-header"),
+            (&header[..3], "cut-in-length"),
+            (&data[..], "data-first"),
+        ] {
+            let (not_pbf, msg) = first_frame_error(bytes, name);
+            assert!(!not_pbf, "{name}: {msg}");
+        }
+    }
 
     #[test]
     fn round_trip() {

@@ -133,10 +133,13 @@ pub fn command() -> Command {
                 .long("validate")
                 .help(
                     "Check that every FILE is a PBF file at all, and exit: 0 when each starts like \
-                     one, 2 with one line naming the first that does not and what it is (OSM XML, \
-                     OPL, o5m, compressed, empty) or why it cannot be read; no index is written. \
-                     Damage inside a PBF file is found by indexing it (pbf-sort checks its inputs \
-                     this way before it starts a stage)",
+                     one (its first frame is an OSMHeader or OSMData frame, or is cut short), 2 \
+                     with one line naming the first that does not and what it is (OSM XML, OPL, \
+                     o5m, compressed, empty, or bytes that cannot start a PBF frame: a BlobHeader \
+                     length over 64 KiB, a BlobHeader that does not parse or of another type) or \
+                     why it cannot be read; no index is written. Damage after the first frame is \
+                     found by indexing it (pbf-sort checks its inputs this way before it starts a \
+                     stage)",
                 )
                 .action(ArgAction::SetTrue),
         )

@@ -129,7 +129,8 @@ fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()
     Ok(())
 }
 
-/// The summary: a file of its own, in a directory the run can write.
+/// The summary: a file of its own, in a directory the run can write,
+/// replacing at most a previous summary (see [`replaceable_summary`]).
 fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<()> {
     writable_dir("--summary-json", directory_of(summary))?;
     let taken = [OsStr::new("-"), output]
@@ -147,7 +148,38 @@ fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<(
     if Path::new(summary).is_dir() {
         refuse(summary, "is a directory (--summary-json)")?;
     }
-    Ok(())
+    replaceable_summary(summary)
+}
+
+/// Bytes of an existing `--summary-json` file read to judge it.
+const SUMMARY_SNIFF: u64 = 64 * 1024;
+
+/// An existing regular file given to `--summary-json` must be a previous
+/// summary (its first non-blank byte is `{`) or hold nothing but blanks:
+/// a forgotten argument (`--summary-json in.osm.pbf other.osm.pbf`) must
+/// not replace the user's data with JSON.
+fn replaceable_summary(summary: &OsStr) -> Result<()> {
+    use std::io::Read;
+    let path = Path::new(summary);
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let shown = summary.to_string_lossy();
+    let in_words = |e: std::io::Error| crate::usage(crate::paths::io_line(&shown, &e));
+    let mut head = Vec::new();
+    let file = std::fs::File::open(path).map_err(in_words)?;
+    file.take(SUMMARY_SNIFF)
+        .read_to_end(&mut head)
+        .map_err(in_words)?;
+    let blank = head.len() < SUMMARY_SNIFF as usize;
+    match head.trim_ascii_start().first() {
+        Some(b'{') => Ok(()),
+        None if blank => Ok(()),
+        _ => refuse(
+            summary,
+            "exists and is not a summary (--summary-json replaces only a previous one)",
+        ),
+    }
 }
 
 /// A directory the run writes into, for `what`.
@@ -309,6 +341,36 @@ mod tests {
         let kept = format!("keep_plan={dir}/none/not-yet");
         let line = refused(&["output=-", "tmpdir=/tmp", &kept]).expect("refused");
         assert_eq!(line, format!("{dir}/none: no such directory (--keep-plan)"));
+    }
+
+    #[test]
+    fn the_summary_replaces_only_a_previous_summary() {
+        let t = tempfile::tempdir().expect("dir");
+        let dir = t.path().to_str().expect("utf-8");
+        let words = |summary: &str| refused(&["output=-", &format!("summary_json={summary}")]);
+        let file = |name: &str, bytes: &[u8]| {
+            let path = format!("{dir}/{name}");
+            std::fs::write(&path, bytes).expect("file");
+            path
+        };
+        for (name, bytes) in [
+            ("old.json", &b"{\"exit\":0}\n"[..]),
+            ("spaced.json", b"\n  {}"),
+            ("empty.json", b""),
+        ] {
+            assert_eq!(words(&file(name, bytes)), None, "{name}");
+        }
+        let pbf = file("in.osm.pbf", b"\0\0\0\x0d\x0a\x09OSMHeader\x18\x10");
+        let line = words(&pbf).expect("refused");
+        assert_eq!(
+            line,
+            format!(
+                "{pbf}: exists and is not a summary (--summary-json replaces only a previous one)"
+            )
+        );
+        assert!(words(&file("notes.txt", b"hello")).is_some());
+        let long_blank = file("blank.json", &vec![b' '; SUMMARY_SNIFF as usize + 1]);
+        assert!(words(&long_blank).is_some());
     }
 
     #[test]

@@ -174,7 +174,7 @@ pub fn command() -> Command {
             "FILE",
             ValueHint::FilePath,
             "Write the run to FILE as one JSON object, also when it fails (see pbf-sort(1)); \
-             not with --dry-run",
+             an existing FILE is replaced only when it is a previous summary; not with --dry-run",
         ))
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
         .arg(flag(
