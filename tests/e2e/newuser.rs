@@ -514,7 +514,7 @@ fn text_json_and_random_bytes_are_not_pbf() {
     let out = d.join("w.osm.pbf");
     for (file, bytes) in files {
         std::fs::write(d.join(file), bytes).expect("write");
-        let want = format!("{file}: not a PBF file");
+        let want = format!("{file}: unknown data, not a PBF file");
         let mut c = bin("pbf-index");
         c.current_dir(d).args(["--validate", file]);
         refused(c, &[&format!("pbf-index: error: {want}")]);
@@ -532,7 +532,7 @@ fn text_json_and_random_bytes_are_not_pbf() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{file} on stdin: {err}");
         assert!(
-            err.starts_with("pbf-index: error: /dev/stdin: not a PBF file"),
+            err.starts_with("pbf-index: error: /dev/stdin: unknown data, not a PBF file"),
             "{file} on stdin: {err}"
         );
         assert!(!out.exists() && leftovers(d).is_empty(), "{file}");

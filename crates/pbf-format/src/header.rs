@@ -184,7 +184,7 @@ fn not_pbf(file: &PbfFile) -> Option<Error> {
     let head = file.read_exact_at(0, len, "file start").ok()?;
     let msg = match identify(&head) {
         Some(kind) => advice(kind, &file.path().display().to_string()),
-        None => format!("not a PBF file: {}", no_frame_start(file)?),
+        None => format!("unknown data, not a PBF file: {}", no_frame_start(file)?),
     };
     Some(Error::new(ErrorKind::NotPbf(msg)).in_file(file.path()))
 }
