@@ -621,9 +621,8 @@ mod tests {
         (any::<bool>(), -6i64..6, 1i32..3, 0i64..3)
     }
 
-    /// Up to five runs, each of elements and the sizes of the blocks they
-    /// are cut into.
-    fn runs_spec() -> impl Strategy<Value = Vec<(Vec<(bool, i64, i32, i64)>, Vec<usize>)>> {
+    /// Up to five runs.
+    fn runs_spec() -> impl Strategy<Value = Vec<RunSpec>> {
         let run = (
             prop::collection::vec(an_element(), 0..40),
             prop::collection::vec(1usize..5, 1..4),
