@@ -75,8 +75,9 @@ pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// `out` (`-o`) can name the output file: not a directory, in a directory
-/// the run can write, and not an existing file unless `overwrite`. `-` (standard
+/// `out` (`-o`) can name the output file: not a directory, device or process
+/// path, in a directory the run can write, and not an existing file unless
+/// `overwrite`. `-` (standard
 /// output) always can.
 pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
     if out == Path::new("-") {
@@ -91,6 +92,15 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
     if out.as_os_str().as_encoded_bytes().ends_with(b"/") {
         return Err(usage(format!(
             "{name}: names a directory, and there is none; name the output file"
+        )));
+    }
+    // A copier puts a file in place: at a device's or process's name it
+    // would replace the name, not write to it (pbf_output refuses it too).
+    let special = out.metadata().is_ok_and(|m| !m.is_file());
+    if special || out.starts_with("/dev") || out.starts_with("/proc") {
+        return Err(usage(format!(
+            "{name}: is a device, process or other special file, which an output file would \
+             replace; use -o - to write to standard output (or a device, with >)"
         )));
     }
     check_dir("output", dir_of(out))?;

@@ -95,24 +95,6 @@ fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()
         let why = "the output is also an input; write it elsewhere (-O never replaces an input)";
         refuse(output, why)?;
     }
-    let path = Path::new(output);
-    if path.is_dir() {
-        refuse(output, "is a directory; name the output file")?;
-    }
-    if output.as_bytes().ends_with(b"/") {
-        refuse(
-            output,
-            "names a directory, and there is none; name the output file",
-        )?;
-    }
-    // The copier puts a file in place: at a device's or process's name it
-    // would replace the name, not write to it (pbf_output refuses it too).
-    let device = path.metadata().is_ok_and(|m| !m.is_file());
-    if device || path.starts_with("/dev") || path.starts_with("/proc") {
-        let why = "is a device, process or other special file, which an output file would \
-                   replace; use -o - to write to standard output (or a device, with >)";
-        refuse(output, why)?;
-    }
     let lower = output.to_string_lossy().to_lowercase();
     if OTHER_FORMATS
         .iter()
@@ -122,11 +104,8 @@ fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()
                    what osmium would expect); name it .osm.pbf (or .osh.pbf)";
         refuse(output, why)?;
     }
-    writable_dir("output", directory_of(output))?;
-    if !overwrite && path.exists() {
-        refuse(output, "exists (use -O/--overwrite to replace it)")?;
-    }
-    Ok(())
+    // What every copier asks of its output file (`-o`).
+    crate::paths::check_output(Path::new(output), overwrite)
 }
 
 /// The summary: a file of its own, in a directory the run can write,
@@ -184,18 +163,7 @@ fn replaceable_summary(summary: &OsStr) -> Result<()> {
 
 /// A directory the run writes into, for `what`.
 fn writable_dir(what: &str, dir: &OsStr) -> Result<()> {
-    use nix::unistd::{AccessFlags, access};
-    let path = Path::new(dir);
-    if !path.exists() {
-        refuse(dir, &format!("no such directory ({what})"))?;
-    }
-    if !path.is_dir() {
-        refuse(dir, &format!("not a directory ({what})"))?;
-    }
-    if access(path, AccessFlags::W_OK | AccessFlags::X_OK).is_err() {
-        refuse(dir, &format!("directory is not writable ({what})"))?;
-    }
-    Ok(())
+    crate::paths::check_dir(what, Path::new(dir))
 }
 
 /// Where the temporary files of `-o -` go: `--tmpdir`, else `$TMPDIR`,
