@@ -326,7 +326,7 @@ fn plan_with_merge_ops_is_refused() {
         &plan_bytes(&plan_header(&src), &ops, true),
         &out,
         &[],
-        "plan still has 2 merge op(s): run pbf-merge first",
+        "plan still has 2 merge ops: run pbf-merge first",
     );
     assert!(entries(dir.path()).is_empty());
 }

@@ -1129,7 +1129,7 @@ fn stage_times(err: &str) -> (Vec<(String, f64)>, f64) {
         .collect();
     let total = err
         .lines()
-        .find_map(|l| l.strip_prefix("pbf-sort: sorted 1 input(s) into "))
+        .find_map(|l| l.strip_prefix("pbf-sort: sorted 1 input into "))
         .and_then(|l| l.split_once(" in "))
         .and_then(|(_, l)| l.split_once(" with "))
         .map(|(t, _)| seconds(t))

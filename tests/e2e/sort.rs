@@ -310,7 +310,7 @@ fn verbose_prints_a_summary_of_every_stage() {
         copy.contains("copied in the kernel") && timed(copy),
         "{copy}"
     );
-    assert!(timed(line("pbf-sort: sorted 1 input(s)")), "{err}");
+    assert!(timed(line("pbf-sort: sorted 1 input")), "{err}");
     // Every stage tells the time it spent on the streams themselves.
     for l in [index, overlap, merge, copy] {
         let streams = l

@@ -272,6 +272,14 @@ pub fn warn(name: &str, msg: impl std::fmt::Display) {
     let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
+/// "1 blob", "2 blobs": a count and its noun (a plural in -s).
+pub fn plural(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 /// Parse a size such as `512M`, `1G`, `1GiB`, `64k` or plain bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -342,11 +350,28 @@ impl clap::builder::TypedValueParser for CompressionParser {
     }
 }
 
-/// Number of worker threads: `-j N`, or all cores when 0 or absent.
-/// The parser of `-j/--jobs`: a thread count of at least 1 (0 is refused,
-/// exit 2, rather than taken to mean anything).
-pub fn jobs_parser() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096)
+/// Most threads `-j` takes.
+const MOST_JOBS: usize = 4096;
+
+/// `-j/--jobs N` with `help`: a thread count of 1 to 4096. 0 and negative
+/// counts are refused (exit 2) with the range in the message, rather than
+/// taken to mean anything or read as another option.
+pub fn jobs_arg(help: &'static str) -> clap::Arg {
+    clap::Arg::new("jobs")
+        .short('j')
+        .long("jobs")
+        .value_name("N")
+        .help(help)
+        .allow_negative_numbers(true)
+        .value_parser(parse_jobs)
+}
+
+/// Parse a `-j` value (see [`jobs_arg`]).
+pub fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i128>() {
+        Ok(n) if (1..=MOST_JOBS as i128).contains(&n) => Ok(n as usize),
+        _ => Err(format!("'{s}' is not a thread count from 1 to {MOST_JOBS}")),
+    }
 }
 
 /// The `-j` value, or every core when it is not given.
@@ -359,6 +384,23 @@ pub fn jobs(n: Option<usize>) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(super::plural(1, "op"), "1 op");
+        assert_eq!(super::plural(0, "op"), "0 ops");
+        assert_eq!(super::plural(2, "merge op"), "2 merge ops");
+    }
+
+    #[test]
+    fn jobs_are_counts_from_one() {
+        assert_eq!(super::parse_jobs("1"), Ok(1));
+        assert_eq!(super::parse_jobs("4096"), Ok(4096));
+        for bad in ["0", "-3", "4097", "two", "", "99999999999999999999999"] {
+            let why = super::parse_jobs(bad).expect_err("refused");
+            assert!(why.contains("from 1 to 4096"), "{bad}: {why}");
+        }
+    }
+
     use super::*;
 
     #[test]

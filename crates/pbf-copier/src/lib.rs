@@ -389,9 +389,8 @@ fn merges_left<R: BufRead>(
             }
         }
     }
-    anyhow!(
-        "{plan_name}: line {first_line}: plan still has {merges} merge op(s): run pbf-merge first"
-    )
+    let merges = pbf_cli::plural(merges, "merge op");
+    anyhow!("{plan_name}: line {first_line}: plan still has {merges}: run pbf-merge first")
 }
 
 /// The error for `--add-indexdata` on a copy op without per-frame keys.

@@ -203,7 +203,7 @@ fn merge_ops_left_in_the_plan_are_counted_and_refused() {
     let err = copy(&["-q", arg(&plan), "-o", arg(&out)]).expect_err("merge ops");
     let line = pbf_cli::one_line(&err);
     assert!(
-        line.ends_with("line 3: plan still has 2 merge op(s): run pbf-merge first"),
+        line.ends_with("line 3: plan still has 2 merge ops: run pbf-merge first"),
         "{line}"
     );
     assert_eq!(entries(dir.path()), ["in.osm.pbf", "plan.jsonl"]);

@@ -24,6 +24,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::{self, Clock, Span};
+use crate::progress::{self, Progress};
 use crate::sorted::{Block, Order};
 
 /// Runs of blobs a load of many small blobs is decoded in, at least,
@@ -77,7 +78,7 @@ pub(crate) struct Inputs {
     files: Vec<Arc<PbfFile>>,
     /// The blobs in (source id, offset) order: blob `i` has position `i`.
     pub blobs: Vec<InputBlob>,
-    on_load: LoadProgress,
+    progress: Progress,
 }
 
 /// One validated input frame of a merge op: 64 bytes, kept for every blob
@@ -101,34 +102,6 @@ pub(crate) struct InputBlob {
     estimate: u32,
     /// Index into [`Inputs::files`].
     file: u32,
-}
-
-/// A callback told the frame length of every input blob once it is decoded
-/// (on a decoding thread), so a progress bar moves during a merge op.
-#[derive(Clone, Default)]
-pub struct LoadProgress(Option<Arc<dyn Fn(u64) + Send + Sync>>);
-
-impl LoadProgress {
-    /// Call `f` with each decoded input frame's length.
-    pub fn new(f: impl Fn(u64) + Send + Sync + 'static) -> LoadProgress {
-        LoadProgress(Some(Arc::new(f)))
-    }
-
-    fn loaded(&self, bytes: u64) {
-        if let Some(f) = &self.0 {
-            f(bytes);
-        }
-    }
-}
-
-impl std::fmt::Debug for LoadProgress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "LoadProgress(on)"
-        } else {
-            "LoadProgress(off)"
-        })
-    }
 }
 
 /// Frames whose headers or bodies are read in one piece: at most this many
@@ -218,11 +191,11 @@ impl OpFiles {
     }
 
     /// The op's inputs: `blobs`, in position order.
-    pub fn inputs(self, blobs: Vec<InputBlob>, on_load: &LoadProgress) -> Inputs {
+    pub fn inputs(self, blobs: Vec<InputBlob>, progress: &Progress) -> Inputs {
         Inputs {
             files: self.files,
             blobs,
-            on_load: on_load.clone(),
+            progress: progress.clone(),
         }
     }
 }
@@ -358,6 +331,13 @@ impl Inputs {
         self.blobs.capacity() * size_of::<InputBlob>()
     }
 
+    /// The input bytes told to the progress as the op's elements are
+    /// merged ([`progress::Meter`]).
+    pub fn merged_bytes(&self) -> u64 {
+        let frames = self.blobs.iter().map(InputBlob::frame_len);
+        frames.map(progress::second_half).sum()
+    }
+
     /// Read, decompress and decode the blobs of a load, check each against
     /// the plan, and return their elements sorted by (key, rank). A load of
     /// several blobs is read in pieces of frames close together, decoded on
@@ -449,7 +429,7 @@ impl Inputs {
         }
         // Told once per run: a progress bar's counter is shared by every
         // decoding thread, and a run is many tiny blobs.
-        self.on_load.loaded(blobs.map(InputBlob::frame_len).sum());
+        self.progress.loaded(blobs.map(InputBlob::frame_len).sum());
         Ok(columns)
     }
 
@@ -487,7 +467,7 @@ impl Inputs {
         // The block is sorted: its first and last keys are its extremes.
         let range = block.rest().first().zip(block.rest().last());
         self.check(blob, block.len(), range.map(|(a, b)| (a.key, b.key)))?;
-        self.on_load.loaded(blob.frame_len());
+        self.progress.loaded(blob.frame_len());
         Ok(block)
     }
 

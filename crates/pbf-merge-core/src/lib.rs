@@ -45,6 +45,7 @@ mod merge;
 mod packet;
 mod pieces;
 mod prepare;
+mod progress;
 mod run;
 mod runs;
 mod sorted;
@@ -66,7 +67,9 @@ use rayon::ThreadPool;
 pub use error::{Error, ErrorKind, Result};
 pub use flight::{Flight, Ready};
 pub use graph::Span;
-pub use input::{LoadProgress, SourceFiles};
+pub use input::SourceFiles;
+use progress::Meter;
+pub use progress::{Phase, Progress};
 pub use spool::Spool;
 
 use graph::Clock;
@@ -104,8 +107,8 @@ pub struct Options {
     /// copiers write indexdata into the output from the plan's keys when
     /// asked).
     pub indexdata: bool,
-    /// Told the length of every input frame once it is decoded (progress).
-    pub on_load: LoadProgress,
+    /// Told the input bytes of work done as the merge goes ([`Progress`]).
+    pub progress: Progress,
 }
 
 impl Default for Options {
@@ -119,7 +122,7 @@ impl Default for Options {
             spill_dir: std::env::temp_dir(),
             align: 0,
             indexdata: false,
-            on_load: LoadProgress::default(),
+            progress: Progress::default(),
         }
     }
 }
@@ -189,6 +192,8 @@ pub struct MergeStats {
 pub struct Prepared {
     stats: MergeStats,
     start: Start,
+    /// Input bytes told to [`Options::progress`] as the elements are merged.
+    merged_bytes: u64,
 }
 
 /// How a prepared op starts.
@@ -274,7 +279,7 @@ impl Merger {
             tasks: &beside,
         };
         let (inputs, partition) =
-            prepare::read_and_partition(op, &order, &self.sources, &self.opts.on_load, &helpers)?;
+            prepare::read_and_partition(op, &order, &self.sources, &self.opts.progress, &helpers)?;
         let inputs = Arc::new(inputs);
         drop(order);
         let blobs = &inputs.blobs;
@@ -307,7 +312,12 @@ impl Merger {
         // This thread's work, then the tasks it waited for (which ran
         // beside part of it).
         stats.span = Span::task(clock.elapsed()).then(beside.span());
-        Ok(Prepared { stats, start })
+        let merged_bytes = inputs.merged_bytes();
+        Ok(Prepared {
+            stats,
+            start,
+            merged_bytes,
+        })
     }
 
     /// Execute a prepared merge op, as [`Merger::merge`] does.
@@ -344,11 +354,17 @@ impl Merger {
         before_tail: &mut dyn FnMut(),
     ) -> Result<(T, MergeStats)> {
         let mut stats = prepared.stats;
+        let meter = Meter::new(
+            self.opts.progress.clone(),
+            prepared.merged_bytes,
+            stats.elements_in,
+        );
         let (runs, side_by_side) = match prepared.start {
             Start::Ready(runs) => (runs, 1),
             Start::MustSpill(runs, budget) => {
                 let runs = self.compact(runs, budget, &mut stats)?;
                 let runs = self.fit(runs, budget, &mut stats)?;
+                self.opts.progress.phase(Phase::Final);
                 stats.final_memory = Run::memory_of(&runs);
                 let side_by_side = self.pieces_side_by_side(&runs, budget.runs);
                 (runs, side_by_side)
@@ -361,7 +377,8 @@ impl Merger {
             approx: usize::MAX,
         };
         let format = BlockFormat::PbfFrame(self.opts.compression, encode, self.opts.indexdata);
-        let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone());
+        let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone())
+            .metered(meter);
         let cuts = pieces::boundaries(&runs);
         let merged = match cuts.is_empty() || side_by_side < 2 {
             true => self.merge_runs(runs, w, before_tail)?,

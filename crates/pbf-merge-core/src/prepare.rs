@@ -16,7 +16,8 @@ use rayon::ThreadPool;
 use crate::chains::{self, Chains};
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Tasks;
-use crate::input::{InputBlob, Inputs, LoadProgress, OpFiles, READ_PIECE, SourceFiles};
+use crate::input::{InputBlob, Inputs, OpFiles, READ_PIECE, SourceFiles};
+use crate::progress::Progress;
 use crate::runs::SMALL;
 
 /// Inputs of a merge op from which its chains are found, or bounded, on a
@@ -72,7 +73,7 @@ pub(crate) fn read_and_partition(
     op: &MergeOp,
     order: &[u32],
     sources: &SourceFiles,
-    on_load: &LoadProgress,
+    progress: &Progress,
     helpers: &Helpers<'_>,
 ) -> Result<(Inputs, Partition)> {
     let key = |k: KeyRecord| Key::from(k).packed();
@@ -84,10 +85,10 @@ pub(crate) fn read_and_partition(
     if order.len() < MANY_INPUTS {
         let blobs = files.read(op, order, 0)?;
         let chains = chains::partition_by(order.len(), range);
-        return Ok((files.inputs(blobs, on_load), Partition::Chains(chains)));
+        return Ok((files.inputs(blobs, progress), Partition::Chains(chains)));
     }
     let (blobs, found) = read_beside(op, order, &files, range, helpers)?;
-    let inputs = files.inputs(blobs, on_load);
+    let inputs = files.inputs(blobs, progress);
     let partition = match found {
         Found::Chains(chains) => Partition::Chains(chains),
         Found::Bound(longest) if small_together(&inputs, longest) => Partition::AllSmall(longest),

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Span;
+use crate::progress::Phase;
 use crate::run::Run;
 use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 use crate::{MergeStats, Merger};
@@ -35,6 +36,9 @@ impl Merger {
             }
             let mut remaining = Run::memory_of(&runs);
             stats.spill_levels += 1;
+            self.opts
+                .progress
+                .phase(Phase::Spilling(stats.spill_levels));
             let file = Mutex::new(SpillFile::create(&self.opts.spill_dir)?);
             let mut rest: VecDeque<Run> = runs.into();
             let mut next = Vec::new();

@@ -24,6 +24,7 @@ use rayon::ThreadPool;
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Tasks;
 use crate::packet;
+use crate::progress::Meter;
 use crate::sorted::{Item, Order};
 
 /// Where encoded blocks go.
@@ -82,6 +83,8 @@ pub(crate) struct BlockWriter<T: Target> {
     pub written: u64,
     /// Items dropped as repeats.
     pub dropped: u64,
+    /// Told the items merged so far as blocks go to the encoder.
+    meter: Option<Meter>,
 }
 
 impl<T: Target> BlockWriter<T> {
@@ -106,6 +109,20 @@ impl<T: Target> BlockWriter<T> {
             last: None,
             written: 0,
             dropped: 0,
+            meter: None,
+        }
+    }
+
+    /// Tell `meter` the items merged as blocks go to the encoder (the
+    /// op's final writer; a spill writer is not metered).
+    pub fn metered(mut self, meter: Meter) -> BlockWriter<T> {
+        self.meter = Some(meter);
+        self
+    }
+
+    fn tell_meter(&mut self) {
+        if let Some(meter) = &mut self.meter {
+            meter.merged(self.written + self.dropped);
         }
     }
 
@@ -193,6 +210,7 @@ impl<T: Target> BlockWriter<T> {
     /// Encode the current block on the pool; write finished blocks while too
     /// many are pending.
     fn submit(&mut self) -> Result<()> {
+        self.tell_meter();
         let block = std::mem::take(&mut self.block);
         let format = self.format;
         let (tx, rx) = sync_channel(1);
@@ -222,6 +240,7 @@ impl<T: Target> BlockWriter<T> {
         if self.block.len > 0 {
             self.submit()?;
         }
+        self.tell_meter();
         while !self.in_flight.is_empty() {
             self.write_one()?;
         }

@@ -234,6 +234,71 @@ fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
     }
 }
 
+/// What a spilling op tells its progress, in order.
+#[derive(Debug, PartialEq)]
+enum Told {
+    Bytes(u64),
+    Phase(pbf_merge_core::Phase),
+}
+
+#[test]
+fn a_spilling_op_tells_its_phases_and_every_input_byte() {
+    use pbf_merge_core::{Phase, Progress};
+    use std::sync::{Arc, Mutex};
+    let dir = tempdir();
+    let blobs: Vec<Blob> = (0..12i64)
+        .map(|b| {
+            let mut v: Vec<Element> = (0..30i64)
+                .map(|i| node((i * 7 + b * 13) % 40, 1 + (i % 3) as i32, "x"))
+                .collect();
+            v.reverse();
+            blob(v, true)
+        })
+        .collect();
+    let (src, op) = written_op(dir.path(), 1, &blobs);
+    let told = Arc::new(Mutex::new(Vec::new()));
+    let (bytes, phases) = (Arc::clone(&told), Arc::clone(&told));
+    let progress = Progress::new(move |b| bytes.lock().expect("lock").push(Told::Bytes(b)))
+        .with_phases(move |p| phases.lock().expect("lock").push(Told::Phase(p)));
+    let sub = tempdir();
+    let opts = Options {
+        memory: 1024,
+        spill_dir: sub.path().to_path_buf(),
+        progress,
+        ..Options::default()
+    };
+    let (_, stats, _) = run(sub.path(), &[src], std::slice::from_ref(&op), opts).expect("merge");
+    assert!(stats[0].spill_levels >= 2, "{:?}", stats[0]);
+    let told = told.lock().expect("lock");
+    let sum = |t: &[Told]| -> u64 {
+        t.iter()
+            .map(|t| match t {
+                Told::Bytes(b) => *b,
+                Told::Phase(_) => 0,
+            })
+            .sum()
+    };
+    // Every input frame's length, once.
+    assert_eq!(sum(&told), op.inputs.iter().map(|i| i.length).sum::<u64>());
+    // The spill passes in order, then the final merge, which still moves
+    // the count: half of the input bytes come after it.
+    let phases: Vec<&Told> = told
+        .iter()
+        .filter(|t| matches!(t, Told::Phase(_)))
+        .collect();
+    let passes = stats[0].spill_levels;
+    let mut want: Vec<Told> = (1..=passes)
+        .map(|n| Told::Phase(Phase::Spilling(n)))
+        .collect();
+    want.push(Told::Phase(Phase::Final));
+    assert_eq!(phases, want.iter().collect::<Vec<_>>());
+    let at_final = told
+        .iter()
+        .position(|t| *t == Told::Phase(Phase::Final))
+        .expect("the final phase");
+    assert!(sum(&told[at_final..]) * 2 >= sum(&told) - 1, "{told:?}");
+}
+
 /// Blobs of a few objects, shuffled over one key range: stamped copies of
 /// the same versions in different blobs (ties ordered by timestamp, then
 /// input order), and every kind.

@@ -108,13 +108,7 @@ pub fn command() -> Command {
                 .action(clap::ArgAction::SetTrue),
         )
         .arg(
-            Arg::new("jobs")
-                .short('j')
-                .long("jobs")
-                .value_name("N")
-                .help("Threads for --recompress [default: all cores]")
-                .requires("recompress")
-                .value_parser(pbf_cli::jobs_parser()),
+            pbf_cli::jobs_arg("Threads for --recompress [default: all cores]").requires("recompress"),
         );
     copier::write_args(copier::output_args(cmd, &HELP), &HELP)
 }
@@ -336,9 +330,10 @@ fn report(
     pbf_cli::warn(
         NAME,
         format!(
-            "{ops} copy ops, {written} bytes written: {} copied in the kernel, {} by read/write \
+            "{}, {written} bytes written: {} copied in the kernel, {} by read/write \
              ({} fallbacks), {} from memory{ahead}; {}; {secs:.3} s, of which {copying:.3} s \
              copying and committing ({:.1} MB/s); {streams}",
+            pbf_cli::plural(ops, "copy op"),
             stats.kernel_bytes,
             stats.fallback_bytes,
             stats.fallbacks,

@@ -95,14 +95,9 @@ pub fn command() -> Command {
                 .required_unless_present_any(DRIVER_OPTIONS)
                 .value_parser(value_parser!(PathBuf)),
         )
-        .arg(
-            Arg::new("jobs")
-                .short('j')
-                .long("jobs")
-                .value_name("N")
-                .help("Worker threads for decompression and scanning [default: all cores]")
-                .value_parser(pbf_cli::jobs_parser()),
-        )
+        .arg(pbf_cli::jobs_arg(
+            "Worker threads for decompression and scanning [default: all cores]",
+        ))
         .arg(
             Arg::new("decode")
                 .long("decode")
@@ -630,10 +625,10 @@ fn warn_skipped_blobs(path: &Path, end: &IndexEnd, quiet: bool) {
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} empty OSMData blob(s) and {} blob(s) of other types skipped (counted in the end record)",
+            "{}: {} and {} of other types skipped (counted in the end record)",
             path.display(),
-            end.empty_blobs,
-            end.skipped_blobs
+            pbf_cli::plural(end.empty_blobs, "empty OSMData blob"),
+            pbf_cli::plural(end.skipped_blobs, "blob")
         ),
     );
 }

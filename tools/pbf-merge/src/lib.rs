@@ -11,20 +11,20 @@ use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::Compression;
 use pbf_merge_core::{
-    Flight, LoadProgress, MergeStats, Merger, Options, Ready, SourceFiles, Span, Spool,
-    WrittenFrame,
+    Flight, MergeStats, Merger, Options, Ready, SourceFiles, Span, Spool, WrittenFrame,
 };
 mod alloc;
 mod ops;
 
 use ops::OpQueue;
+use pbf_cli::plural;
 use pbf_format::{Key, Kind};
 use pbf_stream::{
     CopyOp, Counts, FileIdentity, FrameKeys, KeyRecord, MergeOp, PlanEnd, PlanHeader, PlanReader,
@@ -100,12 +100,7 @@ pub fn command() -> Command {
                 .value_parser(parse_budget),
         )
         .arg(
-            Arg::new("jobs")
-                .short('j')
-                .long("jobs")
-                .value_name("N")
-                .help("Worker threads for decoding, encoding and compression [default: all cores]")
-                .value_parser(pbf_cli::jobs_parser()),
+            pbf_cli::jobs_arg("Worker threads for decoding, encoding and compression [default: all cores]"),
         )
         .arg(
             Arg::new("compression")
@@ -250,7 +245,7 @@ fn execute<R: io::BufRead + Send + 'static>(
         None => std::env::temp_dir(),
     };
     let opts = Options {
-        on_load: progress.on_load(),
+        progress: progress.engine(),
         memory: *m.get_one::<u64>("memory").context("--memory")?,
         compression: *m
             .get_one::<Compression>("compression")
@@ -378,12 +373,12 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         ),
     };
     format!(
-        "{} merges of {} blobs: {} elements in, {} out, {} duplicates dropped; at most {} chains{}, \
+        "{} of {}: {} elements in, {} out, {} duplicates dropped; at most {} chains{}, \
          {} batches of small blobs sorted into {} runs in memory ({} bytes) and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
          alignment padding) in {} ({:.1}s); available parallelism {:.1} ({:.2}s of task CPU time over a \
          critical path of {:.3}s); {}",
-        t.merges,
-        s.inputs,
+        plural(t.merges, "merge"),
+        plural(s.inputs, "blob"),
         s.elements_in,
         s.elements_out,
         s.duplicates,
@@ -409,14 +404,17 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
 
 /// The progress bar (see [`pbf_cli::progress`]): input bytes of the ops
 /// done out of the sources' sizes. A copy op counts when it passes; a merge
-/// op's input frames count as the engine decodes them, so the bar moves
-/// during a long merge op, and its label says what is happening. It is
+/// op's input frames count half as the engine decodes them and half as it
+/// merges their elements ([`pbf_merge_core::Progress`]), so the bar moves
+/// through both phases of a long merge op, and its label says which op. It is
 /// drawn from the first merge op on: passing copy ops on is not work to
 /// show (the copier shows it), and a plan without merge ops draws nothing.
 struct Progress {
     bar: pbf_cli::ProgressBar,
     bars: pbf_cli::Bars,
     drawn: std::sync::Once,
+    /// "merging op N", of the op that started last.
+    label: Arc<Mutex<String>>,
 }
 
 impl Progress {
@@ -432,13 +430,22 @@ impl Progress {
             bar,
             bars,
             drawn: std::sync::Once::new(),
+            label: Arc::default(),
         }
     }
 
-    /// The engine's callback: input frames decoded (on decoding threads).
-    fn on_load(&self) -> LoadProgress {
+    /// The engine's callbacks (on any thread): input bytes of work done,
+    /// and the phase of an op that spills, added to the label of the op
+    /// that started last (an op that spills takes the whole budget, so it
+    /// is the one merging).
+    fn engine(&self) -> pbf_merge_core::Progress {
         let bar = self.bar.clone();
-        LoadProgress::new(move |bytes| bar.inc(bytes))
+        let labelled = self.bar.clone();
+        let label = Arc::clone(&self.label);
+        pbf_merge_core::Progress::new(move |bytes| bar.inc(bytes)).with_phases(move |phase| {
+            let op = lock(&label).clone();
+            pbf_cli::set_message(&labelled, &format!("{op}: {phase}"));
+        })
     }
 
     fn copied(&self, op: &CopyOp) {
@@ -447,6 +454,7 @@ impl Progress {
 
     /// Merge op number `n` (from 1) starts.
     fn merging(&self, op: &MergeOp, n: u64) {
+        *lock(&self.label) = format!("merging op {n}");
         let message = format!(
             "merging op {n} ({})",
             plural(op.inputs.len() as u64, "blob")
@@ -466,15 +474,6 @@ impl Progress {
                 plural(totals.stats.inputs, "blob")
             ),
         );
-    }
-}
-
-/// "1 blob", "2 blobs".
-fn plural(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
     }
 }
 
@@ -687,6 +686,12 @@ fn io_error(e: pbf_stream::Error) -> io::Error {
     } else {
         io::Error::other(e.to_string())
     }
+}
+
+/// A label's lock (a thread that panicked while holding it left a whole
+/// string).
+fn lock(label: &Mutex<String>) -> std::sync::MutexGuard<'_, String> {
+    label.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -418,14 +418,14 @@ struct CheckCounters {
 /// The `-v` line of a plan; the time includes waiting for the index streams.
 fn summary(input: &Input, tally: &Tally, streams: StreamTime) -> String {
     format!(
-        "{} blobs: {} passed through in {} copy op(s) of {} bytes, {} to merge in {} merge \
-         op(s) of {} elements; {:.3}s; {streams}",
-        input.blob_records,
+        "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3}s; \
+         {streams}",
+        pbf_cli::plural(input.blob_records, "blob"),
         tally.copy_blobs,
-        tally.copy_ops,
+        pbf_cli::plural(tally.copy_ops, "copy op"),
         tally.end.copy_bytes,
         tally.end.merge_inputs,
-        tally.merge_ops,
+        pbf_cli::plural(tally.merge_ops, "merge op"),
         tally.merge_elements,
         input.elapsed()
     )

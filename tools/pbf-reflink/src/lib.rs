@@ -418,16 +418,17 @@ fn report(
     pbf_cli::warn(
         NAME,
         format!(
-            "{ops} copy ops, {written} bytes written ({how}): {} cloned in {} clones, {} copied \
-             ({} in the kernel, {} by read/write), {} bytes of padding in {} frames, {} from \
+            "{}, {written} bytes written ({how}): {} cloned in {}, {} copied \
+             ({} in the kernel, {} by read/write), {} bytes of padding in {}, {} from \
              memory in all; {:.1} % of range bytes cloned; {}; {secs:.3} s; {streams}",
+            pbf_cli::plural(ops, "copy op"),
             c.cloned,
-            c.clones,
+            pbf_cli::plural(c.clones, "clone"),
             copied,
             stats.kernel_bytes.saturating_sub(c.cloned),
             stats.fallback_bytes,
             c.padding,
-            c.padding_frames,
+            pbf_cli::plural(c.padding_frames, "frame"),
             stats.written_bytes,
             percent(c.cloned, c.cloned + copied),
             holes.summary(),
