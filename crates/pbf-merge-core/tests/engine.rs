@@ -191,12 +191,11 @@ fn merge_alone(
     (got, stats[0], sub)
 }
 
-#[test]
-fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
-    let dir = tempdir();
-    // Twelve unsorted mixed-kind blobs over the same key range, with
-    // duplicates across blobs and history versions.
-    let blobs: Vec<Blob> = (0..12i64)
+/// Twelve unsorted mixed-kind blobs over the same key range, with
+/// duplicates across blobs and history versions: at a budget of 1024 bytes
+/// they spill on two levels or more.
+fn twelve_overlapping_blobs() -> Vec<Blob> {
+    (0..12i64)
         .map(|b| {
             let mut v: Vec<Element> = (0..30i64)
                 .map(|i| {
@@ -212,7 +211,13 @@ fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
             v.reverse();
             blob(v, b % 2 == 0)
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
+    let dir = tempdir();
+    let blobs = twelve_overlapping_blobs();
     let (src, op) = written_op(dir.path(), 3, &blobs);
     for dedupe in [false, true] {
         let (got, stats, sub) = merge_alone(&src, &op, 1024, dedupe);
@@ -246,16 +251,7 @@ fn a_spilling_op_tells_its_phases_and_every_input_byte() {
     use pbf_merge_core::{Phase, Progress};
     use std::sync::{Arc, Mutex};
     let dir = tempdir();
-    let blobs: Vec<Blob> = (0..12i64)
-        .map(|b| {
-            let mut v: Vec<Element> = (0..30i64)
-                .map(|i| node((i * 7 + b * 13) % 40, 1 + (i % 3) as i32, "x"))
-                .collect();
-            v.reverse();
-            blob(v, true)
-        })
-        .collect();
-    let (src, op) = written_op(dir.path(), 1, &blobs);
+    let (src, op) = written_op(dir.path(), 1, &twelve_overlapping_blobs());
     let told = Arc::new(Mutex::new(Vec::new()));
     let (bytes, phases) = (Arc::clone(&told), Arc::clone(&told));
     let progress = Progress::new(move |b| bytes.lock().expect("lock").push(Told::Bytes(b)))
