@@ -630,6 +630,18 @@ mod tests {
         prop::collection::vec(run, 1..6)
     }
 
+    /// The keys `cut_at` picks out of `keys`, sorted, each once.
+    fn chosen_cuts(mut keys: Vec<u128>, cut_at: &[prop::sample::Index]) -> Vec<u128> {
+        keys.sort_unstable();
+        let mut cuts: Vec<u128> = match keys.is_empty() {
+            true => Vec::new(),
+            false => cut_at.iter().map(|i| keys[i.index(keys.len())]).collect(),
+        };
+        cuts.sort_unstable();
+        cuts.dedup();
+        cuts
+    }
+
     proptest! {
         /// Runs of random nodes and ways (negative ids, repeated keys with
         /// timestamps in any order), merged whole and in pieces cut at
@@ -651,20 +663,14 @@ mod tests {
                 approx: usize::MAX,
             };
             let whole = m.merge_runs(runs(&spec), writer(&m, cut), &mut || {}).expect("whole");
-            let mut keys: Vec<u128> = runs(&spec)
+            let keys = runs(&spec)
                 .iter()
                 .flat_map(|r| (0..r.loads()).flat_map(move |i| {
                     let (a, b) = r.bounds(i);
                     [a, b]
                 }))
                 .collect();
-            keys.sort_unstable();
-            let mut cuts: Vec<u128> = match keys.is_empty() {
-                true => Vec::new(),
-                false => cut_at.iter().map(|i| keys[i.index(keys.len())]).collect(),
-            };
-            cuts.sort_unstable();
-            cuts.dedup();
+            let cuts = chosen_cuts(keys, &cut_at);
             let pieces = m
                 .merge_pieces(runs(&spec), &cuts, None, writer(&m, cut), side_by_side)
                 .expect("pieces");
@@ -719,17 +725,11 @@ mod tests {
             let whole = m
                 .merge_runs(runs(&spec), packet_writer(&m, elements), &mut || {})
                 .expect("whole");
-            let mut keys: Vec<u128> = runs(&spec)
+            let keys = runs(&spec)
                 .iter()
                 .flat_map(|r| (0..r.loads()).map(move |i| r.bounds(i).1))
                 .collect();
-            keys.sort_unstable();
-            let mut cuts: Vec<u128> = match keys.is_empty() {
-                true => Vec::new(),
-                false => cut_at.iter().map(|i| keys[i.index(keys.len())]).collect(),
-            };
-            cuts.sort_unstable();
-            cuts.dedup();
+            let cuts = chosen_cuts(keys, &cut_at);
             let writer = || packet_writer(&m, elements).sharing(side_by_side);
             let (pieces, span) = m
                 .merge_pieces_apart(runs(&spec), &cuts, None, writer, side_by_side)
