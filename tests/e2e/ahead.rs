@@ -544,11 +544,7 @@ fn sources_must_match_the_index() {
     ]
     .concat();
     for (input, n, message) in [
-        (
-            &a,
-            "2",
-            "--sources 2, but the index streams hold 1 source(s)",
-        ),
+        (&a, "2", "--sources 2, but the index streams hold 1 source"),
         (
             &both,
             "1",

@@ -209,7 +209,7 @@ fn check_objects_of_compares_counts_per_kind() {
     assert!(
         err.contains(&format!("objects differ: {andorra} holds "))
             && err.contains(&format!("; {kl} holds "))
-            && err.contains(" node, "),
+            && err.contains(" nodes, "),
         "{err}"
     );
     assert!(!err.contains("not in order"), "{err}");

@@ -48,6 +48,14 @@ fn a_sorted_file_with_every_key_twice_is_copied_as_it_is() {
             .filter(|r| matches!(r, PlanRecord::Merge(_)))
             .count();
         assert_eq!(merges, 0, "{name}: the plan merges nothing");
+        // Its keys repeat inside blobs and across their boundaries, in
+        // order: a copier may copy it ahead as it does a sorted file (once
+        // the first 16 blobs are read in order; a smaller file is planned
+        // at once).
+        let ahead = overlap(&["--sources", "1"], &index_stream(&sorted));
+        let first = records(&ahead.stdout).into_iter().next();
+        let early = matches!(first, Some(PlanRecord::Plan(ref p)) if p.early);
+        assert_eq!(early, blobs.len() >= 16, "{name}: {first:?}");
         let again = d.join("again.osm.pbf");
         let mut c = pbf_sort();
         c.args(["-q", "-O"]).arg(&sorted).arg("-o").arg(&again);

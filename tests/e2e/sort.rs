@@ -111,7 +111,7 @@ fn keep_plan_dry_run_and_check() {
     let input_s = std::fs::canonicalize(&input).expect("path");
     assert!(
         said.contains(&format!(
-            "holds the objects of {}: 69644 node, 2725 way, 74 relation, 0 changeset",
+            "holds the objects of {}: 69644 nodes, 2725 ways, 74 relations, 0 changesets",
             input_s.display()
         )),
         "{said}"

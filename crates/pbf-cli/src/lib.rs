@@ -272,11 +272,16 @@ pub fn warn(name: &str, msg: impl std::fmt::Display) {
     let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// "1 blob", "2 blobs": a count and its noun (a plural in -s).
+/// "1 blob", "2 blobs", "2 batches": a count and its noun (a regular
+/// English plural: -es after a sibilant, else -s).
 pub fn plural(n: u64, noun: &str) -> String {
-    match n {
-        1 => format!("1 {noun}"),
-        n => format!("{n} {noun}s"),
+    let es = ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| noun.ends_with(e));
+    match (n, es) {
+        (1, _) => format!("1 {noun}"),
+        (n, true) => format!("{n} {noun}es"),
+        (n, false) => format!("{n} {noun}s"),
     }
 }
 
@@ -389,6 +394,7 @@ mod tests {
         assert_eq!(super::plural(1, "op"), "1 op");
         assert_eq!(super::plural(0, "op"), "0 ops");
         assert_eq!(super::plural(2, "merge op"), "2 merge ops");
+        assert_eq!(super::plural(3, "batch"), "3 batches");
     }
 
     #[test]

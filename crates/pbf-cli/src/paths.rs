@@ -97,10 +97,18 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
     // A copier puts a file in place: at a device's or process's name it
     // would replace the name, not write to it (pbf_output refuses it too).
     let special = out.metadata().is_ok_and(|m| !m.is_file());
-    if special || out.starts_with("/dev") || out.starts_with("/proc") {
+    let place = ["/dev", "/proc"].into_iter().find(|p| out.starts_with(p));
+    let what = match (special, place) {
+        (true, _) => Some("is a device, process or other special file".to_owned()),
+        (false, Some(p)) => Some(format!(
+            "is in {p}, where names stand for devices and processes"
+        )),
+        (false, None) => None,
+    };
+    if let Some(what) = what {
         return Err(usage(format!(
-            "{name}: is a device, process or other special file, which an output file would \
-             replace; use -o - to write to standard output (or a device, with >)"
+            "{name}: {what}, which an output file would replace; use -o - to write to \
+             standard output (or a device, with >)"
         )));
     }
     check_dir("output", dir_of(out))?;

@@ -155,7 +155,7 @@ impl FromStr for Compression {
             match l.parse::<i64>() {
                 Ok(v) if (lo..=hi).contains(&v) => Ok(v),
                 _ => Err(format!(
-                    "compression level for {name} must be {lo}..={hi}, got '{l}'"
+                    "compression level for {name} must be from {lo} to {hi}, not '{l}'"
                 )),
             }
         };

@@ -196,13 +196,23 @@ fn not_pbf(file: &PbfFile) -> Option<Error> {
 /// `OSMHeader` nor `OSMData`. `None` when they can, or when the file ends
 /// before they tell (a PBF file cut short).
 fn no_frame_start(file: &PbfFile) -> Option<String> {
-    let prefix = file.read_exact_at(0, 4, "frame length").ok()?;
-    let len = u32::from_be_bytes(prefix.try_into().ok()?);
+    // A file shorter than the length prefix gives its smallest value.
+    let have = file.size().min(4) as usize;
+    let mut prefix = [0u8; 4];
+    prefix[..have].copy_from_slice(&file.read_exact_at(0, have, "frame length").ok()?);
+    let len = u32::from_be_bytes(prefix);
     if len > MAX_HEADER_LEN {
+        let (give, of) = match have {
+            4 => ("give", ""),
+            _ => ("start", "at least "),
+        };
         return Some(format!(
-            "its first 4 bytes give a BlobHeader length of {len} bytes, and a PBF frame's is \
-             at most {MAX_HEADER_LEN}"
+            "its first {have} bytes {give} a BlobHeader length of {of}{len} bytes, and a PBF \
+             frame's is at most {MAX_HEADER_LEN}"
         ));
+    }
+    if have < 4 {
+        return None;
     }
     let header = file.read_exact_at(4, len as usize, "BlobHeader").ok()?;
     match parse_blob_header(&header) {
@@ -257,7 +267,7 @@ mod tests {
     fn a_file_whose_first_frame_cannot_be_pbf_is_not_pbf() {
         use crate::frame::encode_frame;
         let other = encode_frame(&BlobType::Other("Hello".into()), None, b"x").expect("frame");
-        let cases: [(&[u8], &str, &str); 4] = [
+        let cases: [(&[u8], &str, &str); 5] = [
             (
                 b"hello world\n",
                 "text",
@@ -266,6 +276,11 @@ mod tests {
             (b"{\"a\": 1}\n", "json", "BlobHeader length of"),
             (b"\0\0\0\x03\xff\xff\xff rest", "unparsed", "does not parse"),
             (&other, "other-type", "type is \"Hello\""),
+            (
+                b"hi\n",
+                "short-text",
+                "first 3 bytes start a BlobHeader length of at least",
+            ),
         ];
         for (bytes, name, says) in cases {
             let (not_pbf, msg) = first_frame_error(bytes, name);

@@ -119,6 +119,12 @@ fn option_words(program: &str) -> BTreeSet<String> {
     for a in cmd.get_arguments().filter(|a| !a.is_positional()) {
         words.extend(a.get_short().map(|s| format!("-{s}")));
         words.extend(a.get_long().map(|l| format!("--{l}")));
+        words.extend(
+            a.get_visible_aliases()
+                .into_iter()
+                .flatten()
+                .map(|l| format!("--{l}")),
+        );
     }
     words
 }

@@ -68,7 +68,8 @@ impl fmt::Display for Counts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, k) in Kind::ALL.into_iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };
-            write!(f, "{sep}{} {k}", self[k])?;
+            let s = if self[k] == 1 { "" } else { "s" };
+            write!(f, "{sep}{} {k}{s}", self[k])?;
         }
         Ok(())
     }

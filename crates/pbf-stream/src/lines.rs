@@ -525,11 +525,12 @@ impl<R: BufRead> IndexReader<R> {
             (IndexRecord::Header(_), Section::Open { .. }) => {}
             (IndexRecord::End(e), Section::Open { blobs, counts }) => {
                 if e.blobs != *blobs || e.counts != *counts {
+                    let said = blobs_holding(e.blobs, &e.counts);
+                    let found = blobs_holding(*blobs, counts);
                     return Err(Error::invalid(format!(
-                        "the end record says {} blobs holding {}, the section's blob records add \
-                         up to {blobs} blobs holding {counts}: the index is incomplete or was \
-                         edited; index the file again with pbf-index",
-                        e.blobs, e.counts
+                        "the end record says {said}, the section's blob records add up to \
+                         {found}: the index is incomplete or was edited; index the file again \
+                         with pbf-index"
                     )));
                 }
                 self.section = Section::None;
@@ -775,4 +776,10 @@ fn check_header(h: &PlanHeader) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// "2 blobs holding 3 nodes, ..." of an end record or a section.
+fn blobs_holding(blobs: u64, counts: &Counts) -> String {
+    let s = if blobs == 1 { "" } else { "s" };
+    format!("{blobs} blob{s} holding {counts}")
 }

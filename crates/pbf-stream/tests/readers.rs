@@ -91,8 +91,8 @@ fn index_errors_name_the_line() {
         ),
         (
             vec![source_line(), blob_line(0, 10), end_line(2, 3)],
-            "line 3: the end record says 2 blobs holding 3 node, 0 way, 0 relation, 0 \
-             changeset, the section's blob records add up to 1 blobs holding 3 node",
+            "line 3: the end record says 2 blobs holding 3 nodes, 0 ways, 0 relations, 0 \
+             changesets, the section's blob records add up to 1 blob holding 3 nodes",
         ),
         (
             vec![blob_line(0, 10)],

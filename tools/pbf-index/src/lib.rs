@@ -571,13 +571,13 @@ fn print_summary(
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} blobs ({} from indexdata, {} decoded), {} objects, {samples} samples, \
-             {:.3}s; {streams}",
+            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3}s; {streams}",
             path.display(),
-            end.blobs,
+            pbf_cli::plural(end.blobs, "blob"),
             tally.from_indexdata,
             end.blobs - tally.from_indexdata,
-            end.counts.total(),
+            pbf_cli::plural(end.counts.total(), "object"),
+            pbf_cli::plural(samples as u64, "sample"),
             elapsed.as_secs_f64()
         ),
     );

@@ -176,7 +176,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         check_spool(spool)?;
     }
     let reader = PlanReader::new(pbf_cli::input(name)?)
-        .with_context(|| format!("plan {}", pbf_cli::input_name(name)))?;
+        .with_context(|| pbf_cli::input_name(name).to_owned())?;
     let sources = SourceFiles::open(&reader.header().sources)?;
     let mut spool = match m.get_one::<PathBuf>("spool") {
         Some(p) => Spool::create(p)?,
@@ -191,9 +191,6 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             return Err(e.into());
         }
     };
-    if verbose {
-        pbf_cli::warn(NAME, format!("spool {}", spool.path().display()));
-    }
     let started = Instant::now();
     let result = execute(m, name, reader, sources, &mut spool);
     drop(on_signal);
@@ -363,6 +360,13 @@ impl Counters {
 }
 
 fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
+    if t.merges == 0 {
+        return format!(
+            "no merge ops: the plan passed on as it is in {:.3} s; {}",
+            started.elapsed().as_secs_f64(),
+            t.streams
+        );
+    }
     let s = &t.stats;
     let unformed = match t.unformed {
         0 => String::new(),
@@ -373,24 +377,24 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         ),
     };
     format!(
-        "{} of {}: {} elements in, {} out, {} duplicates dropped; at most {} chains{}, \
-         {} batches of small blobs sorted into {} runs in memory ({} bytes) and {} spill levels ({} runs, {} bytes spilled); {} frames, {} bytes (and {} of \
-         alignment padding) in {} ({:.1}s); available parallelism {:.1} ({:.2}s of task CPU time over a \
+        "{} of {}: {} elements in, {} out, {} duplicates dropped; at most {}{}, {} of small \
+         blobs sorted into {} in memory ({} bytes) and {} ({}, {} bytes spilled); {}, {} bytes \
+         (and {} of alignment padding) in {} ({:.1}s); available parallelism {:.1} ({:.2}s of task CPU time over a \
          critical path of {:.3}s); {}",
         plural(t.merges, "merge"),
         plural(s.inputs, "blob"),
         s.elements_in,
         s.elements_out,
         s.duplicates,
-        t.max_chains,
+        plural(t.max_chains, "chain"),
         unformed,
-        t.max_batches,
-        s.kept_runs,
+        plural(t.max_batches, "batch"),
+        plural(s.kept_runs, "run"),
         s.kept_bytes,
-        t.max_levels,
-        s.spilled_runs,
+        plural(t.max_levels, "spill level"),
+        plural(s.spilled_runs, "run"),
         s.spilled_bytes,
-        s.frames,
+        plural(s.frames, "frame"),
         s.bytes,
         s.padding,
         spool.path().display(),
@@ -406,15 +410,17 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
 /// done out of the sources' sizes. A copy op counts when it passes; a merge
 /// op's input frames count half as the engine decodes them and half as it
 /// merges their elements ([`pbf_merge_core::Progress`]), so the bar moves
-/// through both phases of a long merge op, and its label says which op. It is
-/// drawn from the first merge op on: passing copy ops on is not work to
-/// show (the copier shows it), and a plan without merge ops draws nothing.
+/// through both phases of a long merge op. Its label names the oldest op in
+/// flight, the one the output waits for (ops end in plan order, and an op
+/// that spills runs alone, so its phases are that op's). It is drawn from
+/// the first merge op on: passing copy ops on is not work to show (the
+/// copier shows it), and a plan without merge ops draws nothing.
 struct Progress {
     bar: pbf_cli::ProgressBar,
     bars: pbf_cli::Bars,
     drawn: std::sync::Once,
-    /// "merging op N", of the op that started last.
-    label: Arc<Mutex<String>>,
+    /// The ops in flight, oldest first: (number from 1, input blobs).
+    flying: Arc<Mutex<VecDeque<(u64, u64)>>>,
 }
 
 impl Progress {
@@ -430,21 +436,20 @@ impl Progress {
             bar,
             bars,
             drawn: std::sync::Once::new(),
-            label: Arc::default(),
+            flying: Arc::default(),
         }
     }
 
     /// The engine's callbacks (on any thread): input bytes of work done,
-    /// and the phase of an op that spills, added to the label of the op
-    /// that started last (an op that spills takes the whole budget, so it
-    /// is the one merging).
+    /// and the phase of an op that spills, in the oldest op's label.
     fn engine(&self) -> pbf_merge_core::Progress {
         let bar = self.bar.clone();
         let labelled = self.bar.clone();
-        let label = Arc::clone(&self.label);
+        let flying = Arc::clone(&self.flying);
         pbf_merge_core::Progress::new(move |bytes| bar.inc(bytes)).with_phases(move |phase| {
-            let op = lock(&label).clone();
-            pbf_cli::set_message(&labelled, &format!("{op}: {phase}"));
+            if let Some(&(n, _)) = lock(&flying).front() {
+                pbf_cli::set_message(&labelled, &format!("merging op {n} ({phase})"));
+            }
         })
     }
 
@@ -452,29 +457,39 @@ impl Progress {
         self.bar.inc(op.length);
     }
 
-    /// Merge op number `n` (from 1) starts.
+    /// Merge op number `n` (from 1) is handed to the engine.
     fn merging(&self, op: &MergeOp, n: u64) {
-        *lock(&self.label) = format!("merging op {n}");
-        let message = format!(
-            "merging op {n} ({})",
-            plural(op.inputs.len() as u64, "blob")
-        );
-        self.drawn
-            .call_once(|| pbf_cli::draw(&self.bar, &message, self.bars));
-        pbf_cli::set_message(&self.bar, &message);
+        let mut flying = lock(&self.flying);
+        flying.push_back((n, op.inputs.len() as u64));
+        let message = oldest_label(&flying);
+        drop(flying);
+        if let Some(message) = message {
+            self.drawn
+                .call_once(|| pbf_cli::draw(&self.bar, &message, self.bars));
+            pbf_cli::set_message(&self.bar, &message);
+        }
     }
 
-    /// A merge op is done (its input frames counted as they were decoded).
+    /// The oldest merge op is done.
     fn merged(&self, totals: &Totals) {
-        pbf_cli::set_message(
-            &self.bar,
-            &format!(
+        let mut flying = lock(&self.flying);
+        flying.pop_front();
+        let message = oldest_label(&flying).unwrap_or_else(|| {
+            format!(
                 "merged {} ({})",
                 plural(totals.merges, "op"),
                 plural(totals.stats.inputs, "blob")
-            ),
-        );
+            )
+        });
+        drop(flying);
+        pbf_cli::set_message(&self.bar, &message);
     }
+}
+
+/// "merging op N (B blobs)" of the oldest op in flight, if any.
+fn oldest_label(flying: &VecDeque<(u64, u64)>) -> Option<String> {
+    let &(n, blobs) = flying.front()?;
+    Some(format!("merging op {n} ({})", plural(blobs, "blob")))
 }
 
 /// The smallest `--memory`: the smallest budget the merge is tested with
@@ -688,10 +703,10 @@ fn io_error(e: pbf_stream::Error) -> io::Error {
     }
 }
 
-/// A label's lock (a thread that panicked while holding it left a whole
-/// string).
-fn lock(label: &Mutex<String>) -> std::sync::MutexGuard<'_, String> {
-    label.lock().unwrap_or_else(PoisonError::into_inner)
+/// The lock of the ops in flight (a thread that panicked while holding it
+/// left a whole queue).
+fn lock(flying: &Mutex<VecDeque<(u64, u64)>>) -> std::sync::MutexGuard<'_, VecDeque<(u64, u64)>> {
+    flying.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

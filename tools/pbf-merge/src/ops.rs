@@ -68,9 +68,9 @@ impl OpQueue {
             None => self
                 .rx
                 .recv()
-                .map_err(|_| anyhow!("plan {}: the thread reading it stopped", self.name))?,
+                .map_err(|_| anyhow!("{}: the thread reading it stopped", self.name))?,
         };
-        item.with_context(|| format!("plan {}", self.name))
+        item.with_context(|| self.name.clone())
     }
 
     /// The next op if one is read already: `None` when none is yet,
@@ -82,12 +82,11 @@ impl OpQueue {
                 Ok(item) => item,
                 Err(TryRecvError::Empty) => return Ok(None),
                 Err(TryRecvError::Disconnected) => {
-                    return Err(anyhow!("plan {}: the thread reading it stopped", self.name));
+                    return Err(anyhow!("{}: the thread reading it stopped", self.name));
                 }
             },
         };
-        item.map(Some)
-            .with_context(|| format!("plan {}", self.name))
+        item.map(Some).with_context(|| self.name.clone())
     }
 
     /// Time the thread spent parsing; waits for it (it ends with the end

@@ -12,8 +12,9 @@
 //!   blobs follows it at once. Otherwise the plan record waits for the plan.
 //! - `sorted` records follow each time the last source is read in order
 //!   [`SORTED_STEP`] further; `unsorted` goes out once, at its first blob out
-//!   of order, and ends them. In order means: sorted inside, starting past
-//!   the blob before, and before every sample further on in the file.
+//!   of order, and ends them. In order means: in order inside (sorted, or
+//!   its repeats in the merge's order), starting at or past the end of the
+//!   blob before, and not after any sample further on in the file.
 //! - Once planned, after an early record: a `header` record with the final
 //!   header and `copy_bytes`, then the ops and the end record.
 //! - The copier may assume that every frame of the last source that ends at
@@ -142,8 +143,8 @@ impl Ahead {
     pub fn planned(&self, input: &Input, header: Header, copy_bytes: u64) -> Result<PlanRecord> {
         if let Some(want) = self.sources.filter(|&n| n as usize != input.sources.len()) {
             bail!(
-                "--sources {want}, but the index streams hold {} source(s)",
-                input.sources.len()
+                "--sources {want}, but the index streams hold {}",
+                pbf_cli::plural(input.sources.len() as u64, "source")
             );
         }
         let copy_bytes = Some(copy_bytes);
@@ -169,12 +170,17 @@ impl Ahead {
     }
 
     /// Take `seg`, the last source's newest blob, into the watch of its
-    /// order: still in order when sorted inside, after the blob before, and
-    /// before every sample further on in the file (see [`Samples`]).
+    /// order: still in order when in order inside (sorted, or its repeated
+    /// keys in the merge's order), not before the blob before, and not
+    /// after any sample further on in the file (see [`Samples`]). A key
+    /// repeated across a boundary counts as in order: the plan copies both
+    /// blobs when their tie ends say so, and merges them otherwise, which
+    /// costs the copier the bytes it copied past them, never an output byte.
     fn follow(&mut self, seg: &Segment) {
         let samples = &self.samples;
         self.in_order = self.in_order.and_then(|(n, last)| {
-            let next = seg.sorted() && (n == 0 || seg.first() > last) && !samples.contradict(seg);
+            let next =
+                seg.in_order() && (n == 0 || seg.first() >= last) && !samples.contradict(seg);
             next.then_some((n + 1, seg.last()))
         });
     }
@@ -243,13 +249,14 @@ impl Samples {
         }
     }
 
-    /// Whether a sample after `seg` in the file sorts at or before its
-    /// last key: then `seg` is not where the output puts it.
+    /// Whether a sample after `seg` in the file sorts before its last key:
+    /// then `seg` is not where the output puts it (a sample at its last key
+    /// is a key repeated across blobs, in order as [`Ahead::follow`] says).
     pub fn contradict(&self, seg: &Segment) -> bool {
         let after = self.offsets.partition_point(|&o| o <= seg.offset);
         self.smallest_from
             .get(after)
-            .is_some_and(|&k| k <= seg.last())
+            .is_some_and(|&k| k < seg.last())
     }
 }
 
@@ -489,12 +496,14 @@ mod tests {
         let samples = Samples::new(&[sample(300, 50), sample(100, 10), sample(500, 900)]);
         // The sample at 300 (key 50) sorts inside [40, 60] and lies after it.
         assert!(samples.contradict(&blob(0, 40, 60)));
-        assert!(samples.contradict(&blob(200, 40, 50)), "an equal key too");
+        // An equal key is a key repeated across blobs: the ties decide.
+        assert!(!samples.contradict(&blob(200, 40, 50)), "an equal key");
+        assert!(samples.contradict(&blob(200, 40, 51)));
         assert!(!samples.contradict(&blob(200, 40, 49)));
         // At the sample's own offset, or past it, it says nothing.
         assert!(!samples.contradict(&blob(300, 50, 60)));
-        assert!(!samples.contradict(&blob(400, 40, 800)));
-        assert!(samples.contradict(&blob(400, 40, 900)));
+        assert!(!samples.contradict(&blob(400, 40, 900)));
+        assert!(samples.contradict(&blob(400, 40, 901)));
         assert!(!Samples::default().contradict(&blob(0, 1, 1_000_000)));
     }
 

@@ -106,7 +106,7 @@ impl Judge {
 fn inside_reason((first, more): (Blob, u64)) -> String {
     let mut msg = format!("{} is not sorted inside", describe(&first));
     if more > 0 {
-        let _ = write!(msg, " (and {more} more blob(s))");
+        let _ = write!(msg, " (and {})", pbf_cli::plural(more, "more blob"));
     }
     msg
 }
@@ -124,7 +124,7 @@ fn between_reason((a, b, more): (Blob, Blob, u64)) -> String {
         format!("{} overlaps {}", describe(&b), describe(&a))
     };
     if more > 0 {
-        let _ = write!(msg, " (and {more} more such pair(s))");
+        let _ = write!(msg, " (and {})", pbf_cli::plural(more, "more such pair"));
     }
     msg
 }
@@ -237,9 +237,9 @@ mod tests {
         assert_eq!(
             why,
             [
-                "blob 0 at offset 100 (way 1..10) is not sorted inside (and 1 more blob(s))",
+                "blob 0 at offset 100 (way 1..10) is not sorted inside (and 1 more blob)",
                 "blob 2 at offset 120 (way 5..30) overlaps blob 1 at offset 110 (way 11..20) \
-                 (and 1 more such pair(s))"
+                 (and 1 more such pair)"
             ]
         );
     }

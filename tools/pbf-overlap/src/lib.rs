@@ -136,14 +136,15 @@ pub fn command() -> Command {
                 .value_parser(value_parser!(u32).range(1..))
                 .help(
                     "The index streams hold N sources. The plan record is then written as soon \
-                     as the N-th source's first 16 blobs are read sorted and in file order, \
+                     as the N-th source's first 16 blobs are read in order (each sorted, or its \
+                     repeated keys in the merge's order, and none before the one before it), \
                      before the blobs are planned, and marked \"early\": true, unless the output \
                      header depends on the ops (DenseNodes is added for merges and no input \
                      requires it); with one source, pbf-copy starts copying ahead then. After it, \
                      \"sorted\" records say how far the last source is read in order (one at \
                      once, then one per 16 MiB) and an \"unsorted\" record when it is not. A \
                      blob is out of order, too, when one of the samples pbf-index took further on \
-                     in its file sorts at or before its last key, so a file of two sorted files \
+                     in its file sorts before its last key, so a file of two sorted files \
                      joined is seen before the index reaches the seam. Any other number of \
                      sources is an error (pbf-sort passes its number of inputs)",
                 ),
