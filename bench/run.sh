@@ -496,12 +496,13 @@ run_parallelism() { # SHAPE IN
         echo "parallelism-$1: pbf-merge -v failed (see $WORK/parallelism.log)" >>"$NOTES"
     fi
     rm -f "$spool"
-    line=$(grep -o 'available parallelism [0-9.]* ([0-9.]*s of task CPU time over a critical path of [0-9.]*s' \
+    local figures
+    figures=$(sed -nE 's/.*available parallelism ([0-9.]+) \(([0-9.]+) ?s of task CPU time over a critical path of ([0-9.]+) ?s.*/\1 \2s \3s/p' \
         "$WORK/parallelism.log" | tail -n 1)
-    [[ -n $line ]] || return 0
-    # shellcheck disable=SC2086 # the words of the line
-    set -- "$1" $line
-    printf '%s\t%s\t%s\t%s\n' "$1" "$4" "${5#(}" "${15}" >>"$WORK/parallelism.tsv"
+    [[ -n $figures ]] || return 0
+    # shellcheck disable=SC2086 # the figure, the CPU time and the path
+    set -- "$1" $figures
+    printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$WORK/parallelism.tsv"
 }
 
 # One untimed `pbf-sort -v` on IN: each stage's own time and the time it

@@ -571,7 +571,7 @@ fn print_summary(
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3}s; {streams}",
+            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3} s; {streams}",
             path.display(),
             pbf_cli::plural(end.blobs, "blob"),
             tally.from_indexdata,

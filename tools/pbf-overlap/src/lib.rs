@@ -419,7 +419,7 @@ struct CheckCounters {
 /// The `-v` line of a plan; the time includes waiting for the index streams.
 fn summary(input: &Input, tally: &Tally, streams: StreamTime) -> String {
     format!(
-        "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3}s; \
+        "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3} s; \
          {streams}",
         pbf_cli::plural(input.blob_records, "blob"),
         tally.copy_blobs,
@@ -435,7 +435,7 @@ fn summary(input: &Input, tally: &Tally, streams: StreamTime) -> String {
 /// The `-v` line of `--check`.
 fn check_summary(input: &Input, streams: StreamTime) -> String {
     format!(
-        "{} blobs checked; {:.3}s; {streams}",
+        "{} blobs checked; {:.3} s; {streams}",
         input.blob_records,
         input.elapsed()
     )
