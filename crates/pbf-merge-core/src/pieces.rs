@@ -607,14 +607,17 @@ mod tests {
             max_bytes: cut.encoded,
             ..EncodeOptions::default()
         };
-        let format = BlockFormat::PbfFrame(Compression::None, encode, true);
-        BlockWriter::new(
-            Collect(Vec::new()),
-            format,
+        collecting(
+            m,
+            BlockFormat::PbfFrame(Compression::None, encode, true),
             cut,
-            m.opts.dedupe,
-            m.pool.clone(),
         )
+    }
+
+    /// A writer of `format` into memory, deduplicating as `m` does.
+    fn collecting(m: &Merger, format: BlockFormat, cut: Cut) -> BlockWriter<Collect> {
+        let (dedupe, pool) = (m.opts.dedupe, m.pool.clone());
+        BlockWriter::new(Collect(Vec::new()), format, cut, dedupe, pool)
     }
 
     fn an_element() -> impl Strategy<Value = (bool, i64, i32, i64)> {
@@ -642,20 +645,38 @@ mod tests {
         cuts
     }
 
+    /// One random merge cut into pieces: its runs, where the cuts fall,
+    /// elements per block, whether repeats are dropped, and how many pieces
+    /// merge side by side.
+    #[derive(Debug)]
+    struct Case {
+        spec: Vec<RunSpec>,
+        cut_at: Vec<prop::sample::Index>,
+        elements: usize,
+        dedupe: bool,
+        side_by_side: usize,
+    }
+
+    prop_compose! {
+        fn a_case()(
+            spec in runs_spec(),
+            cut_at in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+            elements in 1usize..9,
+            dedupe in any::<bool>(),
+            side_by_side in 1usize..4,
+        ) -> Case {
+            Case { spec, cut_at, elements, dedupe, side_by_side }
+        }
+    }
+
     proptest! {
         /// Runs of random nodes and ways (negative ids, repeated keys with
         /// timestamps in any order), merged whole and in pieces cut at
         /// their own keys (so ties sit on every boundary): the same blocks,
         /// byte for byte, cut at the same places, the same repeats dropped.
         #[test]
-        fn pieces_write_the_blocks_one_merge_writes(
-            spec in runs_spec(),
-            cut_at in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
-            elements in 1usize..9,
-            small_bytes in any::<bool>(),
-            dedupe in any::<bool>(),
-            side_by_side in 1usize..4,
-        ) {
+        fn pieces_write_the_blocks_one_merge_writes(c in a_case(), small_bytes in any::<bool>()) {
+            let Case { spec, cut_at, elements, dedupe, side_by_side } = c;
             let m = merger(dedupe);
             let cut = Cut {
                 elements,
@@ -699,14 +720,7 @@ mod tests {
             encoded: 1 << 20,
             approx: usize::MAX,
         };
-        let format = BlockFormat::SpillPacket(Compression::None);
-        BlockWriter::new(
-            Collect(Vec::new()),
-            format,
-            cut,
-            m.opts.dedupe,
-            m.pool.clone(),
-        )
+        collecting(m, BlockFormat::SpillPacket(Compression::None), cut)
     }
 
     proptest! {
@@ -714,13 +728,8 @@ mod tests {
         /// piece after piece, hold the elements one merge writes, in its
         /// order, with the same repeats dropped; no packet spans pieces.
         #[test]
-        fn pieces_apart_write_the_elements_one_merge_writes(
-            spec in runs_spec(),
-            cut_at in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
-            elements in 1usize..9,
-            dedupe in any::<bool>(),
-            side_by_side in 1usize..4,
-        ) {
+        fn pieces_apart_write_the_elements_one_merge_writes(c in a_case()) {
+            let Case { spec, cut_at, elements, dedupe, side_by_side } = c;
             let m = merger(dedupe);
             let whole = m
                 .merge_runs(runs(&spec), packet_writer(&m, elements), &mut || {})

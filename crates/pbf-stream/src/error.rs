@@ -78,7 +78,7 @@ impl fmt::Display for Error {
         }
         match &self.kind {
             ErrorKind::Io(e) => write!(f, "{e}"),
-            ErrorKind::Json(e) => write!(f, "invalid record: {e}"),
+            ErrorKind::Json(e) => write!(f, "invalid record: {}", json_cause(e, self.line)),
             ErrorKind::LineTooLong => write!(f, "line longer than {} bytes", crate::MAX_LINE),
             ErrorKind::Invalid(m) => write!(f, "{m}"),
             ErrorKind::EmptyStream(what) => {
@@ -93,6 +93,17 @@ impl fmt::Display for Error {
     }
 }
 
+/// serde's words for `e`, with its place: within a stream line it already
+/// named, "at column N" (the record is that line's first and only one).
+fn json_cause(e: &serde_json::Error, stream_line: Option<u64>) -> String {
+    let text = e.to_string();
+    let place = format!(" at line {} column {}", e.line(), e.column());
+    match (stream_line, text.strip_suffix(&place)) {
+        (Some(_), Some(cause)) if e.line() == 1 => format!("{cause} at column {}", e.column()),
+        _ => text,
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
@@ -100,5 +111,26 @@ impl std::error::Error for Error {
             ErrorKind::Json(e) => Some(e),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json_error(text: &str) -> serde_json::Error {
+        serde_json::from_str::<serde_json::Value>(text).expect_err("not JSON")
+    }
+
+    #[test]
+    fn a_record_names_its_stream_line_once() {
+        let e = Error::new(ErrorKind::Json(json_error("#notes"))).at_line(3);
+        assert_eq!(
+            e.to_string(),
+            "line 3: invalid record: expected value at column 1"
+        );
+        // Without a stream line, serde's own place stays.
+        let e = Error::new(ErrorKind::Json(json_error("{\n x")));
+        assert!(e.to_string().ends_with("at line 2 column 2"), "{e}");
     }
 }
