@@ -73,7 +73,8 @@ impl From<io::Error> for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(l) = self.line {
+        // An empty stream has no line to name.
+        if let (Some(l), false) = (self.line, matches!(self.kind, ErrorKind::EmptyStream(_))) {
             write!(f, "line {l}: ")?;
         }
         match &self.kind {
@@ -108,7 +109,8 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
             ErrorKind::Io(e) => Some(e),
-            ErrorKind::Json(e) => Some(e),
+            // Its words are in this error's own (see `json_cause`).
+            ErrorKind::Json(_) => None,
             _ => None,
         }
     }
@@ -128,6 +130,12 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "line 3: invalid record: expected value at column 1"
+        );
+        assert!(std::error::Error::source(&e).is_none(), "said once");
+        let empty = Error::new(ErrorKind::EmptyStream("index")).at_line(1);
+        assert_eq!(
+            empty.to_string(),
+            "empty index stream (upstream stage died?)"
         );
         // Without a stream line, serde's own place stays.
         let e = Error::new(ErrorKind::Json(json_error("{\n x")));

@@ -379,7 +379,7 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     format!(
         "{} of {}: {} elements in, {} out, {} duplicates dropped; at most {}{}, {} of small \
          blobs sorted into {} in memory ({} bytes) and {} ({}, {} bytes spilled); {}, {} bytes \
-         (and {} of alignment padding) in {} ({:.3} s); available parallelism {:.1} ({:.2} s of task CPU time over a \
+         (and {} of alignment padding) in {} ({:.3} s); available parallelism {:.1} ({:.3} s of task CPU time over a \
          critical path of {:.3} s); {}",
         plural(t.merges, "merge"),
         plural(s.inputs, "blob"),
