@@ -173,9 +173,10 @@ fn assert_clean(d: &Drawn, what: &str) {
     );
 }
 
-/// The label of a bar row: what comes before its ` [`.
+/// The label of a bar row: what comes before its ` [`, without the spaces
+/// that fill its columns.
 fn label(bar: &str) -> &str {
-    bar.find(" [").map_or("", |at| &bar[..at])
+    bar.find(" [").map_or("", |at| bar[..at].trim_end())
 }
 
 /// A label that names a merge op by its number: "merging op N...".

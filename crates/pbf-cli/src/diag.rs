@@ -99,7 +99,7 @@ static MESSAGE_COLS: AtomicUsize = AtomicUsize::new(MESSAGE_WIDTH);
 
 /// Change a bar's message, fitted to the width its line leaves it.
 pub fn set_message(bar: &ProgressBar, text: &str) {
-    bar.set_message(fit(text, MESSAGE_COLS.load(Ordering::Relaxed)));
+    bar.set_message(padded(text, MESSAGE_COLS.load(Ordering::Relaxed)));
 }
 
 /// Fewest columns the bar itself is drawn in (`[=>  ]` still moves).
@@ -169,7 +169,7 @@ pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
         .with_key("eta", eta)
         .progress_chars("=> ");
     bar.set_style(style);
-    bar.set_message(fit(message, message_width));
+    bar.set_message(padded(message, message_width));
     bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(screen), 5));
     bar.enable_steady_tick(Duration::from_millis(200));
 }
@@ -219,6 +219,12 @@ pub fn fit(text: &str, width: usize) -> String {
         _ => elide(text, width),
     };
     elided.chars().take(width).collect()
+}
+
+/// `text` fitted to `width` columns and filled to them with spaces, so the
+/// bar after it keeps its place and width whatever the label says.
+fn padded(text: &str, width: usize) -> String {
+    format!("{:<width$}", fit(text, width))
 }
 
 /// `text` in at most `width` characters, the middle replaced by `...`.
@@ -427,6 +433,16 @@ mod tests {
         // A 40-column terminal (37 drawn): the percentage, and room for
         // "merging op 12 (34 blobs)".
         assert_eq!(layout(37), ("{msg} [{wide_bar}] {percent:>3}%", 24));
+    }
+
+    #[test]
+    fn labels_fill_their_columns() {
+        assert_eq!(padded("merging op 2", 16), "merging op 2    ");
+        assert_eq!(padded("merging op 2 (40 blobs)", 16), "merging op 2    ");
+        assert_eq!(
+            padded("merging op 2 (40 blobs)", 23),
+            "merging op 2 (40 blobs)"
+        );
     }
 
     #[test]
