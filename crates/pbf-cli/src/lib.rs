@@ -24,6 +24,8 @@ pub use diag::{
 };
 /// The progress bar type [`progress`] returns.
 pub use indicatif::ProgressBar;
+/// A count and its noun, as every message words it.
+pub use pbf_stream::plural;
 
 /// Exit status for "the answer is no" (for example `--check` on an unsorted file).
 pub const EXIT_NO: u8 = 1;
@@ -272,19 +274,6 @@ pub fn warn(name: &str, msg: impl std::fmt::Display) {
     let _ = io::stderr().lock().write_all(line.as_bytes());
 }
 
-/// "1 blob", "2 blobs", "2 batches": a count and its noun (a regular
-/// English plural: -es after a sibilant, else -s).
-pub fn plural(n: u64, noun: &str) -> String {
-    let es = ["s", "x", "z", "ch", "sh"]
-        .iter()
-        .any(|e| noun.ends_with(e));
-    match (n, es) {
-        (1, _) => format!("1 {noun}"),
-        (n, true) => format!("{n} {noun}es"),
-        (n, false) => format!("{n} {noun}s"),
-    }
-}
-
 /// Parse a size such as `512M`, `1G`, `1GiB`, `64k` or plain bytes.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -389,14 +378,6 @@ pub fn jobs(n: Option<usize>) -> usize {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn one_is_singular() {
-        assert_eq!(super::plural(1, "op"), "1 op");
-        assert_eq!(super::plural(0, "op"), "0 ops");
-        assert_eq!(super::plural(2, "merge op"), "2 merge ops");
-        assert_eq!(super::plural(3, "batch"), "3 batches");
-    }
-
     #[test]
     fn jobs_are_counts_from_one() {
         assert_eq!(super::parse_jobs("1"), Ok(1));

@@ -98,12 +98,9 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
     // would replace the name, not write to it (pbf_output refuses it too).
     let special = out.metadata().is_ok_and(|m| !m.is_file());
     let place = ["/dev", "/proc"].into_iter().find(|p| out.starts_with(p));
-    let what = match (special, place) {
-        (true, _) => Some("is a device, process or other special file".to_owned()),
-        (false, Some(p)) => Some(format!(
-            "is in {p}, where names stand for devices and processes"
-        )),
-        (false, None) => None,
+    let what = match special {
+        true => Some("is a device, process or other special file".to_owned()),
+        false => place.map(|p| format!("is in {p}, where names stand for devices and processes")),
     };
     if let Some(what) = what {
         return Err(usage(format!(

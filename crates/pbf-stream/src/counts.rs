@@ -63,15 +63,28 @@ impl fmt::Debug for Counts {
     }
 }
 
-/// "5 node, 3 way, 1 relation, 0 changeset": every kind, for messages.
+/// "5 nodes, 3 ways, 1 relation, 0 changesets": every kind, for messages.
 impl fmt::Display for Counts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, k) in Kind::ALL.into_iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };
-            let s = if self[k] == 1 { "" } else { "s" };
-            write!(f, "{sep}{} {k}{s}", self[k])?;
+            write!(f, "{sep}{}", plural(self[k], k.name()))?;
         }
         Ok(())
+    }
+}
+
+/// "1 blob", "2 blobs", "2 batches": a count and its noun (a regular
+/// English plural: -es after a sibilant, else -s), for every message that
+/// counts something (the tools reach it as `pbf_cli::plural`).
+pub fn plural(n: u64, noun: &str) -> String {
+    let es = ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| noun.ends_with(e));
+    match (n, es) {
+        (1, _) => format!("1 {noun}"),
+        (n, true) => format!("{n} {noun}es"),
+        (n, false) => format!("{n} {noun}s"),
     }
 }
 
@@ -131,6 +144,14 @@ impl<'de> Visitor<'de> for CountsVisitor {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(plural(1, "op"), "1 op");
+        assert_eq!(plural(0, "op"), "0 ops");
+        assert_eq!(plural(2, "merge op"), "2 merge ops");
+        assert_eq!(plural(3, "batch"), "3 batches");
+    }
+
     use super::*;
 
     #[test]

@@ -28,7 +28,7 @@ mod order;
 mod records;
 mod source;
 
-pub use counts::Counts;
+pub use counts::{Counts, plural};
 pub use error::{Error, ErrorKind};
 pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_PIECE, PlanReader, StreamTime, Writer};
 pub use pbf_format::ijson;

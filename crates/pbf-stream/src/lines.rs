@@ -780,6 +780,5 @@ fn check_header(h: &PlanHeader) -> Result<(), Error> {
 
 /// "2 blobs holding 3 nodes, ..." of an end record or a section.
 fn blobs_holding(blobs: u64, counts: &Counts) -> String {
-    let s = if blobs == 1 { "" } else { "s" };
-    format!("{blobs} blob{s} holding {counts}")
+    format!("{} holding {counts}", crate::plural(blobs, "blob"))
 }
