@@ -1074,7 +1074,8 @@ run_date() {
 # The memory budget of pbf-sort's merge stage, from its --help.
 sort_memory() {
     local m
-    m=$("$ROOT/pbf-sort" --help 2>/dev/null | grep -o -- '--memory SIZE .*\[[^]]*\]' | grep -o '\[[^]]*\]' || true)
+    m=$("$ROOT/pbf-sort" --help 2>/dev/null | grep -o -- '--memory .*\[default: [^]]*\]' |
+        grep -o '[^ ]*\]$' | tr -d ']' || true)
     echo "merge memory budget ${m:-unknown}"
 }
 

@@ -23,7 +23,7 @@ complete -c pbf-sort -l dedupe -d 'Drop repeated (type, id, version), keeping th
 complete -c pbf-sort -l add-indexdata -d 'Indexdata in every output BlobHeader, so the next pbf-index reads headers only (osmconvert cannot)'
 complete -c pbf-sort -l no-space-check -d 'Write even where the filesystem reports too little free space (the copier, and the copy of standard input, check it before writing)'
 complete -c pbf-sort -l dry-run -d 'Print the run as a bash script, and exit'
-complete -c pbf-sort -l check -d 'The copier has pbf-index --decode read every blob and pbf-overlap --check find them in order, holding the inputs\' objects per kind, before OUTPUT is written'
+complete -c pbf-sort -l check -d 'The copier has pbf-index --decode read every blob and pbf-overlap --check find them in order, holding the inputs\' objects per kind, before OUTPUT (a file, not -) is written'
 complete -c pbf-sort -l progress -d 'Progress bars even when stderr is not a terminal'
 complete -c pbf-sort -l no-progress -d 'No progress bars'
 complete -c pbf-sort -s q -l quiet -d 'No progress and no notices'

@@ -180,7 +180,8 @@ pub fn command() -> Command {
         .arg(flag(
             "check",
             "The copier has pbf-index --decode read every blob and pbf-overlap --check find \
-             them in order, holding the inputs' objects per kind, before OUTPUT is written",
+             them in order, holding the inputs' objects per kind, before OUTPUT (a file, not -) \
+             is written",
         ))
         .arg(
             flag(
