@@ -164,9 +164,9 @@ fn paths_are_checked_before_any_stage_and_messages_name_the_cause() {
         ),
         (
             &["--check", input_s, "-o", "-"],
-            "--check needs -o FILE (it reads it back)",
+            "--check needs -o FILE to read back",
         ),
-        (&["--check", input_s], "--check needs -o FILE (it reads it back)"),
+        (&["--check", input_s], "--check needs -o FILE to read back"),
     ];
     for (args, needle) in cases {
         let mut full = vec!["-q"];

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::util::commands::{pbf_sort, wait_at_most};
+use crate::util::commands::{bin_quoted, pbf_sort, wait_at_most};
 use crate::util::files::{concat, data};
 
 /// Rows of the pseudo-terminal.
@@ -311,5 +311,37 @@ fn ctrl_c_leaves_a_clean_screen() {
             .filter(|n| n.starts_with(".pbf-sort"))
             .collect();
         assert!(left.is_empty(), "{cols} columns: left behind: {left:?}");
+    }
+}
+
+#[test]
+fn ctrl_c_on_a_pipeline_of_the_tools_leaves_a_clean_screen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = repeated(dir.path(), 8);
+    let out = dir.path().join("out.osm.pbf");
+    // No driver to clear the line after the stages: the stage drawing the
+    // bar must clear it as Ctrl-C ends it.
+    let script = format!(
+        "{} '{}' | {} | {} | {} -o '{}'",
+        bin_quoted("pbf-index"),
+        input.display(),
+        bin_quoted("pbf-overlap"),
+        bin_quoted("pbf-merge"),
+        bin_quoted("pbf-copy"),
+        out.display()
+    );
+    for cols in [40, 80] {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c").arg(&script);
+        let d = in_terminal(cmd, cols, true);
+        assert!(
+            !d.status.success(),
+            "{cols} columns: the pipeline was not interrupted"
+        );
+        assert_clean(
+            &d,
+            &format!("Ctrl-C on the tools' pipeline at {cols} columns"),
+        );
+        assert!(!out.exists(), "{cols} columns: an output was left");
     }
 }

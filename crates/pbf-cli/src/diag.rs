@@ -9,6 +9,7 @@
 
 use std::fmt;
 use std::io::{self, IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -280,10 +281,15 @@ impl Screen {
     }
 
     /// Whether this process may draw now (see [`Screen`]).
+    /// The first time it does on a terminal, a signal that ends the
+    /// process from then on clears the line, so no stale bar stays there.
     fn owns_line(&self) -> bool {
         let mut line = LINE.lock().unwrap_or_else(|e| e.into_inner());
         if !matches!(*line, Some(Line::Held(_) | Line::Unlockable)) {
             *line = Some(take_line());
+            if self.terminal && matches!(*line, Some(Line::Held(_) | Line::Unlockable)) {
+                pbf_output::cleanup::clear_line_on_signal(io::stderr().as_fd());
+            }
         }
         matches!(*line, Some(Line::Held(_) | Line::Unlockable))
     }

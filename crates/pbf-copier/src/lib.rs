@@ -76,7 +76,6 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
     .arg(
         Arg::new("temp-dir")
             .long("temp-dir")
-            .visible_alias("tmpdir")
             .value_name("DIR")
             .help(
                 "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \

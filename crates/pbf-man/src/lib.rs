@@ -179,12 +179,14 @@ fn replace_marker(
 /// The SYNOPSIS section. `clap_mangen`'s own omits option values (`-j`
 /// instead of `-j N`) and repetition (`FILE` instead of `FILE ...`), so it is
 /// rendered here: short form when there is one, help and version left to
-/// OPTIONS.
+/// OPTIONS, options under a heading of their own (a program's plumbing) to
+/// their section.
 fn synopsis(cmd: &Command) -> String {
     let mut out = format!(".SH SYNOPSIS\n.B {}\n", escape(cmd.get_name()));
     for arg in cmd.get_arguments() {
         let id = arg.get_id().as_str();
-        if arg.is_hide_set() || arg.is_positional() || id == "help" || id == "version" {
+        let apart = arg.get_help_heading().is_some();
+        if arg.is_hide_set() || arg.is_positional() || apart || id == "help" || id == "version" {
             continue;
         }
         let flag = match (arg.get_short(), arg.get_long()) {

@@ -10,6 +10,10 @@
 //! `pbf-copy -o - > file` interrupted by Ctrl-C fails on the cut file
 //! instead of taking it for a complete one.
 //!
+//! A progress line this process draws on a terminal ([`clear_line_on_signal`])
+//! is cleared by the same handler, so Ctrl-C on a pipeline of the tools
+//! leaves no stale bar behind, as the driver leaves none.
+//!
 //! What this cannot cover, by design:
 //! - SIGKILL (and a power cut) cannot be caught. A named temporary file
 //!   stays, but it is never named like the output: it is
@@ -44,6 +48,11 @@ const SLOTS: usize = 32;
 static PATHS: [AtomicPtr<libc::c_char>; SLOTS] = [const { AtomicPtr::new(ptr::null_mut()) }; SLOTS];
 /// The stream to poison on a signal, or -1.
 static STREAM_FD: AtomicI32 = AtomicI32::new(-1);
+/// The terminal whose line (this process's progress bar) is cleared on a
+/// signal, or -1.
+static LINE_FD: AtomicI32 = AtomicI32::new(-1);
+/// Carriage return, then erase to the end of the line.
+const CLEAR_LINE: &[u8] = b"\r\x1b[K";
 /// Handlers currently running: a slot's string is not freed while one runs.
 static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
 static INSTALL: Once = Once::new();
@@ -64,6 +73,11 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // SAFETY: write is async-signal-safe; the buffer lives on our stack.
         // A short or failed write (a closed pipe) leaves nothing to do.
         unsafe { libc::write(fd, poison.as_ptr().cast(), poison.len()) };
+    }
+    let line = LINE_FD.load(Ordering::SeqCst);
+    if line >= 0 {
+        // SAFETY: as above; a static buffer.
+        unsafe { libc::write(line, CLEAR_LINE.as_ptr().cast(), CLEAR_LINE.len()) };
     }
     // SA_RESETHAND restored the default disposition on entry; the re-raised
     // signal is delivered when the handler returns (or at once), and kills us.
@@ -119,6 +133,14 @@ impl Drop for StreamRegistration {
     fn drop(&mut self) {
         STREAM_FD.store(-1, Ordering::SeqCst);
     }
+}
+
+/// Clear the line of the terminal `fd` if the process receives one of
+/// [`SIGNALS`]: call it once this process draws its progress bar there,
+/// which it does until it exits (a bar's line is never handed back).
+pub fn clear_line_on_signal(fd: BorrowedFd<'_>) {
+    install();
+    LINE_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
 }
 
 /// A path that is unlinked if the process receives one of [`SIGNALS`];

@@ -113,8 +113,13 @@ impl<R: BufRead> LineReader<R> {
         self.line
     }
 
-    /// The next non-empty line without its newline, or `None` at EOF.
+    /// The next non-empty line without its newline, or `None` at EOF. A
+    /// stream that starts as a PBF file does is refused at its first line
+    /// in words that say so, not as JSON that does not parse.
     pub fn next_line(&mut self) -> Result<Option<&[u8]>, Error> {
+        if self.line == 0 {
+            self.refuse_pbf()?;
+        }
         loop {
             self.start_line();
             if !self.fill_line(MAX_LINE + 1)? {
@@ -124,6 +129,23 @@ impl<R: BufRead> LineReader<R> {
                 return Ok(Some(&self.buf));
             }
         }
+    }
+
+    /// Fail when the stream's first bytes start a PBF file.
+    fn refuse_pbf(&mut self) -> Result<(), Error> {
+        let head = self
+            .inner
+            .fill_buf()
+            .map_err(|e| Error::from(e).at_line(1))?;
+        if !pbf_format::sniff::starts_like_pbf(head) {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "a PBF file, not a JSON Lines stream: the stages after pbf-index read streams \
+             (pbf-index FILE | pbf-overlap | pbf-merge | pbf-copy -o OUT), and pbf-sort FILE \
+             -o OUT sorts it",
+        )
+        .at_line(1))
     }
 
     /// Start reading the next line into an empty `buf`.

@@ -156,6 +156,18 @@ fn index_errors_name_the_line() {
     }
 }
 
+#[test]
+fn a_pbf_file_given_for_a_stream_is_named_as_one() {
+    // A PBF file's first bytes: a BlobHeader length, then an OSMHeader
+    // BlobHeader, whose first byte (0x0a) is a newline.
+    let pbf: &[u8] = b"\0\0\0\x0d\x0a\x09OSMHeader\x18\x9a\x01\x10\x01";
+    let want = "line 1: a PBF file, not a JSON Lines stream";
+    let index = IndexReader::new(pbf).next_record().expect_err("index");
+    assert!(index.to_string().starts_with(want), "{index}");
+    let plan = PlanReader::new(pbf).expect_err("plan");
+    assert!(plan.to_string().starts_with(want), "{plan}");
+}
+
 fn plan_line(size: u64) -> String {
     format!(
         r#"{{"type":"plan","schema":"pbf-sort/plan","version":3,"sources":[{{"id":0,"path":"/x.pbf","size":{size},"mtime":1,"mtime_nsec":0}}],"header":{{}}}}"#

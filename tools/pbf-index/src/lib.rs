@@ -48,6 +48,9 @@ const SAMPLE_WINDOW: u64 = 1 << 20;
 /// copy ahead of one costs next to nothing.
 const MIN_SAMPLED: u64 = 1 << 20;
 
+/// The help heading of the options only the pbf-sort driver runs.
+const DRIVER_HEADING: &str = "Run by pbf-sort, not by hand";
+
 /// How the header walk reads unless `--io` says otherwise: the faster on a
 /// cold cache (see bench/io-walk.md).
 const DEFAULT_IO: Io = Io::Uring;
@@ -153,9 +156,12 @@ pub fn command() -> Command {
                      as it is given here",
                 ),
         )
+        // The pbf-sort driver's plumbing (pbf_cli::driver), run only by the
+        // driver: listed apart under a heading of their own.
         .arg(
             Arg::new("driver-help")
                 .long("driver-help")
+                .help_heading(DRIVER_HEADING)
                 .exclusive(true)
                 .help("Print the help of the pbf-sort driver, and exit (pbf-sort --help)")
                 .action(ArgAction::SetTrue),
@@ -163,6 +169,7 @@ pub fn command() -> Command {
         .arg(
             Arg::new("driver-summary")
                 .long("driver-summary")
+                .help_heading(DRIVER_HEADING)
                 .value_names(["DIR", "FILE"])
                 .num_args(2)
                 .exclusive(true)
@@ -180,6 +187,7 @@ pub fn command() -> Command {
         .arg(
             Arg::new("driver-check")
                 .long("driver-check")
+                .help_heading(DRIVER_HEADING)
                 .value_name("FIELD")
                 .num_args(1..)
                 .exclusive(true)
@@ -194,6 +202,7 @@ pub fn command() -> Command {
         .arg(
             Arg::new("driver-script")
                 .long("driver-script")
+                .help_heading(DRIVER_HEADING)
                 .exclusive(true)
                 .help(
                     "Print the bash script of the pbf-sort run described on standard input, \
