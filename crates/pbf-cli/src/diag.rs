@@ -379,11 +379,17 @@ impl TermLike for Screen {
     /// The end of a frame: written in one piece if the line is ours.
     fn flush(&self) -> io::Result<()> {
         let frame = std::mem::take(&mut *self.frame.lock().unwrap_or_else(|e| e.into_inner()));
-        if frame.is_empty() || !self.owns_line() {
+        // A signal's handler clears the line as the process dies: nothing
+        // more is drawn there, and a frame that crossed the handler's clear
+        // is cleared again.
+        if frame.is_empty() || pbf_output::cleanup::signalled() || !self.owns_line() {
             return Ok(());
         }
         let mut err = io::stderr().lock();
         err.write_all(&frame)?;
+        if pbf_output::cleanup::signalled() {
+            err.write_all(b"\r\x1b[2K")?;
+        }
         err.flush()
     }
 }

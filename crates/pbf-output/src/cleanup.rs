@@ -32,7 +32,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::ptr;
 use std::sync::Once;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 
 use nix::libc;
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
@@ -51,13 +51,16 @@ static STREAM_FD: AtomicI32 = AtomicI32::new(-1);
 /// The terminal whose line (this process's progress bar) is cleared on a
 /// signal, or -1.
 static LINE_FD: AtomicI32 = AtomicI32::new(-1);
-/// Carriage return, then erase to the end of the line.
-const CLEAR_LINE: &[u8] = b"\r\x1b[K";
+/// Carriage return, then erase the line.
+const CLEAR_LINE: &[u8] = b"\r\x1b[2K";
+/// Set as the handler starts: the process is about to die.
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
 /// Handlers currently running: a slot's string is not freed while one runs.
 static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
 static INSTALL: Once = Once::new();
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
     IN_HANDLER.fetch_add(1, Ordering::SeqCst);
     for slot in &PATHS {
         let p = slot.load(Ordering::SeqCst);
@@ -141,6 +144,13 @@ impl Drop for StreamRegistration {
 pub fn clear_line_on_signal(fd: BorrowedFd<'_>) {
     install();
     LINE_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
+}
+
+/// True once one of [`SIGNALS`] reached the handler: the process is about
+/// to die, and its other threads should draw nothing more (a progress frame
+/// written after the handler cleared the line would stay on the screen).
+pub fn signalled() -> bool {
+    SIGNALLED.load(Ordering::SeqCst)
 }
 
 /// A path that is unlinked if the process receives one of [`SIGNALS`];
