@@ -45,6 +45,24 @@ fn refusal_numbers(line: &str) -> (u64, u64) {
     (number_before(" bytes more"), number_before(" bytes free"))
 }
 
+/// Wait until the space freed in `fs` is counted as free: XFS frees the
+/// blocks of a removed file (shared ones all the more) in the background,
+/// so what a run sees free could otherwise grow while it runs.
+fn settle(fs: &Path) {
+    let synced = Command::new("sync").arg("-f").arg(fs).status();
+    assert!(synced.is_ok_and(|s| s.success()), "sync -f");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut free = free_bytes(fs);
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = free_bytes(fs);
+        if now == free || Instant::now() > deadline {
+            return;
+        }
+        free = now;
+    }
+}
+
 fn sort(args: &[&str], input: &Path, out: &Path, scratch: &Path) -> Outcome {
     let mut c = pbf_sort();
     c.arg("-q").args(args).arg(input).arg("-o").arg(out);
@@ -196,6 +214,7 @@ fn clones_take_no_room_and_are_not_refused() {
     assert_eq!(o.status.code(), Some(0), "{}", o.stderr);
     // pbf-copy would need the room: refused.
     std::fs::remove_file(&out).expect("rm");
+    settle(xfs.path());
     let o = sort(&["--copier", "copy"], &input, &out, scratch.path());
     check_refusal("pbf-copy on XFS", &o, xfs.path(), size, &["filler", SORTED]);
 }
