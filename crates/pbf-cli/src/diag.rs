@@ -18,6 +18,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use indicatif::{
     HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle, TermLike,
 };
+use pbf_output::cleanup::CLEAR_LINE;
 
 /// The help texts of `-v` and `-q`, which differ from tool to tool.
 #[derive(Clone, Copy, Debug)]
@@ -284,14 +285,15 @@ impl Screen {
     /// The first time it does on a terminal, a signal that ends the
     /// process from then on clears the line, so no stale bar stays there.
     fn owns_line(&self) -> bool {
+        let ours = |line: &Option<Line>| matches!(line, Some(Line::Held(_) | Line::Unlockable));
         let mut line = LINE.lock().unwrap_or_else(|e| e.into_inner());
-        if !matches!(*line, Some(Line::Held(_) | Line::Unlockable)) {
+        if !ours(&line) {
             *line = Some(take_line());
-            if self.terminal && matches!(*line, Some(Line::Held(_) | Line::Unlockable)) {
+            if self.terminal && ours(&line) {
                 pbf_output::cleanup::clear_line_on_signal(io::stderr().as_fd());
             }
         }
-        matches!(*line, Some(Line::Held(_) | Line::Unlockable))
+        ours(&line)
     }
 
     fn put(&self, s: &str) -> io::Result<()> {
@@ -373,7 +375,7 @@ impl TermLike for Screen {
     }
 
     fn clear_line(&self) -> io::Result<()> {
-        self.put("\r\x1b[2K")
+        self.put(CLEAR_LINE)
     }
 
     /// The end of a frame: written in one piece if the line is ours.
@@ -388,7 +390,7 @@ impl TermLike for Screen {
         let mut err = io::stderr().lock();
         err.write_all(&frame)?;
         if pbf_output::cleanup::signalled() {
-            err.write_all(b"\r\x1b[2K")?;
+            err.write_all(CLEAR_LINE.as_bytes())?;
         }
         err.flush()
     }

@@ -266,7 +266,7 @@ pub fn warn(name: &str, msg: impl std::fmt::Display) {
     // progress bar: it is cleared first, so the message starts a clean
     // line and the bar is drawn again below it.
     let clear = if io::stderr().is_terminal() {
-        "\r\x1b[2K"
+        pbf_output::cleanup::CLEAR_LINE
     } else {
         ""
     };

@@ -51,8 +51,9 @@ static STREAM_FD: AtomicI32 = AtomicI32::new(-1);
 /// The terminal whose line (this process's progress bar) is cleared on a
 /// signal, or -1.
 static LINE_FD: AtomicI32 = AtomicI32::new(-1);
-/// Carriage return, then erase the line.
-const CLEAR_LINE: &[u8] = b"\r\x1b[2K";
+/// Carriage return, then erase the line: what clears a progress bar, here
+/// and wherever a tool writes over its line.
+pub const CLEAR_LINE: &str = "\r\x1b[2K";
 /// Set as the handler starts: the process is about to die.
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 /// Handlers currently running: a slot's string is not freed while one runs.

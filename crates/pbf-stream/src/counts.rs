@@ -144,6 +144,8 @@ impl<'de> Visitor<'de> for CountsVisitor {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn one_is_singular() {
         assert_eq!(plural(1, "op"), "1 op");
@@ -151,8 +153,6 @@ mod tests {
         assert_eq!(plural(2, "merge op"), "2 merge ops");
         assert_eq!(plural(3, "batch"), "3 batches");
     }
-
-    use super::*;
 
     #[test]
     fn zero_changesets_are_left_out_and_read_back() {
