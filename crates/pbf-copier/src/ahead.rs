@@ -26,7 +26,7 @@
 //! A wrong guess costs a wasted copy, at most as far as the input was read
 //! in order, and never a wrong byte. Each step the thread copies goes to
 //! the disk at once (written past the page cache where the filesystem
-//! allows, see `Direct`, else handed to write-back), so the commit's fsync
+//! allows, see `pbf_output::direct`, else handed to write-back), so the commit's fsync
 //! does not write the whole file after the index. The planner's side (the early plan record, the `sorted`
 //! and `unsorted` records) lives in pbf-overlap; pbf-stream(5) describes the
 //! records.
@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
+use pbf_output::direct::{ALIGN, AlignedBuf, Direct};
 use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
 use pbf_stream::{CopyOp, SortedThrough};
 
@@ -365,11 +366,13 @@ impl Copied {
         let mut left = kept;
         for s in &self.steps {
             let kernel = s.kernel_bytes.min(left);
-            let fallback = s.fallback_bytes.min(left - kernel);
+            let direct = s.direct_bytes.min(left - kernel);
+            let fallback = s.fallback_bytes.min(left - kernel - direct);
             total.kernel_bytes += kernel;
+            total.direct_bytes += direct;
             total.fallback_bytes += fallback;
             total.fallbacks += u64::from(fallback > 0) * s.fallbacks;
-            left -= kernel + fallback;
+            left -= kernel + direct + fallback;
         }
         total
     }
@@ -478,7 +481,7 @@ fn copy_pieces(src: &File, offset: u64, dst: &File, at: u64, gate: &Gate) -> Cop
                     src,
                     dst,
                     direct: direct.as_ref(),
-                    buf: Vec::new(),
+                    buf: None,
                 };
                 while let Some((start, n)) = gate.take_piece() {
                     let piece = writer.copy(offset + start, n, at + start, start);
@@ -494,58 +497,12 @@ fn copy_pieces(src: &File, offset: u64, dst: &File, at: u64, gate: &Gate) -> Cop
     Copied::of(pieces.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// Block size the direct writes are aligned to, in the file and in memory:
-/// a multiple of any disk's logical block.
-const ALIGN: u64 = 4096;
-
-/// A second handle on the output that writes past the page cache
-/// (`O_DIRECT`), shared by the writers. Each writer reads a piece into its
-/// buffer (a copy from the input's cached pages) and writes it from there:
-/// half the CPU of `copy_file_range` through the output's page cache, and
-/// no dirty pages for the kernel to write back while the index needs the
-/// cores (`bench/copy-ahead.md`). The input's data frames do not start at
-/// the output's offset modulo a block (the headers differ), so the input's
-/// pages cannot be written as they are. Only whole aligned blocks go this
-/// way; a partial block at either end of a piece goes through the page
-/// cache, so no block is written both ways (two pieces that share a block
-/// both write their parts of it through the page cache). Bytes counted as
-/// copied by read/write.
-#[derive(Debug)]
-struct Direct {
-    file: File,
-    /// Cleared at the first write the filesystem refuses: the page cache
-    /// takes every piece from then on.
-    works: std::sync::atomic::AtomicBool,
-}
-
-impl Direct {
-    /// Open `dst` again for direct writes; `None` where the filesystem has
-    /// none (tmpfs) or the file cannot be opened again.
-    fn open(dst: &File) -> Option<Direct> {
-        use std::os::fd::AsRawFd;
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(nix::libc::O_DIRECT)
-            .open(format!("/proc/self/fd/{}", dst.as_raw_fd()))
-            .ok()?;
-        Some(Direct {
-            file,
-            works: true.into(),
-        })
-    }
-
-    fn works(&self) -> bool {
-        self.works.load(std::sync::atomic::Ordering::Relaxed)
-    }
-}
-
 /// One writer: its handles and its buffer for direct writes.
 struct Writer<'a> {
     src: &'a File,
     dst: &'a File,
     direct: Option<&'a Direct>,
-    buf: Vec<u8>,
+    buf: Option<AlignedBuf>,
 }
 
 impl Writer<'_> {
@@ -598,10 +555,9 @@ impl Writer<'_> {
     ) -> pbf_output::Result<()> {
         if let Some(d) = direct {
             if self.write_direct(d, from, len, to)? {
-                stats.fallback_bytes += len;
+                stats.direct_bytes += len;
                 return Ok(());
             }
-            d.works.store(false, std::sync::atomic::Ordering::Relaxed);
         }
         copy_range(self.src, from, len, self.dst, Some(to), stats)?;
         // Left to itself the kernel would keep the copied pages dirty
@@ -622,11 +578,10 @@ impl Writer<'_> {
         to: u64,
     ) -> pbf_output::Result<bool> {
         use std::os::unix::fs::FileExt;
-        if self.buf.is_empty() {
-            self.buf = vec![0; (PIECE + ALIGN) as usize];
-        }
-        let start = self.buf.as_ptr().align_offset(ALIGN as usize);
-        let buf = &mut self.buf[start..start + len as usize];
+        let buf = self
+            .buf
+            .get_or_insert_with(|| AlignedBuf::new(PIECE as usize));
+        let buf = &mut buf.bytes_mut()[..len as usize];
         self.src.read_exact_at(buf, from).map_err(|e| {
             let what = match e.kind() {
                 std::io::ErrorKind::UnexpectedEof => "source ends before the range does",
@@ -634,14 +589,9 @@ impl Writer<'_> {
             };
             pbf_output::Error::io(format!("copying ahead at offset {from}: {what}"), e)
         })?;
-        match d.file.write_all_at(buf, to) {
-            Ok(()) => Ok(true),
-            Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => Ok(false),
-            Err(e) => Err(pbf_output::Error::io(
-                format!("copying ahead: direct write at offset {to}"),
-                e,
-            )),
-        }
+        d.write_at(buf, to).map_err(|e| {
+            pbf_output::Error::io(format!("copying ahead: direct write at offset {to}"), e)
+        })
     }
 }
 
@@ -714,7 +664,7 @@ impl CopyAhead {
         let want = want.min(self.len);
         let mut copied = self.join(want == self.len);
         let kept = copied.done.min(want);
-        out.add_copied(kept, copied.stats_of(kept));
+        out.add_copied(kept, copied.stats_of(kept))?;
         Ok(Landed {
             kept,
             dropped: copied.done - kept,
@@ -885,7 +835,7 @@ mod tests {
         assert_eq!((landed.kept, landed.dropped), (len, 0));
         if direct {
             assert!(
-                out.stats().fallback_bytes >= (1 << 20) - 8192,
+                out.stats().direct_bytes >= (1 << 20) - 8192,
                 "{:?}",
                 out.stats()
             );

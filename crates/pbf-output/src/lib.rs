@@ -21,6 +21,10 @@
 //! - [`copy_range`]: `copy_file_range(2)` in 1 GiB calls, falling back to
 //!   `pread`/`pwrite` (or `write` for a pipe) when the kernel refuses, with
 //!   [`CopyStats`] telling how many bytes went which way.
+//! - [`direct`]: writes past the page cache (`O_DIRECT`), which a copier's
+//!   staged appends ([`OutputFile::stage_appends`]) and its copy ahead use:
+//!   one copy of each byte from the source's cached pages, and no dirty
+//!   pages of the output for the kernel to write back and reclaim.
 //! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
 //!   plan's header record, and data-frame BlobHeaders carrying indexdata,
 //!   always under 128 bytes (older libosmium rejects longer ones).
@@ -48,10 +52,12 @@
 #![deny(missing_docs)]
 
 pub mod cleanup;
+pub mod direct;
 mod error;
 pub mod frames;
 mod output;
 mod range;
+mod stage;
 mod temp;
 
 pub use error::{Error, ErrorKind, Result};

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use crate::cleanup;
 use crate::error::{Error, ErrorKind, Result};
 use crate::range::{CopyStats, copy_range};
+use crate::stage::Stage;
 use crate::temp::Temp;
 
 /// What an output may replace.
@@ -49,6 +50,9 @@ pub struct OutputFile {
     /// Bytes before this offset were handed to the disk ([`start_writeback`]).
     handed: u64,
     stats: CopyStats,
+    /// Appends gathered and written past the page cache
+    /// ([`OutputFile::stage_appends`]).
+    stage: Option<Stage>,
 }
 
 /// A check of the complete output, given its temporary path
@@ -144,6 +148,7 @@ impl OutputFile {
             pos: 0,
             handed: 0,
             stats: CopyStats::default(),
+            stage: None,
         })
     }
 
@@ -177,6 +182,7 @@ impl OutputFile {
             pos: 0,
             handed: 0,
             stats: CopyStats::default(),
+            stage: None,
         }
     }
 
@@ -255,24 +261,73 @@ impl OutputFile {
     }
 
     /// Record `len` bytes written at [`OutputFile::position`] through
-    /// [`OutputFile::file`] by the caller (e.g. a clone), counted as kernel bytes.
-    pub fn advance(&mut self, len: u64) {
+    /// [`OutputFile::file`] by the caller (e.g. a clone), counted as kernel
+    /// bytes. Appends still staged go to the file first.
+    pub fn advance(&mut self, len: u64) -> Result<()> {
+        self.flush_stage()?;
         self.started();
         self.pos += len;
         self.stats.kernel_bytes += len;
+        Ok(())
     }
 
     /// Record `len` bytes written at [`OutputFile::position`] by a copy on
     /// another handle of the file (the copier's copy ahead), copied as
     /// `stats` says. That copy handed each of its steps to the disk itself
-    /// ([`start_writeback`]).
-    pub fn add_copied(&mut self, len: u64, stats: CopyStats) {
+    /// ([`start_writeback`]). Appends still staged go to the file first.
+    pub fn add_copied(&mut self, len: u64, stats: CopyStats) -> Result<()> {
+        self.flush_stage()?;
         self.started();
         self.pos += len;
         self.handed = self.pos;
         self.stats.kernel_bytes += stats.kernel_bytes;
+        self.stats.direct_bytes += stats.direct_bytes;
         self.stats.fallback_bytes += stats.fallback_bytes;
         self.stats.fallbacks += stats.fallbacks;
+        Ok(())
+    }
+
+    /// From now on, gather what [`OutputFile::write_all`] and
+    /// [`OutputFile::copy_from`] append in memory and write it past the
+    /// page cache a stage (8 MiB) at a time, in whole blocks: a range is
+    /// read once from the source's cached pages, and the output leaves no
+    /// dirty pages behind (see [`crate::direct`]). False, and nothing
+    /// changes, for standard output and where the filesystem has no direct
+    /// writes; a filesystem that refuses the first direct write gets the
+    /// page cache from then on. Until the commit the file lacks the bytes
+    /// still staged: a caller writing through [`OutputFile::file`] does so
+    /// past [`OutputFile::position`] and reports with
+    /// [`OutputFile::advance`] or [`OutputFile::add_copied`], which write
+    /// them first.
+    pub fn stage_appends(&mut self) -> bool {
+        if let Target::Temp { temp, .. } = &self.target {
+            self.stage = Stage::open(temp.file());
+        }
+        self.stage.is_some()
+    }
+
+    /// Write what the stage holds, and drop a stage the filesystem refused.
+    fn flush_stage(&mut self) -> Result<()> {
+        if let (Some(stage), Target::Temp { temp, .. }) = (&mut self.stage, &self.target) {
+            stage.flush(temp.file()).map_err(|e| e.within(&self.name))?;
+            if !stage.works() {
+                self.stage = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Append `len` bytes through the stage, when there is one: false
+    /// (nothing done) when there is none. `fill` as in [`Stage::append`].
+    fn staged(&mut self, len: u64, fill: impl FnMut(&mut [u8], u64) -> Result<()>) -> Result<bool> {
+        let (Some(stage), Target::Temp { temp, .. }) = (&mut self.stage, &self.target) else {
+            return Ok(false);
+        };
+        stage.append(temp.file(), self.pos, len, fill)?;
+        if !stage.works() {
+            self.flush_stage()?;
+        }
+        Ok(true)
     }
 
     /// Start over at offset 0: the next byte written goes there. What was
@@ -291,6 +346,9 @@ impl OutputFile {
         self.pos = 0;
         self.handed = 0;
         self.stats = CopyStats::default();
+        if let Some(stage) = &mut self.stage {
+            stage.discard();
+        }
         Ok(())
     }
 
@@ -307,13 +365,23 @@ impl OutputFile {
     /// Append bytes from memory.
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
         self.started();
-        let res = match &self.target {
-            Target::Temp { temp, .. } => temp.file().write_all_at(bytes, self.pos),
-            Target::Stream(s) => (&s.file).write_all(bytes),
+        let len = bytes.len() as u64;
+        let staged = self.staged(len, |buf, done| {
+            buf.copy_from_slice(&bytes[done as usize..done as usize + buf.len()]);
+            Ok(())
+        });
+        let written = match staged {
+            Ok(true) => Ok(()),
+            Ok(false) => match &self.target {
+                Target::Temp { temp, .. } => temp.file().write_all_at(bytes, self.pos),
+                Target::Stream(s) => (&s.file).write_all(bytes),
+            }
+            .map_err(|e| Error::io(format!("{}: write at offset {}", self.name, self.pos), e)),
+            Err(e) => Err(e.within(&self.name)),
         };
-        res.map_err(|e| Error::io(format!("{}: write at offset {}", self.name, self.pos), e))?;
-        self.pos += bytes.len() as u64;
-        self.stats.written_bytes += bytes.len() as u64;
+        written?;
+        self.pos += len;
+        self.stats.written_bytes += len;
         self.hand_to_disk();
         Ok(())
     }
@@ -333,23 +401,35 @@ impl OutputFile {
         }
     }
 
-    /// Append `len` bytes of `src` from `offset`, in the kernel when it can.
-    /// `src_name` names the source in errors.
+    /// Append `len` bytes of `src` from `offset`: through the stage when
+    /// appends are staged, else in the kernel when it can. `src_name` names
+    /// the source in errors.
     pub fn copy_from(&mut self, src: &File, src_name: &Path, offset: u64, len: u64) -> Result<()> {
         self.started();
-        let dst_off = (!self.is_stream()).then_some(self.pos);
-        let dst = match &self.target {
-            Target::Temp { temp, .. } => temp.file(),
-            Target::Stream(s) => &s.file,
-        };
-        copy_range(src, offset, len, dst, dst_off, &mut self.stats).map_err(|e| {
+        let within = |e: Error, name: &str| {
             e.within(format!(
-                "copying {} bytes {offset}..{} to {}",
+                "copying {} bytes {offset}..{} to {name}",
                 src_name.display(),
                 offset + len,
-                self.name
             ))
-        })?;
+        };
+        let staged = self.staged(len, |buf, done| {
+            read_source(src, buf, offset + done, len - done)
+        });
+        match staged {
+            Ok(true) if self.stage.is_some() => self.stats.direct_bytes += len,
+            Ok(true) => self.stats.fallback_bytes += len,
+            Ok(false) => {
+                let dst_off = (!self.is_stream()).then_some(self.pos);
+                let dst = match &self.target {
+                    Target::Temp { temp, .. } => temp.file(),
+                    Target::Stream(s) => &s.file,
+                };
+                copy_range(src, offset, len, dst, dst_off, &mut self.stats)
+                    .map_err(|e| within(e, &self.name))?;
+            }
+            Err(e) => return Err(within(e, &self.name)),
+        }
         self.pos += len;
         self.hand_to_disk();
         Ok(())
@@ -375,7 +455,7 @@ impl OutputFile {
     }
 
     fn finish(self, check: Option<&mut Check<'_>>) -> Result<()> {
-        let name = self.name;
+        let (name, mut stage) = (self.name, self.stage);
         let (temp, dest, file_name, overwrite) = match self.target {
             Target::Temp {
                 temp,
@@ -395,6 +475,9 @@ impl OutputFile {
                 ));
             }
         };
+        if let Some(stage) = &mut stage {
+            stage.flush(temp.file()).map_err(|e| e.within(&name))?;
+        }
         cut_at(temp.file(), self.pos, &name)?;
         temp.file()
             .sync_all()
@@ -425,6 +508,25 @@ impl OutputFile {
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(format!("{}: fsync directory", dir.display()), e))
     }
+}
+
+/// Fill `buf` from `src` at `at`, where `left` bytes of the range start:
+/// a source that ends first is an error, never a short output.
+fn read_source(src: &File, buf: &mut [u8], at: u64, left: u64) -> Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        match src.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) => {
+                let (offset, missing) = (at + got as u64, left - got as u64);
+                let short = ErrorKind::ShortSource { offset, missing };
+                return Err(Error::new("reading the source", short));
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(format!("read at source offset {at}"), e)),
+        }
+    }
+    Ok(())
 }
 
 /// Cut `file` back to `len` bytes when it is longer: a copy ahead that the
@@ -850,5 +952,85 @@ mod tests {
             err.to_string().contains("cannot create a temporary file"),
             "{err}"
         );
+    }
+
+    /// Run the same appends on a staged and an unstaged output: ranges of
+    /// a source of every length (within a block, across blocks and across
+    /// stages), bytes from memory, bytes another handle writes past the
+    /// position (`advance`), and a restart.
+    fn appends(dir: &Path, src: &Path, staged: bool) -> (Vec<u8>, CopyStats) {
+        let out = dir.join(if staged { "staged" } else { "kernel" });
+        let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
+        if staged {
+            o.stage_appends();
+        }
+        let f = File::open(src).expect("open");
+        let size = f.metadata().expect("stat").len();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for round in 0..60 {
+            let len = match round % 4 {
+                0 => next(4096),
+                1 => next(200_000),
+                2 => next(3 << 20),
+                _ => next(9 << 20),
+            };
+            let offset = next(size - len);
+            o.copy_from(&f, src, offset, len).expect("copy");
+            o.write_all(&round.to_string().into_bytes()).expect("write");
+            if round == 20 {
+                o.restart().expect("restart");
+            }
+            if round % 17 == 5 {
+                let at = o.position();
+                o.file().write_all_at(b"cloned", at).expect("clone");
+                o.advance(6).expect("advance");
+            }
+        }
+        let stats = o.stats();
+        o.commit().expect("commit");
+        (fs::read(&out).expect("out"), stats)
+    }
+
+    #[test]
+    fn staged_appends_make_the_bytes_of_appends_through_the_kernel() {
+        let dir = tempfile::tempdir().expect("dir");
+        let src = dir.path().join("src");
+        let bytes: Vec<u8> = (0..20u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
+        fs::write(&src, &bytes).expect("src");
+        let (kernel, kernel_stats) = appends(dir.path(), &src, false);
+        let (staged, staged_stats) = appends(dir.path(), &src, true);
+        assert!(
+            kernel == staged,
+            "{} and {} bytes",
+            kernel.len(),
+            staged.len()
+        );
+        assert_eq!(kernel_stats.direct_bytes, 0);
+        assert_eq!(kernel_stats.copied(), staged_stats.copied());
+        if staged_stats.direct_bytes > 0 {
+            assert_eq!(staged_stats.kernel_bytes, 6 * 3, "{staged_stats:?}");
+        }
+    }
+
+    #[test]
+    fn a_staged_copy_from_a_short_source_names_it_and_the_range() {
+        let dir = tempfile::tempdir().expect("dir");
+        let src = dir.path().join("src");
+        fs::write(&src, b"0123456789").expect("src");
+        let f = File::open(&src).expect("open");
+        let mut o = OutputFile::create(&dir.path().join("out"), &opts(false, &[])).expect("out");
+        if !o.stage_appends() {
+            eprintln!("SKIPPED: no O_DIRECT on {}", dir.path().display());
+            return;
+        }
+        let err = o.copy_from(&f, &src, 4, 10).expect_err("short").to_string();
+        assert!(err.contains("bytes 4..14") && err.contains("src"), "{err}");
+        assert!(err.contains("offset 10"), "{err}");
     }
 }

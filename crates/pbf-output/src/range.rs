@@ -27,7 +27,10 @@ const BUF: usize = 1 << 20;
 pub struct CopyStats {
     /// Bytes copied by `copy_file_range` (in the kernel, possibly reflinked by it).
     pub kernel_bytes: u64,
-    /// Bytes copied through a user-space buffer.
+    /// Bytes read into memory and written past the page cache
+    /// ([`crate::direct`]).
+    pub direct_bytes: u64,
+    /// Bytes copied through a user-space buffer and the page cache.
     pub fallback_bytes: u64,
     /// Ranges in which the kernel refused and the fallback took over.
     pub fallbacks: u64,
@@ -36,9 +39,9 @@ pub struct CopyStats {
 }
 
 impl CopyStats {
-    /// Bytes copied either way.
+    /// Bytes copied any way.
     pub fn copied(&self) -> u64 {
-        self.kernel_bytes + self.fallback_bytes
+        self.kernel_bytes + self.direct_bytes + self.fallback_bytes
     }
 }
 

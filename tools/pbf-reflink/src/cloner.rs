@@ -336,7 +336,7 @@ impl Cloner {
             let dst_off = out.position();
             match clone_range(src, offset + done, n, out.file(), dst_off) {
                 Ok(()) => {
-                    out.advance(n);
+                    out.advance(n)?;
                     done += n;
                     self.stats.cloned += n;
                     self.stats.clones += 1;
