@@ -470,9 +470,16 @@ impl Drop for CopyAhead {
 
 /// Copy the gate's range at `offset` of `src` to `dst` at `at` with `WRITERS`
 /// writers, each taking the next piece the gate allows, until all is
-/// taken, they are stopped, or one fails (which stops the others).
-fn copy_pieces(src: &File, offset: u64, dst: &File, at: u64, gate: &Gate) -> Copied {
-    let direct = Direct::open(dst);
+/// taken, they are stopped, or one fails (which stops the others); whole
+/// blocks past the page cache when `direct` and the filesystem allows.
+fn copy_pieces(
+    src: &File,
+    offset: u64,
+    (dst, at): (&File, u64),
+    gate: &Gate,
+    direct: bool,
+) -> Copied {
+    let direct = direct.then(|| Direct::open(dst)).flatten();
     let pieces = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..WRITERS {
@@ -621,13 +628,15 @@ impl CopyAhead {
         let src = dup(src, &src_name.display().to_string())?;
         let dst = dup(out.file(), out.name())?;
         let at = out.position();
+        // Past the page cache as the output's own appends, or not at all.
+        let direct = out.is_staged();
         let gate = Arc::new(Gate::new(len));
         let shared = Arc::clone(&gate);
         let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
             .name("copy-ahead".into())
             .spawn(move || {
-                let mut copied = copy_pieces(&src, offset, &dst, at, &shared);
+                let mut copied = copy_pieces(&src, offset, (&dst, at), &shared, direct);
                 copied.error = copied.error.map(|e| e.within(&names));
                 copied
             })
@@ -691,6 +700,9 @@ mod tests {
         let f = File::open(&src).expect("open");
         let mut out =
             OutputFile::create(&dir.path().join("out"), &OutputOptions::default()).expect("create");
+        // As pbf-copy: the header waits in the stage while the copy ahead
+        // writes past it.
+        out.stage_appends();
         out.write_all(head).expect("head");
         (dir, f, src, out)
     }
@@ -751,8 +763,12 @@ mod tests {
     fn the_thread_copies_only_what_it_is_allowed() {
         let (dir, f, src, mut out) = setup(200_000, b"H");
         let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
-        // The output holds the header and what the thread copied.
-        let copied = |out: &OutputFile| out.file().metadata().expect("stat").len() - 1;
+        // The file holds what the thread copied behind the header, which
+        // waits in the stage.
+        let copied = |out: &OutputFile| {
+            let len = out.file().metadata().expect("stat").len();
+            len.saturating_sub(1)
+        };
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(copied(&out), 0, "copied before it was allowed");
         ahead.allow(51_000);
@@ -826,7 +842,7 @@ mod tests {
     #[test]
     fn whole_blocks_are_written_past_the_page_cache_with_the_same_bytes() {
         let (dir, f, src, mut out) = setup((1 << 20) + 5000, b"HEAD12345");
-        let direct = Direct::open(out.file()).is_some();
+        let direct = out.is_staged();
         let len = (1 << 20) + 4000;
         let ahead = CopyAhead::start(&out, &f, &src, 1000, len).expect("start");
         ahead.allow(3000);
@@ -846,6 +862,27 @@ mod tests {
         ]
         .concat();
         assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn an_output_not_staged_is_copied_ahead_through_the_page_cache() {
+        let dir = tempfile::tempdir().expect("dir");
+        let src = dir.path().join("src");
+        let bytes: Vec<u8> = (0..(1u32 << 20) + 5000).map(|i| (i % 251) as u8).collect();
+        fs::write(&src, &bytes).expect("write source");
+        let f = File::open(&src).expect("open");
+        let mut out =
+            OutputFile::create(&dir.path().join("out"), &OutputOptions::default()).expect("create");
+        out.write_all(b"HEAD").expect("head");
+        let len = (1 << 20) + 4000;
+        let ahead = CopyAhead::start(&out, &f, &src, 1000, len).expect("start");
+        let landed = ahead.land(&mut out, len).expect("land");
+        assert_eq!((landed.kept, out.stats().direct_bytes), (len, 0));
+        assert_eq!(out.stats().copied(), len);
+        assert_eq!(
+            committed(&dir, out),
+            [b"HEAD".as_slice(), &bytes[1000..]].concat()
+        );
     }
 
     #[test]

@@ -408,7 +408,7 @@ pub fn frames_missing(op: &CopyOp, path: &Path) -> anyhow::Error {
 /// then remove the spools (unless `--keep-spools`).
 pub fn finish(
     name: &str,
-    out: OutputFile,
+    mut out: OutputFile,
     sources: &mut CopySources,
     check: Option<&str>,
 ) -> Result<Finished> {
@@ -419,6 +419,7 @@ pub fn finish(
         };
         bail!("{e}; {lost}");
     }
+    out.flush()?;
     let (stats, written) = (out.stats(), out.position());
     let started = Instant::now();
     let mut checking = Duration::ZERO;

@@ -6,7 +6,10 @@
 //! written directly costs the one copy and leaves no dirty pages
 //! (bench/RESULTS-scaling-disk.md). The copy ahead (`pbf_copier::ahead`)
 //! and an output's staged appends ([`crate::OutputFile::stage_appends`])
-//! write this way.
+//! write this way. Only whole aligned blocks go directly; a partial block
+//! goes through the page cache with exactly its bytes, so a writer never
+//! overwrites the rest of a block that another writer (a copy ahead
+//! thread, the stage) fills.
 
 use std::fs::File;
 use std::io;
@@ -50,9 +53,12 @@ impl Direct {
 
     /// Write `buf` (whole blocks, aligned in memory, as [`AlignedBuf`]
     /// gives them) at `at` (a multiple of [`ALIGN`]). `Ok(false)` when the
-    /// filesystem refuses direct writes: nothing was written, and nothing
-    /// more will be tried.
+    /// filesystem refuses direct writes, now or before: the caller writes
+    /// `buf` through the page cache, over whatever part went out.
     pub fn write_at(&self, buf: &[u8], at: u64) -> io::Result<bool> {
+        if !self.works() {
+            return Ok(false);
+        }
         match self.file.write_all_at(buf, at) {
             Ok(()) => Ok(true),
             Err(e) if e.raw_os_error() == Some(nix::libc::EINVAL) => {

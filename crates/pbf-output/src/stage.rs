@@ -23,10 +23,26 @@ pub(crate) struct Stage {
     /// Output offset of the buffer's first byte, a multiple of [`ALIGN`].
     base: u64,
     /// Bytes the buffer holds from `base`.
-    fill: usize,
+    held: usize,
     /// False while the file holds every byte (before the first append and
     /// after a flush).
     holding: bool,
+    /// Bytes of copies (not of memory) held and not yet written.
+    held_copies: u64,
+    /// How the copies written so far went out, until [`Stage::take_tally`].
+    tally: Tally,
+}
+
+/// How the bytes of copies went from the stage to the file.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Tally {
+    /// In stages written past the page cache.
+    pub(crate) direct: u64,
+    /// Through the page cache: held when the filesystem refused a direct
+    /// write, or in a flush of less than a block.
+    pub(crate) cache: u64,
+    /// Direct writes the filesystem refused (at most one).
+    pub(crate) refusals: u64,
 }
 
 impl Stage {
@@ -36,8 +52,10 @@ impl Stage {
             direct: Direct::open(file)?,
             buf: AlignedBuf::new(STAGE),
             base: 0,
-            fill: 0,
+            held: 0,
             holding: false,
+            held_copies: 0,
+            tally: Tally::default(),
         })
     }
 
@@ -47,28 +65,52 @@ impl Stage {
         self.direct.works()
     }
 
-    /// Append `len` bytes at `pos`, the output's position: `fill(buf, done)`
-    /// puts the bytes from `done` on into `buf`, whole.
+    /// Append `len` bytes at `pos`, the output's position, of a copy when
+    /// `copy` (else from memory): `put(buf, done)` puts the bytes from
+    /// `done` on into `buf`, whole. On an error the stage holds nothing
+    /// past `pos`, so an output that goes on stays whole.
     pub(crate) fn append(
         &mut self,
         file: &File,
-        pos: u64,
-        len: u64,
-        mut fill: impl FnMut(&mut [u8], u64) -> Result<()>,
+        (pos, len): (u64, u64),
+        copy: bool,
+        put: impl FnMut(&mut [u8], u64) -> Result<()>,
     ) -> Result<()> {
         if !self.holding {
             self.begin(file, pos)?;
         }
+        let (base, held, copies) = (self.base, self.held, self.held_copies);
+        let res = self.put_all(file, len, copy, put);
+        if res.is_err() {
+            if self.base == base {
+                (self.held, self.held_copies) = (held, copies);
+            } else {
+                // A full stage went out past `pos`, and with it the bytes
+                // before `pos`: the next append reads its block back.
+                self.discard();
+            }
+        }
+        res
+    }
+
+    fn put_all(
+        &mut self,
+        file: &File,
+        len: u64,
+        copy: bool,
+        mut put: impl FnMut(&mut [u8], u64) -> Result<()>,
+    ) -> Result<()> {
         let mut done = 0u64;
         while done < len {
-            let n = (len - done).min((STAGE - self.fill) as u64) as usize;
-            fill(&mut self.buf.bytes_mut()[self.fill..self.fill + n], done)?;
-            self.fill += n;
+            let n = (len - done).min((STAGE - self.held) as u64) as usize;
+            put(&mut self.buf.bytes_mut()[self.held..self.held + n], done)?;
+            self.held += n;
+            self.held_copies += if copy { n as u64 } else { 0 };
             done += n as u64;
-            if self.fill == STAGE {
+            if self.held == STAGE {
                 self.write(file, STAGE)?;
                 self.base += STAGE as u64;
-                self.fill = 0;
+                self.held = 0;
             }
         }
         Ok(())
@@ -78,8 +120,8 @@ impl Stage {
     /// file has already, which a direct write of that block must repeat.
     fn begin(&mut self, file: &File, pos: u64) -> Result<()> {
         self.base = pos / ALIGN * ALIGN;
-        self.fill = (pos - self.base) as usize;
-        let head = &mut self.buf.bytes_mut()[..self.fill];
+        self.held = (pos - self.base) as usize;
+        let head = &mut self.buf.bytes_mut()[..self.held];
         file.read_exact_at(head, self.base)
             .map_err(|e| Error::io(format!("reading back offset {}", self.base), e))?;
         self.holding = true;
@@ -87,14 +129,27 @@ impl Stage {
     }
 
     /// Write the first `len` bytes held (whole blocks) directly, or through
-    /// the page cache where the filesystem refuses.
-    fn write(&self, file: &File, len: usize) -> Result<()> {
+    /// the page cache where the filesystem refuses, and tally the copies
+    /// held so far by the way they went.
+    fn write(&mut self, file: &File, len: usize) -> Result<()> {
         let bytes = &self.buf.bytes()[..len];
-        let failed = |e| Error::io(format!("write at offset {}", self.base), e);
-        if !self.direct.write_at(bytes, self.base).map_err(failed)? {
+        let failed = |e| Error::io(format!("writing staged bytes at offset {}", self.base), e);
+        let works = self.works();
+        let direct = works && self.direct.write_at(bytes, self.base).map_err(failed)?;
+        if !direct {
             file.write_all_at(bytes, self.base).map_err(failed)?;
         }
+        self.tally.refusals += u64::from(works && !direct);
+        self.tally_copies(direct);
         Ok(())
+    }
+
+    fn tally_copies(&mut self, direct: bool) {
+        let copies = std::mem::take(&mut self.held_copies);
+        match direct {
+            true => self.tally.direct += copies,
+            false => self.tally.cache += copies,
+        }
     }
 
     /// Put every byte held into the file: the whole blocks directly, the
@@ -104,21 +159,28 @@ impl Stage {
         if !self.holding {
             return Ok(());
         }
-        let whole = self.fill / ALIGN as usize * ALIGN as usize;
+        let whole = self.held / ALIGN as usize * ALIGN as usize;
         if whole > 0 {
             self.write(file, whole)?;
         }
-        let rest = &self.buf.bytes()[whole..self.fill];
+        let rest = &self.buf.bytes()[whole..self.held];
         let at = self.base + whole as u64;
         file.write_all_at(rest, at)
-            .map_err(|e| Error::io(format!("write at offset {at}"), e))?;
+            .map_err(|e| Error::io(format!("writing staged bytes at offset {at}"), e))?;
+        self.tally_copies(false);
         self.discard();
         Ok(())
     }
 
-    /// Forget what is held: the output starts over.
+    /// Forget what is held: the output starts over, or the file has it.
     pub(crate) fn discard(&mut self) {
         self.holding = false;
-        self.fill = 0;
+        self.held = 0;
+        self.held_copies = 0;
+    }
+
+    /// How the copies written since the last call went out.
+    pub(crate) fn take_tally(&mut self) -> Tally {
+        std::mem::take(&mut self.tally)
     }
 }

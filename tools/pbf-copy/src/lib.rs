@@ -1,7 +1,7 @@
 //! `pbf-copy`: the last stage of the fast path. It reads a plan that holds
 //! only copy ops, checks that every source is still the file that was
 //! indexed, writes the plan's OSMHeader and then every range in order (no
-//! decoding; staged past the page cache, or with `copy_file_range`), and renames the output into place only
+//! decoding; past the page cache, or with `copy_file_range`), and renames the output into place only
 //! after the plan's `end` record was read and validated. All of the file
 //! safety (temporary file, fsync, rename, signals, `-o -`) lives in the
 //! `pbf-output` crate, shared with `pbf-reflink`, and so do the options,
@@ -91,10 +91,10 @@ pub fn command() -> Command {
             Arg::new("kernel-copy")
                 .long("kernel-copy")
                 .help(
-                    "Copy every range with copy_file_range(2), through OUT's page cache (or on \
-                     the server, on a network filesystem that copies there), instead of reading \
-                     ranges into memory and writing them past the page cache (O_DIRECT) in \
-                     8 MiB stages, which takes half the CPU and stays fast once input and \
+                    "Copy every range (the copy ahead's too) with copy_file_range(2), through \
+                     OUT's page cache or, on a network filesystem, on the server, instead of \
+                     reading ranges into memory and writing them past the page cache (O_DIRECT) \
+                     in 8 MiB stages, which takes half the CPU and stays fast once input and \
                      output outgrow memory [default: past the page cache where OUT's \
                      filesystem allows]",
                 )
