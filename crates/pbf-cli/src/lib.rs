@@ -83,7 +83,7 @@ fn parse_and_run(
 
 /// clap's message in one line: its first paragraph (the lines before the
 /// first blank one, which name the argument), without the "error: " clap
-/// starts with.
+/// starts with, and its tips (the option meant by a misspelt one).
 fn clap_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
     let first: Vec<&str> = text
@@ -91,7 +91,11 @@ fn clap_line(e: &clap::Error) -> String {
         .take_while(|l| !l.trim().is_empty())
         .map(str::trim)
         .collect();
-    let line = first.join(" ");
+    let tips = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("tip: "))
+        .map(|tip| format!("; {tip}"));
+    let line = first.join(" ") + &tips.collect::<String>();
     line.strip_prefix("error: ").unwrap_or(&line).to_owned()
 }
 
@@ -389,6 +393,26 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_misspelt_option_is_named_with_the_one_meant() {
+        let cmd = || {
+            clap::Command::new("tool")
+                .arg(clap::Arg::new("temp-dir").long("temp-dir"))
+                .arg(clap::Arg::new("output").long("output"))
+        };
+        let e = cmd()
+            .try_get_matches_from(["tool", "--tmpdir", "x"])
+            .expect_err("unknown");
+        assert_eq!(
+            clap_line(&e),
+            "unexpected argument '--tmpdir' found; a similar argument exists: '--temp-dir'"
+        );
+        let e = cmd()
+            .try_get_matches_from(["tool", "--zzz"])
+            .expect_err("unknown");
+        assert_eq!(clap_line(&e), "unexpected argument '--zzz' found");
+    }
 
     #[test]
     fn a_pipe_is_widened_as_far_as_the_system_allows() {
