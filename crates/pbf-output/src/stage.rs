@@ -133,7 +133,13 @@ impl Stage {
     /// held so far by the way they went.
     fn write(&mut self, file: &File, len: usize) -> Result<()> {
         let bytes = &self.buf.bytes()[..len];
-        let failed = |e| Error::io(format!("writing staged bytes at offset {}", self.base), e);
+        let end = self.base + len as u64;
+        let failed = |e| {
+            Error::io(
+                format!("writing bytes {}..{end} of the output", self.base),
+                e,
+            )
+        };
         let works = self.works();
         let direct = works && self.direct.write_at(bytes, self.base).map_err(failed)?;
         if !direct {
@@ -165,8 +171,9 @@ impl Stage {
         }
         let rest = &self.buf.bytes()[whole..self.held];
         let at = self.base + whole as u64;
+        let end = at + rest.len() as u64;
         file.write_all_at(rest, at)
-            .map_err(|e| Error::io(format!("writing staged bytes at offset {at}"), e))?;
+            .map_err(|e| Error::io(format!("writing bytes {at}..{end} of the output"), e))?;
         self.tally_copies(false);
         self.discard();
         Ok(())

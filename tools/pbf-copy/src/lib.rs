@@ -91,12 +91,12 @@ pub fn command() -> Command {
             Arg::new("kernel-copy")
                 .long("kernel-copy")
                 .help(
-                    "Copy every range (the copy ahead's too) with copy_file_range(2), through \
-                     OUT's page cache or, on a network filesystem, on the server, instead of \
-                     reading ranges into memory and writing them past the page cache (O_DIRECT) \
-                     in 8 MiB stages, which takes half the CPU and stays fast once input and \
-                     output outgrow memory [default: past the page cache where OUT's \
-                     filesystem allows]",
+                    "Copy every range (the copy ahead's too) with copy_file_range(2): through \
+                     OUT's page cache, or on the server of a network filesystem that copies \
+                     there. By default, \
+                     where OUT's filesystem allows, ranges are read into memory and written past \
+                     the page cache (O_DIRECT) in 8 MiB stages: half the CPU, and as fast once \
+                     input and output outgrow memory",
                 )
                 .action(clap::ArgAction::SetTrue),
         )
@@ -134,11 +134,12 @@ const HELP: Help = Help {
              back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, \
              and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)",
     add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \
-                    still copied in the kernel), so the next pbf-index reads headers only. \
+                    still copied as it is), so the next pbf-index reads headers only. \
                     osmium, Osmosis and pyosmium read such files; osmconvert 0.9 (osmctools) \
                     does not (it reads only BlobHeaders of 11 to 17 bytes)",
     verbose: "Print a summary on stderr: ops, bytes copied in the kernel, past the page cache \
-              and by read/write, \
+              and by read/write (after how many refusals of the kernel's copy), bytes written \
+              from memory (headers), \
               bytes copied ahead and kept or dropped, the time in all and the time spent copying \
               and committing (the MB/s are over that, not over waits for the plan), and the \
               time spent parsing the plan",
