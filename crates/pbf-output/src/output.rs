@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cleanup;
 use crate::error::{Error, ErrorKind, Result};
-use crate::range::{CopyStats, copy_range};
+use crate::range::{CopyStats, copy_range, read_exact};
 use crate::stage::Stage;
 use crate::temp::Temp;
 
@@ -446,7 +446,7 @@ impl OutputFile {
                 offset + len,
             ))
         };
-        let put = |buf: &mut [u8], done| read_source(src, buf, offset + done, len - done);
+        let put = |buf: &mut [u8], done| read_exact(src, buf, offset + done, len - done);
         match self.append_staged(len, true, put) {
             Ok(true) => {}
             Ok(false) => {
@@ -484,8 +484,9 @@ impl OutputFile {
         self.finish(Some(check))
     }
 
-    fn finish(self, check: Option<&mut Check<'_>>) -> Result<()> {
-        let (name, mut stage) = (self.name, self.stage);
+    fn finish(mut self, check: Option<&mut Check<'_>>) -> Result<()> {
+        self.flush()?;
+        let name = self.name;
         let (temp, dest, file_name, overwrite) = match self.target {
             Target::Temp {
                 temp,
@@ -505,9 +506,6 @@ impl OutputFile {
                 ));
             }
         };
-        if let Some(stage) = &mut stage {
-            stage.flush(temp.file()).map_err(|e| e.within(&name))?;
-        }
         cut_at(temp.file(), self.pos, &name)?;
         temp.file()
             .sync_all()
@@ -538,28 +536,6 @@ impl OutputFile {
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(format!("{}: fsync directory", dir.display()), e))
     }
-}
-
-/// Fill `buf` from `src` at `at`, where `left` bytes of the range start:
-/// a source that ends first is an error, never a short output.
-fn read_source(src: &File, buf: &mut [u8], at: u64, left: u64) -> Result<()> {
-    let mut got = 0;
-    while got < buf.len() {
-        match src.read_at(&mut buf[got..], at + got as u64) {
-            Ok(0) => {
-                let (offset, missing) = (at + got as u64, left - got as u64);
-                let short = ErrorKind::ShortSource { offset, missing };
-                return Err(Error::new("reading the source", short));
-            }
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                let at = at + got as u64;
-                return Err(Error::io(format!("read at source offset {at}"), e));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Cut `file` back to `len` bytes when it is longer: a copy ahead that the

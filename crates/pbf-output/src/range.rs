@@ -134,25 +134,10 @@ fn buffered_copy(
     dst_off: Option<u64>,
 ) -> Result<u64> {
     let mut buf = vec![0u8; (len as usize).min(BUF)];
-    let n = loop {
-        match src.read_at(&mut buf, src_off) {
-            Ok(n) => break n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(format!("read at source offset {src_off}"), e)),
-        }
-    };
-    if n == 0 {
-        return Err(Error::new(
-            "reading the source",
-            ErrorKind::ShortSource {
-                offset: src_off,
-                missing: len,
-            },
-        ));
-    }
+    read_exact(src, &mut buf, src_off, len)?;
     let written = match dst_off {
-        Some(o) => dst.write_all_at(&buf[..n], o),
-        None => dst.write_all(&buf[..n]),
+        Some(o) => dst.write_all_at(&buf, o),
+        None => dst.write_all(&buf),
     };
     written.map_err(|e| {
         Error::io(
@@ -160,7 +145,28 @@ fn buffered_copy(
             e,
         )
     })?;
-    Ok(n as u64)
+    Ok(buf.len() as u64)
+}
+
+/// Fill `buf` from `src` at `at`, where `left` bytes of the range to copy
+/// start: a source that ends first is an error naming where it ended and
+/// what is missing, never a short output.
+pub(crate) fn read_exact(src: &File, buf: &mut [u8], at: u64, left: u64) -> Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let offset = at + got as u64;
+        match src.read_at(&mut buf[got..], offset) {
+            Ok(0) => {
+                let missing = left - got as u64;
+                let short = ErrorKind::ShortSource { offset, missing };
+                return Err(Error::new("reading the source", short));
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(format!("read at source offset {offset}"), e)),
+        }
+    }
+    Ok(())
 }
 
 /// What [`punch_hole`] did.
