@@ -3,6 +3,7 @@ complete -c pbf-copy -l recompress -d 'Re-compress every copied blob: zlib[:0-9]
 zstd\t'zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)'
 lz4\t'lz4'
 none\t'uncompressed'"
+complete -c pbf-copy -l recompressed -d 'With --recompress, copy the frames pbf-index --recompressed FILE already                      re-compressed (to the same compression) instead of inflating them again' -r -F
 complete -c pbf-copy -s j -l jobs -d 'Threads for --recompress [default: all cores]' -r
 complete -c pbf-copy -s o -l output -d 'Output file; - writes to standard output (e.g. a pipe). A stream cannot be taken back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)' -r -F
 complete -c pbf-copy -l temp-dir -d 'Write the temporary file in DIR instead of beside OUT; DIR must be on OUT\'s filesystem' -r -F

@@ -18,6 +18,7 @@ mod merge;
 mod messages;
 mod newuser;
 mod overlap;
+mod recompressed;
 mod reflink;
 mod repeats;
 mod rewritten;

@@ -18,6 +18,7 @@
 
 pub mod ahead;
 pub mod holes;
+pub mod ready;
 mod sources;
 
 use std::io::BufRead;

@@ -7,25 +7,30 @@
 //! `pbf-output` crate, shared with `pbf-reflink`, and so do the options,
 //! the plan loop, the check before the commit and the copy ahead of the
 //! plan (`pbf_copier`, `pbf_copier::ahead`): this file holds what copying
-//! adds, and `recompress.rs` the `--recompress` copy.
+//! adds, and `recompress.rs` the `--recompress` copy (with the frames
+//! `pbf-index --recompressed` re-compressed already).
 
 mod recompress;
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command};
 use pbf_copier as copier;
-use pbf_copier::ahead::{Ahead, Landed};
+use pbf_copier::ahead::{Ahead, Landed, Rest};
 use pbf_copier::holes::SpoolHoles;
 use pbf_copier::{CopySources, Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
 use pbf_output::{CopyStats, OutputFile, frames};
-use pbf_stream::{CopyOp, StreamTime};
+use pbf_stream::{CopyOp, FrameKeys, StreamTime};
+use std::fs::File;
 
+use pbf_copier::ready::Ready;
+use pbf_format::recompressed::Piece;
 use recompress::recompress_range;
 
 const NAME: &str = "pbf-copy";
@@ -123,6 +128,20 @@ pub fn command() -> Command {
                 .action(clap::ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("recompressed")
+                .long("recompressed")
+                .value_name("FILE")
+                .requires("recompress")
+                .conflicts_with("add-indexdata")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help(
+                    "With --recompress, copy the frames pbf-index --recompressed FILE already                      re-compressed (to the same compression) instead of inflating them again",
+                )
+                .long_help(
+                    "With --recompress C, copy from FILE the frames that pbf-index --recompress C                      --recompressed FILE re-compressed while it read their keys, and                      re-compress only the other copied frames: the same output bytes, with one                      inflate of each blob instead of two. FILE must be finished (its index                      ended) and be of an input of the plan as that input still is; the                      compressions must be the same (pbf-sort --recompress passes both)",
+                ),
+        )
+        .arg(
             pbf_cli::jobs_arg("Threads for --recompress [default: all cores]").requires("recompress"),
         );
     copier::write_args(copier::output_args(cmd, &HELP), &HELP)
@@ -160,6 +179,10 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         threads: pbf_cli::jobs(m.get_one::<usize>("jobs").copied()),
         spools_as_they_are: m.get_flag("spools-compressed"),
     });
+    let mut ready = m
+        .get_one::<PathBuf>("recompressed")
+        .cloned()
+        .map(Ready::new);
     let mut job = Job::open(m)?;
     if !m.get_flag("kernel-copy") {
         job.out.stage_appends();
@@ -176,28 +199,51 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     // A guess whose copy cannot fit is not copied: right, the plan will not
     // fit either; wrong, it only filled the disk.
     let early = job.plan.header().early;
+    // Re-compressed, the guess is the frames the index re-compressed.
     let wanted = early
         && !m.get_flag("no-copy-ahead")
-        && recompress.is_none()
+        && (recompress.is_none() || ready.is_some())
         && !opts.add_indexdata
         && !job.out.is_stream()
         && head
             .check_room(&job.out, job.sources.known_bytes(), opts)
             .is_ok();
-    let mut ahead = Ahead::start(wanted, early, &mut head, &job.sources, &mut job.out)?;
+    let stand_in = ready.as_ref().filter(|_| recompress.is_some());
+    let mut ahead = Ahead::start(
+        wanted,
+        early,
+        &mut head,
+        &job.sources,
+        (&mut job.out, stand_in),
+    )?;
     let mut holes = SpoolHoles::new(job.plan.header(), opts);
     let bar = copier::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     // Time spent copying, for -v: not the waits for the plan's next record.
     let mut copying = Duration::ZERO;
     let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
-        match ahead.follow(step, line, plan_name, &mut head, sources, out)? {
+        let step = ahead.follow(
+            (step, line),
+            plan_name,
+            &mut head,
+            sources,
+            (out, ready.as_mut()),
+        )?;
+        if let Some(rest) = ahead.take_rest() {
+            let started = Instant::now();
+            let recompress = recompress.map(|r| (r, ready.as_mut()));
+            let copied = copy_rest(rest, sources, out, (recompress, opts));
+            copying += started.elapsed();
+            copied.with_context(|| format!("{plan_name}: line {line}"))?;
+        }
+        match step {
             Some(Step::Header(h)) => match as_it_is(h.copy_bytes) {
                 Some(bytes) => head.check_room(out, bytes, opts),
                 None => Ok(()),
             },
             Some(Step::Copy(op)) => {
                 let started = Instant::now();
+                let recompress = recompress.map(|r| (r, ready.as_mut()));
                 let copied = copy_op(op, sources, out, opts, recompress, &mut holes);
                 copying += started.elapsed();
                 copied.with_context(|| format!("{plan_name}: line {line}"))
@@ -206,7 +252,15 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         }
     })?;
     head.write(out)?;
-    let landed = ahead.land(plan_name, sources, out)?;
+    ahead.land(plan_name, sources, (out, ready.as_mut()))?;
+    if let Some(rest) = ahead.take_rest() {
+        let started = Instant::now();
+        let recompress = recompress.map(|r| (r, ready.as_mut()));
+        copy_rest(rest, sources, out, (recompress, opts))
+            .with_context(|| format!("{plan_name}: end"))?;
+        copying += started.elapsed();
+    }
+    let landed = ahead.land(plan_name, sources, (out, None))?;
     let parsing = job.plan.parse_time();
     let finished = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
     let (stats, written) = (finished.stats, finished.written);
@@ -243,40 +297,33 @@ struct Recompress {
 }
 
 /// Append one copy op: the whole range at once, frame by frame with new
-/// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`;
-/// then free what it copied of a spool.
+/// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`
+/// (copying the frames `--recompressed` holds ready); then free what it
+/// copied of a spool.
 fn copy_op(
     op: &CopyOp,
     sources: &mut CopySources,
     out: &mut OutputFile,
     opts: Options,
-    recompress: Option<Recompress>,
+    recompress: Option<(Recompress, Option<&mut Ready>)>,
     holes: &mut SpoolHoles,
 ) -> Result<()> {
-    let recompress = recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
+    let recompress =
+        recompress.filter(|(r, _)| !(r.spools_as_they_are && sources.is_spool(op.source)));
+    let inputs = input_paths(sources);
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
     if opts.add_indexdata && op.frames.is_empty() {
         return Err(copier::frames_missing(op, path));
     }
-    if let Some(Recompress {
-        compression,
-        threads,
-        ..
-    }) = recompress
-    {
-        let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
-            match op.frames.get(i).filter(|_| opts.add_indexdata) {
-                Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
-                None => Ok(None),
-            }
-        };
-        recompress_range(
-            out,
+    if let Some(recompress) = recompress {
+        let frames = &op.frames[..];
+        let range = (op.offset, op.length);
+        recompress_op(
             (file, path),
-            (op.offset, op.length),
-            compression,
-            threads,
-            &indexdata,
+            range,
+            (frames, opts),
+            out,
+            (recompress, &inputs),
         )?;
         return holes.passed(op.source, file, op.offset, op.length);
     }
@@ -289,6 +336,66 @@ fn copy_op(
         Ok::<(), anyhow::Error>(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
     })?;
     holes.passed(op.source, file, op.offset, op.length)
+}
+
+/// Append the confirmed input a copy ahead of re-compressed frames left
+/// (`pbf_copier::ahead::Rest`): re-compressed as an op's range.
+fn copy_rest(
+    rest: Rest,
+    sources: &mut CopySources,
+    out: &mut OutputFile,
+    (recompress, opts): (Option<(Recompress, Option<&mut Ready>)>, Options),
+) -> Result<()> {
+    let recompress = recompress.context("a copy ahead left input without --recompress")?;
+    let inputs = input_paths(sources);
+    let src = sources.range(rest.source, rest.offset, rest.length)?;
+    let range = (rest.offset, rest.length);
+    recompress_op(src, range, (&[], opts), out, (recompress, &inputs))
+}
+
+/// The paths of the plan's inputs (not spools).
+fn input_paths(sources: &CopySources) -> Vec<PathBuf> {
+    sources.files().map(|(_, _, p)| p.to_path_buf()).collect()
+}
+
+/// Re-compress `offset..offset + len` of `src` into `out`, copying the
+/// frames `ready` holds; `frames` are the op's keys for `--add-indexdata`
+/// (which excludes `--recompressed`: the i-th frame of the op is then the
+/// i-th of its one piece).
+fn recompress_op(
+    (file, path): (&File, &Path),
+    (offset, len): (u64, u64),
+    (frames, opts): (&[FrameKeys], Options),
+    out: &mut OutputFile,
+    ((recompress, mut ready), inputs): ((Recompress, Option<&mut Ready>), &[PathBuf]),
+) -> Result<()> {
+    let pieces = match ready.as_deref_mut() {
+        Some(ready) => {
+            let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            ready.pieces((file, path), (offset, len), &inputs)?
+        }
+        None => vec![Piece::Input(offset..offset + len)],
+    };
+    let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
+        match frames.get(i).filter(|_| opts.add_indexdata) {
+            Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
+            None => Ok(None),
+        }
+    };
+    let (c, threads) = (recompress.compression, recompress.threads);
+    for piece in pieces {
+        match (piece, ready.as_deref().and_then(Ready::file)) {
+            (Piece::Ready(r), Some((from, name))) => {
+                out.copy_from(from, name, r.start, r.end - r.start)?
+            }
+            (Piece::Ready(_), None) => unreachable!("ready pieces come from a read table"),
+            (Piece::Input(r), _) => {
+                let piece = (r.start, r.end - r.start);
+                recompress_range(out, (file, path), piece, c, threads, &indexdata)?
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.

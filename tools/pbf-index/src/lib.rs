@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
-use pbf_format::compress::{blob_data, with_decoded};
+use pbf_format::compress::{Compression, blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::{read_file_header, read_header_frame};
 use pbf_format::scan::{Summary, Ties, scan_block, scan_ties};
 use pbf_format::walk::{Io, Walk};
-use pbf_format::{indexdata, padding, scan};
+use pbf_format::{Key, indexdata, padding, recompressed, scan};
 use pbf_stream::{
     BlobKeys, BlobRecord, Counts, FileIdentity, HeaderRecord, IndexEnd, IndexRecord, KeysFrom,
     Sample, SourceRecord, StreamTime, Writer,
@@ -142,6 +142,30 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("recompress")
+                .long("recompress")
+                .value_name("C")
+                .requires("recompressed")
+                .value_parser(pbf_cli::compression_parser())
+                .hide_possible_values(true)
+                .help(
+                    "With --recompressed: the compression pbf-copy --recompress will write                      (zlib[:0-9], zstd[:1-22], lz4 or none)",
+                ),
+        )
+        .arg(
+            Arg::new("recompressed")
+                .long("recompressed")
+                .value_name("FILE")
+                .requires("recompress")
+                .value_parser(value_parser!(PathBuf))
+                .help(
+                    "Re-compress the blobs likely to be copied into FILE, for pbf-copy                      --recompressed (one input file)",
+                )
+                .long_help(
+                    "Write FILE for pbf-copy --recompress C --recompressed FILE: each blob that                      is likely to be copied as it is (sorted inside, its keys in order with                      every sample of the file, no indexdata) is compressed in C while this                      stage holds it inflated for its keys, so the copy does not inflate it a                      second time. The copy re-compresses the other blobs it copies itself; the                      output's bytes are the same either way. FILE takes about as much room as                      the blobs it holds, and one input file is indexed (pbf-sort --recompress                      does this, and removes FILE)",
+                ),
+        )
+        .arg(
             Arg::new("given")
                 .long("given")
                 .value_names(["FILE", "NAME"])
@@ -239,6 +263,8 @@ struct Options {
     verbose: bool,
     bars: pbf_cli::Bars,
     io: Io,
+    /// `--recompress C` (with `--recompressed FILE`).
+    recompress: Option<Compression>,
 }
 
 /// Run with parsed arguments.
@@ -253,6 +279,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         verbose: m.get_flag("verbose"),
         bars: pbf_cli::Bars::from_matches(m),
         io,
+        recompress: m.get_one::<Compression>("recompress").copied(),
     };
     if let Some(done) = for_the_driver(m)? {
         return Ok(done);
@@ -276,14 +303,21 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("validate") {
         return validate(files.iter().map(|p| (p.as_path(), name(p))));
     }
+    if opts.recompress.is_some() && files.len() != 1 {
+        return Err(pbf_cli::usage(
+            "--recompressed: re-compressed frames are written for one input file",
+        ));
+    }
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     // Serialising is timed for -v only: a clock read per record adds up.
     let mut out = Writer::new(pbf_cli::stdout()).timed(opts.verbose);
     let mut counters = Counters::default();
+    let recompressed = m.get_one::<PathBuf>("recompressed").map(PathBuf::as_path);
     for path in files {
         let given = name(path);
-        counters.add(&pool.install(|| index_file(path, given, opts, &mut out))?);
+        let file = (path.as_path(), given, recompressed);
+        counters.add(&pool.install(|| index_file(file, opts, &mut out))?);
     }
     out.finish()?;
     pbf_cli::report::counters(&counters);
@@ -379,6 +413,8 @@ struct Tally {
     end: IndexEnd,
     data_seq: u64,
     from_indexdata: u64,
+    /// Blobs written re-compressed (`--recompressed`).
+    recompressed: u64,
 }
 
 /// What to do instead of indexing a stream: the plan names the file by path
@@ -428,9 +464,10 @@ fn usable(path: &Path, given: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Index the file `path`, named `given`, writing re-compressed frames into
+/// `recompressed` (`--recompressed`).
 fn index_file<W: Write + Send>(
-    path: &Path,
-    given: &Path,
+    (path, given, into): (&Path, &Path, Option<&Path>),
     opts: Options,
     out: &mut Writer<W>,
 ) -> Result<Tally> {
@@ -455,6 +492,19 @@ fn index_file<W: Write + Send>(
     let trust_pbfhogg = opts.trust_pbfhogg && header.claims_sorted();
     let samples = samples(&file, header_frame.end(), opts, trust_pbfhogg);
     let sampled = samples.len();
+    let recompressing = match (opts.recompress, into) {
+        (Some(compression), Some(into)) => Some(Recompressing {
+            judge: Judge {
+                compression,
+                samples: samples
+                    .iter()
+                    .map(|s| (s.offset, Key::from(s.first.clone())))
+                    .collect(),
+            },
+            into: recompressed::Writer::create(into)?,
+        }),
+        _ => None,
+    };
     out.write(&IndexRecord::Source(SourceRecord {
         schema: pbf_stream::INDEX_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
@@ -486,8 +536,12 @@ fn index_file<W: Write + Send>(
         batch: Vec::with_capacity(BATCH),
         bytes: 0,
         described: None,
+        recompressing,
     };
     index_frames(walk, &mut batches, &mut tally, out, &bar)?;
+    if let Some(r) = batches.recompressing.take() {
+        r.into.finish(&abs)?;
+    }
     bar.finish_and_clear();
     warn_skipped_blobs(shown, &tally.end, opts.quiet);
     let end = tally.end.clone();
@@ -497,7 +551,13 @@ fn index_file<W: Write + Send>(
             parsing: Duration::ZERO,
             writing: out.serialise_time() - serialised,
         };
-        print_summary(shown, &tally, sampled, started.elapsed(), streams);
+        print_summary(
+            shown,
+            &tally,
+            (sampled, into.is_some()),
+            started.elapsed(),
+            streams,
+        );
     }
     Ok(tally)
 }
@@ -572,19 +632,24 @@ fn walk_ahead<'s, 'f: 's>(
 fn print_summary(
     path: &Path,
     tally: &Tally,
-    samples: usize,
+    (samples, recompressing): (usize, bool),
     elapsed: Duration,
     streams: StreamTime,
 ) {
     let end = &tally.end;
+    let recompressed = match recompressing {
+        true => format!(", {} re-compressed", tally.recompressed),
+        false => String::new(),
+    };
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3} s; {streams}",
+            "{}: {} ({} from indexdata, {} decoded{}), {}, {}, {:.3} s; {streams}",
             path.display(),
             pbf_cli::plural(end.blobs, "blob"),
             tally.from_indexdata,
             end.blobs - tally.from_indexdata,
+            recompressed,
             pbf_cli::plural(end.counts.total(), "object"),
             pbf_cli::plural(samples as u64, "sample"),
             elapsed.as_secs_f64()
@@ -612,8 +677,8 @@ fn samples(file: &PbfFile, data_start: u64, opts: Options, trust_pbfhogg: bool) 
             let mut found = file.search_frames(at.max(data_start), SAMPLE_WINDOW);
             let fh = found.find(|fh| fh.blob_type == BlobType::OsmData)?;
             let body = || file.read_body(&fh).map(Cow::Owned);
-            match describe(file, &fh, opts, trust_pbfhogg, body) {
-                Ok(Described::Keys(keys)) => Some(Sample {
+            match describe(file, &fh, (opts, trust_pbfhogg), None, body) {
+                Ok(Described::Keys(keys, _)) => Some(Sample {
                     offset: fh.offset,
                     first: keys.summary.first.into(),
                 }),
@@ -653,6 +718,45 @@ struct Batches<'a> {
     bytes: u64,
     /// The batch handed out last, described, not written yet.
     described: Option<(Vec<FrameHeader>, Vec<pbf_format::Result<Described>>)>,
+    /// `--recompressed`: which blobs to re-compress, and where to.
+    recompressing: Option<Recompressing>,
+}
+
+/// `--recompress C --recompressed FILE`: the blobs likely to be copied,
+/// re-compressed while they are inflated for their keys.
+struct Recompressing {
+    judge: Judge,
+    into: recompressed::Writer,
+}
+
+/// Which blobs to re-compress, and to what.
+struct Judge {
+    compression: Compression,
+    /// The file's samples: offset and smallest key.
+    samples: Vec<(u64, Key)>,
+}
+
+impl Judge {
+    /// The frame pbf-copy would write for the blob at `fh`, holding `raw`,
+    /// when it is likely to be copied as it is: sorted inside, no
+    /// indexdata (the copier carries its own over), and in order with
+    /// every sample (each before it starts lower, each after it higher).
+    /// A guess: a blob that is merged after all costs only its compression.
+    fn frame(&self, fh: &FrameHeader, summary: &Summary, raw: &[u8]) -> Option<Vec<u8>> {
+        let in_order = self
+            .samples
+            .iter()
+            .all(|(at, key)| match at.cmp(&fh.offset) {
+                std::cmp::Ordering::Less => *key < summary.first,
+                std::cmp::Ordering::Equal => true,
+                std::cmp::Ordering::Greater => *key > summary.last,
+            });
+        if !summary.sorted || fh.indexdata.is_some() || !in_order {
+            return None;
+        }
+        // A Blob over the PBF limit is left to the copier, which names it.
+        recompressed::frame(raw, self.compression).ok()
+    }
 }
 
 impl Batches<'_> {
@@ -674,9 +778,13 @@ impl Batches<'_> {
         self.bytes = 0;
         let before = self.described.take();
         let (file, opts, trust) = (self.file, self.opts, self.trust_pbfhogg);
+        let (judge, into) = match &mut self.recompressing {
+            Some(Recompressing { judge, into }) => (Some(&*judge), Some(into)),
+            None => (None, None),
+        };
         let (described, written) = rayon::join(
-            || describe_all(file, &frames, opts, trust),
-            || write_described(before, tally, out),
+            || describe_all(file, &frames, (opts, trust), judge),
+            || write_described(before, (tally, into), out),
         );
         written?;
         if !frames.is_empty() {
@@ -701,15 +809,18 @@ impl Batches<'_> {
 fn describe_all(
     file: &PbfFile,
     frames: &[FrameHeader],
-    opts: Options,
-    trust_pbfhogg: bool,
+    (opts, trust_pbfhogg): (Options, bool),
+    judge: Option<&Judge>,
 ) -> Vec<pbf_format::Result<Described>> {
     let spans = spans(frames, |fh| {
         from_indexdata(fh, opts, trust_pbfhogg).is_none()
     });
+    // One span a job: a worker that runs out steals the next span, where
+    // rayon's own split left spans of a batch's end queued behind a busy one.
     let described: Vec<Vec<_>> = spans
         .par_iter()
-        .map(|span| describe_span(file, &frames[span.clone()], opts, trust_pbfhogg))
+        .with_max_len(1)
+        .map(|span| describe_span(file, &frames[span.clone()], (opts, trust_pbfhogg), judge))
         .collect();
     described.into_iter().flatten().collect()
 }
@@ -740,8 +851,8 @@ fn spans(frames: &[FrameHeader], read: impl Fn(&FrameHeader) -> bool) -> Vec<Ran
 fn describe_span(
     file: &PbfFile,
     frames: &[FrameHeader],
-    opts: Options,
-    trust_pbfhogg: bool,
+    (opts, trust_pbfhogg): (Options, bool),
+    judge: Option<&Judge>,
 ) -> Vec<pbf_format::Result<Described>> {
     let (Some(first), Some(last)) = (frames.first(), frames.last()) else {
         return Vec::new();
@@ -764,29 +875,30 @@ fn describe_span(
     };
     frames
         .iter()
-        .map(|fh| describe(file, fh, opts, trust_pbfhogg, || body(fh)))
+        .map(|fh| describe(file, fh, (opts, trust_pbfhogg), judge, || body(fh)))
         .collect()
 }
 
 /// Describe a frame: from its trusted indexdata, else from its Blob, read
-/// by `body`, decompressed and scanned.
+/// by `body`, decompressed and scanned (and re-compressed where `judge`
+/// says).
 fn describe<'a>(
     file: &PbfFile,
     fh: &FrameHeader,
-    opts: Options,
-    trust_pbfhogg: bool,
+    (opts, trust_pbfhogg): (Options, bool),
+    judge: Option<&Judge>,
     body: impl FnOnce() -> pbf_format::Result<Cow<'a, [u8]>>,
 ) -> pbf_format::Result<Described> {
     match from_indexdata(fh, opts, trust_pbfhogg) {
         Some(d) => Ok(d),
-        None => body().and_then(|b| scan(file, fh, &b)),
+        None => body().and_then(|b| scan(file, fh, &b, judge)),
     }
 }
 
 /// Write the records of a described batch in file order.
 fn write_described<W: Write>(
     described: Option<(Vec<FrameHeader>, Vec<pbf_format::Result<Described>>)>,
-    tally: &mut Tally,
+    (tally, mut into): (&mut Tally, Option<&mut recompressed::Writer>),
     out: &mut Writer<W>,
 ) -> Result<()> {
     let Some((frames, described)) = described else {
@@ -796,7 +908,13 @@ fn write_described<W: Write>(
         let seq = tally.data_seq;
         tally.data_seq += 1;
         let keys = match d? {
-            Described::Keys(keys) => keys,
+            Described::Keys(keys, frame) => {
+                if let (Some(into), Some(frame)) = (into.as_deref_mut(), frame) {
+                    into.add(fh.offset..fh.end(), &frame)?;
+                    tally.recompressed += 1;
+                }
+                keys
+            }
             Described::Empty => {
                 tally.end.empty_blobs += 1;
                 continue;
@@ -817,8 +935,9 @@ fn write_described<W: Write>(
 
 /// What one OSMData frame holds.
 enum Described {
-    /// Objects: their keys, where the keys came from, compression, raw size.
-    Keys(BlobKeys),
+    /// Objects: their keys, where the keys came from, compression, raw size;
+    /// and the frame re-compressed for `--recompressed`, if it was.
+    Keys(BlobKeys, Option<Vec<u8>>),
     /// No objects.
     Empty,
     /// No objects, and marked as alignment padding (pbf_format::padding):
@@ -835,29 +954,39 @@ fn from_indexdata(fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> Optio
     // Repeated keys are judged by timestamps, which indexdata lacks: such
     // a blob is read.
     let summary = trusted_indexdata(fh, trust_pbfhogg).filter(|s| !s.repeats)?;
-    Some(Described::Keys(BlobKeys {
+    let keys = BlobKeys {
         summary,
         from: KeysFrom::Indexdata,
         compression: fh.compression,
         raw_size: fh.raw_size,
         ties: None,
-    }))
+    };
+    Some(Described::Keys(keys, None))
 }
 
-/// The keys of a frame from its Blob `body`, decompressed and scanned.
-fn scan(file: &PbfFile, fh: &FrameHeader, body: &[u8]) -> pbf_format::Result<Described> {
+/// The keys of a frame from its Blob `body`, decompressed and scanned; and
+/// the frame re-compressed, where `judge` says.
+fn scan(
+    file: &PbfFile,
+    fh: &FrameHeader,
+    body: &[u8],
+    judge: Option<&Judge>,
+) -> pbf_format::Result<Described> {
     let place = |e: pbf_format::Error| e.at(fh.offset).in_file(file.path());
     let data = blob_data(body).map_err(place)?;
     let (compression, raw_size) = (Some(data.compression), data.raw_size);
     let scanned = with_decoded(body, |raw| {
         Ok(match scan_block(raw)? {
-            Some(summary) => Described::Keys(BlobKeys {
-                summary,
-                from: KeysFrom::Decoded,
-                compression,
-                raw_size,
-                ties: ties_of(&summary, raw),
-            }),
+            Some(summary) => {
+                let keys = BlobKeys {
+                    summary,
+                    from: KeysFrom::Decoded,
+                    compression,
+                    raw_size,
+                    ties: ties_of(&summary, raw),
+                };
+                Described::Keys(keys, judge.and_then(|j| j.frame(fh, &summary, raw)))
+            }
             None if padding::is_padding_block(raw) => Described::Padding,
             None => Described::Empty,
         })

@@ -99,7 +99,9 @@ pub fn command() -> Command {
         ))
         .arg(flag(
             "recompress",
-            "Give copied blobs that compression too (pbf-copy)",
+            "Give copied blobs that compression too (pbf-copy; the blobs pbf-index inflates for \
+             their keys and judges likely to be copied are compressed there, into a file where \
+             the spool goes)",
         ))
         .arg(value(
             "memory",
@@ -162,7 +164,8 @@ pub fn command() -> Command {
             "tmpdir",
             "DIR",
             ValueHint::DirPath,
-            "Where the spool goes [default: the output's directory]",
+            "Where the spool (and the blobs --recompress compresses in the index stage) go \
+             [default: the output's directory]",
         ))
         .arg(flag(
             "no-space-check",

@@ -1,0 +1,103 @@
+//! The copier's side of the re-compressed frames file
+//! (`pbf_format::recompressed`): `pbf-copy --recompress C --recompressed
+//! FILE` copies the frames `pbf-index` already re-compressed instead of
+//! inflating them again, from copy ops ([`Ready::pieces`]) and, for a sorted
+//! input, ahead of the plan (`crate::ahead`).
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use pbf_format::recompressed::{Piece, Table};
+use pbf_output::{Error, ErrorKind, Result};
+
+/// `--recompressed FILE`: the frames pbf-index re-compressed, whose table
+/// is read when the first op needs it. By then the index has finished the
+/// file: a plan's ops come after the whole index of its input.
+#[derive(Debug)]
+pub struct Ready {
+    path: PathBuf,
+    loaded: Option<(File, Table)>,
+}
+
+impl Ready {
+    /// The file at `path`, not read yet.
+    pub fn new(path: PathBuf) -> Ready {
+        Ready { path, loaded: None }
+    }
+
+    /// `offset..offset + len` of the source `src` (at `src_path`, as the plan
+    /// names it) cut into frames ready in the file and input bytes to
+    /// re-compress. A source the file is not of is all input; the file must
+    /// be of one of the plan's `inputs` as it still is.
+    pub fn pieces(
+        &mut self,
+        (src, src_path): (&File, &Path),
+        (offset, len): (u64, u64),
+        inputs: &[&Path],
+    ) -> Result<Vec<Piece>> {
+        let table = self.table(inputs)?;
+        if table.input() != src_path {
+            return Ok(vec![Piece::Input(offset..offset + len)]);
+        }
+        if !table.is_of(src) {
+            let why = format!(
+                "written for {} as it was before it changed",
+                src_path.display()
+            );
+            return Err(Error::invalid(self.path.display().to_string(), why));
+        }
+        Ok(table.pieces(offset, len))
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The frames ready from the file's start for the input range
+    /// `offset..offset + len` of `src`, as the copy ahead copied them: for
+    /// each, where it ends in the file and in the input; they cover the
+    /// range's first frames and end where one is not ready.
+    pub fn prefix(
+        &mut self,
+        src: (&File, &Path),
+        (offset, len): (u64, u64),
+        inputs: &[&Path],
+    ) -> Result<Vec<(u64, u64)>> {
+        let Some(Piece::Ready(first)) = self.pieces(src, (offset, len), inputs)?.first().cloned()
+        else {
+            return Ok(Vec::new());
+        };
+        if first.start != 0 {
+            return Ok(Vec::new());
+        }
+        let (_, table) = self.loaded.as_ref().expect("read by pieces");
+        let ends = table.entries().iter().take_while(|e| e.offset < first.end);
+        Ok(ends
+            .map(|e| (e.offset + e.len, e.input_offset + e.input_len))
+            .collect())
+    }
+
+    /// The file, to copy ready pieces from (read by [`Ready::pieces`]).
+    pub fn file(&self) -> Option<(&File, &Path)> {
+        self.loaded.as_ref().map(|(f, _)| (f, self.path.as_path()))
+    }
+
+    fn table(&mut self, inputs: &[&Path]) -> Result<&Table> {
+        if self.loaded.is_none() {
+            let name = self.path.display().to_string();
+            let file = File::open(&self.path).map_err(|e| Error::io(name.clone(), e))?;
+            let table = Table::read(&file, &self.path)
+                .map_err(|e| Error::new(name.clone(), ErrorKind::Format(e)))?;
+            if !inputs.contains(&table.input()) {
+                let why = format!(
+                    "holds frames of {}, not of an input of the plan",
+                    table.input().display()
+                );
+                return Err(Error::invalid(name, why));
+            }
+            self.loaded = Some((file, table));
+        }
+        Ok(&self.loaded.as_ref().expect("loaded").1)
+    }
+}
