@@ -16,7 +16,7 @@
 //! the input it names, as it still is.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::ops::Range;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -55,7 +55,8 @@ pub fn frame(raw: &[u8], compression: Compression) -> Result<Vec<u8>> {
 /// Writes a re-compressed frames file, frames in input order.
 #[derive(Debug)]
 pub struct Writer {
-    out: BufWriter<File>,
+    /// Written unbuffered: a frame is one write (tens of kB or more).
+    out: File,
     path: PathBuf,
     table: Vec<u8>,
     last_end: u64,
@@ -67,7 +68,7 @@ impl Writer {
     pub fn create(path: &Path) -> Result<Writer> {
         let file = File::create(path).map_err(|e| Error::from(e).in_file(path))?;
         Ok(Writer {
-            out: BufWriter::with_capacity(1 << 20, file),
+            out: file,
             path: path.to_path_buf(),
             table: Vec::new(),
             last_end: 0,

@@ -498,7 +498,7 @@ fn index_file<W: Write + Send>(
                 compression,
                 samples: samples
                     .iter()
-                    .map(|s| (s.offset, Key::from(s.first.clone())))
+                    .map(|s| (s.offset, Key::from(s.first)))
                     .collect(),
             },
             into: recompressed::Writer::create(into)?,
