@@ -5,7 +5,8 @@
 //! input was read in order. These tests hold the ops back so the copy
 //! really runs ahead, then send plans that confirm the guess, break it late,
 //! break it at once or stop early: the output must be byte for byte the one
-//! `--no-copy-ahead` writes.
+//! `--no-copy-ahead` writes. Under `--recompress --recompressed` the guess
+//! copies the frames pbf-index re-compressed, and must land as exactly.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

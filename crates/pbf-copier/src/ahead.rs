@@ -99,6 +99,11 @@ impl Ahead {
         })
     }
 
+    /// What the last landed guess kept and dropped, if there was one.
+    pub fn landed(&self) -> Option<&Landed> {
+        self.landed.as_ref()
+    }
+
     /// The confirmed input that the last landed guess left to the caller
     /// (a stand-in's copy covers whole re-compressed frames only).
     pub fn take_rest(&mut self) -> Option<Rest> {
@@ -300,6 +305,7 @@ impl Guess {
         let landed = self
             .ahead
             .land_growing(out, want, |done| cut(done).unwrap_or(0))?;
+        ready.add_copied(landed.kept);
         let from = bounds
             .iter()
             .find(|b| b.0 == landed.kept)

@@ -17,12 +17,18 @@ use pbf_output::{Error, ErrorKind, Result};
 pub struct Ready {
     path: PathBuf,
     loaded: Option<(File, Table)>,
+    /// Bytes of its frames put in the output (for `-v`).
+    copied: u64,
 }
 
 impl Ready {
     /// The file at `path`, not read yet.
     pub fn new(path: PathBuf) -> Ready {
-        Ready { path, loaded: None }
+        Ready {
+            path,
+            loaded: None,
+            copied: 0,
+        }
     }
 
     /// `offset..offset + len` of the source `src` (at `src_path`, as the plan
@@ -47,6 +53,16 @@ impl Ready {
             return Err(Error::invalid(self.path.display().to_string(), why));
         }
         Ok(table.pieces(offset, len))
+    }
+
+    /// Count `n` bytes of the file's frames as put in the output.
+    pub fn add_copied(&mut self, n: u64) {
+        self.copied += n;
+    }
+
+    /// Bytes of the file's frames put in the output.
+    pub fn copied(&self) -> u64 {
+        self.copied
     }
 
     /// Where the file is.

@@ -135,10 +135,16 @@ pub fn command() -> Command {
                 .conflicts_with("add-indexdata")
                 .value_parser(clap::value_parser!(PathBuf))
                 .help(
-                    "With --recompress, copy the frames pbf-index --recompressed FILE already                      re-compressed (to the same compression) instead of inflating them again",
+                    "With --recompress, copy the frames pbf-index --recompressed FILE already \
+                     re-compressed (to the same compression) instead of inflating them again",
                 )
                 .long_help(
-                    "With --recompress C, copy from FILE the frames that pbf-index --recompress C                      --recompressed FILE re-compressed while it read their keys, and                      re-compress only the other copied frames: the same output bytes, with one                      inflate of each blob instead of two. FILE must be finished (its index                      ended) and be of an input of the plan as that input still is; the                      compressions must be the same (pbf-sort --recompress passes both)",
+                    "With --recompress C, copy from FILE the frames that pbf-index --recompress C \
+                     --recompressed FILE re-compressed while it read their keys, and re-compress \
+                     only the other copied frames: the same output bytes, with one inflate of each \
+                     blob instead of two. FILE must be finished (its index ended) and be of an \
+                     input of the plan as that input still is; the compressions must be the same \
+                     (pbf-sort --recompress passes both)",
                 ),
         )
         .arg(
@@ -159,7 +165,8 @@ const HELP: Help = Help {
     verbose: "Print a summary on stderr: ops, bytes copied in the kernel, past the page cache \
               and by read/write (after how many refusals of the kernel's copy), bytes written \
               from memory (headers), \
-              bytes copied ahead and kept or dropped, the time in all and the time spent copying \
+              bytes copied ahead and kept or dropped, with --recompressed the bytes of its frames \
+              copied, the time in all and the time spent copying \
               and committing (the MB/s are over that, not over waits for the plan), and the \
               time spent parsing the plan",
     quiet: "No progress bar and no warnings",
@@ -260,7 +267,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             .with_context(|| format!("{plan_name}: end"))?;
         copying += started.elapsed();
     }
-    let landed = ahead.land(plan_name, sources, (out, None))?;
+    let landed = ahead.landed();
     let parsing = job.plan.parse_time();
     let finished = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
     let (stats, written) = (finished.stats, finished.written);
@@ -282,7 +289,8 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             copying,
             parsing,
         };
-        report(ops, written, stats, landed, &holes, times);
+        let from_index = ready.as_ref().map(Ready::copied);
+        report(ops, written, (stats, from_index), landed, &holes, times);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -386,7 +394,10 @@ fn recompress_op(
     for piece in pieces {
         match (piece, ready.as_deref().and_then(Ready::file)) {
             (Piece::Ready(r), Some((from, name))) => {
-                out.copy_from(from, name, r.start, r.end - r.start)?
+                out.copy_from(from, name, r.start, r.end - r.start)?;
+                if let Some(ready) = ready.as_deref_mut() {
+                    ready.add_copied(r.end - r.start);
+                }
             }
             (Piece::Ready(_), None) => unreachable!("ready pieces come from a read table"),
             (Piece::Input(r), _) => {
@@ -430,10 +441,11 @@ struct Times {
     parsing: Duration,
 }
 
+/// `from_index`: with `--recompressed`, the bytes of its frames copied.
 fn report(
     ops: u64,
     written: u64,
-    stats: CopyStats,
+    (stats, from_index): (CopyStats, Option<u64>),
     landed: Option<&Landed>,
     holes: &SpoolHoles,
     times: Times,
@@ -457,11 +469,15 @@ fn report(
         ),
         None => String::new(),
     };
+    let from_index = match from_index {
+        Some(n) => format!("; {n} bytes of frames pbf-index re-compressed"),
+        None => String::new(),
+    };
     pbf_cli::warn(
         NAME,
         format!(
             "{}, {written} bytes written: {} copied in the kernel, {} past the page cache, {} \
-             by read/write ({} fallbacks), {} from memory{ahead}; {}; {secs:.3} s, of which \
+             by read/write ({} fallbacks), {} from memory{ahead}{from_index}; {}; {secs:.3} s, of which \
              {copying:.3} s copying and committing ({:.1} MB/s); {streams}",
             pbf_cli::plural(ops, "copy op"),
             stats.kernel_bytes,

@@ -149,7 +149,8 @@ pub fn command() -> Command {
                 .value_parser(pbf_cli::compression_parser())
                 .hide_possible_values(true)
                 .help(
-                    "With --recompressed: the compression pbf-copy --recompress will write                      (zlib[:0-9], zstd[:1-22], lz4 or none)",
+                    "With --recompressed: the compression pbf-copy --recompress will write \
+                     (zlib[:0-9], zstd[:1-22], lz4 or none)",
                 ),
         )
         .arg(
@@ -159,10 +160,17 @@ pub fn command() -> Command {
                 .requires("recompress")
                 .value_parser(value_parser!(PathBuf))
                 .help(
-                    "Re-compress the blobs likely to be copied into FILE, for pbf-copy                      --recompressed (one input file)",
+                    "Re-compress the blobs likely to be copied into FILE, for pbf-copy \
+                     --recompressed (one input file)",
                 )
                 .long_help(
-                    "Write FILE for pbf-copy --recompress C --recompressed FILE: each blob that                      is likely to be copied as it is (sorted inside, its keys in order with                      every sample of the file, no indexdata) is compressed in C while this                      stage holds it inflated for its keys, so the copy does not inflate it a                      second time. The copy re-compresses the other blobs it copies itself; the                      output's bytes are the same either way. FILE takes about as much room as                      the blobs it holds, and one input file is indexed (pbf-sort --recompress                      does this, and removes FILE)",
+                    "Write FILE for pbf-copy --recompress C --recompressed FILE: each blob that is \
+                     likely to be copied as it is (sorted inside, its keys in order with every \
+                     sample of the file, no indexdata) is compressed in C while this stage holds \
+                     it inflated for its keys, so the copy does not inflate it a second time. The \
+                     copy re-compresses the other blobs it copies itself; the output's bytes are \
+                     the same either way. FILE takes about as much room as the blobs it holds, and \
+                     one input file is indexed (pbf-sort --recompress does this, and removes FILE)",
                 ),
         )
         .arg(
