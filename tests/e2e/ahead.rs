@@ -176,6 +176,17 @@ fn a_disorder_found_after_the_copy_started_keeps_only_the_confirmed_prefix() {
     assert!(dropped > 0, "the copy had not run ahead: {line}");
 }
 
+/// A copy of sorted-kualalumpur in `dir` with the first half of its data
+/// frames in place and the second half reversed; and its number of frames.
+fn half_reversed(dir: &Path) -> (PathBuf, usize) {
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let n = data_frames(&input).len();
+    let file = dir.join("reordered.osm.pbf");
+    let order: Vec<usize> = (0..n / 2).chain((n / 2..n).rev()).collect();
+    reorder(&input, &file, &order);
+    (file, n)
+}
+
 /// The copy ahead goes no further than the `sorted` records say: with the
 /// file said to be in order through its first third, and ops that follow it
 /// for half of it, the copy ahead keeps at most that third and drops
@@ -183,15 +194,7 @@ fn a_disorder_found_after_the_copy_started_keeps_only_the_confirmed_prefix() {
 #[test]
 fn the_copy_ahead_stops_where_the_sorted_records_end() {
     let dir = tempfile::tempdir().expect("dir");
-    let name = "sorted-kualalumpur.osm.pbf";
-    let input = data(name);
-    let n = data_frames(&input).len();
-    let file = dir.path().join("reordered.osm.pbf");
-    reorder(
-        &input,
-        &file,
-        &(0..n / 2).chain((n / 2..n).rev()).collect::<Vec<_>>(),
-    );
+    let (file, n) = half_reversed(dir.path());
     let (src, blobs) = index(&file);
     let third = blobs[n / 3].offset;
     let mut by_key: Vec<&BlobRecord> = blobs.iter().collect();
@@ -853,15 +856,7 @@ fn a_confirmed_guess_keeps_every_recompressed_frame() {
 #[test]
 fn a_disorder_keeps_the_recompressed_frames_of_the_confirmed_prefix() {
     let dir = tempfile::tempdir().expect("dir");
-    let name = "sorted-kualalumpur.osm.pbf";
-    let input = data(name);
-    let n = data_frames(&input).len();
-    let file = dir.path().join("reordered.osm.pbf");
-    reorder(
-        &input,
-        &file,
-        &(0..n / 2).chain((n / 2..n).rev()).collect::<Vec<_>>(),
-    );
+    let (file, _) = half_reversed(dir.path());
     let frames = recompressed_frames(&file, dir.path());
     let (src, blobs) = index(&file);
     let mut by_key: Vec<&BlobRecord> = blobs.iter().collect();
