@@ -167,6 +167,7 @@ fn pbf_copy_refuses_a_file_it_cannot_trust() {
     assert!(copy(&plan).status.success());
     std::fs::remove_file(out.join("o.pbf")).expect("rm");
     // Frames of another input.
+    std::fs::remove_file(&rz).expect("rm");
     let _ = index(&other);
     let o = copy(&plan);
     assert_eq!(o.status.code(), Some(1));
@@ -176,6 +177,7 @@ fn pbf_copy_refuses_a_file_it_cannot_trust() {
         stderr(&o)
     );
     // Cut short: not finished.
+    std::fs::remove_file(&rz).expect("rm");
     let plan = index(&input);
     let len = std::fs::metadata(&rz).expect("stat").len();
     std::fs::File::options()
@@ -192,4 +194,85 @@ fn pbf_copy_refuses_a_file_it_cannot_trust() {
         stderr(&o)
     );
     assert!(!out.join("o.pbf").exists());
+    // Frames in another compression than the copy writes.
+    std::fs::remove_file(&rz).expect("rm");
+    let plan = index(&input);
+    let mut c = bin("pbf-copy");
+    c.args(["-q", "--recompress", "zlib:1", "--recompressed"])
+        .arg(&rz)
+        .arg("-o")
+        .arg(out.join("o.pbf"));
+    let o = run_with_input(c, &plan);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("holds frames in lz4, not in zlib:1"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.join("o.pbf").exists());
+}
+
+#[test]
+fn pbf_index_writes_a_new_file_and_leaves_none_when_it_fails() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = dir.path().join("in.osm.pbf");
+    std::fs::copy(data("sorted-andorra.osm.pbf"), &input).expect("copy");
+    let before = std::fs::read(&input).expect("read");
+    // Its own input, or any file that exists: refused, untouched.
+    let mut c = bin("pbf-index");
+    c.args(["--recompress", "lz4", "--recompressed"])
+        .arg(&input)
+        .arg(&input);
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("exists (--recompressed writes a new file)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(std::fs::read(&input).expect("read") == before);
+    // An input that fails half way leaves no file behind.
+    let rz = dir.path().join("frames");
+    let mut c = bin("pbf-index");
+    c.args(["-q", "--recompress", "lz4", "--recompressed"])
+        .arg(&rz)
+        .arg(data("bad-truncated.osm.pbf"));
+    assert_eq!(run(c).status.code(), Some(1));
+    assert!(!rz.exists());
+}
+
+/// Where the frames would take the room the output wants, they are given
+/// up with a warning and the run succeeds as without them: a 6 MiB tmpfs
+/// holds the 4.2 MB lz4 output of a 3.4 MB input, not both.
+#[test]
+fn frames_give_way_to_the_output() {
+    let Some(fs) = Mount::tmpfs_or_skip("6m", "re-compressed frames on a small disk") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("sorted-kualalumpur.osm.pbf");
+    let (ours, alone) = (
+        fs.path().join("k.osm.pbf"),
+        dir.path().join("alone.osm.pbf"),
+    );
+    let said = sort(&["--recompress", "--compression", "lz4"], &input, &ours);
+    assert!(said.contains("re-compressed frames given up"), "{said}");
+    sort(
+        &[
+            "-q",
+            "--recompress",
+            "--compression",
+            "lz4",
+            "--index-cmd",
+            "pbf-index",
+        ],
+        &input,
+        &alone,
+    );
+    assert!(std::fs::read(&ours).expect("ours") == std::fs::read(&alone).expect("alone"));
+    let left: Vec<_> = std::fs::read_dir(fs.path())
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(left, ["k.osm.pbf"]);
 }

@@ -34,6 +34,15 @@ fn strip_os_error(text: &str) -> &str {
     }
 }
 
+/// The free space of `dir`'s filesystem as anyone may use it (`statvfs`:
+/// `f_bavail * f_frsize`); `None` where it cannot be read.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let fs = nix::sys::statvfs::statvfs(dir).ok()?;
+    // The counts are C unsigned longs: u64 here, narrower on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    Some((fs.blocks_available() as u64).saturating_mul(fs.fragment_size() as u64))
+}
+
 /// The directory a file named `path` goes into, as typed: `out` for
 /// `out/x.pbf`, `/` for `/x.pbf`, and `.` for `x.pbf`.
 pub fn dir_of(path: &Path) -> &Path {

@@ -7,6 +7,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use pbf_format::compress::Compression;
 use pbf_format::recompressed::{Piece, Table};
 use pbf_output::{Error, ErrorKind, Result};
 
@@ -16,16 +17,20 @@ use pbf_output::{Error, ErrorKind, Result};
 #[derive(Debug)]
 pub struct Ready {
     path: PathBuf,
+    /// The compression the copier writes, which the file's must be.
+    compression: Compression,
     loaded: Option<(File, Table)>,
     /// Bytes of its frames put in the output (for `-v`).
     copied: u64,
 }
 
 impl Ready {
-    /// The file at `path`, not read yet.
-    pub fn new(path: PathBuf) -> Ready {
+    /// The file at `path`, not read yet, for a copy re-compressing to
+    /// `compression`.
+    pub fn new(path: PathBuf, compression: Compression) -> Ready {
         Ready {
             path,
+            compression,
             loaded: None,
             copied: 0,
         }
@@ -105,6 +110,14 @@ impl Ready {
             let file = File::open(&self.path).map_err(|e| Error::io(name.clone(), e))?;
             let table = Table::read(&file, &self.path)
                 .map_err(|e| Error::new(name.clone(), ErrorKind::Format(e)))?;
+            if table.compression() != self.compression {
+                let why = format!(
+                    "holds frames in {}, not in {} (--recompress)",
+                    table.compression(),
+                    self.compression
+                );
+                return Err(Error::invalid(name, why));
+            }
             if !inputs.contains(&table.input()) {
                 let why = format!(
                     "holds frames of {}, not of an input of the plan",

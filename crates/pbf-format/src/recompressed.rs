@@ -10,10 +10,12 @@
 //! re-compressed frame without indexdata; then one entry per frame (u64le:
 //! the input frame's offset and length, the frame's length), in input order;
 //! then the input's absolute path, and a footer (u64le: the path's length,
-//! the number of entries, the input's size, mtime seconds and nanoseconds;
-//! then [`MAGIC`]). The writer adds the table and footer last, so a file
-//! without them was not finished and is refused; the copier uses it only for
-//! the input it names, as it still is.
+//! the number of entries, the input's size, mtime seconds and nanoseconds,
+//! the compression; then [`MAGIC`]). The writer adds the table and footer
+//! last, so a file without them was not finished and is refused; the copier
+//! uses it only for the input it names, as it still is, and only to write the
+//! compression it names. A writer that is dropped unfinished removes its
+//! file, and one that gives up ([`Writer::give_up`]) finishes it empty.
 
 use std::fs::File;
 use std::io::Write;
@@ -31,7 +33,7 @@ pub const MAGIC: &[u8; 8] = b"pbfrecz1";
 
 /// Bytes of one table entry, and of the footer.
 const ENTRY: u64 = 24;
-const FOOTER: u64 = 40 + MAGIC.len() as u64;
+const FOOTER: u64 = 48 + MAGIC.len() as u64;
 /// The longest input path a footer may name.
 const MAX_PATH: u64 = 64 << 10;
 
@@ -55,24 +57,35 @@ pub fn frame(raw: &[u8], compression: Compression) -> Result<Vec<u8>> {
 /// Writes a re-compressed frames file, frames in input order.
 #[derive(Debug)]
 pub struct Writer {
+    compression: Compression,
+    /// Finished: the drop leaves the file.
+    finished: bool,
     /// Written unbuffered: a frame is one write (tens of kB or more).
     out: File,
     path: PathBuf,
     table: Vec<u8>,
     last_end: u64,
     entries: u64,
+    /// Bytes of frames written, and whether the writer gave up.
+    frames_len: u64,
+    given_up: bool,
 }
 
 impl Writer {
-    /// Create (or truncate) `path`.
-    pub fn create(path: &Path) -> Result<Writer> {
-        let file = File::create(path).map_err(|e| Error::from(e).in_file(path))?;
+    /// Create `path`, a new file, for frames in `compression`.
+    pub fn create(path: &Path, compression: Compression) -> Result<Writer> {
+        let file = File::options().write(true).create_new(true).open(path);
+        let file = file.map_err(|e| Error::from(e).in_file(path))?;
         Ok(Writer {
+            compression,
+            finished: false,
             out: file,
             path: path.to_path_buf(),
             table: Vec::new(),
             last_end: 0,
             entries: 0,
+            frames_len: 0,
+            given_up: false,
         })
     }
 
@@ -84,7 +97,11 @@ impl Writer {
                 "re-compressed frames added out of input order",
             ));
         }
+        if self.given_up {
+            return Ok(());
+        }
         self.out.write_all(frame).map_err(|e| self.failed(e))?;
+        self.frames_len += frame.len() as u64;
         for n in [input.start, input.end - input.start, frame.len() as u64] {
             self.table.extend_from_slice(&n.to_le_bytes());
         }
@@ -105,17 +122,75 @@ impl Writer {
             id.size,
             id.mtime as u64,
             id.mtime_nsec,
+            compression_word(self.compression),
         ]
         .map(u64::to_le_bytes)
         .concat();
         for part in [&self.table[..], name, &footer, MAGIC] {
             self.out.write_all(part).map_err(|e| self.failed(e))?;
         }
-        self.out.flush().map_err(|e| self.failed(e))
+        self.finished = true;
+        Ok(())
+    }
+
+    /// Drop the frames written (their room goes back to the filesystem) and
+    /// add none from now on: [`Writer::finish`] then writes an empty table,
+    /// and the copier re-compresses every blob itself.
+    pub fn give_up(&mut self) -> Result<()> {
+        self.out.set_len(0).map_err(|e| self.failed(e))?;
+        std::io::Seek::rewind(&mut self.out).map_err(|e| self.failed(e))?;
+        self.table.clear();
+        (self.entries, self.frames_len, self.given_up) = (0, 0, true);
+        Ok(())
+    }
+
+    /// Where the file is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// [`Writer::give_up`] was called.
+    pub fn gave_up(&self) -> bool {
+        self.given_up
+    }
+
+    /// Bytes of frames written.
+    pub fn frames_len(&self) -> u64 {
+        self.frames_len
     }
 
     fn failed(&self, e: std::io::Error) -> Error {
         Error::from(e).in_file(&self.path)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A compression as one footer word: a codec tag, then the level.
+fn compression_word(c: Compression) -> u64 {
+    match c {
+        Compression::None => 0,
+        Compression::Zlib(level) => 1 << 32 | u64::from(level),
+        Compression::Zstd(level) => 2 << 32 | u64::from(level as u32),
+        Compression::Lz4 => 3 << 32,
+    }
+}
+
+/// The compression a footer word names, if any.
+fn word_compression(w: u64) -> Option<Compression> {
+    let level = w as u32;
+    match w >> 32 {
+        0 if level == 0 => Some(Compression::None),
+        1 if level <= 9 => Some(Compression::Zlib(level)),
+        2 if (1..=22).contains(&(level as i32)) => Some(Compression::Zstd(level as i32)),
+        3 if level == 0 => Some(Compression::Lz4),
+        _ => None,
     }
 }
 
@@ -171,7 +246,7 @@ pub fn frames_held(file: &File) -> u64 {
         return size;
     }
     let word = |i: usize| u64::from_le_bytes(footer[i * 8..i * 8 + 8].try_into().expect("8"));
-    match &footer[40..] == MAGIC {
+    match &footer[48..] == MAGIC {
         true => word(1)
             .checked_mul(ENTRY)
             .and_then(|t| size.checked_sub(FOOTER + word(0) + t))
@@ -185,6 +260,7 @@ pub fn frames_held(file: &File) -> u64 {
 pub struct Table {
     input: PathBuf,
     identity: Identity,
+    compression: Compression,
     entries: Vec<Entry>,
 }
 
@@ -202,7 +278,7 @@ impl Table {
         }
         let mut footer = [0u8; FOOTER as usize];
         file.read_exact_at(&mut footer, size - FOOTER).map_err(io)?;
-        if &footer[40..] != MAGIC {
+        if &footer[48..] != MAGIC {
             return Err(bad("no footer"));
         }
         let word =
@@ -213,6 +289,8 @@ impl Table {
             mtime: word(&footer, 3) as i64,
             mtime_nsec: word(&footer, 4),
         };
+        let compression =
+            word_compression(word(&footer, 5)).ok_or_else(|| bad("an unknown compression"))?;
         let table_len = count.checked_mul(ENTRY).filter(|_| name_len <= MAX_PATH);
         let table_len = table_len
             .filter(|&n| n.saturating_add(name_len).saturating_add(FOOTER) <= size)
@@ -226,8 +304,14 @@ impl Table {
         Ok(Table {
             input,
             identity,
+            compression,
             entries,
         })
+    }
+
+    /// The compression of the frames.
+    pub fn compression(&self) -> Compression {
+        self.compression
     }
 
     /// The input file whose frames these are.
@@ -310,7 +394,7 @@ mod tests {
     fn write(path: &Path, frames: &[(Range<u64>, &[u8])]) -> PathBuf {
         let input = path.with_extension("in");
         std::fs::write(&input, b"input").expect("input");
-        let mut w = Writer::create(path).expect("create");
+        let mut w = Writer::create(path, Compression::Lz4).expect("create");
         for (range, frame) in frames {
             w.add(range.clone(), frame).expect("add");
         }
@@ -362,7 +446,7 @@ mod tests {
     fn a_file_holds_frames_up_to_its_size_then_up_to_its_table() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("r");
-        let mut w = Writer::create(&path).expect("create");
+        let mut w = Writer::create(&path, Compression::Lz4).expect("create");
         w.add(0..10, b"abcde").expect("add");
         w.out.flush().expect("flush");
         assert_eq!(frames_held(&File::open(&path).expect("open")), 5);
@@ -372,15 +456,42 @@ mod tests {
     }
 
     #[test]
+    fn a_table_names_its_compression_and_one_given_up_holds_nothing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"input").expect("input");
+        for c in ["none", "zlib:0", "zlib:9", "zstd:1", "zstd:22", "lz4"] {
+            let c: Compression = c.parse().expect("compression");
+            let path = dir.path().join(format!("{c}"));
+            let mut w = Writer::create(&path, c).expect("create");
+            w.add(0..10, b"abcde").expect("add");
+            w.give_up().expect("give up");
+            w.add(10..20, b"fg").expect("add after");
+            assert!(w.gave_up() && w.frames_len() == 0);
+            w.finish(&input).expect("finish");
+            let table = Table::read(&File::open(&path).expect("open"), &path).expect("table");
+            assert_eq!((table.compression(), table.entries().len()), (c, 0));
+            assert_eq!(table.pieces(0, 20), [Piece::Input(0..20)]);
+        }
+    }
+
+    #[test]
     fn an_unfinished_or_damaged_file_is_refused() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("r");
-        let mut w = Writer::create(&path).expect("create");
+        let mut w = Writer::create(&path, Compression::Lz4).expect("create");
         w.add(0..10, b"abc").expect("add");
         assert!(w.add(5..10, b"x").is_err(), "out of order");
+        assert!(
+            Writer::create(&path, Compression::Lz4).is_err(),
+            "an existing file"
+        );
         drop(w);
+        assert!(!path.exists(), "dropped unfinished, removed");
+        std::fs::write(&path, b"abc").expect("frames alone");
         let err = Table::read(&File::open(&path).expect("open"), &path).expect_err("unfinished");
         assert!(err.to_string().contains("not a finished"), "{err}");
+        std::fs::remove_file(&path).expect("rm");
         write(&path, &[(0..10, b"abc")]);
         let mut bytes = std::fs::read(&path).expect("read");
         bytes[3..11].copy_from_slice(&u64::MAX.to_le_bytes()); // the entry's input offset

@@ -65,7 +65,8 @@ pub fn command() -> Command {
              all pbf-copy vouches for.\n\n\
              With --recompress every copied Blob is inflated and compressed again (in parallel; \
              the block inside is never decoded), for example to turn a zlib file into zstd or \
-             raw; the copy then goes through memory instead of the kernel.\n\n\
+             raw; the copy then goes through memory instead of the kernel. With --recompressed \
+             FILE the frames pbf-index already compressed so are copied from FILE instead.\n\n\
              Copy ahead: when the plan record says it was written early (pbf-overlap --sources \
              writes it before it plans, once the first blobs are read in order) and the plan \
              has one input file (beside spools), its data frames are copied behind the header \
@@ -78,9 +79,10 @@ pub fn command() -> Command {
              merge. Each op that follows the guess is checked \
              against it; the first op that does not, or the end of the plan, stops the thread: \
              the output keeps only the copied prefix the ops asked for and is cut back to it, \
-             so a wrong guess costs a wasted copy and never a wrong byte. Not with -o -, \
-             --recompress or --add-indexdata, which do not write the input's bytes as they \
-             are.",
+             so a wrong guess costs a wasted copy and never a wrong byte. With --recompress \
+             and --recompressed FILE the guess is FILE's frames, copied as FILE grows. Not with \
+             -o -, --add-indexdata or --recompress without --recompressed, which do not write \
+             the input's bytes as they are.",
         )
         .arg(
             Arg::new("no-copy-ahead")
@@ -186,10 +188,10 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         threads: pbf_cli::jobs(m.get_one::<usize>("jobs").copied()),
         spools_as_they_are: m.get_flag("spools-compressed"),
     });
+    let compression = recompress.map(|r| r.compression).unwrap_or_default();
     let mut ready = m
         .get_one::<PathBuf>("recompressed")
-        .cloned()
-        .map(Ready::new);
+        .map(|path| Ready::new(path.clone(), compression));
     let mut job = Job::open(m)?;
     if !m.get_flag("kernel-copy") {
         job.out.stage_appends();

@@ -169,8 +169,12 @@ pub fn command() -> Command {
                      sample of the file, no indexdata) is compressed in C while this stage holds \
                      it inflated for its keys, so the copy does not inflate it a second time. The \
                      copy re-compresses the other blobs it copies itself; the output's bytes are \
-                     the same either way. FILE takes about as much room as the blobs it holds, and \
-                     one input file is indexed (pbf-sort --recompress does this, and removes FILE)",
+                     the same either way. FILE is new (an existing file is refused) and takes \
+                     about as much room as the blobs it holds; where its filesystem would keep \
+                     less room than the output will want, or a write to it fails, the frames are \
+                     given up with a warning and FILE is finished empty. It is removed if the \
+                     index fails. One input file is indexed (pbf-sort --recompress does this, \
+                     and removes FILE)",
                 ),
         )
         .arg(
@@ -311,10 +315,19 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("validate") {
         return validate(files.iter().map(|p| (p.as_path(), name(p))));
     }
-    if opts.recompress.is_some() && files.len() != 1 {
-        return Err(pbf_cli::usage(
-            "--recompressed: re-compressed frames are written for one input file",
-        ));
+    if let Some(into) = m.get_one::<PathBuf>("recompressed") {
+        if files.len() != 1 {
+            return Err(pbf_cli::usage(
+                "--recompressed: re-compressed frames are written for one input file",
+            ));
+        }
+        if into.symlink_metadata().is_ok() {
+            let why = format!(
+                "{}: exists (--recompressed writes a new file)",
+                into.display()
+            );
+            return Err(pbf_cli::usage(why));
+        }
     }
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
@@ -500,6 +513,12 @@ fn index_file<W: Write + Send>(
     let trust_pbfhogg = opts.trust_pbfhogg && header.claims_sorted();
     let samples = samples(&file, header_frame.end(), opts, trust_pbfhogg);
     let sampled = samples.len();
+    // A signal must not leave FILE behind: registered before it exists,
+    // forgotten once it is finished (the copier reads it then).
+    let on_signal = into
+        .filter(|_| opts.recompress.is_some())
+        .map(pbf_output::cleanup::remove_on_signal)
+        .transpose()?;
     let recompressing = match (opts.recompress, into) {
         (Some(compression), Some(into)) => Some(Recompressing {
             judge: Judge {
@@ -509,7 +528,13 @@ fn index_file<W: Write + Send>(
                     .map(|s| (s.offset, Key::from(s.first)))
                     .collect(),
             },
-            into: recompressed::Writer::create(into)?,
+            into: Frames {
+                writer: recompressed::Writer::create(into, compression)?,
+                input_size: file.size(),
+                input_done: 0,
+                next_look: 0,
+                quiet: opts.quiet,
+            },
         }),
         _ => None,
     };
@@ -548,8 +573,9 @@ fn index_file<W: Write + Send>(
     };
     index_frames(walk, &mut batches, &mut tally, out, &bar)?;
     if let Some(r) = batches.recompressing.take() {
-        r.into.finish(&abs)?;
+        r.into.writer.finish(&abs)?;
     }
+    drop(on_signal);
     bar.finish_and_clear();
     warn_skipped_blobs(shown, &tally.end, opts.quiet);
     let end = tally.end.clone();
@@ -734,7 +760,69 @@ struct Batches<'a> {
 /// re-compressed while they are inflated for their keys.
 struct Recompressing {
     judge: Judge,
-    into: recompressed::Writer,
+    into: Frames,
+}
+
+/// Where re-compressed frames go. They are a saving, not a need: they never
+/// take the room the output will want (kept free on FILE's filesystem: the
+/// input's size, or more where the frames so far grew in the new
+/// compression) nor fail the run: a write that fails, or room running short,
+/// gives them up with a warning, and the copier re-compresses every blob
+/// itself.
+struct Frames {
+    writer: recompressed::Writer,
+    /// The input's size, the input bytes whose frames were written, and
+    /// after how many bytes of frames the room is looked at again.
+    input_size: u64,
+    input_done: u64,
+    next_look: u64,
+    quiet: bool,
+}
+
+/// Bytes of frames written between two looks at the free space.
+const ROOM_LOOK: u64 = 1 << 20;
+
+impl Frames {
+    /// Add the frame of the input frame at `input`, unless given up.
+    fn add(&mut self, input: Range<u64>, frame: &[u8]) -> Result<()> {
+        if self.writer.gave_up() {
+            return Ok(());
+        }
+        let written = self.writer.frames_len();
+        if written >= self.next_look {
+            self.next_look = written + ROOM_LOOK;
+            // The output's size, guessed from the frames so far.
+            let grown = written as f64 / self.input_done.max(1) as f64;
+            let want = (self.input_size as f64 * grown.max(1.0)) as u64;
+            let dir = pbf_cli::paths::dir_of(self.writer.path());
+            let free = pbf_cli::paths::free_bytes(dir).unwrap_or(u64::MAX);
+            if free < want.saturating_add(frame.len() as u64) {
+                let why = format!(
+                    "{}: {free} bytes free, and the output will want about {want}",
+                    self.writer.path().display()
+                );
+                return self.give_up(&why);
+            }
+        }
+        let len = input.end - input.start;
+        if let Err(e) = self.writer.add(input, frame) {
+            return self.give_up(&e.to_string());
+        }
+        self.input_done += len;
+        Ok(())
+    }
+
+    /// Give the frames up, saying `why` (which names the file).
+    fn give_up(&mut self, why: &str) -> Result<()> {
+        self.writer.give_up()?;
+        if !self.quiet {
+            let msg = format!(
+                "{why}: re-compressed frames given up; the copier re-compresses every blob"
+            );
+            pbf_cli::warn("pbf-index", msg);
+        }
+        Ok(())
+    }
 }
 
 /// Which blobs to re-compress, and to what.
@@ -906,7 +994,7 @@ fn describe<'a>(
 /// Write the records of a described batch in file order.
 fn write_described<W: Write>(
     described: Option<(Vec<FrameHeader>, Vec<pbf_format::Result<Described>>)>,
-    (tally, mut into): (&mut Tally, Option<&mut recompressed::Writer>),
+    (tally, mut into): (&mut Tally, Option<&mut Frames>),
     out: &mut Writer<W>,
 ) -> Result<()> {
     let Some((frames, described)) = described else {
@@ -919,7 +1007,7 @@ fn write_described<W: Write>(
             Described::Keys(keys, frame) => {
                 if let (Some(into), Some(frame)) = (into.as_deref_mut(), frame) {
                     into.add(fh.offset..fh.end(), &frame)?;
-                    tally.recompressed += 1;
+                    tally.recompressed += u64::from(!into.writer.gave_up());
                 }
                 keys
             }

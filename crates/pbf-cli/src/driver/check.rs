@@ -177,12 +177,9 @@ fn temporary_dir(tmpdir: Option<&OsStr>) -> OsString {
 /// Room in `dir`'s filesystem for the copy of standard input, `size` bytes
 /// (free space as `statvfs` gives it to anyone: `f_bavail * f_frsize`).
 fn room_for_stdin(dir: &OsStr, size: u64) -> Result<()> {
-    let Ok(fs) = nix::sys::statvfs::statvfs(Path::new(dir)) else {
+    let Some(free) = crate::paths::free_bytes(Path::new(dir)) else {
         return Ok(());
     };
-    // The counts are C unsigned longs: u64 here, narrower on 32-bit targets.
-    #[allow(clippy::unnecessary_cast)]
-    let free = (fs.blocks_available() as u64).saturating_mul(fs.fragment_size() as u64);
     if size > free {
         let why = format!(
             "not enough free space: the copy of standard input needs {size} bytes there, the \
