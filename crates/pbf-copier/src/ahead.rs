@@ -306,6 +306,12 @@ impl Guess {
             .ahead
             .land_growing(out, want, |done| cut(done).unwrap_or(0))?;
         ready.add_copied(landed.kept);
+        // A file that holds no frames (the index gave them up) shrank under
+        // the writers: that stop is no news, nothing of the copy was wanted.
+        let mut landed = landed;
+        if ready.frames() == 0 {
+            landed.stopped_by = None;
+        }
         let from = bounds
             .iter()
             .find(|b| b.0 == landed.kept)

@@ -70,6 +70,11 @@ impl Ready {
         self.copied
     }
 
+    /// Frames the file holds (0 before its table is read).
+    pub fn frames(&self) -> usize {
+        self.loaded.as_ref().map_or(0, |(_, t)| t.entries().len())
+    }
+
     /// Where the file is.
     pub fn path(&self) -> &Path {
         &self.path

@@ -1007,7 +1007,11 @@ fn write_described<W: Write>(
             Described::Keys(keys, frame) => {
                 if let (Some(into), Some(frame)) = (into.as_deref_mut(), frame) {
                     into.add(fh.offset..fh.end(), &frame)?;
-                    tally.recompressed += u64::from(!into.writer.gave_up());
+                    // Frames given up are not counted.
+                    tally.recompressed = match into.writer.gave_up() {
+                        true => 0,
+                        false => tally.recompressed + 1,
+                    };
                 }
                 keys
             }
