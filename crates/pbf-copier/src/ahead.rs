@@ -40,7 +40,7 @@
 //! records.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -295,20 +295,17 @@ impl Guess {
         ready: Option<&mut Ready>,
     ) -> Result<(Landed, Option<Rest>)> {
         let ready = ready.context("copy ahead: no re-compressed frames file to land on")?;
-        let inputs: Vec<PathBuf> = sources.files().map(|(_, _, p)| p.to_path_buf()).collect();
-        let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
         let (confirmed, source) = (self.next - self.start, self.source);
         let src = sources.range(source, self.start, confirmed)?;
-        let bounds = ready.prefix(src, (self.start, confirmed), &inputs)?;
+        let bounds = ready.prefix(src, (self.start, confirmed))?;
         let want = bounds.last().map_or(0, |b| b.0);
         let cut = |done: u64| bounds.iter().rev().map(|b| b.0).find(|&end| end <= done);
-        let landed = self
+        let mut landed = self
             .ahead
             .land_growing(out, want, |done| cut(done).unwrap_or(0))?;
         ready.add_copied(landed.kept);
         // A file that holds no frames (the index gave them up) shrank under
         // the writers: that stop is no news, nothing of the copy was wanted.
-        let mut landed = landed;
         if ready.frames() == 0 {
             landed.stopped_by = None;
         }

@@ -5,11 +5,14 @@
 //! input, ahead of the plan (`crate::ahead`).
 
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use pbf_format::compress::Compression;
 use pbf_format::recompressed::{Piece, Table};
-use pbf_output::{Error, ErrorKind, Result};
+use pbf_output::{Error, ErrorKind, OutputFile, Result};
+
+use crate::CopySources;
 
 /// `--recompressed FILE`: the frames pbf-index re-compressed, whose table
 /// is read when the first op needs it. By then the index has finished the
@@ -17,8 +20,10 @@ use pbf_output::{Error, ErrorKind, Result};
 #[derive(Debug)]
 pub struct Ready {
     path: PathBuf,
-    /// The compression the copier writes, which the file's must be.
+    /// The compression the copier writes, which the file's must be, and the
+    /// plan's inputs, one of which the file's must be.
     compression: Compression,
+    inputs: Vec<PathBuf>,
     loaded: Option<(File, Table)>,
     /// Bytes of its frames put in the output (for `-v`).
     copied: u64,
@@ -26,11 +31,13 @@ pub struct Ready {
 
 impl Ready {
     /// The file at `path`, not read yet, for a copy re-compressing to
-    /// `compression`.
-    pub fn new(path: PathBuf, compression: Compression) -> Ready {
+    /// `compression` from `sources`.
+    pub fn new(path: PathBuf, compression: Compression, sources: &CopySources) -> Ready {
+        let inputs = sources.files().map(|(_, _, p)| p.to_path_buf()).collect();
         Ready {
             path,
             compression,
+            inputs,
             loaded: None,
             copied: 0,
         }
@@ -39,14 +46,13 @@ impl Ready {
     /// `offset..offset + len` of the source `src` (at `src_path`, as the plan
     /// names it) cut into frames ready in the file and input bytes to
     /// re-compress. A source the file is not of is all input; the file must
-    /// be of one of the plan's `inputs` as it still is.
+    /// be of one of the plan's inputs as it still is.
     pub fn pieces(
         &mut self,
         (src, src_path): (&File, &Path),
         (offset, len): (u64, u64),
-        inputs: &[&Path],
     ) -> Result<Vec<Piece>> {
-        let table = self.table(inputs)?;
+        let table = self.table()?;
         if table.input() != src_path {
             return Ok(vec![Piece::Input(offset..offset + len)]);
         }
@@ -60,9 +66,22 @@ impl Ready {
         Ok(table.pieces(offset, len))
     }
 
-    /// Count `n` bytes of the file's frames as put in the output.
+    /// Count `n` bytes of the file's frames as put in the output (by the
+    /// copy ahead).
     pub fn add_copied(&mut self, n: u64) {
         self.copied += n;
+    }
+
+    /// Append the file's `range` (a [`Piece::Ready`] of [`Ready::pieces`])
+    /// to `out`.
+    pub fn copy_into(&mut self, out: &mut OutputFile, range: Range<u64>) -> Result<()> {
+        let (file, _) = self
+            .loaded
+            .as_ref()
+            .expect("ready pieces come from its table");
+        out.copy_from(file, &self.path, range.start, range.end - range.start)?;
+        self.copied += range.end - range.start;
+        Ok(())
     }
 
     /// Bytes of the file's frames put in the output.
@@ -88,10 +107,8 @@ impl Ready {
         &mut self,
         src: (&File, &Path),
         (offset, len): (u64, u64),
-        inputs: &[&Path],
     ) -> Result<Vec<(u64, u64)>> {
-        let Some(Piece::Ready(first)) = self.pieces(src, (offset, len), inputs)?.first().cloned()
-        else {
+        let Some(Piece::Ready(first)) = self.pieces(src, (offset, len))?.first().cloned() else {
             return Ok(Vec::new());
         };
         if first.start != 0 {
@@ -104,12 +121,7 @@ impl Ready {
             .collect())
     }
 
-    /// The file, to copy ready pieces from (read by [`Ready::pieces`]).
-    pub fn file(&self) -> Option<(&File, &Path)> {
-        self.loaded.as_ref().map(|(f, _)| (f, self.path.as_path()))
-    }
-
-    fn table(&mut self, inputs: &[&Path]) -> Result<&Table> {
+    fn table(&mut self) -> Result<&Table> {
         if self.loaded.is_none() {
             let name = self.path.display().to_string();
             let file = File::open(&self.path).map_err(|e| Error::io(name.clone(), e))?;
@@ -123,7 +135,7 @@ impl Ready {
                 );
                 return Err(Error::invalid(name, why));
             }
-            if !inputs.contains(&table.input()) {
+            if !self.inputs.iter().any(|p| p == table.input()) {
                 let why = format!(
                     "holds frames of {}, not of an input of the plan",
                     table.input().display()

@@ -188,11 +188,11 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         threads: pbf_cli::jobs(m.get_one::<usize>("jobs").copied()),
         spools_as_they_are: m.get_flag("spools-compressed"),
     });
+    let mut job = Job::open(m)?;
     let compression = recompress.map(|r| r.compression).unwrap_or_default();
     let mut ready = m
         .get_one::<PathBuf>("recompressed")
-        .map(|path| Ready::new(path.clone(), compression));
-    let mut job = Job::open(m)?;
+        .map(|path| Ready::new(path.clone(), compression, &job.sources));
     if !m.get_flag("kernel-copy") {
         job.out.stage_appends();
     }
@@ -320,7 +320,6 @@ fn copy_op(
 ) -> Result<()> {
     let recompress =
         recompress.filter(|(r, _)| !(r.spools_as_they_are && sources.is_spool(op.source)));
-    let inputs = input_paths(sources);
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
     if opts.add_indexdata && op.frames.is_empty() {
         return Err(copier::frames_missing(op, path));
@@ -328,13 +327,7 @@ fn copy_op(
     if let Some(recompress) = recompress {
         let frames = &op.frames[..];
         let range = (op.offset, op.length);
-        recompress_op(
-            (file, path),
-            range,
-            (frames, opts),
-            out,
-            (recompress, &inputs),
-        )?;
+        recompress_op((file, path), range, (frames, opts), out, recompress)?;
         return holes.passed(op.source, file, op.offset, op.length);
     }
     if !opts.add_indexdata {
@@ -357,15 +350,9 @@ fn copy_rest(
     (recompress, opts): (Option<(Recompress, Option<&mut Ready>)>, Options),
 ) -> Result<()> {
     let recompress = recompress.context("a copy ahead left input without --recompress")?;
-    let inputs = input_paths(sources);
     let src = sources.range(rest.source, rest.offset, rest.length)?;
     let range = (rest.offset, rest.length);
-    recompress_op(src, range, (&[], opts), out, (recompress, &inputs))
-}
-
-/// The paths of the plan's inputs (not spools).
-fn input_paths(sources: &CopySources) -> Vec<PathBuf> {
-    sources.files().map(|(_, _, p)| p.to_path_buf()).collect()
+    recompress_op(src, range, (&[], opts), out, recompress)
 }
 
 /// Re-compress `offset..offset + len` of `src` into `out`, copying the
@@ -377,15 +364,8 @@ fn recompress_op(
     (offset, len): (u64, u64),
     (frames, opts): (&[FrameKeys], Options),
     out: &mut OutputFile,
-    ((recompress, mut ready), inputs): ((Recompress, Option<&mut Ready>), &[PathBuf]),
+    (recompress, ready): (Recompress, Option<&mut Ready>),
 ) -> Result<()> {
-    let pieces = match ready.as_deref_mut() {
-        Some(ready) => {
-            let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
-            ready.pieces((file, path), (offset, len), &inputs)?
-        }
-        None => vec![Piece::Input(offset..offset + len)],
-    };
     let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
         match frames.get(i).filter(|_| opts.add_indexdata) {
             Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
@@ -393,16 +373,20 @@ fn recompress_op(
         }
     };
     let (c, threads) = (recompress.compression, recompress.threads);
-    for piece in pieces {
-        match (piece, ready.as_deref().and_then(Ready::file)) {
-            (Piece::Ready(r), Some((from, name))) => {
-                out.copy_from(from, name, r.start, r.end - r.start)?;
-                if let Some(ready) = ready.as_deref_mut() {
-                    ready.add_copied(r.end - r.start);
-                }
-            }
-            (Piece::Ready(_), None) => unreachable!("ready pieces come from a read table"),
-            (Piece::Input(r), _) => {
+    let Some(ready) = ready else {
+        return Ok(recompress_range(
+            out,
+            (file, path),
+            (offset, len),
+            c,
+            threads,
+            &indexdata,
+        )?);
+    };
+    for piece in ready.pieces((file, path), (offset, len))? {
+        match piece {
+            Piece::Ready(r) => ready.copy_into(out, r)?,
+            Piece::Input(r) => {
                 let piece = (r.start, r.end - r.start);
                 recompress_range(out, (file, path), piece, c, threads, &indexdata)?
             }
