@@ -382,6 +382,9 @@ struct Gate {
 struct GateState {
     /// The range's length: the most that can be allowed and taken.
     len: u64,
+    /// Where the range starts in the output, modulo [`ALIGN`]: pieces end
+    /// on the output's blocks.
+    at: u64,
     /// Bytes from the start of the range the writers may copy.
     allowed: u64,
     /// Bytes from the start of the range that writers took as pieces.
@@ -390,11 +393,13 @@ struct GateState {
 }
 
 impl Gate {
-    /// A gate over `len` bytes that allows nothing yet.
-    fn new(len: u64) -> Gate {
+    /// A gate over `len` bytes, starting at `at` in the output, that
+    /// allows nothing yet.
+    fn new(len: u64, at: u64) -> Gate {
         Gate {
             state: Mutex::new(GateState {
                 len,
+                at: at % ALIGN,
                 ..GateState::default()
             }),
             moved: Condvar::new(),
@@ -417,15 +422,32 @@ impl Gate {
     /// whole range is taken.
     fn take_piece(&self) -> Option<(u64, u64)> {
         let mut s = self.lock();
-        while !s.stop && s.allowed <= s.taken && s.taken < s.len {
+        while !s.stop && s.piece_end() <= s.taken && s.taken < s.len {
             s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         if s.stop || s.taken >= s.len {
             return None;
         }
-        let (start, len) = (s.taken, (s.allowed - s.taken).min(PIECE));
-        s.taken += len;
-        Some((start, len))
+        let (start, end) = (s.taken, s.piece_end());
+        s.taken = end;
+        Some((start, end - start))
+    }
+}
+
+impl GateState {
+    /// Where the next piece ends: at most `PIECE` past what was taken and
+    /// no further than allowed, on a block of the output unless it is the
+    /// range's end. Every piece then holds whole blocks but the range's
+    /// first and last, so no two writers share a block through the page
+    /// cache while the others write past it (bench/copy-ahead.md, "Pieces
+    /// on the output's blocks"). At or before `taken` when nothing whole
+    /// is allowed yet.
+    fn piece_end(&self) -> u64 {
+        let end = self.allowed.min(self.len).min(self.taken + PIECE);
+        if end >= self.len {
+            return self.len;
+        }
+        ((self.at + end) / ALIGN * ALIGN).saturating_sub(self.at)
     }
 }
 
@@ -738,7 +760,10 @@ impl CopyAhead {
         let at = out.position();
         // Past the page cache as the output's own appends, or not at all.
         let direct = out.is_staged();
-        let gate = Arc::new(Gate::new(len));
+        if direct && len != u64::MAX {
+            pbf_output::direct::reserve(&dst, at, len);
+        }
+        let gate = Arc::new(Gate::new(len, at));
         let shared = Arc::clone(&gate);
         let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
@@ -828,6 +853,7 @@ mod tests {
     use super::*;
     use pbf_output::OutputOptions;
     use std::path::PathBuf;
+    use std::os::fd::AsRawFd;
 
     /// A source of `len` distinct bytes and an output holding `head`.
     fn setup(len: usize, head: &[u8]) -> (tempfile::TempDir, File, PathBuf, OutputFile) {
@@ -902,16 +928,21 @@ mod tests {
         let (dir, f, src, mut out) = setup(200_000, b"H");
         let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
         // The file holds what the thread copied behind the header, which
-        // waits in the stage.
+        // waits in the stage, and zeros in the blocks reserved for the rest.
+        let bytes = fs::read(&src).expect("src");
         let copied = |out: &OutputFile| {
-            let len = out.file().metadata().expect("stat").len();
-            len.saturating_sub(1)
+            let now = fs::read(format!("/proc/self/fd/{}", out.file().as_raw_fd())).expect("read");
+            let behind = now.get(1..).unwrap_or_default();
+            behind.iter().zip(&bytes[1000..]).take_while(|(a, b)| a == b).count() as u64
         };
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(copied(&out), 0, "copied before it was allowed");
         ahead.allow(51_000);
+        // 50,000 bytes allowed, copied up to the output's last block
+        // boundary within them: the header's byte and 49,151.
+        let upto = (1 + 50_000) / ALIGN * ALIGN - 1;
         let start = std::time::Instant::now();
-        while copied(&out) < 50_000 {
+        while copied(&out) < upto {
             assert!(
                 start.elapsed().as_secs() < 10,
                 "the allowed bytes were not copied"
@@ -920,7 +951,7 @@ mod tests {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
         let landed = ahead.land(&mut out, 0).expect("land");
-        assert_eq!((landed.kept, landed.dropped), (0, 50_000));
+        assert_eq!((landed.kept, landed.dropped), (0, upto));
         assert_eq!(committed(&dir, out), b"H");
     }
 
@@ -1040,6 +1071,38 @@ mod tests {
         assert_eq!(out.stats().copied(), len as u64);
         let want = [b"HEAD123".as_slice(), &fs::read(&src).expect("src")[100..]].concat();
         assert_eq!(committed(&dir, out), want);
+    }
+
+    #[test]
+    fn pieces_end_on_the_outputs_blocks_but_at_the_end_of_the_range() {
+        let len = 3 * PIECE + 12_345;
+        let gate = Gate::new(len, 7 * ALIGN + 92);
+        let mut taken = Vec::new();
+        for allowed in [50, ALIGN, ALIGN + 10, PIECE + 5_000, len - 1, len] {
+            gate.change(|s| s.allowed = allowed);
+            // Take what the allowance holds, without waiting for more.
+            while {
+                let s = gate.lock();
+                s.piece_end() > s.taken
+            } {
+                taken.push(gate.take_piece().expect("a piece"));
+            }
+            let s = gate.lock();
+            assert!(s.taken <= allowed && allowed - s.taken < ALIGN, "{s:?}");
+        }
+        assert_eq!(gate.take_piece(), None, "the whole range is taken");
+        let mut next = 0;
+        for &(start, n) in &taken {
+            assert_eq!(start, next, "{taken:?}");
+            assert!(n > 0 && n <= PIECE, "{taken:?}");
+            next = start + n;
+            assert!(next == len || (92 + next) % ALIGN == 0, "{taken:?}");
+        }
+        assert_eq!(next, len);
+        // Less than a block allowed past the first block boundary: nothing.
+        let gate = Gate::new(len, 92);
+        gate.change(|s| s.allowed = ALIGN - 92 - 1);
+        assert_eq!(gate.lock().piece_end(), 0);
     }
 
     #[test]
