@@ -852,8 +852,8 @@ mod tests {
 
     use super::*;
     use pbf_output::OutputOptions;
-    use std::path::PathBuf;
     use std::os::fd::AsRawFd;
+    use std::path::PathBuf;
 
     /// A source of `len` distinct bytes and an output holding `head`.
     fn setup(len: usize, head: &[u8]) -> (tempfile::TempDir, File, PathBuf, OutputFile) {
@@ -933,7 +933,11 @@ mod tests {
         let copied = |out: &OutputFile| {
             let now = fs::read(format!("/proc/self/fd/{}", out.file().as_raw_fd())).expect("read");
             let behind = now.get(1..).unwrap_or_default();
-            behind.iter().zip(&bytes[1000..]).take_while(|(a, b)| a == b).count() as u64
+            behind
+                .iter()
+                .zip(&bytes[1000..])
+                .take_while(|(a, b)| a == b)
+                .count() as u64
         };
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(copied(&out), 0, "copied before it was allowed");
