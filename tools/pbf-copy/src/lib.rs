@@ -284,6 +284,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         memory_bytes: stats.written_bytes,
         ahead_kept_bytes: landed.map(|l| l.kept),
         ahead_dropped_bytes: landed.map(|l| l.dropped),
+        recompressed_bytes: ready.as_ref().map(Ready::copied),
     });
     if opts.verbose {
         let times = Times {
@@ -414,6 +415,9 @@ struct Counters {
     ahead_kept_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ahead_dropped_bytes: Option<u64>,
+    /// With `--recompressed`: bytes of that file's frames copied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recompressed_bytes: Option<u64>,
 }
 
 /// The times of the `-v` line.

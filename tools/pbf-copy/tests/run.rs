@@ -3,7 +3,8 @@
 //! early plan record (a confirmed guess, a wrong one, an `unsorted` record,
 //! a `header` record) writing what waiting for the ops writes,
 //! `--recompress` with and without `--add-indexdata`, the options that need
-//! `--recompress`, and an existing output or an input as the output. What
+//! `--recompress`, an existing output or an input as the output, and a
+//! `--temp-dir` that is no directory. What
 //! pbf-copy shares with pbf-reflink (the plan loop, sources, spools) is
 //! tested in crates/pbf-copier.
 
@@ -171,4 +172,32 @@ fn an_existing_output_needs_overwrite_and_an_input_is_never_the_output() {
         std::fs::read(&file.source.file.path).expect("input"),
         before
     );
+}
+
+#[test]
+fn a_temp_dir_that_is_no_directory_is_a_usage_error_naming_the_option() {
+    let dir = tempfile::tempdir().expect("dir");
+    let file = input(dir.path());
+    let plan_file = dir.path().join("plan.jsonl");
+    std::fs::write(&plan_file, plan(&file, false, Vec::new(), &[])).expect("write plan");
+    let out = dir.path().join("out.osm.pbf");
+    let missing = dir.path().join("missing");
+    for (temp, why) in [
+        (&missing, "no such directory (--temp-dir)"),
+        (&plan_file, "not a directory (--temp-dir)"),
+    ] {
+        let err = run(&[
+            "-q",
+            "--temp-dir",
+            arg(temp),
+            arg(&plan_file),
+            "-o",
+            arg(&out),
+        ])
+        .expect_err("refused");
+        assert!(err.downcast_ref::<pbf_cli::Usage>().is_some(), "{err:#}");
+        let line = pbf_cli::one_line(&err);
+        assert!(line.contains(arg(temp)) && line.contains(why), "{line}");
+        assert!(!out.exists());
+    }
 }

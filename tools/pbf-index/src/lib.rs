@@ -333,8 +333,11 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     // Serialising is timed for -v only: a clock read per record adds up.
     let mut out = Writer::new(pbf_cli::stdout()).timed(opts.verbose);
-    let mut counters = Counters::default();
     let recompressed = m.get_one::<PathBuf>("recompressed").map(PathBuf::as_path);
+    let mut counters = Counters {
+        recompressed: recompressed.map(|_| 0),
+        ..Counters::default()
+    };
     for path in files {
         let given = name(path);
         let file = (path.as_path(), given, recompressed);
@@ -393,6 +396,10 @@ struct Counters {
     decoded: u64,
     /// Objects per kind, as the `end` records' `counts`.
     objects: Counts,
+    /// With `--recompressed`: blobs written there re-compressed (none once
+    /// the file was given up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recompressed: Option<u64>,
 }
 
 impl Counters {
@@ -402,6 +409,9 @@ impl Counters {
         self.from_indexdata += file.from_indexdata;
         self.decoded += file.end.blobs - file.from_indexdata;
         self.objects.add(file.end.counts);
+        if let Some(n) = &mut self.recompressed {
+            *n += file.recompressed;
+        }
     }
 }
 
