@@ -209,6 +209,15 @@ fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
             want,
             "{arg}: other bytes"
         );
+        // `< file`: standard input is the file itself, which the driver's
+        // checks must see as the run will.
+        let out = d.join(format!("redirect-{i}.osm.pbf"));
+        let mut c = pbf_sort();
+        c.args(["-q", arg, "-o"]).arg(&out);
+        c.stdin(std::fs::File::open(&input).expect("open"));
+        let o = c.output().expect("pbf-sort");
+        assert!(o.status.success(), "< file, {arg}: {}", stderr(&o));
+        assert_eq!(std::fs::read(&out).expect("read"), want, "< file, {arg}");
     }
     // A FIFO given as a path, with a regular file beside it.
     let fifo = d.join("fifo.osm.pbf");

@@ -345,3 +345,40 @@ fn ctrl_c_on_a_pipeline_of_the_tools_leaves_a_clean_screen() {
         assert!(!out.exists(), "{cols} columns: an output was left");
     }
 }
+
+/// `-o -` with standard output on the terminal: refused before a byte is
+/// written (as gzip and zstd refuse it), by the driver and by a copier
+/// run alone, with one line that says what to do.
+#[test]
+fn binary_output_to_the_terminal_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("sorted-andorra.osm.pbf");
+    let plan = dir.path().join("plan.jsonl");
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(format!(
+        "{} \"$1\" | {} > \"$2\"",
+        bin_quoted("pbf-index"),
+        bin_quoted("pbf-overlap")
+    ));
+    c.args([
+        "sh",
+        input.to_str().expect("utf-8"),
+        plan.to_str().expect("utf-8"),
+    ]);
+    assert!(c.status().expect("plan").success(), "no plan");
+    let mut sort = pbf_sort();
+    sort.arg(&input).args(["-o", "-"]);
+    let mut copy = crate::util::commands::bin("pbf-copy");
+    copy.arg(&plan).args(["-o", "-"]);
+    for (who, cmd) in [("pbf-sort", sort), ("pbf-copy", copy)] {
+        let d = in_terminal(cmd, 80, false);
+        assert_eq!(d.status.code(), Some(2), "{who}:\n{}", d.show());
+        let text = d.last().join("\n");
+        let want = format!("{who}: error: standard output is a terminal, and PBF is binary");
+        assert!(text.trim_start().starts_with(&want), "{who}:\n{text}");
+        assert!(
+            !text.contains("OSMHeader"),
+            "{who}: PBF on the screen:\n{text}"
+        );
+    }
+}

@@ -84,12 +84,43 @@ pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// `dir` (`--temp-dir`) can hold the temporary file of the output `out`:
+/// a writable directory ([`check_dir`]) on `out`'s filesystem, since the
+/// output is renamed into place, never copied. Any will do for `-`.
+pub fn check_temp_dir(dir: &Path, out: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    check_dir("--temp-dir", dir)?;
+    if out == Path::new("-") {
+        return Ok(());
+    }
+    // The output is written through a symbolic link, into its target's directory.
+    let real = std::fs::canonicalize(out).unwrap_or_else(|_| out.to_path_buf());
+    let device = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    if device(dir) == device(dir_of(&real)) {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{}: not on the filesystem of {} (--temp-dir: the output is renamed into place, \
+         never copied)",
+        dir_words(dir),
+        dir_words(dir_of(&real))
+    )))
+}
+
+/// Why `-o -` is refused where standard output is a terminal (as gzip and
+/// zstd refuse it): PBF would fill the screen with bytes.
+pub const TERMINAL_OUTPUT: &str =
+    "standard output is a terminal, and PBF is binary: redirect -o - (> FILE) or pipe it";
+
 /// `out` (`-o`) can name the output file: not a directory, device or process
-/// path, in a directory the run can write, and not an existing file unless
-/// `overwrite`. `-` (standard
-/// output) always can.
+/// path ([`pbf_output::replaces_system_name`]), in a directory the run can
+/// write, and not an existing file unless `overwrite`. `-` (standard
+/// output) can unless it is a terminal.
 pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
     if out == Path::new("-") {
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            return Err(usage(TERMINAL_OUTPUT));
+        }
         return Ok(());
     }
     let name = out.display();
@@ -106,10 +137,10 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
     // A copier puts a file in place: at a device's or process's name it
     // would replace the name, not write to it (pbf_output refuses it too).
     let special = out.metadata().is_ok_and(|m| !m.is_file());
-    let place = ["/dev", "/proc"].into_iter().find(|p| out.starts_with(p));
     let what = match special {
-        true => Some("is a device, process or other special file".to_owned()),
-        false => place.map(|p| format!("is in {p}, where names stand for devices and processes")),
+        true => Some("is a device, process or other special file"),
+        false => pbf_output::replaces_system_name(out)
+            .then_some("is in a directory of device and process names"),
     };
     if let Some(what) = what {
         return Err(usage(format!(
@@ -181,7 +212,22 @@ mod tests {
             line(check_dir("--spool", &file)),
             format!("{d}/x.pbf: not a directory (--spool)")
         );
+        assert_eq!(
+            line(check_output(Path::new("/dev/null"), true)),
+            "/dev/null: is a device, process or other special file, which an output file \
+             would replace; use -o - to write to standard output (or a device, with >)"
+        );
+        assert!(
+            line(check_output(Path::new("/dev/x.pbf"), true)).starts_with(
+                "/dev/x.pbf: is in a directory of device and process names, which an output"
+            )
+        );
         check_output(&file, true).expect("overwritten");
-        check_output(Path::new("-"), false).expect("standard output");
+        check_temp_dir(dir.path(), &file).expect("same filesystem");
+        check_temp_dir(dir.path(), Path::new("-")).expect("standard output");
+        match std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            true => assert_eq!(line(check_output(Path::new("-"), false)), TERMINAL_OUTPUT),
+            false => check_output(Path::new("-"), false).expect("standard output"),
+        }
     }
 }

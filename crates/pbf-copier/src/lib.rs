@@ -205,7 +205,7 @@ impl Job {
         // Before the plan is read (it may come slowly through a pipe).
         pbf_cli::paths::check_output(output, m.get_flag("overwrite"))?;
         if let Some(dir) = m.get_one::<PathBuf>("temp-dir") {
-            pbf_cli::paths::check_dir("--temp-dir", dir)?;
+            pbf_cli::paths::check_temp_dir(dir, output)?;
         }
         let check = m.get_one::<String>("check-cmd").cloned();
         if check.is_some() && output.as_os_str() == "-" {

@@ -570,15 +570,13 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) {
     };
 }
 
-/// The directory a path's entry lives in.
 /// Where the output goes: a symbolic link is written through (the new file
-/// replaces its target, and the link stays), and a path of the system's
-/// devices or processes (`/dev/stdout`, `/dev/null`, `/proc/self/fd/1`) is
-/// refused whatever it points to, since the file put in place there would
-/// replace the device's name, not write to it.
+/// replaces its target, and the link stays), and a name the system gives a
+/// device or process ([`replaces_system_name`]) is refused whatever it
+/// points to.
 fn resolve_output(out: &Path, name: &str) -> Result<std::path::PathBuf> {
     let refuse_system = |p: &Path| {
-        if p.starts_with("/dev") || p.starts_with("/proc") {
+        if replaces_system_name(p) {
             return Err(Error::invalid(
                 name,
                 "a device or process path, which an output file would replace (use -o - to \
@@ -603,6 +601,28 @@ fn resolve_output(out: &Path, name: &str) -> Result<std::path::PathBuf> {
     }
 }
 
+/// Whether a file put in place as `path` would replace a name the system
+/// gives a device or process: `path`'s directory, where it really is, is
+/// in `/proc` or `/sys` (`/dev/fd/1` is `/proc/self/fd/1`), or in `/dev`
+/// (`/dev/stdout`, `/dev/null`) but for a tmpfs mounted there (`/dev/shm`),
+/// which holds files like any other directory.
+pub fn replaces_system_name(path: &Path) -> bool {
+    let dir = fs::canonicalize(parent_dir(path))
+        .or_else(|_| std::path::absolute(parent_dir(path)))
+        .unwrap_or_else(|_| parent_dir(path).to_path_buf());
+    if dir.starts_with("/proc") || dir.starts_with("/sys") {
+        return true;
+    }
+    if !dir.starts_with("/dev") {
+        return false;
+    }
+    let device = |p: &Path| fs::metadata(p).map(|m| m.dev()).ok();
+    let own_tmpfs = nix::sys::statfs::statfs(&dir)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+        && device(&dir).is_some_and(|d| Some(d) != device(Path::new("/dev")));
+    !own_tmpfs
+}
+
 fn parent_dir(p: &Path) -> &Path {
     match p.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -620,10 +640,8 @@ fn check_same_filesystem(temp_dir: &Path, out_dir: &Path) -> Result<()> {
     if dev(temp_dir)? != dev(out_dir)? {
         return Err(Error::invalid(
             temp_dir.display().to_string(),
-            format!(
-                "temporary directory is not on the filesystem of {} (the output is renamed into place, never copied)",
-                out_dir.display()
-            ),
+            "temporary directory is not on the output's filesystem (the output is renamed \
+             into place, never copied)",
         ));
     }
     Ok(())
@@ -723,7 +741,13 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(fs::read(&real).expect("real"), b"new");
-        for system in ["/dev/null", "/dev/stdout", "/proc/self/fd/1"] {
+        for system in [
+            "/dev/null",
+            "/dev/stdout",
+            "/proc/self/fd/1",
+            "/dev/fd/1",
+            "/dev/x.pbf",
+        ] {
             let e = OutputFile::create(Path::new(system), &opts(true, &[])).expect_err(system);
             assert!(e.to_string().contains("use -o -"), "{e}");
         }
@@ -735,6 +759,32 @@ mod tests {
         std::os::unix::fs::symlink("gone/x.pbf", &dangling).expect("link");
         let e = OutputFile::create(&dangling, &opts(true, &[])).expect_err("dangling");
         assert!(e.to_string().contains("does not exist"), "{e}");
+    }
+
+    #[test]
+    fn system_names_are_told_by_where_their_directory_really_is() {
+        for system in [
+            "/dev/null",
+            "/dev/new.pbf",
+            "/dev/fd/1",
+            "/proc/self/fd/1",
+            "/sys/x",
+        ] {
+            assert!(replaces_system_name(Path::new(system)), "{system}");
+        }
+        let dir = tempfile::tempdir().expect("dir");
+        assert!(!replaces_system_name(&dir.path().join("out.osm.pbf")));
+        assert!(!replaces_system_name(Path::new("out.osm.pbf")));
+        // /dev/shm is a tmpfs of its own wherever it is mounted (systemd,
+        // containers): a place for files, though it is spelt under /dev.
+        let shm = Path::new("/dev/shm");
+        let mounted = |p: &Path| fs::metadata(p).map(|m| m.dev()).ok();
+        if shm.is_dir() && mounted(shm) != mounted(Path::new("/dev")) {
+            assert!(!replaces_system_name(&shm.join("out.osm.pbf")));
+        }
+        let link = dir.path().join("shm");
+        std::os::unix::fs::symlink("/dev", &link).expect("link");
+        assert!(replaces_system_name(&link.join("null")), "a link into /dev");
     }
 
     #[test]
@@ -809,7 +859,10 @@ mod tests {
             };
             let out2 = dir.path().join("out2.pbf");
             let err = OutputFile::create(&out2, &other).expect_err("other filesystem");
-            assert!(err.to_string().contains("not on the filesystem"), "{err}");
+            assert!(
+                err.to_string().contains("not on the output's filesystem"),
+                "{err}"
+            );
         }
     }
 

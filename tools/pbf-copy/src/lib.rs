@@ -157,7 +157,7 @@ pub fn command() -> Command {
 
 /// The help texts of the options shared with pbf-reflink.
 const HELP: Help = Help {
-    output: "Output file; - writes to standard output (e.g. a pipe). A stream cannot be taken \
+    output: "Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken \
              back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, \
              and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)",
     add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \

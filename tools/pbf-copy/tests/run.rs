@@ -8,7 +8,7 @@
 //! pbf-copy shares with pbf-reflink (the plan loop, sources, spools) is
 //! tested in crates/pbf-copier.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use pbf_format::compress::Codec;
@@ -200,4 +200,46 @@ fn a_temp_dir_that_is_no_directory_is_a_usage_error_naming_the_option() {
         assert!(line.contains(arg(temp)) && line.contains(why), "{line}");
         assert!(!out.exists());
     }
+    // The temporary output is renamed into place: never from another filesystem.
+    let Some(elsewhere) = another_filesystem(dir.path()) else {
+        eprintln!("no writable directory on another filesystem: not tried");
+        return;
+    };
+    let err = run(&[
+        "-q",
+        "--temp-dir",
+        arg(&elsewhere),
+        arg(&plan_file),
+        "-o",
+        arg(&out),
+    ])
+    .expect_err("refused");
+    assert!(err.downcast_ref::<pbf_cli::Usage>().is_some(), "{err:#}");
+    let line = pbf_cli::one_line(&err);
+    let want = format!(
+        "{}: not on the filesystem of {}",
+        arg(&elsewhere),
+        arg(dir.path())
+    );
+    assert!(
+        line.starts_with(&want) && line.contains("(--temp-dir"),
+        "{line}"
+    );
+    assert!(!out.exists());
+}
+
+/// A writable directory on another filesystem than `dir`'s, if this machine has one.
+fn another_filesystem(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let device = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    [
+        Path::new("/dev/shm"),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+    ]
+    .into_iter()
+    .find(|&p| {
+        device(p).is_some_and(|d| Some(d) != device(dir))
+            && pbf_cli::paths::check_dir("x", p).is_ok()
+    })
+    .map(Path::to_path_buf)
 }

@@ -87,7 +87,7 @@ pub fn command() -> Command {
 
 /// The help texts of the options shared with pbf-copy.
 const HELP: Help = Help {
-    output: "Output file; - writes to standard output, which cannot receive clones (copied like \
+    output: "Output file; - writes to standard output (a pipe or file, not a terminal), which cannot receive clones (copied like \
              pbf-copy; refused with --require-reflink)",
     add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
                     Blob (not the frame) is then aligned and cloned on its own. osmium, Osmosis \

@@ -75,7 +75,7 @@ pub fn command() -> Command {
                 "output",
                 "FILE",
                 ValueHint::FilePath,
-                "Output file (required); '-' writes to stdout",
+                "Output file (required); '-' writes to stdout (a pipe or file, not a terminal)",
             )
             .short('o')
             .required(true),
