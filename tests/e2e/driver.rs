@@ -140,6 +140,9 @@ fn paths_are_checked_before_any_stage_and_messages_name_the_cause() {
     let copy_s = copy.to_str().expect("utf-8");
     let x = d.join("x.osm.pbf");
     let x = x.to_str().expect("utf-8");
+    let dangling = d.join("dangling.osm.pbf");
+    std::os::unix::fs::symlink("gone/x.osm.pbf", &dangling).expect("link");
+    let dangling = dangling.to_str().expect("utf-8").to_owned();
     let cases: &[(&[&str], &str)] = &[
         (
             &[input_s, "-o", "/nonexistent-dir/x.osm.pbf"],
@@ -158,6 +161,19 @@ fn paths_are_checked_before_any_stage_and_messages_name_the_cause() {
             "not a directory (--tmpdir)",
         ),
         (&[copy_s, copy_s, "-o", x], "given twice"),
+        (
+            &["--tmpdir", "/proc", input_s, "-o", x],
+            "/proc: holds the system's names for devices and processes, not files (--tmpdir)",
+        ),
+        (
+            &["--summary-json", "/dev/run.json", input_s, "-o", x],
+            "/dev: holds the system's names for devices and processes",
+        ),
+        (&["--keep-plan", "/dev", input_s, "-o", x], "(--keep-plan)"),
+        (
+            &[input_s, "-o", &dangling],
+            "a symbolic link to a file that does not exist",
+        ),
         (
             &["-", "-", "-o", x],
             "standard input (-) can be given only once",
@@ -218,6 +234,39 @@ fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
         let o = c.output().expect("pbf-sort");
         assert!(o.status.success(), "< file, {arg}: {}", stderr(&o));
         assert_eq!(std::fs::read(&out).expect("read"), want, "< file, {arg}");
+    }
+    // Standard input named twice, or with the file it is: read twice
+    // without --dedupe, so refused; once with it.
+    let out = d.join("twice.osm.pbf");
+    let file = input.to_str().expect("utf-8");
+    for (args, dedupe) in [
+        (["-", "/dev/stdin"], false),
+        ([file, "-"], false),
+        (["/dev/stdin", "-"], true),
+    ] {
+        let mut c = pbf_sort();
+        c.arg("-q")
+            .args(dedupe.then_some("--dedupe"))
+            .args(args)
+            .arg("-o")
+            .arg(&out);
+        c.stdin(std::fs::File::open(&input).expect("open"));
+        let o = c.output().expect("pbf-sort");
+        match dedupe {
+            true => {
+                assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+                assert_eq!(std::fs::read(&out).expect("read"), want, "{args:?}");
+            }
+            false => {
+                assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+                assert!(
+                    stderr(&o).contains("given twice"),
+                    "{args:?}: {}",
+                    stderr(&o)
+                );
+                assert!(!out.exists(), "{args:?}");
+            }
+        }
     }
     // A FIFO given as a path, with a regular file beside it.
     let fifo = d.join("fifo.osm.pbf");

@@ -1,6 +1,6 @@
 //! What a user sees in a real terminal: the driver runs in a pseudo-terminal
-//! of 40 or 80 columns (its stdin, stdout and stderr, and its controlling
-//! terminal, as in a shell), and what the stages drew there is rendered by a
+//! of 40 or 80 columns, wider where only a message is asserted (its stdin,
+//! stdout and stderr, and its controlling terminal, as in a shell), and what the stages drew there is rendered by a
 //! terminal emulator (`vt100`). Asserted on every rendered state of the
 //! screen while the run goes on: at most one progress bar, no line wrapped;
 //! and on the screen once the run has ended: no bar left, the error line of
@@ -380,5 +380,25 @@ fn binary_output_to_the_terminal_is_refused() {
             !text.contains("OSMHeader"),
             "{who}: PBF on the screen:\n{text}"
         );
+    }
+}
+
+/// Standard input on the terminal, named `-` or by a path to it: refused
+/// at once, rather than waiting for typed bytes that are never PBF.
+#[test]
+fn standard_input_on_the_terminal_is_refused_however_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for arg in ["-", "/dev/stdin", "/dev/fd/0"] {
+        let out = dir.path().join("out.osm.pbf");
+        let mut cmd = pbf_sort();
+        cmd.arg(arg).arg("-o").arg(&out);
+        let d = in_terminal(cmd, 120, false);
+        assert_eq!(d.status.code(), Some(2), "{arg}:\n{}", d.show());
+        let text = d.last().join("\n");
+        let want = format!(
+            "pbf-sort: error: standard input is a terminal; pipe a PBF file into 'pbf-sort {arg}'"
+        );
+        assert!(text.trim_start().starts_with(&want), "{arg}:\n{text}");
+        assert!(!out.exists(), "{arg}: an output was left");
     }
 }

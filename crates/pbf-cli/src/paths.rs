@@ -63,8 +63,9 @@ pub fn dir_words(dir: &Path) -> String {
     }
 }
 
-/// `dir` must be a directory the run can create files in; `what` (an
-/// option such as `--spool`) says which argument named it.
+/// `dir` must be a directory the run can create files in, and not one of
+/// the system's device and process names ([`pbf_output::holds_system_names`]);
+/// `what` (an option such as `--spool`) says which argument named it.
 pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
     use nix::unistd::{AccessFlags, access};
     let name = dir_words(dir);
@@ -77,6 +78,9 @@ pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
         }
         Err(e) => Err(usage(format!("{name}: {} ({what})", io_cause(&e)))),
         Ok(m) if !m.is_dir() => Err(usage(format!("{name}: not a directory ({what})"))),
+        Ok(_) if pbf_output::holds_system_names(dir) => Err(usage(format!(
+            "{name}: holds the system's names for devices and processes, not files ({what})"
+        ))),
         Ok(_) if access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() => {
             Err(usage(format!("{name}: directory is not writable ({what})")))
         }
@@ -132,6 +136,15 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
     if out.as_os_str().as_encoded_bytes().ends_with(b"/") {
         return Err(usage(format!(
             "{name}: names a directory, and there is none; name the output file"
+        )));
+    }
+    // A copier writes through a link, to a file that must be there.
+    let link = out
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink());
+    if link && !out.exists() {
+        return Err(usage(format!(
+            "{name}: a symbolic link to a file that does not exist"
         )));
     }
     // A copier puts a file in place: at a device's or process's name it
@@ -221,6 +234,16 @@ mod tests {
             line(check_output(Path::new("/dev/x.pbf"), true)).starts_with(
                 "/dev/x.pbf: is in a directory of device and process names, which an output"
             )
+        );
+        let dangling = dir.path().join("dangling.pbf");
+        std::os::unix::fs::symlink("gone.pbf", &dangling).expect("link");
+        assert_eq!(
+            line(check_output(&dangling, true)),
+            format!("{d}/dangling.pbf: a symbolic link to a file that does not exist")
+        );
+        assert_eq!(
+            line(check_dir("--tmpdir", Path::new("/proc"))),
+            "/proc: holds the system's names for devices and processes, not files (--tmpdir)"
         );
         check_output(&file, true).expect("overwritten");
         check_temp_dir(dir.path(), &file).expect("same filesystem");

@@ -62,8 +62,8 @@ mod temp;
 
 pub use error::{Error, ErrorKind, Result};
 pub use output::{
-    Check, OutputFile, OutputOptions, STREAM_POISON, WRITEBACK_STEP, replaces_system_name,
-    start_writeback,
+    Check, OutputFile, OutputOptions, STREAM_POISON, WRITEBACK_STEP, holds_system_names,
+    replaces_system_name, start_writeback,
 };
 pub use range::{CHUNK, CopyStats, Punched, copy_range, punch_hole};
 pub use temp::TEMP_MARKER;

@@ -602,14 +602,22 @@ fn resolve_output(out: &Path, name: &str) -> Result<std::path::PathBuf> {
 }
 
 /// Whether a file put in place as `path` would replace a name the system
-/// gives a device or process: `path`'s directory, where it really is, is
-/// in `/proc` or `/sys` (`/dev/fd/1` is `/proc/self/fd/1`), or in `/dev`
-/// (`/dev/stdout`, `/dev/null`) but for a tmpfs mounted there (`/dev/shm`),
-/// which holds files like any other directory.
+/// gives a device or process: its directory is one of
+/// [`holds_system_names`].
 pub fn replaces_system_name(path: &Path) -> bool {
-    let dir = fs::canonicalize(parent_dir(path))
-        .or_else(|_| std::path::absolute(parent_dir(path)))
-        .unwrap_or_else(|_| parent_dir(path).to_path_buf());
+    holds_system_names(parent_dir(path))
+}
+
+/// Whether the directory `dir`, where it really is, holds the system's
+/// names for devices and processes rather than files: it is in `/proc` or
+/// `/sys` (`/dev/fd` is `/proc/self/fd`), or in `/dev` (`/dev/stdout`,
+/// `/dev/null`) but for a tmpfs mounted there (`/dev/shm`), which holds
+/// files like any other directory. A directory that does not exist holds
+/// nothing.
+pub fn holds_system_names(dir: &Path) -> bool {
+    let Ok(dir) = fs::canonicalize(dir) else {
+        return false;
+    };
     if dir.starts_with("/proc") || dir.starts_with("/sys") {
         return true;
     }
@@ -782,6 +790,12 @@ mod tests {
         if shm.is_dir() && mounted(shm) != mounted(Path::new("/dev")) {
             assert!(!replaces_system_name(&shm.join("out.osm.pbf")));
         }
+        assert!(
+            !replaces_system_name(Path::new("/dev/gone/x.pbf")),
+            "no such directory"
+        );
+        assert!(holds_system_names(Path::new("/dev")));
+        assert!(!holds_system_names(dir.path()));
         let link = dir.path().join("shm");
         std::os::unix::fs::symlink("/dev", &link).expect("link");
         assert!(replaces_system_name(&link.join("null")), "a link into /dev");

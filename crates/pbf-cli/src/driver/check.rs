@@ -127,6 +127,16 @@ fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<(
     if Path::new(summary).is_dir() {
         refuse(summary, "is a directory (--summary-json)")?;
     }
+    // The summary is renamed into place: it would replace a link, a FIFO
+    // or a device, not write to it.
+    if Path::new(summary)
+        .symlink_metadata()
+        .is_ok_and(|m| !m.is_file())
+    {
+        let why = "exists and is not a regular file (--summary-json replaces only a previous \
+                   summary; a link, FIFO or device would be replaced, not written to)";
+        refuse(summary, why)?;
+    }
     replaceable_summary(summary)
 }
 
@@ -301,6 +311,17 @@ mod tests {
         let kept = format!("keep_plan={input}");
         let line = refused(&["output=-", "tmpdir=/tmp", &kept]).expect("refused");
         assert_eq!(line, format!("{input}: not a directory (--keep-plan)"));
+        for (option, system) in [
+            ("tmpdir", "/proc"),
+            ("keep_plan", "/dev"),
+            ("tmpdir", "/sys"),
+        ] {
+            let line = refused(&["output=-", &format!("{option}={system}")]).expect(system);
+            assert!(
+                line.starts_with(&format!("{system}: holds the system's")),
+                "{line}"
+            );
+        }
         let kept = format!("keep_plan={dir}/not-yet");
         assert_eq!(refused(&["output=-", "tmpdir=/tmp", &kept]), None);
         let kept = format!("keep_plan={dir}/none/not-yet");
@@ -334,6 +355,25 @@ mod tests {
             )
         );
         assert!(words(&file("notes.txt", b"hello")).is_some());
+        // Renamed into place, the summary would replace these, not write to them.
+        let link = format!("{dir}/link.json");
+        std::os::unix::fs::symlink(file("real.json", b"{}"), &link).expect("link");
+        let fifo = format!("{dir}/fifo.json");
+        nix::unistd::mkfifo(fifo.as_str(), nix::sys::stat::Mode::S_IRWXU).expect("fifo");
+        for special in [&link, &fifo] {
+            let line = words(special).expect(special);
+            assert!(
+                line.starts_with(&format!("{special}: exists and is not a regular file")),
+                "{line}"
+            );
+        }
+        for system in ["/dev/x.json", "/dev/null", "/dev/stdout"] {
+            assert_eq!(
+                words(system).expect(system),
+                "/dev: holds the system's names for devices and processes, not files \
+                 (--summary-json)"
+            );
+        }
         let long_blank = file("blank.json", &vec![b' '; SUMMARY_SNIFF as usize + 1]);
         assert!(words(&long_blank).is_some());
     }
