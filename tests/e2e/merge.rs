@@ -326,6 +326,16 @@ fn a_spool_that_cannot_be_written_fails_naming_it() {
         "{err}"
     );
     assert!(o.stdout.is_empty(), "no plan written");
+    // Nor in a directory of device names, given or as $TMPDIR.
+    let in_dev = Path::new("/dev/pbf-merge-test.spool");
+    let mut by_env = Command::new(env!("CARGO_BIN_EXE_pbf-merge"));
+    by_env.env("TMPDIR", "/dev");
+    for o in [merge_with(&plan, in_dev, ""), run_with_input(by_env, &plan)] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("/dev: holds the system's names"), "{err}");
+        assert!(o.stdout.is_empty() && !in_dev.exists(), "{err}");
+    }
 }
 
 /// Run pbf-merge on `dir/plan` with standard error (and standard input) on a

@@ -231,6 +231,23 @@ fn pbf_index_writes_a_new_file_and_leaves_none_when_it_fails() {
         stderr(&o)
     );
     assert!(std::fs::read(&input).expect("read") == before);
+    // Nor in a directory of device names.
+    let mut c = bin("pbf-index");
+    c.args([
+        "--recompress",
+        "lz4",
+        "--recompressed",
+        "/dev/pbf-index-test",
+    ])
+    .arg(&input);
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("/dev: holds the system's names"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!Path::new("/dev/pbf-index-test").exists());
     // An input that fails half way leaves no file behind.
     let rz = dir.path().join("frames");
     let mut c = bin("pbf-index");

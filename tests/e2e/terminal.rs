@@ -395,10 +395,28 @@ fn standard_input_on_the_terminal_is_refused_however_named() {
         let d = in_terminal(cmd, 120, false);
         assert_eq!(d.status.code(), Some(2), "{arg}:\n{}", d.show());
         let text = d.last().join("\n");
-        let want = format!(
-            "pbf-sort: error: standard input is a terminal; pipe a PBF file into 'pbf-sort {arg}'"
-        );
+        let want = match arg {
+            "-" => "pbf-sort: error: standard input is a terminal".to_owned(),
+            path => format!("pbf-sort: error: {path}: is a terminal"),
+        };
+        let want = format!("{want}; pipe a PBF file into 'pbf-sort -'");
         assert!(text.trim_start().starts_with(&want), "{arg}:\n{text}");
         assert!(!out.exists(), "{arg}: an output was left");
     }
+    // The terminal named as an input, with standard input a file.
+    let out = dir.path().join("tty.osm.pbf");
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec pbf-sort /dev/tty -o \"$1\" < \"$2\"", "sh"])
+        .arg(&out)
+        .arg(data("sorted-andorra.osm.pbf"))
+        .env("PATH", crate::util::commands::tools_path());
+    let d = in_terminal(cmd, 120, false);
+    assert_eq!(d.status.code(), Some(2), "/dev/tty:\n{}", d.show());
+    let want = "pbf-sort: error: /dev/tty: is a terminal; pipe a PBF file into 'pbf-sort -'";
+    assert!(
+        d.show().trim_start().starts_with(want),
+        "/dev/tty:\n{}",
+        d.show()
+    );
+    assert!(!out.exists(), "/dev/tty: an output was left");
 }

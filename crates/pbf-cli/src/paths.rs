@@ -148,12 +148,17 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
         )));
     }
     // A copier puts a file in place: at a device's or process's name it
-    // would replace the name, not write to it (pbf_output refuses it too).
+    // would replace the name, not write to it (pbf_output refuses it too),
+    // and through a link it puts the file where the link points.
     let special = out.metadata().is_ok_and(|m| !m.is_file());
+    let target = std::fs::canonicalize(out).ok().filter(|_| link);
+    let system = [Some(out), target.as_deref()]
+        .into_iter()
+        .flatten()
+        .any(pbf_output::replaces_system_name);
     let what = match special {
         true => Some("is a device, process or other special file"),
-        false => pbf_output::replaces_system_name(out)
-            .then_some("is in a directory of device and process names"),
+        false => system.then_some("is in a directory of device and process names"),
     };
     if let Some(what) = what {
         return Err(usage(format!(
@@ -240,6 +245,12 @@ mod tests {
         assert_eq!(
             line(check_output(&dangling, true)),
             format!("{d}/dangling.pbf: a symbolic link to a file that does not exist")
+        );
+        let to_proc = dir.path().join("version.pbf");
+        std::os::unix::fs::symlink("/proc/version", &to_proc).expect("link");
+        assert!(
+            line(check_output(&to_proc, true)).contains("in a directory of device and process"),
+            "a link to a regular file in /proc"
         );
         assert_eq!(
             line(check_dir("--tmpdir", Path::new("/proc"))),

@@ -321,6 +321,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
                 "--recompressed: re-compressed frames are written for one input file",
             ));
         }
+        pbf_cli::paths::check_dir("--recompressed", pbf_cli::paths::dir_of(into))?;
         if into.symlink_metadata().is_ok() {
             let why = format!(
                 "{}: exists (--recompressed writes a new file)",

@@ -172,8 +172,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = m.get_flag("verbose");
     // Before the plan is read (it may come slowly through a pipe).
-    if let Some(spool) = m.get_one::<PathBuf>("spool") {
-        check_spool(spool)?;
+    match m.get_one::<PathBuf>("spool") {
+        Some(spool) => check_spool(spool)?,
+        None => pbf_cli::paths::check_dir("the spool's $TMPDIR", &std::env::temp_dir())?,
     }
     let reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| pbf_cli::input_name(name).to_owned())?;

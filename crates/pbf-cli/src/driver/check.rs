@@ -85,7 +85,26 @@ fn check_input(input: &OsStr) -> Result<()> {
     if access(path, AccessFlags::R_OK).is_err() {
         refuse(input, "not readable")?;
     }
+    if is_terminal(path) {
+        refuse(input, "is a terminal; pipe a PBF file into 'pbf-sort -'")?;
+    }
     Ok(())
+}
+
+/// Whether `path` is a terminal (`/dev/tty`, `/dev/pts/N`): saved as a
+/// pipe would be, it would read what the user types until Ctrl-D. Opened
+/// without waiting and without becoming the controlling terminal.
+fn is_terminal(path: &Path) -> bool {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    if !std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device()) {
+        return false;
+    }
+    let flags = nix::libc::O_NOCTTY | nix::libc::O_NONBLOCK;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path);
+    opened.is_ok_and(|f| std::io::IsTerminal::is_terminal(&f))
 }
 
 /// The output: no input, a file name, of PBF, in a directory the run can
@@ -111,6 +130,9 @@ fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()
 /// The summary: a file of its own, in a directory the run can write,
 /// replacing at most a previous summary (see [`replaceable_summary`]).
 fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<()> {
+    if Path::new(summary).is_dir() {
+        refuse(summary, "is a directory (--summary-json)")?;
+    }
     writable_dir("--summary-json", directory_of(summary))?;
     let taken = [OsStr::new("-"), output]
         .into_iter()
@@ -123,9 +145,6 @@ fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<(
             summary,
             "standard output, the output or an input (--summary-json)",
         )?;
-    }
-    if Path::new(summary).is_dir() {
-        refuse(summary, "is a directory (--summary-json)")?;
     }
     // The summary is renamed into place: it would replace a link, a FIFO
     // or a device, not write to it.
