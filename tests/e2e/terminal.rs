@@ -383,8 +383,10 @@ fn binary_output_to_the_terminal_is_refused() {
     }
 }
 
-/// Standard input on the terminal, named `-` or by a path to it: refused
-/// at once, rather than waiting for typed bytes that are never PBF.
+/// Standard input on the terminal, named `-` or by a path to it, or the
+/// terminal named as an input: refused at once, rather than waiting for
+/// typed bytes that are never PBF; and by the `--dry-run` script too, with
+/// `-o -` to the terminal.
 #[test]
 fn standard_input_on_the_terminal_is_refused_however_named() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -419,4 +421,36 @@ fn standard_input_on_the_terminal_is_refused_however_named() {
         d.show()
     );
     assert!(!out.exists(), "/dev/tty: an output was left");
+    // The --dry-run script, run on the terminal, refuses it as the run does.
+    let script = dir.path().join("run.sh");
+    let input = data("sorted-andorra.osm.pbf");
+    for (args, want) in [
+        (["-", "-o", "x.osm.pbf"], "standard input is a terminal"),
+        (
+            [input.to_str().expect("utf-8"), "-o", "-"],
+            "standard output is a terminal",
+        ),
+    ] {
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "pbf-sort --dry-run \"$@\" < /dev/null > run.sh && exec bash run.sh",
+        ])
+        .arg("sh")
+        .args(args)
+        .current_dir(dir.path())
+        .env("PATH", crate::util::commands::tools_path());
+        let d = in_terminal(cmd, 120, false);
+        assert_eq!(d.status.code(), Some(2), "{args:?}:\n{}", d.show());
+        let want = format!("pbf-sort: error: {want}");
+        assert!(
+            d.show().trim_start().starts_with(&want),
+            "{args:?}:\n{}",
+            d.show()
+        );
+        assert!(
+            script.exists() && !dir.path().join("x.osm.pbf").exists(),
+            "{args:?}"
+        );
+    }
 }

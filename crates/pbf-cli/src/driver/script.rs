@@ -1,5 +1,5 @@
 //! `pbf-sort --dry-run`: the run as a bash script that behaves like it: it
-//! refuses an existing output (exit 2), saves standard input and pipes, runs
+//! refuses a terminal as `-` or `-o -` and an existing output (exit 2), saves standard input and pipes, runs
 //! the same pipeline, exits 1 when it fails, and removes its own files on
 //! exit and on a signal. Those files are named as the driver's, with the
 //! script's process id (`$$`) where the driver's stands.
@@ -20,6 +20,7 @@ pub fn render(run: &Run) -> Vec<u8> {
     s.extend_from_slice(b"#!/usr/bin/env bash\n# pbf-sort --dry-run: this run as a script\n");
     s.extend_from_slice(b"set -uo pipefail\n");
     s.extend_from_slice(b"fail() { echo \"pbf-sort: error: $*\" >&2; exit 1; }\n");
+    refuse_terminals(&mut s, &q, facts);
     refuse_an_existing_output(&mut s, &q, facts);
     line(&mut s, &[b"files=(", &q.words(&facts.all("remove")), b")"]);
     s.extend_from_slice(b"trap 'rm -f -- \"${files[@]}\"' EXIT\n");
@@ -27,6 +28,28 @@ pub fn render(run: &Run) -> Vec<u8> {
     save_inputs(&mut s, &q, facts);
     pipeline(&mut s, &q, run);
     s
+}
+
+/// Standard input read as `-`, and standard output written as `-o -`, on
+/// a terminal: refused as the driver refuses them (exit 2), since the
+/// script may run where the driver did not.
+fn refuse_terminals(s: &mut Vec<u8>, q: &Quote, facts: &Fields) {
+    let help = " (see 'pbf-sort --help')";
+    let stdin = "standard input is a terminal; pipe a PBF file into 'pbf-sort -'";
+    let stdout = crate::paths::TERMINAL_OUTPUT;
+    let reads = facts.all("save").contains(&OsStr::new("-"));
+    let writes = facts.get("output") == Some(OsStr::new("-"));
+    for (fd, why) in [(b"0", stdin)]
+        .into_iter()
+        .filter(|_| reads)
+        .chain([(b"1", stdout)].into_iter().filter(|_| writes))
+    {
+        let why = q.word(OsStr::new(&format!("pbf-sort: error: {why}{help}")));
+        line(
+            s,
+            &[b"[[ ! -t ", fd, b" ]] || { echo ", &why, b" >&2; exit 2; }"],
+        );
+    }
 }
 
 /// Unless `-O` (or `-o -`): an output that exists is refused, as the driver
@@ -220,6 +243,8 @@ mod tests {
             # pbf-sort --dry-run: this run as a script\n\
             set -uo pipefail\n\
             fail() { echo \"pbf-sort: error: $*\" >&2; exit 1; }\n\
+            [[ ! -t 0 ]] || { echo 'pbf-sort: error: standard input is a terminal; pipe a PBF \
+            file into '\\''pbf-sort -'\\'' (see '\\''pbf-sort --help'\\'')' >&2; exit 2; }\n\
             [[ ! -e out.osm.pbf ]] || { echo 'pbf-sort: error: out.osm.pbf: exists (use \
             -O/--overwrite to replace it)' >&2; exit 2; }\n\
             files=(/d/.pbf-sort.$$.stdin.osm.pbf /d/.pbf-sort.$$.spool.pbf)\n\
