@@ -716,6 +716,52 @@ fn check_cmd_decides_whether_out_is_written() {
     assert!(o.stdout.is_empty());
 }
 
+/// A signal that ends pbf-copy while `--check-cmd` runs ends the check too:
+/// its shell and what the shell started (in their own process group) are
+/// gone when pbf-copy is, a check deaf to SIGTERM after a grace period, so
+/// nothing of it speaks after the prompt is back.
+#[test]
+fn a_signal_during_check_cmd_stops_the_check() {
+    let plan = plan_in_file_order(&data("sorted-kualalumpur.osm.pbf"));
+    for deaf in ["", "trap '' TERM; "] {
+        let dir = tempfile::tempdir().expect("dir");
+        let (out, group) = (dir.path().join("out.osm.pbf"), dir.path().join("group"));
+        let check = format!(
+            "{deaf}echo $$ > {}.tmp && mv {0}.tmp {0}; sleep 30; echo late >&2",
+            group.display()
+        );
+        let mut c = bin("pbf-copy");
+        c.args(["-o", out.to_str().expect("utf-8"), "--check-cmd", &check])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("spawn");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(&plan)
+            .expect("plan");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !group.exists() {
+            assert!(Instant::now() < deadline, "{deaf}: the check never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pgid: u32 = fs::read_to_string(&group)
+            .expect("pgid")
+            .trim()
+            .parse()
+            .expect("pid");
+        kill_pid(child.id(), "TERM");
+        let o = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.signal(), Some(15), "{deaf}: {err}");
+        wait_for_group_gone(pgid, Duration::from_millis(500));
+        assert!(!err.contains("late"), "{deaf}: {err}");
+        assert_eq!(entries(dir.path()), ["group"], "{deaf}");
+    }
+}
+
 #[test]
 fn existing_output_survives_a_killed_copy() {
     let dir = tempfile::tempdir().expect("dir");

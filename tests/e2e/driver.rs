@@ -7,6 +7,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -944,6 +945,57 @@ fn a_signal_after_the_output_is_in_place_is_a_success() {
     assert!(st.success(), "SIGINT after the output was in place: {st}");
     assert_sorted_like_osmium(&out, &[&input], d, "SIGINT after the commit");
     assert_no_temporaries(d, "SIGINT after the commit");
+}
+
+/// A signal while `--check` decodes the finished output stops the check
+/// with the run: the check's processes (here a pbf-index that lingers in
+/// the decode) are gone when the driver is, none speaks after it, and no
+/// output or temporary is left.
+#[test]
+fn a_signal_during_the_check_stops_the_check() {
+    let dir = tempfile::tempdir().expect("dir");
+    let d = dir.path();
+    let tools = d.join("tools");
+    std::fs::create_dir(&tools).expect("mkdir");
+    let group = d.join("group");
+    let text = format!(
+        "#!/bin/sh\ncase \" $* \" in *\" --decode \"*)\n\
+         awk '{{print $5}}' /proc/$$/stat > {0}.tmp && mv {0}.tmp {0}\n\
+         sleep 30; echo late >&2 ;;\nesac\nexec {1} \"$@\"\n",
+        group.display(),
+        bin_quoted("pbf-index")
+    );
+    write_script(&tools.join("pbf-index"), &text);
+    let input = data("unsorted-vex.osm.pbf");
+    let out = d.join("o.osm.pbf");
+    let path =
+        std::env::join_paths(std::iter::once(tools).chain(std::env::split_paths(&tools_path())));
+    let mut c = pbf_sort();
+    c.env("PATH", path.expect("PATH"))
+        .arg("--check")
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let child = c.spawn().expect("spawn");
+    let started = std::time::Instant::now();
+    while !group.exists() {
+        assert!(started.elapsed().as_secs() < 60, "no check after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pgid: u32 = std::fs::read_to_string(&group)
+        .expect("pgid")
+        .trim()
+        .parse()
+        .expect("pgid");
+    kill_pid(child.id(), "INT");
+    let o = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.signal(), Some(2), "{err}");
+    wait_for_group_gone(pgid, std::time::Duration::from_millis(500));
+    assert!(!err.contains("late"), "{err}");
+    assert_eq!(entries(d), ["group", "tools"], "SIGINT during --check");
 }
 
 /// A program of the run that is not there (a fresh checkout before `make

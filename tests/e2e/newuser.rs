@@ -3,6 +3,7 @@
 //! output name that promises another format is refused, both before any
 //! work (exit 2, one line, no output).
 
+use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
@@ -277,6 +278,60 @@ fn leftovers(dir: &Path) -> Vec<String> {
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(".pbf-sort"))
         .collect()
+}
+
+/// A failing stage ends the printed `--dry-run` script as it ends the run:
+/// the same lines on standard error (the cause, then the driver's line
+/// naming its stage; stages downstream of it quiet) and the same status: 2
+/// for standard input that is not PBF, 1 for a swapped-in stage that fails.
+#[test]
+fn the_dry_run_script_names_a_failure_as_the_run_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let junk = d.join("junk");
+    std::fs::write(&junk, b"hello, not a PBF file\n").expect("junk");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = d.join("o.osm.pbf");
+    let stdin_file = |path: &Path| std::fs::File::open(path).expect("open");
+    let cases: [(&[&OsStr], &Path, i32); 2] = [
+        (&[OsStr::new("-")], &junk, 2),
+        (
+            &[
+                OsStr::new("--merge-cmd"),
+                OsStr::new("false"),
+                input.as_os_str(),
+            ],
+            &junk,
+            1,
+        ),
+    ];
+    for (args, stdin, code) in cases {
+        let run = |dry: bool| {
+            let mut c = pbf_sort();
+            c.current_dir(d).args(dry.then_some("--dry-run")).args(args);
+            c.arg("-o").arg(&out).stdin(stdin_file(stdin));
+            c.output().expect("pbf-sort")
+        };
+        let real = run(false);
+        let printed = run(true);
+        assert!(printed.status.success(), "{args:?}");
+        let sh = d.join("d.sh");
+        std::fs::write(&sh, &printed.stdout).expect("write script");
+        let mut c = std::process::Command::new("bash");
+        c.current_dir(d).env("PATH", tools_path()).arg(&sh);
+        let scripted = c.stdin(stdin_file(stdin)).output().expect("bash");
+        let err = String::from_utf8_lossy(&real.stderr);
+        assert_eq!(real.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(scripted.status.code(), Some(code), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&scripted.stderr), err, "{args:?}");
+        assert_eq!(err.lines().count(), 1 + usize::from(code == 2), "{err}");
+        assert!(
+            !out.exists() && leftovers(d).is_empty(),
+            "{:?}",
+            leftovers(d)
+        );
+        std::fs::remove_file(&sh).expect("rm");
+    }
 }
 
 /// The printed `--dry-run` script behaves like the run: the same exit

@@ -23,6 +23,7 @@ mod sources;
 
 use std::io::BufRead;
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
@@ -490,15 +491,23 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
         .as_fd()
         .try_clone_to_owned()
         .map_err(|e| pbf_output::Error::io("--check-cmd: dup of standard error", e))?;
-    let status = Process::new("/bin/sh")
+    // Its own process group, which a signal that ends us stops whole: the
+    // shell and what it started, so no check speaks after we are gone.
+    let mut child = Process::new("/bin/sh")
         .arg("-c")
         .arg(cmd)
         .arg("sh")
         .arg(path)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stderr))
-        .status()
+        .process_group(0)
+        .spawn()
         .map_err(|e| pbf_output::Error::io("--check-cmd: starting /bin/sh", e))?;
+    let stopped_on_signal = pbf_output::cleanup::stop_group_on_signal(child.id());
+    let status = child
+        .wait()
+        .map_err(|e| pbf_output::Error::io("--check-cmd: waiting for /bin/sh", e))?;
+    drop(stopped_on_signal);
     match (
         status.code(),
         std::os::unix::process::ExitStatusExt::signal(&status),

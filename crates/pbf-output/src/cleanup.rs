@@ -14,6 +14,13 @@
 //! is cleared by the same handler, so Ctrl-C on a pipeline of the tools
 //! leaves no stale bar behind, as the driver leaves none.
 //!
+//! A command the process runs in its own process group
+//! ([`stop_group_on_signal`], as `--check-cmd` is run) is stopped by the same
+//! handler before the process dies: the group gets SIGTERM, then SIGKILL if
+//! its leader has not ended within [`GROUP_GRACE_MS`], and the leader is
+//! reaped. Nothing the command started goes on writing to the terminal
+//! after the process that ran it is gone.
+//!
 //! What this cannot cover, by design:
 //! - SIGKILL (and a power cut) cannot be caught. A named temporary file
 //!   stays, but it is never named like the output: it is
@@ -54,6 +61,11 @@ static LINE_FD: AtomicI32 = AtomicI32::new(-1);
 /// Carriage return, then erase the line: what clears a progress bar, here
 /// and wherever a tool writes over its line.
 pub const CLEAR_LINE: &str = "\r\x1b[2K";
+/// The process group (its leader's pid) to stop on a signal, or 0.
+static GROUP: AtomicI32 = AtomicI32::new(0);
+/// How long a group's leader is given to end after SIGTERM before the group
+/// gets SIGKILL.
+pub const GROUP_GRACE_MS: u32 = 1000;
 /// Set as the handler starts: the process is about to die.
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 /// Handlers currently running: a slot's string is not freed while one runs.
@@ -63,6 +75,7 @@ static INSTALL: Once = Once::new();
 extern "C" fn on_signal(sig: libc::c_int) {
     SIGNALLED.store(true, Ordering::SeqCst);
     IN_HANDLER.fetch_add(1, Ordering::SeqCst);
+    stop_group(GROUP.load(Ordering::SeqCst));
     for slot in &PATHS {
         let p = slot.load(Ordering::SeqCst);
         if !p.is_null() {
@@ -87,6 +100,32 @@ extern "C" fn on_signal(sig: libc::c_int) {
     // signal is delivered when the handler returns (or at once), and kills us.
     // SAFETY: raise is async-signal-safe.
     unsafe { libc::raise(sig) };
+}
+
+/// SIGTERM to the group led by `leader`, SIGKILL if the leader outlives
+/// [`GROUP_GRACE_MS`], and the leader reaped; nothing when `leader` is 0.
+/// Only async-signal-safe calls: it runs in the signal handler.
+fn stop_group(leader: libc::pid_t) {
+    if leader <= 0 {
+        return;
+    }
+    let pause = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 10_000_000,
+    };
+    // SAFETY: kill, waitpid and nanosleep are async-signal-safe; the
+    // pointers passed are to our stack or null.
+    unsafe {
+        libc::kill(-leader, libc::SIGTERM);
+        for _ in 0..GROUP_GRACE_MS / 10 {
+            if libc::waitpid(leader, ptr::null_mut(), libc::WNOHANG) != 0 {
+                return;
+            }
+            libc::nanosleep(&pause, ptr::null_mut());
+        }
+        libc::kill(-leader, libc::SIGKILL);
+        libc::waitpid(leader, ptr::null_mut(), 0);
+    }
 }
 
 fn install() {
@@ -136,6 +175,26 @@ pub fn poison_on_signal(fd: BorrowedFd<'_>) -> StreamRegistration {
 impl Drop for StreamRegistration {
     fn drop(&mut self) {
         STREAM_FD.store(-1, Ordering::SeqCst);
+    }
+}
+
+/// A process group stopped (and its leader reaped) if the process receives
+/// one of [`SIGNALS`]; dropping the registration forgets it.
+#[derive(Debug)]
+pub struct GroupRegistration(());
+
+/// Stop the process group that `leader` leads (a child spawned with
+/// `process_group(0)`) on a signal; one group at a time. Drop the
+/// registration once the child has been waited for.
+pub fn stop_group_on_signal(leader: u32) -> GroupRegistration {
+    install();
+    GROUP.store(i32::try_from(leader).unwrap_or(0), Ordering::SeqCst);
+    GroupRegistration(())
+}
+
+impl Drop for GroupRegistration {
+    fn drop(&mut self) {
+        GROUP.store(0, Ordering::SeqCst);
     }
 }
 

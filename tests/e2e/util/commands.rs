@@ -226,7 +226,7 @@ pub fn wait_for_group_gone(pgid: u32, limit: Duration) {
 
 /// True when a process of group `pgid` is running (per /proc; zombies
 /// do not count).
-fn group_alive(pgid: u32) -> bool {
+pub fn group_alive(pgid: u32) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return false;
     };

@@ -23,7 +23,8 @@
 //!
 //! Then each stage of the pipeline in order, from a `stage` field naming its
 //! role (`index`, `planning`, `merge`, `copy`, or `--keep-plan` for a `tee`
-//! that keeps a stream) to the next: its `pid`, `exit`, `ended` (in
+//! that keeps a stream) to the next: its `name` (as a failure names it: the
+//! command as given, or the toolkit's program), `pid`, `exit`, `ended` (in
 //! microseconds since the epoch) and its command, one `arg` per word.
 
 use std::ffi::{OsStr, OsString};

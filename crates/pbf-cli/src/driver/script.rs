@@ -1,8 +1,11 @@
 //! `pbf-sort --dry-run`: the run as a bash script that behaves like it: it
-//! refuses a terminal as `-` or `-o -` and an existing output (exit 2), saves standard input and pipes, runs
-//! the same pipeline, exits 1 when it fails, and removes its own files on
-//! exit and on a signal. Those files are named as the driver's, with the
-//! script's process id (`$$`) where the driver's stands.
+//! refuses a terminal as `-` or `-o -` and an existing output (exit 2),
+//! saves standard input and pipes, runs the same pipeline, names a failure
+//! by its cause and exits with the driver's status (2 where the cause is a
+//! stage's usage error, such as an input that is not PBF; else 1), and
+//! removes its own files on exit and on a signal. Those files are named as
+//! the driver's, with the script's process id (`$$`) where the driver's
+//! stands.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -80,8 +83,13 @@ fn save_inputs(s: &mut Vec<u8>, q: &Quote, facts: &Fields) {
     }
 }
 
-/// The stages, one a line, the first reading the copy of standard input.
+/// The stages, one a line, the first reading the copy of standard input;
+/// then the failure, if any, named by its cause.
 fn pipeline(s: &mut Vec<u8>, q: &Quote, run: &Run) {
+    failed_stage(s, q, run);
+    // As under the driver: a stage whose input was cut short by a failure
+    // upstream says nothing (the cause speaks), and each dies with the script.
+    s.extend_from_slice(b"export PBF_SORT_DRIVER_PID=$$\n");
     for (i, stage) in run.stages.iter().enumerate() {
         if i > 0 {
             s.extend_from_slice(b" |\n    ");
@@ -92,7 +100,53 @@ fn pipeline(s: &mut Vec<u8>, q: &Quote, run: &Run) {
             s.extend_from_slice(&q.word(stdin));
         }
     }
-    s.extend_from_slice(b" || fail \"the pipeline failed (exit $?); no output was written\"\n");
+    s.extend_from_slice(b"\nfailed \"${PIPESTATUS[@]}\"\n");
+}
+
+/// `failed STATUS...`: the stages' roles and names, and the driver's rule
+/// for the cause of a failure: the first stage to fail other than by
+/// SIGPIPE (stages upstream of a failure die of it), else the first to
+/// fail; exit 2 when the cause exited 2 (its usage error), else 1. With
+/// `-o -`, a copier ended by SIGPIPE (the reader stopped early) ends the
+/// script by SIGPIPE as well.
+fn failed_stage(s: &mut Vec<u8>, q: &Quote, run: &Run) {
+    let field = |f: &str| -> Vec<&OsStr> {
+        run.stages
+            .iter()
+            .map(|st| st.get(f).unwrap_or_default())
+            .collect()
+    };
+    line(s, &[b"roles=(", &q.words(&field("stage")), b")"]);
+    line(s, &[b"names=(", &q.words(&field("name")), b")"]);
+    let to_stdout = run.fields.get("output") == Some(OsStr::new("-"));
+    let lost: &[u8] = match to_stdout {
+        true => b"what went to standard output is not a complete output",
+        false => b"no output was written",
+    };
+    s.extend_from_slice(
+        b"failed() { # each stage's exit status, in pipeline order\n    \
+          local i c=-1 s=(\"$@\")\n    \
+          for i in \"${!s[@]}\"; do\n        \
+          ((s[i])) || continue; ((c >= 0)) || c=$i; ((s[i] == 141)) || { c=$i; break; }\n    \
+          done\n    \
+          ((c >= 0)) || return 0\n",
+    );
+    if to_stdout {
+        s.extend_from_slice(
+            b"    [[ \"${roles[c]} ${s[c]}\" != \"copy 141\" ]] ||\n        \
+              { rm -f -- \"${files[@]}\"; trap - EXIT PIPE; kill -s PIPE $$; }\n",
+        );
+    }
+    s.extend_from_slice(b"    [[ ! -t 2 ]] || printf '\\r\\033[2K' >&2\n");
+    line(
+        s,
+        &[
+            b"    echo \"pbf-sort: error: ${roles[c]} stage '${names[c]}' failed (exit ${s[c]}); ",
+            lost,
+            b"\" >&2",
+        ],
+    );
+    s.extend_from_slice(b"    exit $((s[c] == 2 ? 2 : 1))\n}\n");
 }
 
 /// A message naming `name`: `before`, `name`, `after`.
@@ -232,9 +286,11 @@ mod tests {
             "stdin=/d/.pbf-sort.9.stdin.osm.pbf",
             "keep_plan=",
             "stage=index",
+            "name=pbf-index",
             "arg=pbf-index",
             "arg=-",
             "stage=copy",
+            "name=my copier",
             "arg=pbf-copy",
             "arg=-o",
             "arg=out.osm.pbf",
@@ -251,9 +307,23 @@ mod tests {
             trap 'rm -f -- \"${files[@]}\"' EXIT\n\
             trap \"exit 130\" INT; trap \"exit 143\" TERM; trap \"exit 129\" HUP\n\
             cat -- - > /d/.pbf-sort.$$.stdin.osm.pbf || fail '-: cannot save it'\n\
+            roles=(index copy)\n\
+            names=(pbf-index 'my copier')\n\
+            failed() { # each stage's exit status, in pipeline order\n    \
+            local i c=-1 s=(\"$@\")\n    \
+            for i in \"${!s[@]}\"; do\n        \
+            ((s[i])) || continue; ((c >= 0)) || c=$i; ((s[i] == 141)) || { c=$i; break; }\n    \
+            done\n    \
+            ((c >= 0)) || return 0\n    \
+            [[ ! -t 2 ]] || printf '\\r\\033[2K' >&2\n    \
+            echo \"pbf-sort: error: ${roles[c]} stage '${names[c]}' failed (exit ${s[c]}); no \
+            output was written\" >&2\n    \
+            exit $((s[c] == 2 ? 2 : 1))\n\
+            }\n\
+            export PBF_SORT_DRIVER_PID=$$\n\
             pbf-index - < /d/.pbf-sort.$$.stdin.osm.pbf |\n    \
-            pbf-copy -o out.osm.pbf || fail \"the pipeline failed (exit $?); no output was \
-            written\"\n";
+            pbf-copy -o out.osm.pbf\n\
+            failed \"${PIPESTATUS[@]}\"\n";
         assert_eq!(s, expected);
     }
 
@@ -275,5 +345,10 @@ mod tests {
         );
         let to_stdout = script(&["output=-", "stage=copy", "arg=pbf-copy"]);
         assert!(!to_stdout.contains("[[ ! -e"), "{to_stdout}");
+        assert!(to_stdout.contains("\"copy 141\" ]] ||\n"), "{to_stdout}");
+        assert!(
+            to_stdout.contains("what went to standard output is not a complete output"),
+            "{to_stdout}"
+        );
     }
 }
