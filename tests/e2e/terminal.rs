@@ -25,6 +25,8 @@ struct Drawn {
     /// Whether any state showed a bar wrapped onto a second row (a bar
     /// longer than the terminal's width).
     wrapped: bool,
+    /// The first state drawn after the terminal was narrowed.
+    narrowed_at: Option<usize>,
     status: ExitStatus,
 }
 
@@ -70,10 +72,22 @@ fn is_bar(row: &str) -> bool {
         && (row.ends_with('%') || row.contains("B/") || row.contains(" eta "))
 }
 
+/// What the user does once a bar is on the screen.
+#[derive(Clone, Copy, PartialEq)]
+enum Then {
+    /// Nothing: the run ends by itself.
+    Watch,
+    /// Types Ctrl-C.
+    CtrlC,
+    /// Makes the window this many columns wide, once the bar is the merge's
+    /// (a stage whose bar goes on after the change).
+    Narrow(u16),
+}
+
 /// Run `cmd` with a new pseudo-terminal of `cols` columns as its controlling
-/// terminal and standard streams; `interrupt` (once a bar is on the screen)
-/// types Ctrl-C into it. The run must end within two minutes.
-fn in_terminal(mut cmd: Command, cols: u16, interrupt: bool) -> Drawn {
+/// terminal and standard streams; once a bar is on the screen, the user does
+/// what `then` says. The run must end within two minutes.
+fn in_terminal(mut cmd: Command, mut cols: u16, then: Then) -> Drawn {
     let size = nix::pty::Winsize {
         ws_row: ROWS,
         ws_col: cols,
@@ -106,6 +120,7 @@ fn in_terminal(mut cmd: Command, cols: u16, interrupt: bool) -> Drawn {
     drop(pty.slave);
     let master = std::fs::File::from(pty.master);
     let mut typist = master.try_clone().expect("dup the master");
+    let window = master.try_clone().expect("dup the master");
     let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
     let reader = std::thread::spawn(move || {
         let mut master = master;
@@ -125,6 +140,7 @@ fn in_terminal(mut cmd: Command, cols: u16, interrupt: bool) -> Drawn {
     let mut drawn = Drawn {
         screens: Vec::new(),
         wrapped: false,
+        narrowed_at: None,
         status: ExitStatus::default(),
     };
     let mut typed = false;
@@ -138,16 +154,50 @@ fn in_terminal(mut cmd: Command, cols: u16, interrupt: bool) -> Drawn {
             let (above, row) = (&rows[usize::from(r - 1)], &rows[usize::from(r)]);
             screen.row_wrapped(r - 1) && is_bar(&format!("{above}{row}"))
         });
-        if interrupt && !typed && rows.iter().any(|r| is_bar(r)) {
-            use std::io::Write;
-            typist.write_all(b"\x03").expect("type Ctrl-C");
-            typed = true;
-        }
+        let cue = rows.iter().any(|r| match then {
+            Then::Narrow(_) => is_bar(r) && names_a_merge_op(label(r)),
+            _ => is_bar(r),
+        });
         drawn.screens.push(rows);
+        if typed || !cue {
+            continue;
+        }
+        typed = true;
+        match then {
+            Then::Watch => {}
+            Then::CtrlC => {
+                use std::io::Write;
+                typist.write_all(b"\x03").expect("type Ctrl-C");
+            }
+            Then::Narrow(narrow) => {
+                resize(&window, narrow);
+                parser.set_size(
+                    ROWS.try_into().expect("rows"),
+                    narrow.try_into().expect("cols"),
+                );
+                cols = narrow;
+                drawn.narrowed_at = Some(drawn.screens.len());
+            }
+        }
     }
     drawn.status = wait_at_most(&mut child, Duration::from_secs(10));
     reader.join().expect("reader");
     drawn
+}
+
+/// Make the terminal of `master` `cols` columns wide, as a window resized
+/// by its user (the kernel tells the terminal's foreground processes).
+fn resize(master: &std::fs::File, cols: u16) {
+    use std::os::fd::AsRawFd;
+    let size = nix::pty::Winsize {
+        ws_row: ROWS,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one Winsize, which lives on our stack.
+    let set = unsafe { nix::libc::ioctl(master.as_raw_fd(), nix::libc::TIOCSWINSZ, &size) };
+    assert_eq!(set, 0, "TIOCSWINSZ: {}", std::io::Error::last_os_error());
 }
 
 /// `copies` copies of kualalumpur's blobs in one file: every key in every
@@ -196,7 +246,7 @@ fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
         let out = dir.path().join(format!("out-{cols}.osm.pbf"));
         let mut cmd = pbf_sort();
         cmd.arg(&input).arg("-o").arg(&out);
-        let d = in_terminal(cmd, cols, false);
+        let d = in_terminal(cmd, cols, Then::Watch);
         assert!(
             d.status.success(),
             "{cols} columns: {:?}\n{}",
@@ -240,6 +290,41 @@ fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
     }
 }
 
+/// A window made narrower while the merge draws its bar: the merge's next
+/// frames are laid out for the new width, so no bar wraps, and the bar
+/// still moves and names its work.
+#[test]
+fn a_narrowed_window_gets_bars_that_fit_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = repeated(dir.path(), 16);
+    let out = dir.path().join("out.osm.pbf");
+    let mut cmd = pbf_sort();
+    cmd.arg(&input).arg("-o").arg(&out);
+    let d = in_terminal(cmd, 80, Then::Narrow(40));
+    assert!(d.status.success(), "{:?}\n{}", d.status, d.show());
+    assert_clean(&d, "a window narrowed from 80 to 40 columns");
+    let narrowed = d.narrowed_at.expect("a bar was drawn at 80 columns");
+    let mut after: Vec<&String> = d.screens[narrowed..]
+        .iter()
+        .flatten()
+        .filter(|r| is_bar(r))
+        .collect();
+    after.dedup();
+    after.retain(|b| names_a_merge_op(label(b)));
+    assert!(after.len() >= 2, "the merge's bar stopped: {after:?}");
+    for b in &after {
+        assert!(
+            b.chars().count() + 3 <= 40,
+            "wider than 40 columns allow: {b:?}"
+        );
+        assert!(
+            !label(b).is_empty() && b.ends_with('%'),
+            "the 40-column layout: {b:?}"
+        );
+    }
+    assert!(out.exists(), "no output");
+}
+
 #[test]
 fn a_sorted_input_leaves_a_clean_screen() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -249,7 +334,7 @@ fn a_sorted_input_leaves_a_clean_screen() {
         cmd.arg(data("sorted-kualalumpur.osm.pbf"))
             .arg("-o")
             .arg(&out);
-        let d = in_terminal(cmd, cols, false);
+        let d = in_terminal(cmd, cols, Then::Watch);
         assert!(
             d.status.success(),
             "{cols} columns: {:?}\n{}",
@@ -278,7 +363,7 @@ fn a_failure_leaves_its_error_line_and_no_bar() {
         let out = dir.path().join(format!("out-{cols}.osm.pbf"));
         let mut cmd = pbf_sort();
         cmd.arg(&cut).arg("-o").arg(&out);
-        let d = in_terminal(cmd, cols, false);
+        let d = in_terminal(cmd, cols, Then::Watch);
         assert_eq!(d.status.code(), Some(1), "{cols} columns:\n{}", d.show());
         assert_clean(&d, &format!("failure at {cols} columns"));
         let text = d.last().join("\n");
@@ -298,7 +383,7 @@ fn ctrl_c_leaves_a_clean_screen() {
         let out = dir.path().join(format!("out-{cols}.osm.pbf"));
         let mut cmd = pbf_sort();
         cmd.arg(&input).arg("-o").arg(&out);
-        let d = in_terminal(cmd, cols, true);
+        let d = in_terminal(cmd, cols, Then::CtrlC);
         assert!(
             !d.status.success(),
             "{cols} columns: the run was not interrupted"
@@ -333,7 +418,7 @@ fn ctrl_c_on_a_pipeline_of_the_tools_leaves_a_clean_screen() {
     for cols in [40, 80] {
         let mut cmd = Command::new("bash");
         cmd.arg("-c").arg(&script);
-        let d = in_terminal(cmd, cols, true);
+        let d = in_terminal(cmd, cols, Then::CtrlC);
         assert!(
             !d.status.success(),
             "{cols} columns: the pipeline was not interrupted"
@@ -371,7 +456,7 @@ fn binary_output_to_the_terminal_is_refused() {
     let mut copy = crate::util::commands::bin("pbf-copy");
     copy.arg(&plan).args(["-o", "-"]);
     for (who, cmd) in [("pbf-sort", sort), ("pbf-copy", copy)] {
-        let d = in_terminal(cmd, 80, false);
+        let d = in_terminal(cmd, 80, Then::Watch);
         assert_eq!(d.status.code(), Some(2), "{who}:\n{}", d.show());
         let text = d.last().join("\n");
         let want = format!("{who}: error: standard output is a terminal, and PBF is binary");
@@ -394,7 +479,7 @@ fn standard_input_on_the_terminal_is_refused_however_named() {
         let out = dir.path().join("out.osm.pbf");
         let mut cmd = pbf_sort();
         cmd.arg(arg).arg("-o").arg(&out);
-        let d = in_terminal(cmd, 120, false);
+        let d = in_terminal(cmd, 120, Then::Watch);
         assert_eq!(d.status.code(), Some(2), "{arg}:\n{}", d.show());
         let text = d.last().join("\n");
         let want = match arg {
@@ -412,7 +497,7 @@ fn standard_input_on_the_terminal_is_refused_however_named() {
         .arg(&out)
         .arg(data("sorted-andorra.osm.pbf"))
         .env("PATH", crate::util::commands::tools_path());
-    let d = in_terminal(cmd, 120, false);
+    let d = in_terminal(cmd, 120, Then::Watch);
     assert_eq!(d.status.code(), Some(2), "/dev/tty:\n{}", d.show());
     let want = "pbf-sort: error: /dev/tty: is a terminal; pipe a PBF file into 'pbf-sort -'";
     assert!(
@@ -440,7 +525,7 @@ fn standard_input_on_the_terminal_is_refused_however_named() {
         .args(args)
         .current_dir(dir.path())
         .env("PATH", crate::util::commands::tools_path());
-        let d = in_terminal(cmd, 120, false);
+        let d = in_terminal(cmd, 120, Then::Watch);
         assert_eq!(d.status.code(), Some(2), "{args:?}:\n{}", d.show());
         let want = format!("pbf-sort: error: {want}");
         assert!(

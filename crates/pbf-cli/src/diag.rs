@@ -2,10 +2,12 @@
 //! (exit 2, as in the driver); progress bars appear only when stderr is a
 //! terminal, unless `--progress` forces one (drawn with plain ANSI escapes,
 //! at `$COLUMNS` or 80 columns) or `--no-progress` or `-q` turns them off.
-//! A bar fits its line and never wraps: its label keeps what names the work
-//! (the op number, the file name) as long as the line allows, so the bar,
-//! the eta and the byte counts give way first, then the label's detail in
-//! parentheses, then the middle of a long file name.
+//! A bar fits its line and never wraps, each frame laid out for the
+//! terminal's width at that moment (a window resized mid-run included): its
+//! label keeps what names the work (the op number, the file name) as long
+//! as the line allows, so the bar, the eta and the byte counts give way
+//! first, then the label's detail in parentheses, then the middle of a long
+//! file name.
 
 use std::fmt;
 use std::io::{self, IsTerminal, Write};
@@ -16,7 +18,8 @@ use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use indicatif::{
-    HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle, TermLike,
+    HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle,
+    TermLike,
 };
 use pbf_output::cleanup::CLEAR_LINE;
 
@@ -95,13 +98,20 @@ impl Bars {
 /// Widest message before the bar; longer ones are elided in the middle.
 const MESSAGE_WIDTH: usize = 28;
 
-/// The message width of the bar drawn last (see [`layout`]), for
-/// [`set_message`].
-static MESSAGE_COLS: AtomicUsize = AtomicUsize::new(MESSAGE_WIDTH);
+/// The label of this process's bar, as last set (one bar is drawn per
+/// process, see [`Screen`]); fitted to the line at each frame.
+static LABEL: Mutex<String> = Mutex::new(String::new());
 
-/// Change a bar's message, fitted to the width its line leaves it.
+/// The columns of the line the frame being drawn fills (see
+/// [`Screen::width`], which indicatif asks before each frame): a terminal
+/// made narrower mid-run gets a narrower line at the next frame.
+static LINE_COLS: AtomicUsize = AtomicUsize::new(80);
+
+/// Change a bar's label; each frame fits it to the line's width.
 pub fn set_message(bar: &ProgressBar, text: &str) {
-    bar.set_message(padded(text, MESSAGE_COLS.load(Ordering::Relaxed)));
+    *LABEL.lock().unwrap_or_else(|e| e.into_inner()) = text.to_owned();
+    // The message is not drawn (the label is); setting it draws a frame.
+    bar.set_message(text.to_owned());
 }
 
 /// Fewest columns the bar itself is drawn in (`[=>  ]` still moves).
@@ -115,30 +125,84 @@ const WANT_MESSAGE: usize = 20;
 /// Fewest columns a message is shown in at all.
 const MIN_MESSAGE: usize = 10;
 
-/// The template of a bar that fits `width` columns, and the most columns
-/// its message gets (0: no message; a shorter message leaves the rest to
-/// the bar). Besides the message and the bar: brackets and spaces take 4
-/// columns, the byte counts up to 21 ("298.65 MiB/954.85 MiB"), the eta 8,
-/// a percentage 4. The richest template that leaves the message
-/// [`WANT_MESSAGE`] columns and the bar [`MIN_BAR`] is drawn; on narrower
-/// lines the percentage alone, with what is left for the message.
-fn layout(width: usize) -> (&'static str, usize) {
-    const TEMPLATES: [(&str, usize); 3] = [
-        ("{msg} [{wide_bar}] {bytes}/{total_bytes}{eta}", 4 + 21 + 8),
-        ("{msg} [{wide_bar}] {bytes}/{total_bytes}", 4 + 21),
-        ("{msg} [{wide_bar}] {percent:>3}%", 4 + 4),
-    ];
-    let room = |fixed: usize| width.saturating_sub(fixed + MIN_BAR);
-    for (template, fixed) in TEMPLATES {
-        if room(fixed) >= WANT_MESSAGE {
-            return (template, MESSAGE_WIDTH.min(room(fixed)));
+/// What a line shows after its bar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tail {
+    /// " 298.65 MiB/954.85 MiB eta 3m".
+    CountsEta,
+    /// " 298.65 MiB/954.85 MiB".
+    Counts,
+    /// "  42%".
+    Percent,
+}
+
+impl Tail {
+    /// The most columns it takes, with its leading space.
+    fn columns(self) -> usize {
+        match self {
+            Tail::CountsEta => 1 + 21 + 8,
+            Tail::Counts => 1 + 21,
+            Tail::Percent => 1 + 4,
         }
     }
-    let (template, fixed) = TEMPLATES[2];
-    if room(fixed) >= MIN_MESSAGE {
-        (template, room(fixed))
-    } else {
-        ("[{wide_bar}] {percent:>3}%", 0)
+}
+
+/// What a line of `width` columns shows: its tail, and the most columns its
+/// label gets (0: no label; a shorter label leaves the rest to the bar).
+/// Besides the label (and its space), the bar and the tail: the brackets.
+/// The richest tail that leaves the label [`WANT_MESSAGE`] columns and the
+/// bar [`MIN_BAR`] is drawn; on narrower lines the percentage alone, with
+/// what is left for the label.
+fn layout(width: usize) -> (Tail, usize) {
+    let room = |tail: Tail| width.saturating_sub(1 + 2 + tail.columns() + MIN_BAR);
+    for tail in [Tail::CountsEta, Tail::Counts, Tail::Percent] {
+        if room(tail) >= WANT_MESSAGE {
+            return (tail, MESSAGE_WIDTH.min(room(tail)));
+        }
+    }
+    match room(Tail::Percent) {
+        label if label >= MIN_MESSAGE => (Tail::Percent, label),
+        _ => (Tail::Percent, 0),
+    }
+}
+
+/// The `{label}` of a frame: the label fitted to the line's layout, then a
+/// space; nothing where the line leaves it no room.
+fn label_key(_: &ProgressState, w: &mut dyn fmt::Write) {
+    let (_, cols) = layout(LINE_COLS.load(Ordering::Relaxed));
+    if cols > 0 {
+        let label = LABEL.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = write!(w, "{} ", padded(&label, cols));
+    }
+}
+
+/// The `{tail}` of a frame, as the line's layout says.
+fn tail_key(state: &ProgressState, w: &mut dyn fmt::Write) {
+    let (tail, _) = layout(LINE_COLS.load(Ordering::Relaxed));
+    let len = state.len().unwrap_or(0);
+    let _ = w.write_str(&tail_text(
+        tail,
+        state.pos(),
+        len,
+        state.elapsed(),
+        state.eta(),
+    ));
+}
+
+/// `tail` of a bar at `pos` of `len` after `elapsed`, `eta` left.
+fn tail_text(tail: Tail, pos: u64, len: u64, elapsed: Duration, eta: Duration) -> String {
+    let counts = || format!(" {}/{}", HumanBytes(pos), HumanBytes(len));
+    match tail {
+        Tail::CountsEta => counts() + &eta_text(elapsed, pos, len, eta).unwrap_or_default(),
+        Tail::Counts => counts(),
+        Tail::Percent => {
+            let share = if len == 0 {
+                0.0
+            } else {
+                pos as f64 / len as f64
+            };
+            format!(" {:>3.0}%", share * 100.0)
+        }
     }
 }
 
@@ -155,7 +219,8 @@ pub fn progress(total_bytes: u64, message: &str, bars: Bars) -> ProgressBar {
 }
 
 /// Draw `bar`, hidden until now, from now on as `bars` says, labelled
-/// `message`; it keeps the position it counted while hidden.
+/// `message`; it keeps the position it counted while hidden. Each frame is
+/// laid out for the line's width at that moment.
 pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
     let terminal = io::stderr().is_terminal();
     match bars {
@@ -163,15 +228,14 @@ pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
         Bars::Auto if !terminal => return,
         Bars::Auto | Bars::Always => {}
     }
-    let screen = Screen::new(terminal);
-    let (template, message_width) = layout(usize::from(screen.width()));
-    MESSAGE_COLS.store(message_width, Ordering::Relaxed);
-    let style = ProgressStyle::with_template(template)
+    let style = ProgressStyle::with_template("{label}[{wide_bar}]{tail}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .with_key("eta", eta)
+        .with_key("label", label_key)
+        .with_key("tail", tail_key)
         .progress_chars("=> ");
     bar.set_style(style);
-    bar.set_message(padded(message, message_width));
+    set_message(bar, message);
+    let screen = Screen::new(terminal);
     bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(screen), 5));
     bar.enable_steady_tick(Duration::from_millis(200));
 }
@@ -181,14 +245,6 @@ pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
 /// the rest.
 const ETA_AFTER: Duration = Duration::from_secs(5);
 const ETA_AFTER_SHARE: f64 = 0.05;
-
-/// The `{eta}` of a bar's template (see [`eta_text`]).
-fn eta(state: &ProgressState, w: &mut dyn fmt::Write) {
-    let len = state.len().unwrap_or(0);
-    if let Some(text) = eta_text(state.elapsed(), state.pos(), len, state.eta()) {
-        let _ = w.write_str(&text);
-    }
-}
 
 /// " eta 3m" for a bar at `pos` of `len` after `elapsed`, or nothing while
 /// an estimate would mean nothing (too early, or done).
@@ -333,10 +389,12 @@ fn take_line() -> Line {
 }
 
 impl TermLike for Screen {
-    /// Three columns short of the terminal's: a line that fills the last
-    /// column leaves some terminals waiting to wrap, and the terminal's echo
-    /// of Ctrl-C (`^C`) must fit beside the bar, or it wraps onto a new line
-    /// and the line that is cleared after the interrupt is not the bar's.
+    /// Three columns short of the terminal's, read anew for every frame
+    /// (and kept for the frame's layout, [`LINE_COLS`]): a line that fills
+    /// the last column leaves some terminals waiting to wrap, and the
+    /// terminal's echo of Ctrl-C (`^C`) must fit beside the bar, or it
+    /// wraps onto a new line and the line that is cleared after the
+    /// interrupt is not the bar's.
     fn width(&self) -> u16 {
         let width = if self.terminal {
             console::Term::stderr().size().1
@@ -347,7 +405,9 @@ impl TermLike for Screen {
                 .filter(|&w| w >= 20)
                 .unwrap_or(80)
         };
-        width.saturating_sub(3).max(19)
+        let width = width.saturating_sub(3).max(19);
+        LINE_COLS.store(usize::from(width), Ordering::Relaxed);
+        width
     }
 
     fn move_cursor_up(&self, n: usize) -> io::Result<()> {
@@ -433,20 +493,28 @@ mod tests {
 
     #[test]
     fn bars_fit_narrow_lines() {
-        // The widest text besides the bar: message, counts, eta.
+        // The widest text besides the bar: label, brackets, tail.
         for width in 19..=200 {
-            let (template, msg) = layout(width);
-            let eta = if template.contains("{eta}") { 8 } else { 0 };
-            let counts = if template.contains("{bytes}") { 21 } else { 4 };
-            let text = msg + counts + 4 + eta;
-            assert!(text + MIN_BAR <= width, "{width}: {template} {msg}");
-            assert!(msg <= MESSAGE_WIDTH);
-            assert_eq!(msg == 0, !template.contains("{msg}"), "{width}");
+            let (tail, label) = layout(width);
+            let text = label + usize::from(label > 0) + 2 + tail.columns();
+            assert!(text + MIN_BAR <= width, "{width}: {tail:?} {label}");
+            assert!(label <= MESSAGE_WIDTH);
         }
-        assert_eq!(layout(77).1, MESSAGE_WIDTH, "an 80-column terminal");
+        assert_eq!(layout(77), (Tail::CountsEta, MESSAGE_WIDTH), "80 columns");
         // A 40-column terminal (37 drawn): the percentage, and room for
         // "merging op 12 (34 blobs)".
-        assert_eq!(layout(37), ("{msg} [{wide_bar}] {percent:>3}%", 24));
+        assert_eq!(layout(37), (Tail::Percent, 24));
+        assert_eq!(layout(19), (Tail::Percent, 0));
+    }
+
+    #[test]
+    fn tails_say_counts_eta_or_share() {
+        let (mib, s) = (1 << 20, Duration::from_secs);
+        let text = |tail| tail_text(tail, 3 * mib, 10 * mib, s(10), s(25));
+        assert_eq!(text(Tail::CountsEta), " 3.00 MiB/10.00 MiB eta 25s");
+        assert_eq!(text(Tail::Counts), " 3.00 MiB/10.00 MiB");
+        assert_eq!(text(Tail::Percent), "  30%");
+        assert_eq!(tail_text(Tail::Percent, 0, 0, s(0), s(0)), "   0%");
     }
 
     #[test]
