@@ -742,16 +742,7 @@ fn a_signal_during_check_cmd_stops_the_check() {
             .expect("stdin")
             .write_all(&plan)
             .expect("plan");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !group.exists() {
-            assert!(Instant::now() < deadline, "{deaf}: the check never started");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let pgid: u32 = fs::read_to_string(&group)
-            .expect("pgid")
-            .trim()
-            .parse()
-            .expect("pid");
+        let pgid = wait_for_pid_file(&group, Duration::from_secs(30));
         kill_pid(child.id(), "TERM");
         let o = child.wait_with_output().expect("wait");
         let err = String::from_utf8_lossy(&o.stderr);

@@ -979,16 +979,7 @@ fn a_signal_during_the_check_stops_the_check() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let child = c.spawn().expect("spawn");
-    let started = std::time::Instant::now();
-    while !group.exists() {
-        assert!(started.elapsed().as_secs() < 60, "no check after 60 s");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    let pgid: u32 = std::fs::read_to_string(&group)
-        .expect("pgid")
-        .trim()
-        .parse()
-        .expect("pgid");
+    let pgid = wait_for_pid_file(&group, std::time::Duration::from_secs(60));
     kill_pid(child.id(), "INT");
     let o = child.wait_with_output().expect("wait");
     let err = String::from_utf8_lossy(&o.stderr);

@@ -241,6 +241,22 @@ pub fn group_alive(pgid: u32) -> bool {
         })
 }
 
+/// The process id a script under test wrote to `path` (by a rename, so
+/// whole), once it is there; the test fails after `limit` without it.
+pub fn wait_for_pid_file(path: &Path, limit: Duration) -> u32 {
+    let deadline = Instant::now() + limit;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{}: not written after {limit:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = std::fs::read_to_string(path).expect("read the pid");
+    text.trim().parse().expect("a pid")
+}
+
 /// Send a signal to one process.
 pub fn kill_pid(pid: u32, signal: &str) {
     let _ = Command::new("kill")
