@@ -5,6 +5,7 @@
 //! the toolkit's own stages before it replaces OUTPUT, and `--dry-run`
 //! prints a command that runs as printed.
 
+use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
@@ -83,6 +84,46 @@ fn refused_up_front(dir: &Path, args: &[&str], needle: &str) {
     assert!(err.contains(needle), "{args:?}: want {needle:?} in: {err}");
     assert!(!marker.exists(), "{args:?}: a stage ran");
     assert_eq!(entries(dir), before, "{args:?}: left files");
+}
+
+/// A closed standard output (`>&-`) is refused where the run would write
+/// there (`-o -`, `--dry-run`): the stages would find /dev/null in its
+/// place, so the data would go nowhere and the run would succeed.
+#[test]
+fn a_closed_standard_output_is_refused_where_the_run_writes_there() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = dir.path().join("o.osm.pbf");
+    let cases: [(&[&OsStr], &str); 2] = [
+        (&["-o".as_ref(), "-".as_ref()], "-o - has nowhere to write"),
+        (
+            &["--dry-run".as_ref(), "-o".as_ref(), out.as_os_str()],
+            "--dry-run has nowhere to print",
+        ),
+    ];
+    for (args, why) in cases {
+        let mut c = pbf_sort();
+        c.arg(&input)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: close(2) is async-signal-safe.
+        unsafe {
+            c.pre_exec(|| {
+                nix::libc::close(1);
+                Ok(())
+            });
+        }
+        let o = c.output().expect("pbf-sort");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err,
+            format!("pbf-sort: error: standard output is closed: {why}\n")
+        );
+        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+    }
 }
 
 #[test]
