@@ -290,6 +290,31 @@ fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
     }
 }
 
+/// Under `--check`, the decode of the finished output draws its bar, named
+/// by the output, once the copier's bar is gone; the screen ends clean with
+/// the check's verdict.
+#[test]
+fn the_check_draws_its_bar() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = repeated(dir.path(), 16);
+    let out = dir.path().join("checked.osm.pbf");
+    let mut cmd = pbf_sort();
+    cmd.arg("--check").arg(&input).arg("-o").arg(&out);
+    let d = in_terminal(cmd, 80, Then::Watch);
+    assert!(d.status.success(), "{:?}\n{}", d.status, d.show());
+    assert_clean(&d, "--check");
+    let bars = d.bars();
+    assert!(
+        bars.iter().any(|b| label(b) == "indexing checked.osm.pbf"),
+        "no bar for the check: {bars:?}"
+    );
+    assert!(
+        d.show().contains("checked.osm.pbf holds the objects of"),
+        "{}",
+        d.show()
+    );
+}
+
 /// A window made narrower while the merge draws its bar: the merge's next
 /// frames are laid out for the new width, so no bar wraps, and the bar
 /// still moves and names its work.

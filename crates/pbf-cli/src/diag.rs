@@ -303,7 +303,8 @@ fn elide(text: &str, width: usize) -> String {
 /// (opened anew, so the lock is this process's and not the shared open
 /// file's); it takes the lock at its first draw and keeps it until it exits.
 /// A process that cannot have it draws nothing and tries again at its next
-/// draw, so the line passes from stage to stage as each ends. Each frame is
+/// draw, so the line passes from stage to stage as each ends (or hands it
+/// back, [`release_line`]). Each frame is
 /// one write, so a diagnostic line (which clears the line first, see
 /// [`crate::warn`]) never lands inside one. Where the lock cannot be taken
 /// at all (a file system without `flock`), the process draws regardless, as
@@ -367,6 +368,17 @@ impl Screen {
         } else {
             self.put(&format!("\x1b[{n}{dir}"))
         }
+    }
+}
+
+/// Hand the progress line back (see [`Screen`]) once this process's bar is
+/// finished and cleared, for a process it waits for to draw there (pbf-copy
+/// waits for its `--check-cmd`). A bar drawn later asks for the line anew.
+pub fn release_line() {
+    let mut line = LINE.lock().unwrap_or_else(|e| e.into_inner());
+    if matches!(*line, Some(Line::Held(_))) {
+        // Dropping the lock releases it.
+        *line = None;
     }
 }
 

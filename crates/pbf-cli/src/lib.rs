@@ -20,7 +20,8 @@ pub mod paths;
 pub mod report;
 
 pub use diag::{
-    Bars, VerbosityHelp, draw, fit, progress, progress_args, set_message, verbosity_args,
+    Bars, VerbosityHelp, draw, fit, progress, progress_args, release_line, set_message,
+    verbosity_args,
 };
 /// The progress bar type [`progress`] returns.
 pub use indicatif::ProgressBar;

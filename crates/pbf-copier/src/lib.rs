@@ -487,6 +487,8 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
             ),
         )
     };
+    // Our bar is finished: the check may draw its own on the line.
+    pbf_cli::release_line();
     let stderr = std::io::stderr()
         .as_fd()
         .try_clone_to_owned()
