@@ -29,6 +29,7 @@ use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
@@ -495,14 +496,27 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
         .map_err(|e| pbf_output::Error::io("--check-cmd: dup of standard error", e))?;
     // Its own process group, which a signal that ends us stops whole: the
     // shell and what it started, so no check speaks after we are gone.
-    let mut child = Process::new("/bin/sh")
+    // Outside the terminal's foreground group, a write to the terminal
+    // would stop it under `stty tostop` (SIGTTOU), unless that is ignored,
+    // as it is for the shell and what it starts.
+    let mut check = Process::new("/bin/sh");
+    check
         .arg("-c")
         .arg(cmd)
         .arg("sh")
         .arg(path)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stderr))
-        .process_group(0)
+        .process_group(0);
+    // SAFETY: sigaction is async-signal-safe, and the closure allocates
+    // nothing.
+    unsafe {
+        check.pre_exec(|| {
+            let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+            sigaction(Signal::SIGTTOU, &ignore).map(drop).map_err(std::io::Error::from)
+        });
+    }
+    let mut child = check
         .spawn()
         .map_err(|e| pbf_output::Error::io("--check-cmd: starting /bin/sh", e))?;
     let stopped_on_signal = pbf_output::cleanup::stop_group_on_signal(child.id());
