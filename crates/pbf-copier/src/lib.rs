@@ -29,8 +29,8 @@ use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
@@ -513,7 +513,9 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
     unsafe {
         check.pre_exec(|| {
             let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
-            sigaction(Signal::SIGTTOU, &ignore).map(drop).map_err(std::io::Error::from)
+            sigaction(Signal::SIGTTOU, &ignore)
+                .map(drop)
+                .map_err(std::io::Error::from)
         });
     }
     let mut child = check
