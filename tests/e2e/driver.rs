@@ -87,20 +87,23 @@ fn refused_up_front(dir: &Path, args: &[&str], needle: &str) {
 }
 
 /// A closed standard output (`>&-`) is refused where the run would write
-/// there (`-o -`, `--dry-run`): the stages would find /dev/null in its
-/// place, so the data would go nowhere and the run would succeed.
+/// there (`-o -`, `--dry-run`, `--help`, `--version`): the stages would
+/// find /dev/null in its place, so the data would go nowhere and the run
+/// would succeed.
 #[test]
 fn a_closed_standard_output_is_refused_where_the_run_writes_there() {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().expect("dir");
     let input = data("unsorted-vex.osm.pbf");
     let out = dir.path().join("o.osm.pbf");
-    let cases: [(&[&OsStr], &str); 2] = [
-        (&["-o".as_ref(), "-".as_ref()], "-o - has nowhere to write"),
+    let cases: [(&[&OsStr], &str); 4] = [
+        (&["-o".as_ref(), "-".as_ref()], "-o - has nowhere to go"),
         (
             &["--dry-run".as_ref(), "-o".as_ref(), out.as_os_str()],
-            "--dry-run has nowhere to print",
+            "--dry-run has nowhere to go",
         ),
+        (&["--help".as_ref()], "the help has nowhere to go"),
+        (&["--version".as_ref()], "the version has nowhere to go"),
     ];
     for (args, why) in cases {
         let mut c = pbf_sort();
@@ -124,6 +127,73 @@ fn a_closed_standard_output_is_refused_where_the_run_writes_there() {
         );
         assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
     }
+}
+
+/// A full standard output (`> /dev/full`) is a write error, exit 1, one
+/// line naming standard output, from the driver as from each tool; the
+/// driver's line is its own, though a toolkit program prints for it.
+#[test]
+fn a_full_standard_output_is_an_error() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = dir.path().join("o.osm.pbf");
+    let full = || {
+        let f = std::fs::OpenOptions::new().write(true).open("/dev/full");
+        Stdio::from(f.expect("/dev/full"))
+    };
+    let driver = |args: &[&OsStr]| {
+        let mut c = pbf_sort();
+        c.args(args);
+        c
+    };
+    let tool = |name: &str, arg: &str| {
+        let mut c = bin(name);
+        c.arg(arg);
+        c
+    };
+    let cases = [
+        (
+            driver(&["--help".as_ref()]),
+            "pbf-sort",
+            "No space left on device",
+        ),
+        (driver(&["--version".as_ref()]), "pbf-sort", "write error"),
+        (
+            driver(&[
+                "--dry-run".as_ref(),
+                input.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ]),
+            "pbf-sort",
+            "No space left on device",
+        ),
+        (
+            tool("pbf-index", "--help"),
+            "pbf-index",
+            "No space left on device",
+        ),
+        (
+            tool("pbf-copy", "--version"),
+            "pbf-copy",
+            "No space left on device",
+        ),
+    ];
+    for (mut c, who, why) in cases {
+        let o = c
+            .stdout(full())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{c:?}: {err}");
+        assert_eq!(
+            err,
+            format!("{who}: error: standard output: {why}\n"),
+            "{c:?}"
+        );
+    }
+    assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
 }
 
 #[test]

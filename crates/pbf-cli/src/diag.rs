@@ -122,6 +122,10 @@ const MIN_BAR: usize = 5;
 /// the byte counts give way before the message gets fewer.
 const WANT_MESSAGE: usize = 20;
 
+/// Fewest columns a bar is drawn in (`[=>  ]  42%`, a bar of 5 and the
+/// percentage); on a narrower line nothing is drawn.
+const MIN_LINE: u16 = 19;
+
 /// Fewest columns a message is shown in at all.
 const MIN_MESSAGE: usize = 10;
 
@@ -401,7 +405,8 @@ fn take_line() -> Line {
 }
 
 impl TermLike for Screen {
-    /// Three columns short of the terminal's, read anew for every frame
+    /// Three columns short of the terminal's (at least [`MIN_LINE`]; see
+    /// `flush` for narrower lines), read anew for every frame
     /// (and kept for the frame's layout, [`LINE_COLS`]): a line that fills
     /// the last column leaves some terminals waiting to wrap, and the
     /// terminal's echo of Ctrl-C (`^C`) must fit beside the bar, or it
@@ -417,9 +422,9 @@ impl TermLike for Screen {
                 .filter(|&w| w >= 20)
                 .unwrap_or(80)
         };
-        let width = width.saturating_sub(3).max(19);
+        let width = width.saturating_sub(3);
         LINE_COLS.store(usize::from(width), Ordering::Relaxed);
-        width
+        width.max(MIN_LINE)
     }
 
     fn move_cursor_up(&self, n: usize) -> io::Result<()> {
@@ -460,7 +465,13 @@ impl TermLike for Screen {
             return Ok(());
         }
         let mut err = io::stderr().lock();
-        err.write_all(&frame)?;
+        // A line too narrow for any bar: the bar would wrap, a row a frame.
+        let too_narrow = LINE_COLS.load(Ordering::Relaxed) < usize::from(MIN_LINE);
+        err.write_all(if too_narrow {
+            CLEAR_LINE.as_bytes()
+        } else {
+            &frame
+        })?;
         if pbf_output::cleanup::signalled() {
             err.write_all(CLEAR_LINE.as_bytes())?;
         }
@@ -506,7 +517,7 @@ mod tests {
     #[test]
     fn bars_fit_narrow_lines() {
         // The widest text besides the bar: label, brackets, tail.
-        for width in 19..=200 {
+        for width in usize::from(MIN_LINE)..=200 {
             let (tail, label) = layout(width);
             let text = label + usize::from(label > 0) + 2 + tail.columns();
             assert!(text + MIN_BAR <= width, "{width}: {tail:?} {label}");

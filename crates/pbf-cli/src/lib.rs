@@ -54,7 +54,7 @@ fn parse_and_run(
 ) -> ExitCode {
     let matches = match command.try_get_matches() {
         Ok(m) => m,
-        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) if !e.use_stderr() => return print_help(name, &e),
         Err(e) => {
             warn(
                 name,
@@ -125,6 +125,21 @@ pub fn is_not_pbf(err: &anyhow::Error) -> bool {
         c.downcast_ref::<pbf_format::Error>()
             .is_some_and(|e| matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)))
     })
+}
+
+/// `--help` or `--version` on standard output, which must take it: a
+/// write error (`> /dev/full`) is exit 1 with a line saying so; a reader
+/// that stopped early (`| head -1`) is no error.
+fn print_help(name: &str, e: &clap::Error) -> ExitCode {
+    match e.print().and_then(|()| io::stdout().flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(err) => {
+            let line = paths::io_line("standard output", &err);
+            warn(name, format!("error: {line}"));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Environment variable through which the `pbf-sort` driver names itself.

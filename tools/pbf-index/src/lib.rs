@@ -380,9 +380,16 @@ fn for_the_driver(m: &ArgMatches) -> Result<Option<ExitCode>> {
         return Ok(None);
     };
     let mut out = pbf_cli::stdout();
-    out.write_all(&printed)?;
-    out.flush()?;
-    Ok(Some(ExitCode::SUCCESS))
+    match out.write_all(&printed).and_then(|()| out.flush()) {
+        Ok(()) => Ok(Some(ExitCode::SUCCESS)),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Some(ExitCode::SUCCESS)),
+        Err(e) => {
+            // Printed for the driver, which the user ran: the line is its.
+            let line = pbf_cli::paths::io_line("standard output", &e);
+            pbf_cli::warn("pbf-sort", format!("error: {line}"));
+            Ok(Some(ExitCode::FAILURE))
+        }
+    }
 }
 
 /// The counters of a run's report (`pbf_cli::report`): the counts of the
