@@ -231,7 +231,7 @@ fn a_plan_out_of_output_order_is_refused_with_the_copy_ahead_running() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains("<stdin>: line 4: copy op") && err.contains("not in output order"),
+        err.contains("standard input: line 4: copy op") && err.contains("not in output order"),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");

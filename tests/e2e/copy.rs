@@ -181,7 +181,7 @@ fn a_plan_out_of_output_order_is_refused_naming_both_ops() {
         panic!("copy ops expected");
     };
     let want = format!(
-        "<stdin>: line 3: copy op {}..{} starts before the op on line 2 ends ({}): the ops are \
+        "standard input: line 3: copy op {}..{} starts before the op on line 2 ends ({}): the ops are \
          not in output order, so the output would not be sorted; make the plan again with \
          pbf-overlap (and pbf-merge)",
         Key::from(a.first),

@@ -197,6 +197,67 @@ fn a_full_standard_output_is_an_error() {
 }
 
 #[test]
+fn a_full_standard_output_stops_every_stage_with_its_name() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = data("unsorted-vex.osm.pbf");
+    let stage = |name: &str, args: &[&OsStr], stdin: Option<&Path>, stdout: Stdio| {
+        let mut c = bin(name);
+        c.args(args);
+        if let Some(path) = stdin {
+            c.stdin(std::fs::File::open(path).expect("stdin"));
+        }
+        c.stdout(stdout)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run")
+    };
+    let to_file =
+        |name: &str| Stdio::from(std::fs::File::create(dir.path().join(name)).expect("file"));
+    let full = || {
+        let f = std::fs::OpenOptions::new().write(true).open("/dev/full");
+        Stdio::from(f.expect("/dev/full"))
+    };
+    let index = dir.path().join("index");
+    let plan = dir.path().join("plan");
+    let merged = dir.path().join("merged");
+    assert!(
+        stage("pbf-index", &[input.as_os_str()], None, to_file("index"))
+            .status
+            .success()
+    );
+    assert!(
+        stage("pbf-overlap", &[], Some(&index), to_file("plan"))
+            .status
+            .success()
+    );
+    assert!(
+        stage("pbf-merge", &[], Some(&plan), to_file("merged"))
+            .status
+            .success()
+    );
+    let cases: [(&str, &[&OsStr], Option<&Path>, &str); 4] = [
+        ("pbf-index", &[input.as_os_str()], None, ""),
+        ("pbf-overlap", &[], Some(&index), ""),
+        ("pbf-merge", &[], Some(&plan), ""),
+        (
+            "pbf-copy",
+            &["-o".as_ref(), "-".as_ref()],
+            Some(&merged),
+            "write at offset 0: ",
+        ),
+    ];
+    for (name, args, stdin, at) in cases {
+        let o = stage(name, args, stdin, full());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(
+            err,
+            format!("{name}: error: standard output: {at}No space left on device\n"),
+        );
+    }
+}
+
+#[test]
 fn option_values_are_checked_before_any_stage_also_under_dry_run() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();

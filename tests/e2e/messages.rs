@@ -439,7 +439,7 @@ fn a_pretty_printed_stream_is_refused_naming_jq_c() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with(
-            "pbf-overlap: error: <stdin>: line 1: a JSON object that does not end on its line"
+            "pbf-overlap: error: standard input: line 1: a JSON object that does not end on its line"
         ) && err.contains("stream records are one JSON object per line (jq -c keeps them so"),
         "{err}"
     );

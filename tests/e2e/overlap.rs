@@ -292,7 +292,7 @@ fn missing_end_record_fails_without_output() {
         assert!(out.stdout.is_empty(), "{args:?}: wrote {:?}", out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("<stdin>") && stderr.contains("without an end record"),
+            stderr.contains("standard input") && stderr.contains("without an end record"),
             "{stderr}"
         );
     }

@@ -185,7 +185,30 @@ pub fn one_line(err: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
-    line.replace('\n', " ")
+    without_os_errors(&line).replace('\n', " ")
+}
+
+/// The text without Rust's ` (os error N)` after a system's message: the
+/// words say it, the number is noise to a user.
+fn without_os_errors(text: &str) -> String {
+    const MARK: &str = " (os error ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        let tail = &rest[at + MARK.len()..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let whole = digits > 0 && tail[digits..].starts_with(')');
+        let end = at
+            + if whole {
+                MARK.len() + digits + 1
+            } else {
+                MARK.len()
+            };
+        out.push_str(&rest[..if whole { at } else { end }]);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// True when the error only echoes an upstream stage's failure (an empty
@@ -248,14 +271,35 @@ const INPUT_BUFFER: usize = 1 << 20;
 
 /// Display name of an input for error messages.
 pub fn input_name(path: &str) -> &str {
-    if path == "-" { "<stdin>" } else { path }
+    if path == "-" { "standard input" } else { path }
 }
 
 /// Buffered standard output; a pipe there is widened (to 1 MiB, see
 /// `widen_pipe`).
-pub fn stdout() -> BufWriter<io::Stdout> {
+pub fn stdout() -> BufWriter<Stdout> {
     widen_pipe(io::stdout());
-    BufWriter::with_capacity(1 << 16, io::stdout())
+    BufWriter::with_capacity(1 << 16, Stdout(io::stdout()))
+}
+
+/// Standard output that names itself in its errors: a write that fails
+/// (`> /dev/full`) says `standard output: No space left on device`, as an
+/// input's error names the input. The kind is kept, so a broken pipe is
+/// still one ([`is_broken_pipe`]).
+pub struct Stdout(io::Stdout);
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf).map_err(name_stdout)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush().map_err(name_stdout)
+    }
+}
+
+/// The error with `standard output: ` before its cause, kind unchanged.
+fn name_stdout(e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), paths::io_line("standard output", &e))
 }
 
 /// Bytes a pipe between two stages holds. Linux's default of 64 KiB makes
@@ -489,6 +533,28 @@ mod tests {
         }
         let e = anyhow::Error::from(Wrap(io)).context("reading");
         assert_eq!(one_line(&e), "reading: x.pbf: offset 4: gone");
+    }
+
+    #[test]
+    fn one_line_leaves_out_os_error_numbers() {
+        let full = io::Error::from_raw_os_error(nix::libc::ENOSPC);
+        let e = anyhow::Error::from(full).context("out.pbf: write at offset 0");
+        assert_eq!(
+            one_line(&e),
+            "out.pbf: write at offset 0: No space left on device"
+        );
+        assert_eq!(
+            without_os_errors("a (os error x) b (os error 5)"),
+            "a (os error x) b"
+        );
+    }
+
+    #[test]
+    fn standard_output_names_itself_in_its_errors() {
+        let e = name_stdout(io::Error::from_raw_os_error(nix::libc::ENOSPC));
+        assert_eq!(e.to_string(), "standard output: No space left on device");
+        let cut = name_stdout(io::Error::from(io::ErrorKind::BrokenPipe));
+        assert_eq!(cut.kind(), io::ErrorKind::BrokenPipe);
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl OutputFile {
     /// Write to standard output (a duplicate of fd 1; Rust's buffered
     /// `stdout()` must not be used for data at the same time).
     pub fn stdout(opts: &OutputOptions) -> Result<OutputFile> {
-        let name = "<stdout>".to_string();
+        let name = "standard output".to_string();
         let fd = io::stdout()
             .as_fd()
             .try_clone_to_owned()
@@ -186,7 +186,7 @@ impl OutputFile {
         }
     }
 
-    /// OUT as given, or `<stdout>`: the name errors use.
+    /// OUT as given, or `standard output`: the name errors use.
     pub fn name(&self) -> &str {
         &self.name
     }

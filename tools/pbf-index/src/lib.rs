@@ -385,8 +385,7 @@ fn for_the_driver(m: &ArgMatches) -> Result<Option<ExitCode>> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Some(ExitCode::SUCCESS)),
         Err(e) => {
             // Printed for the driver, which the user ran: the line is its.
-            let line = pbf_cli::paths::io_line("standard output", &e);
-            pbf_cli::warn("pbf-sort", format!("error: {line}"));
+            pbf_cli::warn("pbf-sort", format!("error: {e}"));
             Ok(Some(ExitCode::FAILURE))
         }
     }

@@ -508,7 +508,7 @@ fn parse_budget(s: &str) -> std::result::Result<u64, String> {
 }
 
 /// The plan stream this stage writes.
-type PlanOut = Writer<io::BufWriter<io::Stdout>>;
+type PlanOut = Writer<io::BufWriter<pbf_cli::Stdout>>;
 
 /// Write the plan record with the spool added to its sources, and flush it:
 /// a plan record written before its ops (pbf-overlap --sources) lets the
