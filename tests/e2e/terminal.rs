@@ -333,6 +333,51 @@ fn the_check_draws_its_bar() {
     );
 }
 
+/// A run that a shell with job control starts in the background (`&`)
+/// draws no bar and clears no line, for the line is the shell's prompt;
+/// with `stty tostop` set, any such write would stop the job, so its
+/// success says none was made. Its `--check`, in a process group of its
+/// own, draws none either, and still says its verdict. The same run in the
+/// foreground of the same shell draws its bars.
+#[test]
+fn a_job_in_the_background_draws_no_bar() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = repeated(dir.path(), 16);
+    let run = |out: &str, how: &str| {
+        let script = format!("stty tostop; set -m; \"$0\" --check \"$1\" -o \"$2\" {how}");
+        let mut cmd = Command::new("bash");
+        cmd.args(["-c", &script])
+            .arg(pbf_sort().get_program())
+            .arg(&input)
+            .arg(dir.path().join(out))
+            .env("PATH", crate::util::commands::tools_path());
+        in_terminal(cmd, 80, Then::Watch)
+    };
+    let verdict = |d: &Drawn, out: &str| {
+        let said = format!("{out} holds the objects of");
+        assert!(d.last().concat().contains(&said), "{}", d.show());
+    };
+    let back = run("back.osm.pbf", "& wait $!");
+    assert!(back.status.success(), "{:?}\n{}", back.status, back.show());
+    assert_eq!(
+        back.most_bars(),
+        0,
+        "drawn in the background: {:?}",
+        back.bars()
+    );
+    verdict(&back, "back.osm.pbf");
+    let front = run("front.osm.pbf", "");
+    assert!(
+        front.status.success(),
+        "{:?}\n{}",
+        front.status,
+        front.show()
+    );
+    assert_clean(&front, "in the foreground");
+    assert!(front.bars().len() > 1, "no bars in the foreground");
+    verdict(&front, "front.osm.pbf");
+}
+
 /// A window made narrower while the merge draws its bar: the merge's next
 /// frames are laid out for the new width, so no bar wraps, and the bar
 /// still moves and names its work.

@@ -7,7 +7,8 @@
 //! label keeps what names the work (the op number, the file name) as long
 //! as the line allows, so the bar, the eta and the byte counts give way
 //! first, then the label's detail in parentheses, then the middle of a long
-//! file name.
+//! file name. A job the shell runs in the background (`&`) draws nothing,
+//! so no bar lands on the prompt; brought to the foreground, it draws again.
 
 use std::fmt;
 use std::io::{self, IsTerminal, Write};
@@ -351,7 +352,7 @@ impl Screen {
         if !ours(&line) {
             *line = Some(take_line());
             if self.terminal && ours(&line) {
-                pbf_output::cleanup::clear_line_on_signal(io::stderr().as_fd());
+                pbf_output::cleanup::clear_line_on_signal(io::stderr().as_fd(), job_pgrp());
             }
         }
         ours(&line)
@@ -384,6 +385,30 @@ pub fn release_line() {
         // Dropping the lock releases it.
         *line = None;
     }
+}
+
+/// Environment variable that names the process group of a process's job
+/// where the process runs in a group of its own (pbf-copy's `--check-cmd`):
+/// the terminal's foreground group is then the job's, not the process's.
+pub const JOB_PGRP_ENV: &str = "PBF_SORT_JOB_PGRP";
+
+/// The process group of this process's job: [`JOB_PGRP_ENV`] where set,
+/// else its own.
+pub fn job_pgrp() -> nix::unistd::Pid {
+    std::env::var(JOB_PGRP_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+        .filter(|&p| p > 0)
+        .map_or_else(nix::unistd::getpgrp, nix::unistd::Pid::from_raw)
+}
+
+/// Whether this process's job is in the foreground of the terminal on
+/// stderr: a job in the background draws no bar and clears no line, for
+/// the line is the shell's prompt (and under `stty tostop` the write would
+/// stop the job). A terminal that is not the controlling one has no
+/// foreground group to ask about: true.
+pub(crate) fn in_foreground() -> bool {
+    nix::unistd::tcgetpgrp(io::stderr().as_fd()).map_or(true, |fg| fg == job_pgrp())
 }
 
 /// Try for the exclusive lock on stderr's file (see [`Screen`]).
@@ -461,7 +486,8 @@ impl TermLike for Screen {
         // A signal's handler clears the line as the process dies: nothing
         // more is drawn there, and a frame that crossed the handler's clear
         // is cleared again.
-        if frame.is_empty() || pbf_output::cleanup::signalled() || !self.owns_line() {
+        let background = self.terminal && !in_foreground();
+        if frame.is_empty() || pbf_output::cleanup::signalled() || background || !self.owns_line() {
             return Ok(());
         }
         let mut err = io::stderr().lock();

@@ -20,8 +20,8 @@ pub mod paths;
 pub mod report;
 
 pub use diag::{
-    Bars, VerbosityHelp, draw, fit, progress, progress_args, release_line, set_message,
-    verbosity_args,
+    Bars, JOB_PGRP_ENV, VerbosityHelp, draw, fit, job_pgrp, progress, progress_args, release_line,
+    set_message, verbosity_args,
 };
 /// The progress bar type [`progress`] returns.
 pub use indicatif::ProgressBar;
@@ -328,8 +328,9 @@ pub fn warn(name: &str, msg: impl std::fmt::Display) {
     // pieces can be cut by another stage's line (a pipe keeps each write of
     // up to 4096 bytes whole). On a terminal the line may hold a stage's
     // progress bar: it is cleared first, so the message starts a clean
-    // line and the bar is drawn again below it.
-    let clear = if io::stderr().is_terminal() {
+    // line and the bar is drawn again below it (in the foreground only: in
+    // the background the line is the shell's).
+    let clear = if io::stderr().is_terminal() && diag::in_foreground() {
         pbf_output::cleanup::CLEAR_LINE
     } else {
         ""

@@ -498,7 +498,8 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
     // shell and what it started, so no check speaks after we are gone.
     // Outside the terminal's foreground group, a write to the terminal
     // would stop it under `stty tostop` (SIGTTOU), unless that is ignored,
-    // as it is for the shell and what it starts.
+    // as it is for the shell and what it starts. It is told its job's
+    // group, which the terminal's foreground is while the job draws.
     let mut check = Process::new("/bin/sh");
     check
         .arg("-c")
@@ -507,6 +508,7 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
         .arg(path)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stderr))
+        .env(pbf_cli::JOB_PGRP_ENV, pbf_cli::job_pgrp().to_string())
         .process_group(0);
     // SAFETY: sigaction is async-signal-safe, and the closure allocates
     // nothing.

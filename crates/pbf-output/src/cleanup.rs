@@ -58,6 +58,10 @@ static STREAM_FD: AtomicI32 = AtomicI32::new(-1);
 /// The terminal whose line (this process's progress bar) is cleared on a
 /// signal, or -1.
 static LINE_FD: AtomicI32 = AtomicI32::new(-1);
+/// The process group of this process's job: the line is cleared only while
+/// it is the terminal's foreground group (in the background the line is the
+/// shell's prompt).
+static LINE_JOB: AtomicI32 = AtomicI32::new(0);
 /// Carriage return, then erase the line: what clears a progress bar, here
 /// and wherever a tool writes over its line.
 pub const CLEAR_LINE: &str = "\r\x1b[2K";
@@ -92,7 +96,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
         unsafe { libc::write(fd, poison.as_ptr().cast(), poison.len()) };
     }
     let line = LINE_FD.load(Ordering::SeqCst);
-    if line >= 0 {
+    // SAFETY: tcgetpgrp is async-signal-safe (an ioctl).
+    if line >= 0 && unsafe { libc::tcgetpgrp(line) } == LINE_JOB.load(Ordering::SeqCst) {
         // SAFETY: as above; a static buffer.
         unsafe { libc::write(line, CLEAR_LINE.as_ptr().cast(), CLEAR_LINE.len()) };
     }
@@ -199,10 +204,12 @@ impl Drop for GroupRegistration {
 }
 
 /// Clear the line of the terminal `fd` if the process receives one of
-/// [`SIGNALS`]: call it once this process draws its progress bar there,
-/// which it does until it exits (a bar's line is never handed back).
-pub fn clear_line_on_signal(fd: BorrowedFd<'_>) {
+/// [`SIGNALS`] while `job` (the process group of its job) is the terminal's
+/// foreground group: call it once this process draws its progress bar
+/// there, which it does until it exits (a bar's line is never handed back).
+pub fn clear_line_on_signal(fd: BorrowedFd<'_>, job: nix::unistd::Pid) {
     install();
+    LINE_JOB.store(job.as_raw(), Ordering::SeqCst);
     LINE_FD.store(fd.as_raw_fd(), Ordering::SeqCst);
 }
 
