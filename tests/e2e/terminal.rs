@@ -82,6 +82,8 @@ enum Then {
     /// Makes the window this many columns wide, once the bar is the merge's
     /// (a stage whose bar goes on after the change).
     Narrow(u16),
+    /// Types Ctrl-Z once a bar with this label is drawn.
+    Suspend(&'static str),
 }
 
 /// Run `cmd` with a new pseudo-terminal of `cols` columns as its controlling
@@ -162,6 +164,7 @@ fn in_terminal(mut cmd: Command, mut cols: u16, then: Then) -> Drawn {
             });
         let cue = rows.iter().any(|r| match then {
             Then::Narrow(_) => is_bar(r) && names_a_merge_op(label(r)),
+            Then::Suspend(wanted) => is_bar(r) && label(r) == wanted,
             _ => is_bar(r),
         });
         drawn.screens.push(rows);
@@ -174,6 +177,10 @@ fn in_terminal(mut cmd: Command, mut cols: u16, then: Then) -> Drawn {
             Then::CtrlC => {
                 use std::io::Write;
                 typist.write_all(b"\x03").expect("type Ctrl-C");
+            }
+            Then::Suspend(_) => {
+                use std::io::Write;
+                typist.write_all(b"\x1a").expect("type Ctrl-Z");
             }
             Then::Narrow(narrow) => {
                 resize(&window, narrow);
@@ -376,6 +383,67 @@ fn a_job_in_the_background_draws_no_bar() {
     assert_clean(&front, "in the foreground");
     assert!(front.bars().len() > 1, "no bars in the foreground");
     verdict(&front, "front.osm.pbf");
+}
+
+/// Ctrl-Z while `--check` reads the output back stops the whole run, the
+/// check too, though it runs in a process group of its own that the
+/// terminal's Ctrl-Z does not reach; `fg` continues it to its verdict.
+#[test]
+fn ctrl_z_during_the_check_stops_the_check_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = repeated(dir.path(), 16);
+    // The check's processes name the output after `--given` (its shell
+    // too, in its command); ps -ww keeps whole command lines.
+    let script = r#"set -m
+"$0" --check "$1" -o "$2"
+echo "stopped: $?"
+sleep 1
+ps -ww -eo stat=,args= | awk '/[-]-given/ { n++; if ($1 !~ /^T/) going++ }
+    END { print "check processes:", n + 0, "going:", going + 0 }'
+fg >/dev/null
+echo "ended: $?""#;
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", script])
+        .arg(pbf_sort().get_program())
+        .arg(&input)
+        .arg(dir.path().join("checked.osm.pbf"))
+        .env("PATH", crate::util::commands::tools_path());
+    let d = in_terminal(cmd, 80, Then::Suspend("indexing checked.osm.pbf"));
+    assert!(d.status.success(), "{:?}\n{}", d.status, d.show());
+    let screen = d.last().concat();
+    for said in [
+        "stopped: 148",
+        "going: 0",
+        "ended: 0",
+        "holds the objects of",
+    ] {
+        assert!(screen.contains(said), "no {said:?}:\n{}", d.show());
+    }
+    // pbf-copy names `--given` in its --check-cmd: more than it is the check.
+    assert!(
+        !screen.contains("check processes: 0") && !screen.contains("check processes: 1 "),
+        "no check was running:\n{}",
+        d.show()
+    );
+    // The check said its verdict only once continued.
+    let at = |said: &str| screen.find(said).unwrap_or(0);
+    assert!(
+        at("holds the objects of") > at("check processes:"),
+        "the check went on while the run was stopped:\n{}",
+        d.show()
+    );
+    // The bar drawn when Ctrl-Z came is cleared before the shell says
+    // "Stopped" (a frame still on its way may land after the clear: on a
+    // loaded machine it can stay, above "Stopped"); after `fg` the check
+    // draws again and clears its bar at the end.
+    // The bar drawn when Ctrl-Z came stays above the shell's "Stopped", as
+    // what any stopped job drew does; after `fg` the check draws again, and
+    // clears its bar at its end.
+    let last = d.last();
+    let stopped = last.iter().position(|r| r.contains("Stopped"));
+    let below = &last[stopped.map_or(0, |at| at + 1)..];
+    assert!(!below.iter().any(|r| is_bar(r)), "{}", d.show());
+    assert!(!d.wrapped, "a bar wrapped:\n{}", d.show());
 }
 
 /// A window made narrower while the merge draws its bar: the merge's next

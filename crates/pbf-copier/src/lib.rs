@@ -499,7 +499,9 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
     // Outside the terminal's foreground group, a write to the terminal
     // would stop it under `stty tostop` (SIGTTOU), unless that is ignored,
     // as it is for the shell and what it starts. It is told its job's
-    // group, which the terminal's foreground is while the job draws.
+    // group, which the terminal's foreground is while the job draws. Ctrl-Z
+    // stops the job's group only: the check is stopped and continued with
+    // us (pbf_output::cleanup).
     let mut check = Process::new("/bin/sh");
     check
         .arg("-c")

@@ -19,7 +19,10 @@
 //! handler before the process dies: the group gets SIGTERM, then SIGKILL if
 //! its leader has not ended within [`GROUP_GRACE_MS`], and the leader is
 //! reaped. Nothing the command started goes on writing to the terminal
-//! after the process that ran it is gone.
+//! after the process that ran it is gone. Ctrl-Z reaches only the job's
+//! group, so while such a command runs, SIGTSTP stops its group with the
+//! process ([`on_suspend`]), and the process continues it when it is
+//! continued itself (`fg`, `bg`).
 //!
 //! What this cannot cover, by design:
 //! - SIGKILL (and a power cut) cannot be caught. A named temporary file
@@ -95,16 +98,24 @@ extern "C" fn on_signal(sig: libc::c_int) {
         // A short or failed write (a closed pipe) leaves nothing to do.
         unsafe { libc::write(fd, poison.as_ptr().cast(), poison.len()) };
     }
-    let line = LINE_FD.load(Ordering::SeqCst);
-    // SAFETY: tcgetpgrp is async-signal-safe (an ioctl).
-    if line >= 0 && unsafe { libc::tcgetpgrp(line) } == LINE_JOB.load(Ordering::SeqCst) {
-        // SAFETY: as above; a static buffer.
-        unsafe { libc::write(line, CLEAR_LINE.as_ptr().cast(), CLEAR_LINE.len()) };
-    }
+    clear_line_in_foreground();
     // SA_RESETHAND restored the default disposition on entry; the re-raised
     // signal is delivered when the handler returns (or at once), and kills us.
     // SAFETY: raise is async-signal-safe.
     unsafe { libc::raise(sig) };
+}
+
+/// Clear the registered line ([`clear_line_on_signal`]) while its job is
+/// the terminal's foreground group. Only async-signal-safe calls.
+fn clear_line_in_foreground() {
+    let line = LINE_FD.load(Ordering::SeqCst);
+    // SAFETY: tcgetpgrp (an ioctl) and write are async-signal-safe; a
+    // static buffer.
+    unsafe {
+        if line >= 0 && libc::tcgetpgrp(line) == LINE_JOB.load(Ordering::SeqCst) {
+            libc::write(line, CLEAR_LINE.as_ptr().cast(), CLEAR_LINE.len());
+        }
+    }
 }
 
 /// SIGTERM to the group led by `leader`, SIGKILL if the leader outlives
@@ -184,22 +195,78 @@ impl Drop for StreamRegistration {
 }
 
 /// A process group stopped (and its leader reaped) if the process receives
-/// one of [`SIGNALS`]; dropping the registration forgets it.
+/// one of [`SIGNALS`], and suspended with the process on SIGTSTP; dropping
+/// the registration forgets it and restores SIGTSTP's disposition.
 #[derive(Debug)]
-pub struct GroupRegistration(());
+pub struct GroupRegistration {
+    /// SIGTSTP's disposition before ours, where ours was installed.
+    suspend: Option<SigAction>,
+}
 
 /// Stop the process group that `leader` leads (a child spawned with
-/// `process_group(0)`) on a signal; one group at a time. Drop the
-/// registration once the child has been waited for.
+/// `process_group(0)`) on a signal, and suspend and continue it with the
+/// process; one group at a time. Drop the registration once the child has
+/// been waited for.
 pub fn stop_group_on_signal(leader: u32) -> GroupRegistration {
     install();
     GROUP.store(i32::try_from(leader).unwrap_or(0), Ordering::SeqCst);
-    GroupRegistration(())
+    let ours = SigAction::new(
+        SigHandler::Handler(on_suspend),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only makes async-signal-safe calls.
+    let suspend = match unsafe { sigaction(Signal::SIGTSTP, &ours) } {
+        // A job that ignores Ctrl-Z (its parent said so) keeps ignoring it.
+        Ok(old) if old.handler() == SigHandler::SigIgn => {
+            // SAFETY: restoring the disposition we found.
+            let _ = unsafe { sigaction(Signal::SIGTSTP, &old) };
+            None
+        }
+        Ok(old) => Some(old),
+        Err(_) => None,
+    };
+    GroupRegistration { suspend }
 }
 
 impl Drop for GroupRegistration {
     fn drop(&mut self) {
+        if let Some(old) = &self.suspend {
+            // SAFETY: restoring the disposition we found.
+            let _ = unsafe { sigaction(Signal::SIGTSTP, old) };
+        }
         GROUP.store(0, Ordering::SeqCst);
+    }
+}
+
+/// SIGTSTP (Ctrl-Z) while a group is registered: the group, outside the
+/// job's process group, is not reached by the terminal's signal. It is sent
+/// SIGTSTP, the process stops as the default action would (the signal
+/// raised under the default disposition and unblocked here, where it is
+/// blocked while this handler runs), and once continued it continues the
+/// group. Only async-signal-safe calls.
+extern "C" fn on_suspend(sig: libc::c_int) {
+    let leader = GROUP.load(Ordering::SeqCst);
+    // SAFETY: kill, sigaction, raise and pthread_sigmask are
+    // async-signal-safe; every pointer is to our stack or null.
+    unsafe {
+        if leader > 0 {
+            libc::kill(-leader, libc::SIGTSTP);
+        }
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        let mut ours: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, &default, &mut ours);
+        libc::raise(sig);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        // Stopped here until SIGCONT.
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, ptr::null_mut());
+        libc::sigaction(sig, &ours, ptr::null_mut());
+        if leader > 0 {
+            libc::kill(-leader, libc::SIGCONT);
+        }
     }
 }
 
