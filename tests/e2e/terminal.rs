@@ -393,13 +393,21 @@ fn ctrl_z_during_the_check_stops_the_check_too() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = repeated(dir.path(), 16);
     // The check's processes name the output after `--given` (its shell
-    // too, in its command); ps -ww keeps whole command lines.
+    // too, in its command), and so does pbf-copy's --check-cmd; read from
+    // /proc (no ps in the Nix build sandbox), leaving out this shell, whose
+    // command holds the pattern.
     let script = r#"set -m
 "$0" --check "$1" -o "$2"
 echo "stopped: $?"
 sleep 1
-ps -ww -eo stat=,args= | awk '/[-]-given/ { n++; if ($1 !~ /^T/) going++ }
-    END { print "check processes:", n + 0, "going:", going + 0 }'
+n=0 going=0
+for d in /proc/[0-9]*; do
+    [[ ${d#/proc/} != "$$" ]] && mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
+    [[ " ${argv[*]} " == *" --given "* ]] && stat=$(< "$d/stat") || continue
+    state=${stat##*) } && n=$((n + 1))
+    [[ $state == T* ]] || going=$((going + 1))
+done
+echo "check processes: $n going: $going"
 fg >/dev/null
 echo "ended: $?""#;
     let mut cmd = Command::new("bash");

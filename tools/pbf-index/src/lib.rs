@@ -628,6 +628,9 @@ fn index_frames<W: Write + Send>(
             let fh = fh?;
             if fh.blob_type == BlobType::OsmHeader {
                 batches.write_remaining(tally, out)?;
+                // A joined file's parts each end their batch here: the bar
+                // moves part by part, though no batch ever fills.
+                bar.set_position(fh.offset);
                 let header = read_header_frame(batches.file, &fh)?;
                 out.write(&IndexRecord::Header(HeaderRecord {
                     offset: fh.offset,
