@@ -137,10 +137,6 @@ fn a_full_standard_output_is_an_error() {
     let dir = tempfile::tempdir().expect("dir");
     let input = data("unsorted-vex.osm.pbf");
     let out = dir.path().join("o.osm.pbf");
-    let full = || {
-        let f = std::fs::OpenOptions::new().write(true).open("/dev/full");
-        Stdio::from(f.expect("/dev/full"))
-    };
     let driver = |args: &[&OsStr]| {
         let mut c = pbf_sort();
         c.args(args);
@@ -181,7 +177,7 @@ fn a_full_standard_output_is_an_error() {
     ];
     for (mut c, who, why) in cases {
         let o = c
-            .stdout(full())
+            .stdout(dev_full())
             .stderr(Stdio::piped())
             .output()
             .expect("run");
@@ -194,6 +190,12 @@ fn a_full_standard_output_is_an_error() {
         );
     }
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+/// `/dev/full` as a standard stream: every write fails with ENOSPC.
+fn dev_full() -> Stdio {
+    let f = std::fs::OpenOptions::new().write(true).open("/dev/full");
+    Stdio::from(f.expect("/dev/full"))
 }
 
 #[test]
@@ -211,30 +213,19 @@ fn a_full_standard_output_stops_every_stage_with_its_name() {
             .output()
             .expect("run")
     };
-    let to_file =
-        |name: &str| Stdio::from(std::fs::File::create(dir.path().join(name)).expect("file"));
-    let full = || {
-        let f = std::fs::OpenOptions::new().write(true).open("/dev/full");
-        Stdio::from(f.expect("/dev/full"))
-    };
     let index = dir.path().join("index");
     let plan = dir.path().join("plan");
     let merged = dir.path().join("merged");
-    assert!(
-        stage("pbf-index", &[input.as_os_str()], None, to_file("index"))
-            .status
-            .success()
-    );
-    assert!(
-        stage("pbf-overlap", &[], Some(&index), to_file("plan"))
-            .status
-            .success()
-    );
-    assert!(
-        stage("pbf-merge", &[], Some(&plan), to_file("merged"))
-            .status
-            .success()
-    );
+    let index_bytes = crate::util::pipeline::index_stream(&input);
+    let plan_bytes = succeeds_with(bin("pbf-overlap"), &index_bytes);
+    let merged_bytes = succeeds_with(bin("pbf-merge"), &plan_bytes);
+    for (path, bytes) in [
+        (&index, index_bytes),
+        (&plan, plan_bytes),
+        (&merged, merged_bytes),
+    ] {
+        std::fs::write(path, bytes).expect("write a stage's stream");
+    }
     let cases: [(&str, &[&OsStr], Option<&Path>, &str); 4] = [
         ("pbf-index", &[input.as_os_str()], None, ""),
         ("pbf-overlap", &[], Some(&index), ""),
@@ -247,7 +238,7 @@ fn a_full_standard_output_stops_every_stage_with_its_name() {
         ),
     ];
     for (name, args, stdin, at) in cases {
-        let o = stage(name, args, stdin, full());
+        let o = stage(name, args, stdin, dev_full());
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(1), "{name}: {err}");
         assert_eq!(

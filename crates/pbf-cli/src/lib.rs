@@ -185,30 +185,7 @@ pub fn one_line(err: &anyhow::Error) -> String {
         }
         line.push_str(&text);
     }
-    without_os_errors(&line).replace('\n', " ")
-}
-
-/// The text without Rust's ` (os error N)` after a system's message: the
-/// words say it, the number is noise to a user.
-fn without_os_errors(text: &str) -> String {
-    const MARK: &str = " (os error ";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(MARK) {
-        let tail = &rest[at + MARK.len()..];
-        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
-        let whole = digits > 0 && tail[digits..].starts_with(')');
-        let end = at
-            + if whole {
-                MARK.len() + digits + 1
-            } else {
-                MARK.len()
-            };
-        out.push_str(&rest[..if whole { at } else { end }]);
-        rest = &rest[end..];
-    }
-    out.push_str(rest);
-    out
+    paths::without_os_errors(&line).replace('\n', " ")
 }
 
 /// True when the error only echoes an upstream stage's failure (an empty
@@ -543,10 +520,6 @@ mod tests {
         assert_eq!(
             one_line(&e),
             "out.pbf: write at offset 0: No space left on device"
-        );
-        assert_eq!(
-            without_os_errors("a (os error x) b (os error 5)"),
-            "a (os error x) b"
         );
     }
 

@@ -17,7 +17,7 @@ pub fn io_cause(e: &io::Error) -> String {
         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory => "no such file".into(),
         io::ErrorKind::IsADirectory => "is a directory".into(),
         io::ErrorKind::PermissionDenied => "not readable".into(),
-        _ => strip_os_error(&e.to_string()).to_owned(),
+        _ => without_os_errors(&e.to_string()),
     }
 }
 
@@ -26,12 +26,25 @@ pub fn io_line(path: impl std::fmt::Display, e: &io::Error) -> String {
     format!("{path}: {}", io_cause(e))
 }
 
-/// The system's text without Rust's ` (os error N)` suffix.
-fn strip_os_error(text: &str) -> &str {
-    match text.rfind(" (os error ") {
-        Some(at) if text.ends_with(')') => &text[..at],
-        _ => text,
+/// The text without Rust's ` (os error N)` after a system's message,
+/// wherever one is: the words say it, the number is noise to a user.
+pub(crate) fn without_os_errors(text: &str) -> String {
+    const MARK: &str = " (os error ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        let tail = &rest[at + MARK.len()..];
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && tail[digits..].starts_with(')') {
+            out.push_str(&rest[..at]);
+            rest = &tail[digits + 1..];
+        } else {
+            out.push_str(&rest[..at + MARK.len()]);
+            rest = tail;
+        }
     }
+    out.push_str(rest);
+    out
 }
 
 /// The free space of `dir`'s filesystem as anyone may use it (`statvfs`:
@@ -191,6 +204,14 @@ mod tests {
         assert_eq!(io_line("x.pbf", &missing), "x.pbf: no such file");
         let other = io::Error::from_raw_os_error(nix::libc::EIO);
         assert_eq!(io_cause(&other), "Input/output error");
+    }
+
+    #[test]
+    fn os_error_numbers_are_left_out_wherever_they_are() {
+        assert_eq!(
+            without_os_errors("a (os error x) b (os error 5)"),
+            "a (os error x) b"
+        );
     }
 
     #[test]
