@@ -395,19 +395,25 @@ fn ctrl_z_during_the_check_stops_the_check_too() {
     // The check's processes name the output after `--given` (its shell
     // too, in its command), and so does pbf-copy's --check-cmd; read from
     // /proc (no ps in the Nix build sandbox), leaving out this shell, whose
-    // command holds the pattern.
+    // command holds the pattern. The shell says "Stopped" once the driver
+    // stops; a process of the check that was waiting for a CPU or a disk
+    // stops when it next runs, so the count is taken again for up to ten
+    // seconds before one still going is a failure (a check that is never
+    // stopped ends in that time, and its verdict then comes first).
     let script = r#"set -m
 "$0" --check "$1" -o "$2"
 echo "stopped: $?"
-sleep 1
-n=0 going=0
-for d in /proc/[0-9]*; do
-    [[ ${d#/proc/} != "$$" ]] && mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
-    [[ " ${argv[*]} " == *" --given "* ]] && stat=$(< "$d/stat") || continue
-    state=${stat##*) } && n=$((n + 1))
-    [[ $state == T* ]] || going=$((going + 1))
-done
-echo "check processes: $n going: $going"
+count() {
+    n=0 going=0 states=
+    for d in /proc/[0-9]*; do
+        [[ ${d#/proc/} != "$$" ]] && mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
+        [[ " ${argv[*]} " == *" --given "* ]] && stat=$(< "$d/stat") || continue
+        state=${stat##*) } && n=$((n + 1))
+        [[ $state == T* ]] || { going=$((going + 1)); states+=" ${argv[0]##*/}:${state%% *}"; }
+    done
+}
+for _ in {1..50}; do count; ((going == 0)) && break; sleep 0.2; done
+echo "check processes: $n going: $going$states"
 fg >/dev/null
 echo "ended: $?""#;
     let mut cmd = Command::new("bash");
@@ -440,10 +446,6 @@ echo "ended: $?""#;
         "the check went on while the run was stopped:\n{}",
         d.show()
     );
-    // The bar drawn when Ctrl-Z came is cleared before the shell says
-    // "Stopped" (a frame still on its way may land after the clear: on a
-    // loaded machine it can stay, above "Stopped"); after `fg` the check
-    // draws again and clears its bar at the end.
     // The bar drawn when Ctrl-Z came stays above the shell's "Stopped", as
     // what any stopped job drew does; after `fg` the check draws again, and
     // clears its bar at its end.
