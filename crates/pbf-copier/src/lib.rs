@@ -510,8 +510,7 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
         .arg(path)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stderr))
-        .env(pbf_cli::JOB_PGRP_ENV, pbf_cli::job_pgrp().to_string())
-        .process_group(0);
+        .env(pbf_cli::JOB_PGRP_ENV, pbf_cli::job_pgrp().to_string());
     // SAFETY: sigaction is async-signal-safe, and the closure allocates
     // nothing.
     unsafe {
@@ -522,10 +521,8 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
                 .map_err(std::io::Error::from)
         });
     }
-    let mut child = check
-        .spawn()
+    let (mut child, stopped_on_signal) = pbf_output::cleanup::spawn_in_group(&mut check)
         .map_err(|e| pbf_output::Error::io("--check-cmd: starting /bin/sh", e))?;
-    let stopped_on_signal = pbf_output::cleanup::stop_group_on_signal(child.id());
     let status = child
         .wait()
         .map_err(|e| pbf_output::Error::io("--check-cmd: waiting for /bin/sh", e))?;

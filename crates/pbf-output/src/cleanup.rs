@@ -15,7 +15,7 @@
 //! leaves no stale bar behind, as the driver leaves none.
 //!
 //! A command the process runs in its own process group
-//! ([`stop_group_on_signal`], as `--check-cmd` is run) is stopped by the same
+//! ([`spawn_in_group`], as `--check-cmd` is run) is stopped by the same
 //! handler before the process dies: the group gets SIGTERM, then SIGKILL if
 //! its leader has not ended within [`GROUP_GRACE_MS`], and the leader is
 //! reaped. Nothing the command started goes on writing to the terminal
@@ -39,13 +39,15 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::process::{Child, Command};
 use std::ptr;
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 
 use nix::libc;
-use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal, sigaction};
 
 use crate::error::{Error, Result};
 
@@ -207,7 +209,7 @@ pub struct GroupRegistration {
 /// `process_group(0)`) on a signal, and suspend and continue it with the
 /// process; one group at a time. Drop the registration once the child has
 /// been waited for.
-pub fn stop_group_on_signal(leader: u32) -> GroupRegistration {
+fn stop_group_on_signal(leader: u32) -> GroupRegistration {
     install();
     GROUP.store(i32::try_from(leader).unwrap_or(0), Ordering::SeqCst);
     let ours = SigAction::new(
@@ -227,6 +229,32 @@ pub fn stop_group_on_signal(leader: u32) -> GroupRegistration {
         Err(_) => None,
     };
     GroupRegistration { suspend }
+}
+
+/// Spawn `cmd` as the leader of a process group of its own and register
+/// the group ([`stop_group_on_signal`]) before a signal can find it running
+/// but unknown: [`SIGNALS`] and SIGTSTP are held in this thread from before
+/// the fork until the group is registered, then delivered to the handlers
+/// (the child starts with this thread's mask as it was). The process's
+/// other threads, where it has any, hold nothing: run it from the only one.
+pub fn spawn_in_group(cmd: &mut Command) -> std::io::Result<(Child, GroupRegistration)> {
+    let mut held = SigSet::empty();
+    for sig in SIGNALS.into_iter().chain([Signal::SIGTSTP]) {
+        held.add(sig);
+    }
+    let before = held.thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
+    cmd.process_group(0);
+    // SAFETY: pthread_sigmask is async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || before.thread_set_mask().map_err(std::io::Error::from));
+    }
+    let spawned = cmd.spawn().map(|child| {
+        let registered = stop_group_on_signal(child.id());
+        (child, registered)
+    });
+    // A signal held meanwhile is handled now, the group known.
+    before.thread_set_mask()?;
+    spawned
 }
 
 impl Drop for GroupRegistration {
@@ -333,5 +361,37 @@ impl Drop for Registration {
             // SAFETY: `raw` came from into_raw and is no longer reachable.
             drop(unsafe { CString::from_raw(raw) });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    /// The `SigBlk` line of a status file under /proc.
+    fn blocked(status: &str) -> String {
+        let text = std::fs::read_to_string(status).expect("status");
+        let line = text.lines().find(|l| l.starts_with("SigBlk:"));
+        line.expect("SigBlk").to_owned()
+    }
+
+    #[test]
+    fn a_group_starts_with_the_mask_this_thread_had_and_gives_it_back() {
+        let before = blocked("/proc/thread-self/status");
+        let mut sh = Command::new("sh");
+        sh.args([
+            "-c",
+            "grep SigBlk /proc/$$/status; cut -d' ' -f5 /proc/$$/stat",
+        ])
+        .stdout(Stdio::piped());
+        let (child, registered) = spawn_in_group(&mut sh).expect("spawn");
+        assert_eq!(blocked("/proc/thread-self/status"), before);
+        let leader = child.id().to_string();
+        let out = child.wait_with_output().expect("wait");
+        drop(registered);
+        let said = String::from_utf8(out.stdout).expect("utf-8");
+        assert_eq!(said, format!("{before}\n{leader}\n"));
+        assert_eq!(GROUP.load(Ordering::SeqCst), 0);
     }
 }
