@@ -15,7 +15,7 @@ use std::io::{self, IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use indicatif::{
@@ -242,7 +242,42 @@ pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
     set_message(bar, message);
     let screen = Screen::new(terminal);
     bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(screen), 5));
-    bar.enable_steady_tick(Duration::from_millis(200));
+    bar.enable_steady_tick(TICK);
+    restart_eta_after_stalls(bar, || std::thread::sleep(TICK));
+}
+
+/// How often a drawn bar is drawn again, moving or not, and looked at for a
+/// stall.
+const TICK: Duration = Duration::from_millis(200);
+
+/// A look that comes this late finds a process that did not run meanwhile:
+/// stopped (Ctrl-Z until `fg`), or starved of a CPU.
+const STALLED: Duration = Duration::from_secs(1);
+
+/// Start `bar`'s estimate anew after a stall, looking every `pause` (a
+/// [`TICK`]) from a thread of its own until the bar is finished or dropped:
+/// the rate across a stop says nothing of the work left, and the eta shown
+/// after `fg` would count the stopped time. The thread blocks the signals
+/// the process handles, which its other threads take.
+fn restart_eta_after_stalls(bar: &ProgressBar, pause: impl Fn() + Send + 'static) {
+    let weak = bar.downgrade();
+    let watcher = std::thread::Builder::new()
+        .name("progress-stalls".into())
+        .spawn(move || {
+            let _ = pbf_output::cleanup::handled_signals().thread_block();
+            loop {
+                let started = Instant::now();
+                pause();
+                let Some(bar) = weak.upgrade().filter(|b| !b.is_finished()) else {
+                    break;
+                };
+                if started.elapsed() >= STALLED {
+                    bar.reset_eta();
+                }
+            }
+        });
+    // Without the thread, an estimate keeps the stopped time.
+    drop(watcher);
 }
 
 /// Time and share of the work after which an estimate means something: the
@@ -252,14 +287,16 @@ const ETA_AFTER: Duration = Duration::from_secs(5);
 const ETA_AFTER_SHARE: f64 = 0.05;
 
 /// " eta 3m" for a bar at `pos` of `len` after `elapsed`, or nothing while
-/// an estimate would mean nothing (too early, or done).
+/// an estimate would mean nothing (too early, done, or none made yet).
 fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<String> {
     let share = if len == 0 {
         0.0
     } else {
         pos as f64 / len as f64
     };
-    let meaningful = elapsed >= ETA_AFTER && (ETA_AFTER_SHARE..1.0).contains(&share);
+    // No estimate yet (none is 0): just started, or started anew.
+    let meaningful =
+        elapsed >= ETA_AFTER && (ETA_AFTER_SHARE..1.0).contains(&share) && !eta.is_zero();
     meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }
 
@@ -603,6 +640,34 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_starts_the_estimate_anew_and_a_tick_does_not() {
+        let moved = |stall: Duration| {
+            let bar = ProgressBar::hidden();
+            bar.set_length(1000);
+            for i in 1..=10 {
+                bar.set_position(i * 10);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(!bar.eta().is_zero(), "an estimate before the stall");
+            let first = std::sync::atomic::AtomicBool::new(true);
+            restart_eta_after_stalls(&bar, move || {
+                let pause = if first.swap(false, Ordering::SeqCst) {
+                    stall
+                } else {
+                    TICK
+                };
+                std::thread::sleep(pause);
+            });
+            std::thread::sleep(stall + 3 * TICK);
+            let eta = bar.eta();
+            bar.finish();
+            eta
+        };
+        assert!(moved(STALLED + TICK).is_zero(), "not started anew");
+        assert!(!moved(TICK).is_zero(), "started anew without a stall");
+    }
+
+    #[test]
     fn an_eta_shows_once_it_means_something() {
         let s = Duration::from_secs;
         let eta = s(600);
@@ -610,6 +675,7 @@ mod tests {
         assert_eq!(eta_text(s(60), 1, 100, eta), None, "too little done");
         assert_eq!(eta_text(s(60), 100, 100, eta), None, "done");
         assert_eq!(eta_text(s(60), 0, 0, eta), None, "nothing to do");
+        assert_eq!(eta_text(s(60), 50, 100, s(0)), None, "no estimate yet");
         let text = eta_text(s(5), 5, 100, eta).expect("an eta");
         assert_eq!(text, " eta 10m");
         assert!(text.len() <= 8, "the layout leaves 8 columns: {text:?}");

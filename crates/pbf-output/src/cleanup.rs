@@ -231,18 +231,26 @@ fn stop_group_on_signal(leader: u32) -> GroupRegistration {
     GroupRegistration { suspend }
 }
 
+/// The signals this module handles: [`SIGNALS`] and SIGTSTP. A thread that
+/// blocks them leaves them to the process's other threads.
+pub fn handled_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for sig in SIGNALS.into_iter().chain([Signal::SIGTSTP]) {
+        set.add(sig);
+    }
+    set
+}
+
 /// Spawn `cmd` as the leader of a process group of its own and register
 /// the group ([`stop_group_on_signal`]) before a signal can find it running
 /// but unknown: [`SIGNALS`] and SIGTSTP are held in this thread from before
 /// the fork until the group is registered, then delivered to the handlers
 /// (the child starts with this thread's mask as it was). The process's
-/// other threads, where it has any, hold nothing: run it from the only one.
+/// other threads must block them too (a progress bar's stall watcher
+/// does) or have ended (pbf-copy's bar and its ticker have, when it runs
+/// its check).
 pub fn spawn_in_group(cmd: &mut Command) -> std::io::Result<(Child, GroupRegistration)> {
-    let mut held = SigSet::empty();
-    for sig in SIGNALS.into_iter().chain([Signal::SIGTSTP]) {
-        held.add(sig);
-    }
-    let before = held.thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
+    let before = handled_signals().thread_swap_mask(SigmaskHow::SIG_BLOCK)?;
     cmd.process_group(0);
     // SAFETY: pthread_sigmask is async-signal-safe and allocates nothing.
     unsafe {
