@@ -287,16 +287,19 @@ const ETA_AFTER: Duration = Duration::from_secs(5);
 const ETA_AFTER_SHARE: f64 = 0.05;
 
 /// " eta 3m" for a bar at `pos` of `len` after `elapsed`, or nothing while
-/// an estimate would mean nothing (too early, done, or none made yet).
+/// an estimate would mean nothing (too early, done, none made yet, or under
+/// a second).
 fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<String> {
     let share = if len == 0 {
         0.0
     } else {
         pos as f64 / len as f64
     };
-    // No estimate yet (none is 0): just started, or started anew.
-    let meaningful =
-        elapsed >= ETA_AFTER && (ETA_AFTER_SHARE..1.0).contains(&share) && !eta.is_zero();
+    // Under a second: no estimate yet (none is 0: just started, or started
+    // anew), or the last moments, where "eta 0s" would read as done.
+    let meaningful = elapsed >= ETA_AFTER
+        && (ETA_AFTER_SHARE..1.0).contains(&share)
+        && eta >= Duration::from_secs(1);
     meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }
 
@@ -676,6 +679,9 @@ mod tests {
         assert_eq!(eta_text(s(60), 100, 100, eta), None, "done");
         assert_eq!(eta_text(s(60), 0, 0, eta), None, "nothing to do");
         assert_eq!(eta_text(s(60), 50, 100, s(0)), None, "no estimate yet");
+        let last = Duration::from_millis(900);
+        assert_eq!(eta_text(s(60), 99, 100, last), None, "under a second");
+        assert_eq!(eta_text(s(60), 99, 100, s(1)).as_deref(), Some(" eta 1s"));
         let text = eta_text(s(5), 5, 100, eta).expect("an eta");
         assert_eq!(text, " eta 10m");
         assert!(text.len() <= 8, "the layout leaves 8 columns: {text:?}");
