@@ -153,7 +153,11 @@ fn a_full_standard_output_is_an_error() {
             "pbf-sort",
             "No space left on device",
         ),
-        (driver(&["--version".as_ref()]), "pbf-sort", "write error"),
+        (
+            driver(&["--version".as_ref()]),
+            "pbf-sort",
+            "No space left on device",
+        ),
         (
             driver(&[
                 "--dry-run".as_ref(),
@@ -190,6 +194,28 @@ fn a_full_standard_output_is_an_error() {
         );
     }
     assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
+}
+
+/// A reader gone before the version is written (`pbf-sort --version |
+/// head -c0`) is no error, whether SIGPIPE is left as it is or ignored (a
+/// write then fails with EPIPE): exit 0 and nothing said, as from the tools.
+#[test]
+fn a_version_nobody_reads_is_no_error() {
+    for (how, trap) in [("SIGPIPE", ""), ("EPIPE", "trap '' PIPE; ")] {
+        let (reader, writer) = nix::unistd::pipe().expect("pipe");
+        drop(reader);
+        let o = Command::new("bash")
+            .arg("-c")
+            .arg(format!("{trap}exec \"$0\" --version"))
+            .arg(pbf_sort().get_program())
+            .env("PATH", crate::util::commands::tools_path())
+            .stdout(Stdio::from(std::fs::File::from(writer)))
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run");
+        assert_eq!(o.status.code(), Some(0), "{how}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{how}");
+    }
 }
 
 /// `/dev/full` as a standard stream: every write fails with ENOSPC.
