@@ -87,6 +87,7 @@ fn rerun(input: &Path, out: &Path, what: &str) {
         "{what}: rerun failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+    assert!(out.exists(), "{what}: the rerun succeeded and left no OUT");
 }
 
 struct Tally {
@@ -172,6 +173,7 @@ fn killed_at_random_moments_nothing_is_lost() {
         );
         if status.success() {
             t.finished_first += 1;
+            assert!(out.exists(), "{what}: the run succeeded and left no OUT");
             assert_eq!(
                 fileinfo(&out)["data"]["objects_ordered"],
                 serde_json::Value::Bool(true),

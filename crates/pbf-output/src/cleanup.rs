@@ -387,19 +387,21 @@ mod tests {
     #[test]
     fn a_group_starts_with_the_mask_this_thread_had_and_gives_it_back() {
         let before = blocked("/proc/thread-self/status");
-        let mut sh = Command::new("sh");
-        sh.args([
-            "-c",
-            "grep SigBlk /proc/$$/status; cut -d' ' -f5 /proc/$$/stat",
-        ])
-        .stdout(Stdio::piped());
-        let (child, registered) = spawn_in_group(&mut sh).expect("spawn");
+        // grep itself, not a shell (bash blocks SIGCHLD around its forks),
+        // says its mask and its process group (the first of NSpgid's, the
+        // one of our PID namespace).
+        let mut grep = Command::new("grep");
+        grep.args(["-E", "^(NSpgid|SigBlk):", "/proc/self/status"])
+            .stdout(Stdio::piped());
+        let (child, registered) = spawn_in_group(&mut grep).expect("spawn");
         assert_eq!(blocked("/proc/thread-self/status"), before);
         let leader = child.id().to_string();
         let out = child.wait_with_output().expect("wait");
         drop(registered);
         let said = String::from_utf8(out.stdout).expect("utf-8");
-        assert_eq!(said, format!("{before}\n{leader}\n"));
+        let (group, mask) = said.split_once('\n').expect("two lines");
+        assert_eq!(group.split('\t').nth(1), Some(leader.as_str()), "{said}");
+        assert_eq!(mask.trim_end(), before, "{said}");
         assert_eq!(GROUP.load(Ordering::SeqCst), 0);
     }
 }
