@@ -110,7 +110,7 @@ static LINE_COLS: AtomicUsize = AtomicUsize::new(80);
 
 /// Change a bar's label; each frame fits it to the line's width.
 pub fn set_message(bar: &ProgressBar, text: &str) {
-    *LABEL.lock().unwrap_or_else(|e| e.into_inner()) = text.to_owned();
+    *lock(&LABEL) = text.to_owned();
     // The message is not drawn (the label is); setting it draws a frame.
     bar.set_message(text.to_owned());
 }
@@ -176,7 +176,7 @@ fn layout(width: usize) -> (Tail, usize) {
 fn label_key(_: &ProgressState, w: &mut dyn fmt::Write) {
     let (_, cols) = layout(LINE_COLS.load(Ordering::Relaxed));
     if cols > 0 {
-        let label = LABEL.lock().unwrap_or_else(|e| e.into_inner());
+        let label = lock(&LABEL);
         let _ = write!(w, "{} ", padded(&label, cols));
     }
 }
@@ -189,7 +189,7 @@ fn tail_key(state: &ProgressState, w: &mut dyn fmt::Write) {
         tail,
         state.pos(),
         len,
-        state.elapsed(),
+        estimate_age(state.elapsed()),
         state.eta(),
     ));
 }
@@ -273,11 +273,27 @@ fn restart_eta_after_stalls(bar: &ProgressBar, pause: impl Fn() + Send + 'static
                 };
                 if started.elapsed() >= STALLED {
                     bar.reset_eta();
+                    *lock(&ETA_RESTARTED) = Some(Instant::now());
                 }
             }
         });
     // Without the thread, an estimate keeps the stopped time.
     drop(watcher);
+}
+
+/// When a bar's estimate last started anew after a stall
+/// ([`restart_eta_after_stalls`]); an eta waits [`ETA_AFTER`] from then too.
+static ETA_RESTARTED: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// How long the estimate of a bar `elapsed` into its work has run: since
+/// the bar started, or since the estimate started anew after a stall.
+fn estimate_age(elapsed: Duration) -> Duration {
+    lock(&ETA_RESTARTED).map_or(elapsed, |at| elapsed.min(at.elapsed()))
+}
+
+/// `mutex`'s guard, poisoned or not (its value is whole either way).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Time and share of the work after which an estimate means something: the
@@ -388,7 +404,7 @@ impl Screen {
     /// process from then on clears the line, so no stale bar stays there.
     fn owns_line(&self) -> bool {
         let ours = |line: &Option<Line>| matches!(line, Some(Line::Held(_) | Line::Unlockable));
-        let mut line = LINE.lock().unwrap_or_else(|e| e.into_inner());
+        let mut line = lock(&LINE);
         if !ours(&line) {
             *line = Some(take_line());
             if self.terminal && ours(&line) {
@@ -399,10 +415,7 @@ impl Screen {
     }
 
     fn put(&self, s: &str) -> io::Result<()> {
-        self.frame
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(s.as_bytes());
+        lock(&self.frame).extend_from_slice(s.as_bytes());
         Ok(())
     }
 
@@ -420,7 +433,7 @@ impl Screen {
 /// finished and cleared, for a process it waits for to draw there (pbf-copy
 /// waits for its `--check-cmd`). A bar drawn later asks for the line anew.
 pub fn release_line() {
-    let mut line = LINE.lock().unwrap_or_else(|e| e.into_inner());
+    let mut line = lock(&LINE);
     if matches!(*line, Some(Line::Held(_))) {
         // Dropping the lock releases it.
         *line = None;
@@ -522,7 +535,7 @@ impl TermLike for Screen {
 
     /// The end of a frame: written in one piece if the line is ours.
     fn flush(&self) -> io::Result<()> {
-        let frame = std::mem::take(&mut *self.frame.lock().unwrap_or_else(|e| e.into_inner()));
+        let frame = std::mem::take(&mut *lock(&self.frame));
         // A signal's handler clears the line as the process dies: nothing
         // more is drawn there, and a frame that crossed the handler's clear
         // is cleared again.
@@ -667,6 +680,8 @@ mod tests {
             eta
         };
         assert!(moved(STALLED + TICK).is_zero(), "not started anew");
+        let minute = Duration::from_secs(60);
+        assert!(estimate_age(minute) < ETA_AFTER, "no eta waits again");
         assert!(!moved(TICK).is_zero(), "started anew without a stall");
     }
 
