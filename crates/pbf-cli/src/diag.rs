@@ -24,6 +24,8 @@ use indicatif::{
 };
 use pbf_output::cleanup::CLEAR_LINE;
 
+use crate::lock;
+
 /// The help texts of `-v` and `-q`, which differ from tool to tool.
 #[derive(Clone, Copy, Debug)]
 pub struct VerbosityHelp {
@@ -289,11 +291,6 @@ static ETA_RESTARTED: Mutex<Option<Instant>> = Mutex::new(None);
 /// the bar started, or since the estimate started anew after a stall.
 fn estimate_age(elapsed: Duration) -> Duration {
     lock(&ETA_RESTARTED).map_or(elapsed, |at| elapsed.min(at.elapsed()))
-}
-
-/// `mutex`'s guard, poisoned or not (its value is whole either way).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Time and share of the work after which an estimate means something: the

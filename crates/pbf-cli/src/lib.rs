@@ -28,6 +28,15 @@ pub use indicatif::ProgressBar;
 /// A count and its noun, as every message words it.
 pub use pbf_stream::plural;
 
+/// `mutex`'s guard, whether or not a thread panicked holding it: what the
+/// toolkit keeps behind a mutex (a label, a queue, plain fields) is whole
+/// between statements, and the panic is reported where it happened.
+pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Exit status for "the answer is no" (for example `--check` on an unsorted file).
 pub const EXIT_NO: u8 = 1;
 

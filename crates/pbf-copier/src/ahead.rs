@@ -408,7 +408,7 @@ impl Gate {
 
     fn lock(&self) -> MutexGuard<'_, GateState> {
         // The state is plain fields: a panic elsewhere leaves it valid.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        pbf_cli::lock(&self.state)
     }
 
     fn change(&self, f: impl FnOnce(&mut GateState)) {
@@ -623,7 +623,7 @@ fn copy_pieces(
                 while let Some((start, n)) = gate.take_piece() {
                     let piece = writer.copy(offset + start, n, at + start, start);
                     let failed = piece.result.is_err();
-                    pieces.lock().unwrap_or_else(|e| e.into_inner()).push(piece);
+                    pbf_cli::lock(&pieces).push(piece);
                     if failed {
                         gate.change(|s| s.stop = true);
                     }

@@ -224,7 +224,7 @@ fn encode_batches(
     job: &Job<'_>,
 ) {
     loop {
-        let next = work.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let next = pbf_cli::lock(work).recv();
         let Ok(mut batch) = next else { return };
         let result = encode_batch(&mut batch, job);
         if done.send((batch, result)).is_err() {

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -24,7 +24,7 @@ mod alloc;
 mod ops;
 
 use ops::OpQueue;
-use pbf_cli::plural;
+use pbf_cli::{lock, plural};
 use pbf_format::{Key, Kind};
 use pbf_stream::{
     CopyOp, Counts, FileIdentity, FrameKeys, KeyRecord, MergeOp, PlanEnd, PlanHeader, PlanReader,
@@ -702,12 +702,6 @@ fn io_error(e: pbf_stream::Error) -> io::Error {
     } else {
         io::Error::other(e.to_string())
     }
-}
-
-/// The lock of the ops in flight (a thread that panicked while holding it
-/// left a whole queue).
-fn lock(flying: &Mutex<VecDeque<(u64, u64)>>) -> std::sync::MutexGuard<'_, VecDeque<(u64, u64)>> {
-    flying.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
