@@ -95,7 +95,8 @@ pub fn command() -> Command {
                      standard input when it is a regular file (pbf-index - < FILE)",
                 )
                 .num_args(1..)
-                .required_unless_present_any(DRIVER_OPTIONS)
+                // The driver options go alone (exclusive), without FILE.
+                .required(true)
                 .value_parser(value_parser!(PathBuf)),
         )
         .arg(pbf_cli::jobs_arg(
@@ -348,14 +349,6 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     pbf_cli::report::counters(&counters);
     Ok(ExitCode::SUCCESS)
 }
-
-/// The options for the pbf-sort driver, each alone on a command line.
-const DRIVER_OPTIONS: [&str; 4] = [
-    "driver-help",
-    "driver-check",
-    "driver-summary",
-    "driver-script",
-];
 
 /// The `--driver-*` options: what the pbf-sort driver asks of Rust
 /// (`pbf_cli::driver`); none given, `None`.

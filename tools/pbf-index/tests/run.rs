@@ -135,3 +135,17 @@ fn option_combinations_the_parser_refuses() {
         assert!(parsed.is_err(), "{args:?} parsed");
     }
 }
+
+/// The usage line shows FILE as required, as a run without one finds it.
+#[test]
+fn the_usage_line_says_a_file_is_required() {
+    let help = pbf_index::command().render_usage().to_string();
+    assert_eq!(help, "Usage: pbf-index [OPTIONS] <FILE>...");
+    let missing = pbf_index::command()
+        .try_get_matches_from(["pbf-index"])
+        .expect_err("no FILE");
+    assert_eq!(
+        missing.kind(),
+        clap::error::ErrorKind::MissingRequiredArgument
+    );
+}
