@@ -240,7 +240,11 @@ fn same_file(a: &OsStr, b: &OsStr) -> bool {
 
 /// `NAME: WHY`, as a usage error.
 fn refuse(name: &OsStr, why: &str) -> Result<()> {
-    let name = name.to_string_lossy();
+    // An empty name is shown as the shell takes it, not as nothing.
+    let name = match name.to_string_lossy() {
+        n if n.is_empty() => "''".into(),
+        n => n,
+    };
     Err(crate::usage(format!("{name}: {why}")))
 }
 
@@ -405,6 +409,7 @@ mod tests {
         assert_eq!(line("-"), None);
         let missing = format!("{dir}/missing.osm.pbf");
         assert_eq!(line(&missing), Some(format!("{missing}: no such file")));
+        assert_eq!(line(""), Some("'': no such file".into()));
         assert_eq!(line(dir), Some(format!("{dir}: is a directory")));
     }
 
