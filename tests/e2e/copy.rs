@@ -55,8 +55,9 @@ fn copy_fails(plan: &[u8], out: &Path, args: &[&str], message: &str) {
     all.extend_from_slice(args);
     let o = pbf_copy(plan, &all);
     let err = String::from_utf8_lossy(&o.stderr);
-    // An output that exists is found before any work: a usage error.
-    let want = if message.contains("use -O/--overwrite") {
+    // An output that exists, or is an input, is found before any work: a
+    // usage error.
+    let want = if message.contains("use -O/--overwrite") || message.contains("the same file as") {
         2
     } else {
         1

@@ -225,7 +225,7 @@ impl Job {
             inputs: sources.paths(),
             temp_dir: m.get_one::<PathBuf>("temp-dir").cloned(),
         };
-        let out = OutputFile::create(output, &out_opts)?;
+        let out = OutputFile::create(output, &out_opts).map_err(usage_if_an_input)?;
         Ok(Job {
             plan,
             plan_name,
@@ -233,6 +233,16 @@ impl Job {
             out,
             check,
         })
+    }
+}
+
+/// An output that is one of the plan's inputs is found before any work: a
+/// usage error (exit 2), as the driver's refusal of it is.
+fn usage_if_an_input(e: pbf_output::Error) -> anyhow::Error {
+    if matches!(e.kind(), pbf_output::ErrorKind::SameAsInput(_)) {
+        pbf_cli::usage(e.to_string())
+    } else {
+        e.into()
     }
 }
 
