@@ -513,7 +513,8 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
         dir.path(),
         "output is a source",
     );
-    assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
+    // Found before any work: a usage error.
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
     assert_eq!(
         std::fs::read(&s.input).expect("read"),
         before,
@@ -528,7 +529,7 @@ fn a_plan_cannot_make_pbf_copy_write_or_delete_elsewhere() {
         dir.path(),
         "output is the spool",
     );
-    assert_eq!(o.status.code(), Some(1), "{}", o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", o.stderr);
     assert_eq!(
         std::fs::read(&spool_path).expect("spool"),
         spool_before,
