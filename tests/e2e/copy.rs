@@ -574,9 +574,9 @@ fn sigint_and_sigterm_mid_copy_remove_the_temporary_file() {
         assert!(name(&temp).ends_with(" (deleted)"), "unnamed: {temp:?}");
         send(&child, signal);
         let number = match ignored(number) {
-            // A signal ignored here (SIGHUP under nohup, SIGINT in a
-            // background job) is ignored by the copier too, as the one who
-            // started it asked; SIGTERM must still clean up.
+            // A signal ignored here (SIGHUP under nohup; SIGINT is
+            // restored in main.rs) is ignored by the copier too, as the one
+            // who started it asked; SIGTERM must still clean up.
             true => {
                 std::thread::sleep(Duration::from_millis(300));
                 let running = child.try_wait().expect("try_wait").is_none();
