@@ -400,33 +400,6 @@ fn quiet_or_redirected_stderr_shows_no_progress() {
     );
 }
 
-/// Each frame a terminal shows: the text between carriage returns and
-/// newlines, ANSI escapes removed.
-fn screen_lines(tty: &str) -> Vec<String> {
-    let mut plain = String::new();
-    let mut chars = tty.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            // CSI: ESC [ parameters final-byte.
-            if chars.peek() == Some(&'[') {
-                chars.next();
-                for d in chars.by_ref() {
-                    if d.is_ascii_alphabetic() {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        plain.push(c);
-    }
-    plain
-        .split(['\r', '\n'])
-        .map(str::to_owned)
-        .filter(|l| !l.trim().is_empty())
-        .collect()
-}
-
 #[test]
 fn bars_fit_80_columns_and_label_what_happens() {
     let dir = tempfile::tempdir().expect("dir");

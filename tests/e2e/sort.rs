@@ -352,7 +352,7 @@ fn one_progress_bar_at_a_time_on_a_terminal() {
         .env("TERM", "xterm");
     let tty = String::from_utf8_lossy(&succeeds(script)).into_owned();
     assert!(tty.contains("merging"), "the merge bar: {tty:?}");
-    let stages = bar_owners(&tty);
+    let stages = bar_owners(&screen_lines(&tty));
     assert!(
         stages.windows(2).all(|w| w[0] < w[1]),
         "bars took turns on the line ({stages:?}): {tty:?}"
@@ -366,12 +366,12 @@ fn one_progress_bar_at_a_time_on_a_terminal() {
     assert!(dir.path().join("out.osm.pbf").exists());
 }
 
-/// The stages whose bars a terminal's frames show, in the order the line
-/// passed between them: 0 the index, 1 the merge, 2 the copy; a stage
-/// that drew again after another is listed again.
-fn bar_owners(tty: &str) -> Vec<u8> {
+/// The stages whose bars a terminal's frames ([`screen_lines`]) show, in
+/// the order the line passed between them: 0 the index, 1 the merge, 2 the
+/// copy; a stage that drew again after another is listed again.
+fn bar_owners(frames: &[String]) -> Vec<u8> {
     let mut owners: Vec<u8> = Vec::new();
-    for frame in tty.split('\r').map(|f| f.trim_start_matches("\u{1b}[2K")) {
+    for frame in frames {
         let owner = match frame.split(' ').next() {
             Some("indexing") => 0,
             Some("merging" | "merged") => 1,
@@ -391,8 +391,8 @@ fn bar_owners_read_the_order_the_line_passed_in() {
     // drew once the merge had ended.
     let handed_on = "indexing in.osm.pbf [ ] 0 B/1 MiB\r\u{1b}[2Kmerging op 1 (14 blobs) [ ] 0 B/1 MiB\
         \r\u{1b}[2Kmerged 3 ops (17 blobs) [=>] 1 MiB/1 MiB\r\u{1b}[2Kcopying [=> ] 5 KiB/1 MiB\r\u{1b}[2K";
-    assert_eq!(bar_owners(handed_on), [0, 1, 2]);
+    assert_eq!(bar_owners(&screen_lines(handed_on)), [0, 1, 2]);
     let fought = "merging op 1 [ ] 0 B/1 MiB\r\u{1b}[2Kcopying [ ] 0 B/1 MiB\
         \r\u{1b}[2Kmerging op 2 [ ] 0 B/1 MiB\r\u{1b}[2K";
-    assert_eq!(bar_owners(fought), [1, 2, 1]);
+    assert_eq!(bar_owners(&screen_lines(fought)), [1, 2, 1]);
 }

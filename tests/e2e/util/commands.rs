@@ -264,3 +264,30 @@ pub fn kill_pid(pid: u32, signal: &str) {
         .arg(pid.to_string())
         .status();
 }
+
+/// Each frame a terminal shows: the text between carriage returns and
+/// newlines, ANSI escapes removed.
+pub fn screen_lines(tty: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut chars = tty.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // CSI: ESC [ parameters final-byte.
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        plain.push(c);
+    }
+    plain
+        .split(['\r', '\n'])
+        .map(str::to_owned)
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}

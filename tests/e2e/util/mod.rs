@@ -5,7 +5,7 @@
 //! - [`mounts`]: a tmpfs and loop-mounted XFS and btrfs images;
 //! - [`random`]: the seeded generator and the budgets of randomised tests;
 //! - [`commands`]: our binaries, the driver and system tools, run captured
-//!   or bounded in time;
+//!   or bounded in time, and the frames a terminal shows of them;
 //! - [`pipeline`]: the index and plan streams, read and built;
 //! - [`oracle`]: what osmium says of a file;
 //! - [`failures`]: a failed run's stderr, checked.
