@@ -250,7 +250,7 @@ impl Gate {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock(&self.state)
     }
 
     /// Wait for `ticket`'s turn and for `bytes` of the budget (all of it

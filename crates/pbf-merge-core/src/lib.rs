@@ -76,6 +76,16 @@ use graph::Clock;
 use prepare::Partition;
 use run::Run;
 use spill::Budget;
+
+/// Lock `mutex`, whatever a panicking holder left: what the merge keeps
+/// behind a mutex (counters, results, a block, a gate's fields) is written
+/// whole, and the panic is reported where it happened. (pbf-cli, above this
+/// crate, has its twin for the tools.)
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 use stream::Stream;
 use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 

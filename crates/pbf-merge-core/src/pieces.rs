@@ -26,7 +26,7 @@ use crate::run::Run;
 use crate::sorted::{Block, Item, Order};
 use crate::stream::{Loader, Stream};
 use crate::writer::{Batch, BlockWriter, Target, repeats};
-use crate::{Merged, Merger};
+use crate::{Merged, Merger, lock};
 
 /// Loads per run a piece holds on average, at least.
 const LOADS_PER_PIECE: usize = 1;
@@ -86,7 +86,7 @@ struct Shared {
 
 impl Shared {
     fn get(&self, run: &Run, i: usize) -> Result<Arc<Block>> {
-        let mut slot = self.block.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = lock(&self.block);
         if let Some((block, left)) = slot.take() {
             if left > 1 {
                 *slot = Some((Arc::clone(&block), left - 1));
@@ -269,10 +269,7 @@ impl<J: Send> Turns<J> {
             if p >= self.jobs.len() || self.stop.load(Ordering::Relaxed) {
                 return;
             }
-            let taken = self.jobs[p]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take();
+            let taken = lock(&self.jobs[p]).take();
             match taken {
                 Some(job) => each(p, job),
                 None => return,
@@ -363,7 +360,7 @@ impl Merger {
         let (elements, encodes) = (w.written, Arc::clone(&w.tasks));
         let target = w.finish()?;
         let writer = Span::task(clock.elapsed());
-        let pieces = *spans.lock().unwrap_or_else(|e| e.into_inner());
+        let pieces = *lock(&spans);
         Ok(Merged {
             target,
             written: elements,
@@ -406,7 +403,7 @@ impl Merger {
             if merged.is_err() {
                 turns.stop.store(true, Ordering::Relaxed);
             }
-            *results[p].lock().unwrap_or_else(|e| e.into_inner()) = Some(merged);
+            *lock(&results[p]) = Some(merged);
         };
         turns.run(side_by_side, each, || ());
         let mut span = Span::default();
@@ -460,7 +457,7 @@ impl Merger {
 
 /// Add `span` beside those in `spans`.
 fn beside(spans: &Mutex<Span>, span: Span) {
-    let mut spans = spans.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spans = lock(spans);
     *spans = spans.beside(span);
 }
 

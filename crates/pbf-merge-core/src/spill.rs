@@ -17,7 +17,7 @@ use crate::graph::Span;
 use crate::progress::Phase;
 use crate::run::Run;
 use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
-use crate::{MergeStats, Merger};
+use crate::{MergeStats, Merger, lock};
 
 impl Merger {
     /// Spill groups of runs until the runs left fit the budget for runs.
@@ -307,12 +307,6 @@ impl Spilled {
         stats.spilled_runs += self.spilled_runs;
         stats.spilled_bytes += self.spilled_bytes;
     }
-}
-
-/// Lock, whatever a panicking holder left (the data is counters and
-/// results, each written whole).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Take runs from the front of `rest` while they need at most `limit`
