@@ -1,7 +1,7 @@
 //! Indexdata: a per-blob key summary stored in the BlobHeader's `indexdata`
 //! field, so a file can be indexed by reading headers only.
 //!
-//! Our format (version 3), at most 64 bytes so a BlobHeader stays under 128
+//! Our format (version 4), at most 64 bytes so a BlobHeader stays under 128
 //! bytes (libosmium up to 2.19 rejects longer ones):
 //!
 //! ```text
@@ -16,6 +16,8 @@
 //!                        id (zigzag varint), version (varint)
 //! last key               same encoding
 //! counts                 four varints: nodes, ways, relations, changesets
+//! duplicate ids          varint: objects right after one of the same kind
+//!                        and id (`scan::Summary::duplicate_ids`)
 //! crc32                  4 bytes little-endian, of everything before it,
 //!                        then the Blob's datasize (4 bytes little-endian)
 //!                        and its first bytes (`frame::BlobStart`)
@@ -28,8 +30,9 @@
 //! re-compressed or re-framed by another tool that kept the BlobHeader's
 //! indexdata, or indexdata pasted onto another blob). It does not stop a
 //! deliberate lie: `pbf-index --decode` and `pbf-sort --check` ignore
-//! indexdata. Versions 1 and 2 (no checksum; a checksum of the summary
-//! alone) are not trusted: such blobs are scanned.
+//! indexdata. Versions 1 to 3 (no checksum; a checksum of the summary
+//! alone; no count of duplicate ids) are not trusted: such blobs are
+//! scanned.
 //! Any other magic or version is ignored (the blob is then scanned). We also
 //! read the 42-byte v2 indexdata written by pbfhogg (byte 0 = 0x02, byte 1 =
 //! kind, then little-endian i64 min id, i64 max id, u64 count and four i32 bbox
@@ -46,7 +49,7 @@ use crate::wire::{self, Reader};
 /// Magic prefix of our indexdata.
 pub const MAGIC: &[u8; 4] = b"PBSX";
 /// Current format version.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 
 /// Encode a blob summary as our indexdata for the Blob that starts as `blob`.
 pub fn encode(s: &Summary, blob: &BlobStart) -> Vec<u8> {
@@ -62,6 +65,7 @@ pub fn encode(s: &Summary, blob: &BlobStart) -> Vec<u8> {
     for c in s.counts {
         wire::put_varint(&mut out, c);
     }
+    wire::put_varint(&mut out, s.duplicate_ids);
     let sum = crc32(&out, blob);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -95,6 +99,7 @@ pub fn decode(bytes: &[u8], blob: &BlobStart) -> Option<Summary> {
     for c in &mut counts {
         *c = r.varint().ok()?;
     }
+    let duplicate_ids = r.varint().ok()?;
     if !r.is_empty() || first > last || counts.iter().all(|&c| c == 0) {
         return None;
     }
@@ -105,6 +110,7 @@ pub fn decode(bytes: &[u8], blob: &BlobStart) -> Option<Summary> {
         sorted: flags == 1,
         repeats: flags == 2,
         versions_unsorted: flags == 4,
+        duplicate_ids,
     })
 }
 
@@ -141,6 +147,7 @@ pub fn decode_pbfhogg(bytes: &[u8]) -> Option<Summary> {
         sorted: true,
         repeats: false,
         versions_unsorted: false,
+        duplicate_ids: 0,
     })
 }
 
@@ -163,6 +170,7 @@ mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            duplicate_ids: u64::MAX,
         }
     }
 

@@ -116,6 +116,34 @@ pub fn packed_object(packed: u128) -> u128 {
     packed >> 32
 }
 
+/// Which objects of one kind and id an output keeps: the one rule behind
+/// `--dedupe` and `--latest`, in the merge's order (key, then the order
+/// of equal keys above: timestamp, then input order).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Keep {
+    /// Every object.
+    #[default]
+    All,
+    /// The first of equal keys (same kind, id and version): `--dedupe`.
+    Dedupe,
+    /// The newest version of each object: the last of its kind and id in
+    /// the merge's order (highest version, then later timestamp, then
+    /// later input), and nothing where that one is deleted: `--latest`.
+    Latest,
+}
+
+impl Keep {
+    /// The rule the options `--dedupe` and `--latest` ask for (`--latest`
+    /// implies `--dedupe`).
+    pub fn from_options(dedupe: bool, latest: bool) -> Keep {
+        match (latest, dedupe) {
+            (true, _) => Keep::Latest,
+            (false, true) => Keep::Dedupe,
+            (false, false) => Keep::All,
+        }
+    }
+}
+
 /// Convert a stored PBF version (int32, -1 or absent for "none") to the key's version.
 pub fn key_version(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)

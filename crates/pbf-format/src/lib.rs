@@ -45,4 +45,4 @@ pub mod walk;
 pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};
-pub use key::{Key, Kind};
+pub use key::{Keep, Key, Kind};

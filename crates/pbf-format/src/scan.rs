@@ -40,6 +40,11 @@ pub struct Summary {
     /// object: (kind, id) never decreases. `osmium fileinfo -e` calls such a
     /// blob ordered. Never true together with `sorted` or `repeats`.
     pub versions_unsorted: bool,
+    /// Objects stored right after an object of the same kind and id
+    /// (another version of it, or the same one again): where (kind, id)
+    /// never decreases, the objects a file of one version per object would
+    /// not hold. Counted in any blob, meaningful only in those.
+    pub duplicate_ids: u64,
 }
 
 impl Summary {
@@ -70,6 +75,7 @@ pub struct Accumulator {
     decreasing: bool,
     ids_decreasing: bool,
     repeated: bool,
+    duplicate_ids: u64,
 }
 
 impl Default for Accumulator {
@@ -82,6 +88,7 @@ impl Default for Accumulator {
             decreasing: false,
             ids_decreasing: false,
             repeated: false,
+            duplicate_ids: 0,
         }
     }
 }
@@ -93,6 +100,8 @@ impl Accumulator {
         if p <= self.prev {
             self.not_above(p);
         }
+        // u128::MAX, before the first key, is no object's.
+        self.duplicate_ids += u64::from(packed_object(p) == packed_object(self.prev));
         self.prev = p;
         self.counts[k.kind.index()] += 1;
     }
@@ -124,6 +133,7 @@ impl Accumulator {
             sorted: !self.decreasing && !self.repeated,
             repeats: !self.decreasing && self.repeated,
             versions_unsorted: self.decreasing && !self.ids_decreasing,
+            duplicate_ids: self.duplicate_ids,
         })
     }
 }
@@ -380,6 +390,7 @@ mod tests {
         let decreasing = pairs().any(|(a, b)| b < a);
         let repeated = pairs().any(|(a, b)| b == a);
         let ids_decreasing = pairs().any(|(a, b)| packed_object(b) < packed_object(a));
+        let same = pairs().filter(|&(a, b)| packed_object(b) == packed_object(a));
         let mut counts = [0u64; 4];
         for k in keys {
             counts[k.kind.index()] += 1;
@@ -391,6 +402,7 @@ mod tests {
             sorted: !decreasing && !repeated,
             repeats: !decreasing && repeated,
             versions_unsorted: decreasing && !ids_decreasing,
+            duplicate_ids: same.count() as u64,
         })
     }
 

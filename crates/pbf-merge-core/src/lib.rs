@@ -29,8 +29,8 @@
 //!
 //! Equal keys (same type, id and version) are ordered as `osmium sort` orders
 //! them: by timestamp, then in input order (source id, blob offset, position
-//! in blob); see [`pbf_format::key`]. With [`Options::dedupe`] only the first
-//! is kept.
+//! in blob); see [`pbf_format::key`]. [`Options::keep`] says which of them
+//! are kept ([`Keep`]).
 //! The caller learns about written frames through a callback as soon as they
 //! are in the spool, so a downstream stage can copy them while later blocks
 //! and runs are still being merged.
@@ -58,6 +58,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use pbf_format::Keep;
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 use pbf_format::scan::Summary;
@@ -100,8 +101,8 @@ pub struct Options {
     pub memory: u64,
     /// Compression of the output blocks (default zlib:6).
     pub compression: Compression,
-    /// Drop repeated (type, id, version), keeping the one that sorts first.
-    pub dedupe: bool,
+    /// What is kept of one object's versions (default: every one).
+    pub keep: Keep,
     /// Block cutting and node encoding of the output (default: 8000 elements, DenseNodes).
     pub encode: EncodeOptions,
     /// Compression of spill files (default lz4: fast, they are read once).
@@ -126,7 +127,7 @@ impl Default for Options {
         Options {
             memory: 1 << 30,
             compression: Compression::default(),
-            dedupe: false,
+            keep: Keep::All,
             encode: EncodeOptions::default(),
             spill_compression: Compression::Lz4,
             spill_dir: std::env::temp_dir(),
@@ -157,7 +158,8 @@ pub struct MergeStats {
     pub elements_in: u64,
     /// Elements written to the spool.
     pub elements_out: u64,
-    /// Elements dropped by `dedupe`.
+    /// Elements dropped by [`Options::keep`]: repeats, older versions,
+    /// deleted newest versions.
     pub duplicates: u64,
     /// Chains the inputs formed (0 when they were not formed because none
     /// could be large: see [`MergeStats::longest_chain`]).
@@ -387,8 +389,8 @@ impl Merger {
             approx: usize::MAX,
         };
         let format = BlockFormat::PbfFrame(self.opts.compression, encode, self.opts.indexdata);
-        let w = BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone())
-            .metered(meter);
+        let w =
+            BlockWriter::new(target, format, cut, self.opts.keep, self.pool.clone()).metered(meter);
         let cuts = pieces::boundaries(&runs);
         let merged = match cuts.is_empty() || side_by_side < 2 {
             true => self.merge_runs(runs, w, before_tail)?,
@@ -422,6 +424,7 @@ impl Merger {
         let clock = Clock::start();
         merge::merge(streams, &mut w)?;
         before_tail();
+        w.add_held()?;
         let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
         let target = w.finish()?;
         let heap = Span::task(clock.elapsed());

@@ -191,6 +191,7 @@ mod tests {
     use super::*;
     use crate::sorted::tests::node;
     use crate::writer::{BlockFormat, Cut, Encoded};
+    use pbf_format::Keep;
     use std::sync::Arc;
 
     /// (id, input blob) pairs of nodes without timestamps, whose rank is
@@ -278,7 +279,7 @@ mod tests {
         }
     }
 
-    fn run_merge(blocks: Vec<Vec<Items>>, dedupe: bool) -> Vec<(i64, u64)> {
+    fn run_merge(blocks: Vec<Vec<Items>>, keep: Keep) -> Vec<(i64, u64)> {
         let pool = Arc::new(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(2)
@@ -301,7 +302,7 @@ mod tests {
             encoded: 1 << 20,
             approx: 1 << 20,
         };
-        let mut w = BlockWriter::new(Collect(Vec::new()), format, cut, dedupe, pool);
+        let mut w = BlockWriter::new(Collect(Vec::new()), format, cut, keep, pool);
         merge(streams, &mut w).expect("merge");
         w.finish().expect("finish").0
     }
@@ -344,7 +345,7 @@ mod tests {
                 })
                 .collect();
             want.sort_unstable_by_key(|&(id, rank)| (key(id), rank));
-            proptest::prop_assert_eq!(run_merge(blocks, false), want);
+            proptest::prop_assert_eq!(run_merge(blocks, Keep::All), want);
         }
     }
 
@@ -356,7 +357,7 @@ mod tests {
             (6..=10).chain([30]).map(|i| item(i, i as u32)).collect(),
         ];
         let b = vec![vec![], (11..=30).map(|i| item(i, 100 + i as u32)).collect()];
-        let got = run_merge(vec![b, a], false);
+        let got = run_merge(vec![b, a], Keep::All);
         let ids: Vec<i64> = got.iter().map(|x| x.0).collect();
         let mut want: Vec<i64> = (1..=30).collect();
         want.push(30);
@@ -368,7 +369,7 @@ mod tests {
                 vec![(1..=3).map(|i| item(i, 10 + i as u32)).collect()],
                 vec![(2..=4).map(|i| item(i, i as u32)).collect()],
             ],
-            true,
+            Keep::Dedupe,
         );
         assert_eq!(deduped, vec![(1, 11), (2, 2), (3, 3), (4, 4)]);
     }

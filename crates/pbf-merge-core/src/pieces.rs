@@ -1,7 +1,7 @@
 //! One merge in pieces: the key space of a merge's runs is cut into key
 //! ranges, each range of every run is merged on a thread of its own.
-//! Output blocks: each piece checks the order of its elements and drops
-//! its repeats, and hands them in batches to one block writer on the
+//! Output blocks: each piece checks the order of its elements and keeps
+//! what [`Keep`] keeps, and hands them in batches to one block writer on the
 //! calling thread, piece after piece. The writer alone cuts blocks, from
 //! the same elements in the same order as one merge gives it, so the
 //! blocks are cut where one merge cuts them, byte for byte; it reads one
@@ -10,9 +10,10 @@
 //! by a writer per piece ([`Merger::merge_pieces_apart`]): no thread
 //! touches every element of the merge.
 //!
-//! A boundary is a key (type, id, version), never a rank: elements with
-//! equal keys (the ties that timestamps and input order break) fall in one
-//! piece. A load that spans a boundary is decoded once and shared by the
+//! A boundary is the key of an object's first version, never a version
+//! or a rank: every version of an object falls in one piece, and so do
+//! elements with equal keys (the ties that timestamps and input order
+//! break). A load that spans a boundary is decoded once and shared by the
 //! pieces on either side, each taking its keys of it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -25,8 +26,9 @@ use crate::merge::{self, Sink};
 use crate::run::Run;
 use crate::sorted::{Block, Item, Order};
 use crate::stream::{Loader, Stream};
-use crate::writer::{Batch, BlockWriter, Target, repeats};
+use crate::writer::{Batch, BlockWriter, Target, repeats, same_object};
 use crate::{Merged, Merger, lock};
+use pbf_format::Keep;
 
 /// Loads per run a piece holds on average, at least.
 const LOADS_PER_PIECE: usize = 1;
@@ -62,10 +64,17 @@ pub(crate) fn boundaries(runs: &[Run]) -> Vec<u128> {
 fn quantiles(mut keys: Vec<u128>, pieces: usize) -> Vec<u128> {
     keys.sort_unstable();
     let n = keys.len();
-    let mut cuts: Vec<u128> = (1..pieces).map(|i| keys[i * n / pieces]).collect();
+    let mut cuts: Vec<u128> = (1..pieces)
+        .map(|i| first_version(keys[i * n / pieces]))
+        .collect();
     cuts.dedup();
     cuts.retain(|&c| c > keys[0]);
     cuts
+}
+
+/// The key of version 0 of `key`'s object: where a piece may start.
+fn first_version(key: u128) -> u128 {
+    key & !u128::from(u32::MAX)
 }
 
 /// Elements per piece when runs of one load each are cut at their own keys
@@ -175,15 +184,19 @@ fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
 }
 
 /// Sends a piece's merged elements to the writer in batches, checking
-/// their order and dropping repeats (when deduplicating) on the piece's
-/// thread: a piece holds every element of its keys, so a repeat never
-/// spans pieces, and the writer checks where one batch meets the next.
+/// their order and keeping what [`Keep`] keeps on the piece's thread: a
+/// piece holds every version of its objects, so a repeat never spans
+/// pieces, and the writer checks where one batch meets the next. A batch
+/// goes when the next object starts, so its last object can still give
+/// way to a newer version (`--latest`).
 struct PieceSink<'a> {
     tx: &'a SyncSender<Result<Batch>>,
     batch: Batch,
     /// Per stream: the block it gave last, by address, and its slot.
     by_stream: Vec<(usize, u32)>,
-    dedupe: bool,
+    keep: Keep,
+    /// Deleted newest versions are left out (the output's writer).
+    drops_deleted: bool,
     last: Option<(u128, u64)>,
     /// Repeats dropped.
     dropped: u64,
@@ -197,16 +210,53 @@ impl PieceSink<'_> {
             .send(Ok(batch))
             .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
     }
+
+    /// The object pushed last is the newest of its kind and id: left out
+    /// when deleted and deleted ones are.
+    fn end_object(&mut self) {
+        let Some(&(slot, object)) = self.batch.objects.last() else {
+            return;
+        };
+        let columns = &self.batch.sources[slot as usize];
+        if self.drops_deleted && columns.get(object as usize).deleted() {
+            self.batch.orders.pop();
+            self.batch.objects.pop();
+            self.dropped += 1;
+        }
+    }
+
+    /// Send what is left once the piece is merged.
+    fn finish(&mut self) -> Result<()> {
+        self.end_object();
+        match self.batch.orders.is_empty() {
+            true => Ok(()),
+            false => self.send(),
+        }
+    }
 }
 
 impl Sink for PieceSink<'_> {
     fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
         let key = order.merge_key();
-        if repeats(self.last, key, self.dedupe)? {
+        if repeats(self.last, key, self.keep)? {
             self.dropped += 1;
             return Ok(());
         }
+        let older = self
+            .last
+            .is_some_and(|l| self.keep == Keep::Latest && same_object(l.0, key.0));
         self.last = Some(key);
+        if older {
+            // The newer version takes the place of the last one pushed.
+            self.batch.orders.pop();
+            self.batch.objects.pop();
+            self.dropped += 1;
+        } else {
+            self.end_object();
+            if self.batch.orders.len() >= CHUNK {
+                self.send()?;
+            }
+        }
         let Item(columns, object) = element;
         if self.by_stream.len() <= stream {
             self.by_stream.resize(stream + 1, (0, u32::MAX));
@@ -223,9 +273,6 @@ impl Sink for PieceSink<'_> {
         };
         self.batch.orders.push(order);
         self.batch.objects.push((slot, object));
-        if self.batch.orders.len() >= CHUNK {
-            self.send()?;
-        }
         Ok(())
     }
 }
@@ -325,22 +372,18 @@ impl Merger {
         let turns = Turns::new(jobs);
         let spans = Mutex::new(Span::default());
         let clock = Clock::start();
-        let (dropped, dedupe) = (AtomicU64::new(0), w.dedupe);
+        let (dropped, keep, drops_deleted) = (AtomicU64::new(0), w.keep, w.drops_deleted());
         let each = |p: usize, (loads, tx): (PieceLoads, SyncSender<Result<Batch>>)| {
             let mut sink = PieceSink {
                 tx: &tx,
                 batch: Batch::default(),
                 by_stream: Vec::new(),
-                dedupe,
+                keep,
+                drops_deleted,
                 last: None,
                 dropped: 0,
             };
-            let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink, |sink| {
-                match sink.batch.orders.is_empty() {
-                    true => Ok(()),
-                    false => sink.send(),
-                }
-            });
+            let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink, PieceSink::finish);
             dropped.fetch_add(sink.dropped, Ordering::Relaxed);
             match merged {
                 Ok(span) => beside(&spans, span),
@@ -391,6 +434,7 @@ impl Merger {
             let merged = self
                 .merge_piece(&runs, cuts, p, loads, &mut w, |_| Ok(()))
                 .and_then(|span| {
+                    w.add_held()?;
                     let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
                     let target = w.finish()?;
                     Ok(Merged {
@@ -585,13 +629,13 @@ mod tests {
         }
     }
 
-    fn merger(dedupe: bool) -> Merger {
+    fn merger(keep: Keep) -> Merger {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .expect("pool");
         let opts = Options {
-            dedupe,
+            keep,
             ..Options::default()
         };
         let sources = SourceFiles::open(&[]).expect("no sources");
@@ -611,10 +655,10 @@ mod tests {
         )
     }
 
-    /// A writer of `format` into memory, deduplicating as `m` does.
+    /// A writer of `format` into memory, keeping what `m` keeps.
     fn collecting(m: &Merger, format: BlockFormat, cut: Cut) -> BlockWriter<Collect> {
-        let (dedupe, pool) = (m.opts.dedupe, m.pool.clone());
-        BlockWriter::new(Collect(Vec::new()), format, cut, dedupe, pool)
+        let (keep, pool) = (m.opts.keep, m.pool.clone());
+        BlockWriter::new(Collect(Vec::new()), format, cut, keep, pool)
     }
 
     fn an_element() -> impl Strategy<Value = (bool, i64, i32, i64)> {
@@ -635,7 +679,10 @@ mod tests {
         keys.sort_unstable();
         let mut cuts: Vec<u128> = match keys.is_empty() {
             true => Vec::new(),
-            false => cut_at.iter().map(|i| keys[i.index(keys.len())]).collect(),
+            false => cut_at
+                .iter()
+                .map(|i| first_version(keys[i.index(keys.len())]))
+                .collect(),
         };
         cuts.sort_unstable();
         cuts.dedup();
@@ -650,7 +697,7 @@ mod tests {
         spec: Vec<RunSpec>,
         cut_at: Vec<prop::sample::Index>,
         elements: usize,
-        dedupe: bool,
+        keep: Keep,
         side_by_side: usize,
     }
 
@@ -659,10 +706,10 @@ mod tests {
             spec in runs_spec(),
             cut_at in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
             elements in 1usize..9,
-            dedupe in any::<bool>(),
+            keep in prop_oneof![Just(Keep::All), Just(Keep::Dedupe), Just(Keep::Latest)],
             side_by_side in 1usize..4,
         ) -> Case {
-            Case { spec, cut_at, elements, dedupe, side_by_side }
+            Case { spec, cut_at, elements, keep, side_by_side }
         }
     }
 
@@ -673,8 +720,8 @@ mod tests {
         /// byte for byte, cut at the same places, the same repeats dropped.
         #[test]
         fn pieces_write_the_blocks_one_merge_writes(c in a_case(), small_bytes in any::<bool>()) {
-            let Case { spec, cut_at, elements, dedupe, side_by_side } = c;
-            let m = merger(dedupe);
+            let Case { spec, cut_at, elements, keep, side_by_side } = c;
+            let m = merger(keep);
             let cut = Cut {
                 elements,
                 encoded: if small_bytes { BLOCK_SLACK + 60 } else { 1 << 20 },
@@ -726,8 +773,8 @@ mod tests {
         /// order, with the same repeats dropped; no packet spans pieces.
         #[test]
         fn pieces_apart_write_the_elements_one_merge_writes(c in a_case()) {
-            let Case { spec, cut_at, elements, dedupe, side_by_side } = c;
-            let m = merger(dedupe);
+            let Case { spec, cut_at, elements, keep, side_by_side } = c;
+            let m = merger(keep);
             let whole = m
                 .merge_runs(runs(&spec), packet_writer(&m, elements), &mut || {})
                 .expect("whole");

@@ -201,7 +201,7 @@ impl Merger {
         let format = BlockFormat::SpillPacket(self.opts.spill_compression);
         let writer = || {
             let target = SpillTarget::new(place);
-            BlockWriter::new(target, format, cut, self.opts.dedupe, self.pool.clone())
+            BlockWriter::new(target, format, cut, self.opts.keep, self.pool.clone())
         };
         let side_by_side = match in_pieces {
             true => self.pieces_side_by_side(&group, budget.runs),

@@ -1,5 +1,7 @@
-//! The block writer: takes merged items in order, drops repeated keys when
-//! deduplicating, cuts blocks, and encodes and compresses them on the worker
+//! The block writer: takes merged items in order, keeps what
+//! [`Keep`] says (with `--latest` it holds each object back until the next
+//! one shows it was the newest, and the output's writer drops it if
+//! deleted), cuts blocks, and encodes and compresses them on the worker
 //! pool while the merge goes on. Encoded blocks come back through a FIFO of
 //! at most `in_flight` pending results, a bounded reorder buffer that keeps
 //! output order, and go to a [`Target`]: the spool or a spill file. Items
@@ -17,8 +19,9 @@ use std::sync::mpsc::{Receiver, sync_channel};
 
 use pbf_format::block::{self, BLOCK_SLACK, Columns, EncodeOptions, Obj};
 use pbf_format::compress::{self, Compression};
+use pbf_format::key::packed_object;
 use pbf_format::scan::Summary;
-use pbf_format::{Key, frame, indexdata};
+use pbf_format::{Keep, Key, frame, indexdata};
 use rayon::ThreadPool;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -76,8 +79,11 @@ pub(crate) struct BlockWriter<T: Target> {
     in_flight: VecDeque<Receiver<Result<Encoded>>>,
     max_in_flight: usize,
     block: Pending,
-    /// Repeated keys are dropped.
-    pub dedupe: bool,
+    /// What is kept of one object's versions.
+    pub keep: Keep,
+    /// With [`Keep::Latest`]: the object pushed last, the newest of its
+    /// kind and id so far.
+    held: Option<Held>,
     last: Option<(u128, u64)>,
     /// Items written.
     pub written: u64,
@@ -92,7 +98,7 @@ impl<T: Target> BlockWriter<T> {
         target: T,
         format: BlockFormat,
         cut: Cut,
-        dedupe: bool,
+        keep: Keep,
         pool: Arc<ThreadPool>,
     ) -> BlockWriter<T> {
         let max_in_flight = 2 * pool.current_num_threads().max(1);
@@ -105,7 +111,8 @@ impl<T: Target> BlockWriter<T> {
             in_flight: VecDeque::new(),
             max_in_flight,
             block: Pending::default(),
-            dedupe,
+            keep,
+            held: None,
             last: None,
             written: 0,
             dropped: 0,
@@ -139,11 +146,56 @@ impl<T: Target> BlockWriter<T> {
     /// blob, in its stored order.
     pub fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
         let key = order.merge_key();
-        if repeats(self.last, key, self.dedupe)? {
+        if repeats(self.last, key, self.keep)? {
             self.dropped += 1;
             return Ok(());
         }
         self.last = Some(key);
+        if self.keep != Keep::Latest {
+            return self.append(order, element, stream);
+        }
+        let Item(columns, object) = element;
+        let next = Held {
+            order,
+            columns: Arc::clone(columns),
+            object,
+            stream,
+        };
+        match self.held.replace(next) {
+            Some(older) if same_object(older.order.key, key.0) => self.dropped += 1,
+            Some(newest) => self.add_newest(newest)?,
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Add the newest version of an object, unless this writes the output
+    /// and it is deleted.
+    fn add_newest(&mut self, h: Held) -> Result<()> {
+        if self.drops_deleted() && h.columns.get(h.object as usize).deleted() {
+            self.dropped += 1;
+            return Ok(());
+        }
+        self.append(h.order, Item(&h.columns, h.object), h.stream)
+    }
+
+    /// Add the object held back, as no more come: [`BlockWriter::written`]
+    /// and [`BlockWriter::dropped`] then count every element pushed.
+    pub fn add_held(&mut self) -> Result<()> {
+        match self.held.take() {
+            Some(newest) => self.add_newest(newest),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether deleted objects are left out: the output's writer with
+    /// [`Keep::Latest`]. A spill keeps them, as a deleted newest version
+    /// must still hide the older ones of other runs.
+    pub fn drops_deleted(&self) -> bool {
+        self.keep == Keep::Latest && matches!(self.format, BlockFormat::PbfFrame(..))
+    }
+
+    fn append(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
         if self.block.len > 0 && self.full(&order) {
             self.submit()?;
         }
@@ -161,9 +213,9 @@ impl<T: Target> BlockWriter<T> {
     }
 
     /// Add merged elements in bulk: `batch` must be in (key, rank) order
-    /// within itself and without repeats when deduplicating (as a piece's
-    /// merge checks them, [`crate::pieces`]); it is checked against the
-    /// elements before it here. Blocks are cut where [`BlockWriter::push`]
+    /// within itself and hold what [`Keep`] keeps (as a piece's merge
+    /// checks them, [`crate::pieces`]); it is checked against the elements
+    /// before it here. Blocks are cut where [`BlockWriter::push`]
     /// cuts them, and they refer to the batch's elements in place, so the
     /// writer touches one order per element and the block's keys are
     /// summed up where it is encoded.
@@ -174,9 +226,17 @@ impl<T: Target> BlockWriter<T> {
             return Ok(());
         };
         let mut start = 0;
-        if repeats(self.last, first.merge_key(), self.dedupe)? {
+        if repeats(self.last, first.merge_key(), self.keep)? {
             self.dropped += 1;
             start = 1;
+        }
+        if let Some(last) = self.last.filter(|_| self.keep == Keep::Latest) {
+            if same_object(last.0, first.key) {
+                return Err(Error::new(ErrorKind::Internal(format!(
+                    "{} in two batches",
+                    Key::from_packed(first.key)
+                ))));
+            }
         }
         self.last = orders.last().map(Order::merge_key);
         let mut from = start;
@@ -237,6 +297,7 @@ impl<T: Target> BlockWriter<T> {
 
     /// Write everything still pending and return the target.
     pub fn finish(mut self) -> Result<T> {
+        self.add_held()?;
         if self.block.len > 0 {
             self.submit()?;
         }
@@ -246,6 +307,20 @@ impl<T: Target> BlockWriter<T> {
         }
         Ok(self.target)
     }
+}
+
+/// An object held back by [`BlockWriter::push`] until the next shows
+/// whether it is the newest of its kind and id.
+struct Held {
+    order: Order,
+    columns: Arc<Columns>,
+    object: u32,
+    stream: usize,
+}
+
+/// Whether two packed keys are of one object (kind and id).
+pub(crate) fn same_object(a: u128, b: u128) -> bool {
+    packed_object(a) == packed_object(b)
 }
 
 /// Merged elements handed to the writer at once ([`BlockWriter::push_batch`]).
@@ -268,8 +343,8 @@ impl Batch {
 }
 
 /// Whether an element of merge key `key` after one of `last` is a repeat
-/// to drop (when deduplicating); an error when it comes out of order.
-pub(crate) fn repeats(last: Option<(u128, u64)>, key: (u128, u64), dedupe: bool) -> Result<bool> {
+/// to drop ([`Keep::Dedupe`]); an error when it comes out of order.
+pub(crate) fn repeats(last: Option<(u128, u64)>, key: (u128, u64), keep: Keep) -> Result<bool> {
     let Some(last) = last else {
         return Ok(false);
     };
@@ -282,7 +357,7 @@ pub(crate) fn repeats(last: Option<(u128, u64)>, key: (u128, u64), dedupe: bool)
             last.1
         ))));
     }
-    Ok(dedupe && key.0 == last.0)
+    Ok(keep == Keep::Dedupe && key.0 == last.0)
 }
 
 /// The block being filled: its elements, their input blobs (for spill packets),
@@ -309,6 +384,8 @@ struct Pending {
     counts: [u64; 4],
     /// False once two elements share a key (without dedupe).
     strict: bool,
+    /// Elements right after one of the same kind and id.
+    duplicate_ids: u64,
     encoded: usize,
     approx: u64,
 }
@@ -337,8 +414,9 @@ impl Pending {
 
     /// Count `order`'s key (after the first's) in the block's summary.
     fn key(&mut self, order: &Order, keep_blob: bool) {
-        if order.key == self.last && self.len > 1 {
-            self.strict = false;
+        if self.len > 1 {
+            self.strict &= order.key != self.last;
+            self.duplicate_ids += u64::from(same_object(order.key, self.last));
         }
         self.last = order.key;
         self.counts[((order.key >> 97) & 3) as usize] += 1;
@@ -402,6 +480,7 @@ impl Pending {
             sorted: self.strict,
             repeats: !self.strict,
             versions_unsorted: false,
+            duplicate_ids: self.duplicate_ids,
         }
     }
 }

@@ -140,6 +140,7 @@ pub fn frame_summary(k: &FrameKeys) -> Result<Summary> {
         sorted: true,
         repeats: false,
         versions_unsorted: false,
+        duplicate_ids: k.duplicate_ids,
     })
 }
 

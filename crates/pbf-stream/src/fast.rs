@@ -39,6 +39,10 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     let sorted = c.field(br#","sorted":"#, Cursor::boolean)?;
     let repeats = c.take(br#","repeats":true"#);
     let versions_unsorted = c.take(br#","versions_unsorted":true"#);
+    let duplicate_ids = match c.take(br#","duplicate_ids":"#) {
+        true => c.unsigned()?,
+        false => 0,
+    };
     let ties = match c.take(br#","ties":{"first":"#) {
         true => Some(c.ties()?),
         false => None,
@@ -62,6 +66,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
         sorted,
         repeats,
         versions_unsorted,
+        duplicate_ids,
         ties,
         from,
     })
@@ -216,6 +221,9 @@ pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
     }
     if b.versions_unsorted {
         out.extend_from_slice(br#","versions_unsorted":true"#);
+    }
+    if b.duplicate_ids > 0 {
+        number(out, br#","duplicate_ids":"#, b.duplicate_ids);
     }
     if let Some(ties) = b.ties {
         number(out, br#","ties":{"first":"#, u64::from(ties.first));

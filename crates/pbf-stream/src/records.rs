@@ -190,6 +190,11 @@ pub struct BlobRecord {
     /// `sorted` or `repeats`.
     #[serde(default, skip_serializing_if = "is_false")]
     pub versions_unsorted: bool,
+    /// Objects right after one of the same kind and id (another version,
+    /// or the same again), counted where (kind, id) never decreases
+    /// inside the blob. Written only when not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicate_ids: u64,
     /// `{"first":S,"last":S}`: the blob's objects are in the merge's order
     /// of equal keys (timestamp in whole seconds, 0 when unset, never
     /// decreases between equal keys), and these are the tie seconds of its
@@ -237,6 +242,7 @@ impl BlobRecord {
             sorted: s.sorted,
             repeats: s.repeats,
             versions_unsorted: s.versions_unsorted,
+            duplicate_ids: s.duplicate_ids,
             ties: keys.ties,
             from: keys.from,
         }
@@ -251,6 +257,7 @@ impl BlobRecord {
             sorted: self.sorted,
             repeats: self.repeats,
             versions_unsorted: self.versions_unsorted,
+            duplicate_ids: self.duplicate_ids,
         }
     }
 }
@@ -420,6 +427,9 @@ pub struct FrameKeys {
     pub last: KeyRecord,
     /// Objects per kind.
     pub counts: Counts,
+    /// The blob record's `duplicate_ids`. Written only when not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicate_ids: u64,
 }
 
 /// A `copy` op: `length` bytes of whole frames at `offset` of `source`.

@@ -133,6 +133,7 @@ pub fn copy_op(source: u32, (offset, length, s): (u64, u64, Summary), with_frame
             first: s.first.into(),
             last: s.last.into(),
             counts,
+            duplicate_ids: s.duplicate_ids,
         })
         .into_iter()
         .collect();

@@ -25,7 +25,7 @@ mod ops;
 
 use ops::OpQueue;
 use pbf_cli::{lock, plural};
-use pbf_format::{Key, Kind};
+use pbf_format::{Keep, Key, Kind};
 use pbf_stream::{
     CopyOp, Counts, FileIdentity, FrameKeys, KeyRecord, MergeOp, PlanEnd, PlanHeader, PlanReader,
     PlanRecord, SourceRef, StreamTime, Writer,
@@ -62,7 +62,8 @@ pub fn command() -> Command {
              Elements with the same type, id \
              and version sort as osmium sort puts them: by timestamp (whole seconds; an unset \
              timestamp first), then in input order (source, offset, position); --dedupe keeps \
-             only the first.\n\n\
+             only the first, --latest only the last of each type and id (its newest version), \
+             and not even that when it is deleted.\n\n\
              The spool is removed once the copier has read it (pbf-copy and pbf-reflink do so \
              unless --keep-spools), here on an error or a signal, and at the end when no op \
              merged anything (the plan then still lists it, but no op reads it).\n\n\
@@ -129,6 +130,15 @@ pub fn command() -> Command {
             Arg::new("dedupe")
                 .long("dedupe")
                 .help("Drop repeated (type, id, version), keeping the one that sorts first")
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
+            Arg::new("latest")
+                .long("latest")
+                .help(
+                    "Keep only the newest version of each object: the highest version, then the \
+                     later timestamp, then the later input; none where that one is deleted",
+                )
                 .action(ArgAction::SetTrue),
         )
         .arg(
@@ -248,7 +258,7 @@ fn execute<R: io::BufRead + Send + 'static>(
         compression: *m
             .get_one::<Compression>("compression")
             .context("--compression")?,
-        dedupe: m.get_flag("dedupe"),
+        keep: Keep::from_options(m.get_flag("dedupe"), m.get_flag("latest")),
         indexdata: m.get_flag("indexdata"),
         align: m.get_one::<u64>("align").copied().unwrap_or(0),
         spill_dir,
@@ -682,6 +692,7 @@ fn copy_op(source: u32, frames: &[WrittenFrame]) -> CopyOp {
                 first: f.summary.first.into(),
                 last: f.summary.last.into(),
                 counts: Counts::from_array(f.summary.counts),
+                duplicate_ids: f.summary.duplicate_ids,
             })
             .collect(),
     }

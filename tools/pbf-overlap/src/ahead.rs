@@ -95,7 +95,7 @@ impl Ahead {
     pub fn record_read<W: Write>(
         &mut self,
         input: &Input,
-        program: &str,
+        made: &header::Made,
         out: &mut Writer<W>,
     ) -> Result<()> {
         let Some(want) = self.sources else {
@@ -127,8 +127,8 @@ impl Ahead {
         // Every source is in: whatever the answer, it is final, so the
         // watch ends here either way. (A later OSMHeader of the last source
         // can still change the header: `planned` then gives a header record.)
-        let header = header::output_header(&input.headers, false, program);
-        if header != header::output_header(&input.headers, true, program) {
+        let header = header::output_header(&input.headers, false, made);
+        if header != header::output_header(&input.headers, true, made) {
             self.in_order = None;
             return Ok(());
         }

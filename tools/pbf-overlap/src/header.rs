@@ -6,7 +6,8 @@
 //!   in order of appearance, except that `LocationsOnWays` is kept only when
 //!   every input has it (a way from an input without locations would break
 //!   the promise) and `Sort.*` entries are dropped (the order is ours);
-//!   `HistoricalInformation` survives the union when any input has it;
+//!   `HistoricalInformation` survives the union when any input has it,
+//!   unless the output keeps the newest version of each object (`--latest`);
 //!   `DenseNodes` is added when the plan has merge ops, because pbf-merge
 //!   writes dense nodes.
 //! - **optional features**: the union in order of appearance, without any
@@ -23,12 +24,23 @@ use pbf_format::header::{BBox, Header, SORT_FEATURE};
 const SCHEMA_FEATURE: &str = "OsmSchema-V0.6";
 /// Required only when every input has it.
 const LOCATIONS_ON_WAYS: &str = "LocationsOnWays";
+/// Dropped by `--latest`.
+const HISTORY: &str = "HistoricalInformation";
 /// Written by pbf-merge.
 const DENSE_NODES: &str = "DenseNodes";
 
+/// What the output header takes from the command line.
+#[derive(Clone, Debug)]
+pub struct Made {
+    /// Goes into the header as is.
+    pub writingprogram: String,
+    /// One version of each object (`--latest`): no `HistoricalInformation`.
+    pub current_state: bool,
+}
+
 /// The output header for `inputs` (in source order). `merges` says whether
-/// the plan has merge ops; `writingprogram` goes into the header as is.
-pub fn output_header(inputs: &[Header], merges: bool, writingprogram: &str) -> Header {
+/// the plan has merge ops.
+pub fn output_header(inputs: &[Header], merges: bool, made: &Made) -> Header {
     let replication = agreed(inputs, |h| {
         (
             h.replication_timestamp,
@@ -39,9 +51,9 @@ pub fn output_header(inputs: &[Header], merges: bool, writingprogram: &str) -> H
     .unwrap_or_default();
     Header {
         bbox: bbox_union(inputs),
-        required_features: required_features(inputs, merges),
+        required_features: required_features(inputs, merges, made.current_state),
         optional_features: optional_features(inputs),
-        writingprogram: Some(writingprogram.to_owned()),
+        writingprogram: Some(made.writingprogram.clone()),
         source: agreed(inputs, |h| h.source.clone()).flatten(),
         replication_timestamp: replication.0,
         replication_sequence_number: replication.1,
@@ -53,14 +65,16 @@ fn is_sort_feature(f: &str) -> bool {
     f.starts_with("Sort.")
 }
 
-fn required_features(inputs: &[Header], merges: bool) -> Vec<String> {
+fn required_features(inputs: &[Header], merges: bool, current_state: bool) -> Vec<String> {
     let mut out = vec![SCHEMA_FEATURE.to_owned()];
     let all_have_low = !inputs.is_empty()
         && inputs
             .iter()
             .all(|h| h.required_features.iter().any(|f| f == LOCATIONS_ON_WAYS));
     for f in inputs.iter().flat_map(|h| &h.required_features) {
-        let dropped = is_sort_feature(f) || (f == LOCATIONS_ON_WAYS && !all_have_low);
+        let dropped = is_sort_feature(f)
+            || (f == LOCATIONS_ON_WAYS && !all_have_low)
+            || (f == HISTORY && current_state);
         if !dropped {
             push_new(&mut out, f);
         }
@@ -131,6 +145,24 @@ mod tests {
         })
     }
 
+    fn made(writingprogram: &str) -> Made {
+        Made {
+            writingprogram: writingprogram.to_owned(),
+            current_state: false,
+        }
+    }
+
+    #[test]
+    fn latest_drops_history() {
+        let h = header(&["OsmSchema-V0.6", "HistoricalInformation"], &[]);
+        let current = Made {
+            current_state: true,
+            ..made("p")
+        };
+        let out = output_header(&[h], false, &current);
+        assert_eq!(out.required_features, ["OsmSchema-V0.6"]);
+    }
+
     #[test]
     fn single_input_keeps_its_fields_and_gains_the_sort_feature() {
         let mut h = header(
@@ -143,7 +175,7 @@ mod tests {
         h.replication_sequence_number = Some(7);
         h.replication_base_url = Some("https://example.invalid/".into());
         h.writingprogram = Some("osmium/1.15".into());
-        let out = output_header(std::slice::from_ref(&h), false, "pbf-sort 0.1.0");
+        let out = output_header(std::slice::from_ref(&h), false, &made("pbf-sort 0.1.0"));
         assert_eq!(
             out.required_features,
             ["OsmSchema-V0.6", "DenseNodes", "HistoricalInformation"]
@@ -161,12 +193,12 @@ mod tests {
     fn locations_on_ways_only_when_every_input_has_it() {
         let low = header(&["OsmSchema-V0.6", "LocationsOnWays"], &[]);
         let plain = header(&["OsmSchema-V0.6"], &[]);
-        let both = output_header(&[low.clone(), low.clone()], false, "p");
+        let both = output_header(&[low.clone(), low.clone()], false, &made("p"));
         assert_eq!(
             both.required_features,
             ["OsmSchema-V0.6", "LocationsOnWays"]
         );
-        let mixed = output_header(&[low, plain], false, "p");
+        let mixed = output_header(&[low, plain], false, &made("p"));
         assert_eq!(mixed.required_features, ["OsmSchema-V0.6"]);
     }
 
@@ -174,7 +206,7 @@ mod tests {
     fn history_if_any_input_has_it_and_features_are_a_union() {
         let a = header(&["DenseNodes"], &["Has_Metadata", "Sort.Type_then_ID"]);
         let b = header(&["OsmSchema-V0.6", "HistoricalInformation"], &["X"]);
-        let out = output_header(&[a, b], false, "p");
+        let out = output_header(&[a, b], false, &made("p"));
         assert_eq!(
             out.required_features,
             ["OsmSchema-V0.6", "DenseNodes", "HistoricalInformation"]
@@ -185,16 +217,16 @@ mod tests {
     #[test]
     fn dense_nodes_added_when_merging() {
         let h = header(&["OsmSchema-V0.6"], &[]);
-        let copy = output_header(std::slice::from_ref(&h), false, "p");
+        let copy = output_header(std::slice::from_ref(&h), false, &made("p"));
         assert_eq!(copy.required_features, ["OsmSchema-V0.6"]);
-        let merge = output_header(&[h], true, "p");
+        let merge = output_header(&[h], true, &made("p"));
         assert_eq!(merge.required_features, ["OsmSchema-V0.6", DENSE_NODES]);
     }
 
     #[test]
     fn sort_features_are_replaced_also_when_required() {
         let h = header(&["OsmSchema-V0.6", "Sort.Geographic"], &["Sort.Geographic"]);
-        let out = output_header(&[h], false, "p");
+        let out = output_header(&[h], false, &made("p"));
         assert_eq!(out.required_features, ["OsmSchema-V0.6"]);
         assert_eq!(out.optional_features, [SORT_FEATURE]);
     }
@@ -205,9 +237,9 @@ mod tests {
         a.bbox = bbox(-10, 10, 50, 40);
         let mut b = header(&[], &[]);
         b.bbox = bbox(0, 20, 45, 30);
-        let out = output_header(&[a.clone(), b], false, "p");
+        let out = output_header(&[a.clone(), b], false, &made("p"));
         assert_eq!(out.bbox, bbox(-10, 20, 50, 30));
-        let none = output_header(&[a, header(&[], &[])], false, "p");
+        let none = output_header(&[a, header(&[], &[])], false, &made("p"));
         assert_eq!(none.bbox, None);
     }
 
@@ -218,12 +250,12 @@ mod tests {
         a.replication_timestamp = Some(1);
         a.replication_sequence_number = Some(2);
         let mut b = a.clone();
-        let same = output_header(&[a.clone(), b.clone()], false, "p");
+        let same = output_header(&[a.clone(), b.clone()], false, &made("p"));
         assert_eq!(same.source.as_deref(), Some("s"));
         assert_eq!(same.replication_sequence_number, Some(2));
         b.source = None;
         b.replication_sequence_number = Some(3);
-        let differ = output_header(&[a, b], false, "p");
+        let differ = output_header(&[a, b], false, &made("p"));
         assert_eq!(differ.source, None);
         assert_eq!(differ.replication_timestamp, None);
         assert_eq!(differ.replication_sequence_number, None);

@@ -181,7 +181,10 @@ impl Input {
         let source = self.sources.len() as u32 - 1;
         self.blob_records += 1;
         match &mut self.blobs {
-            Purpose::Plan(blobs) => blobs.push(source, b)?,
+            Purpose::Plan(blobs) => {
+                let history = self.headers.last().is_some_and(|h| h.has_history());
+                blobs.push(source, b, history)?
+            }
             Purpose::Check(judge) => judge.blob(source, b),
             Purpose::Count => {}
         }

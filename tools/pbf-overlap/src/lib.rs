@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use pbf_format::Keep;
 use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime, Writer};
 
 use ahead::Ahead;
@@ -129,6 +130,18 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
+            Arg::new("latest")
+                .long("latest")
+                .conflicts_with("check")
+                .help(
+                    "Plan for pbf-merge --latest: blobs that share an object (kind and id, in \
+                     any version) are merged, and so is a blob that holds one twice or comes \
+                     from a history file; the output header drops HistoricalInformation \
+                     (pbf-sort passes this with --latest)",
+                )
+                .action(ArgAction::SetTrue),
+        )
+        .arg(
             Arg::new("sources")
                 .long("sources")
                 .value_name("N")
@@ -191,14 +204,18 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             }
         });
     }
-    let program = match m.get_one::<String>("generator") {
-        Some(g) => g.clone(),
-        None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
+    let keep = Keep::from_options(m.get_flag("dedupe"), m.get_flag("latest"));
+    let made = header::Made {
+        writingprogram: match m.get_one::<String>("generator") {
+            Some(g) => g.clone(),
+            None => format!("pbf-sort {}", env!("CARGO_PKG_VERSION")),
+        },
+        current_state: keep == Keep::Latest,
     };
     let out = Box::new(pbf_cli::stdout());
     let sources = m.get_one::<u32>("sources").copied();
-    let mut plan = PlanOut::new(out, program, sources, m.get_flag("verbose"));
-    let blobs = plan::Blobs::new(m.get_flag("dedupe"));
+    let mut plan = PlanOut::new(out, made, sources, m.get_flag("verbose"));
+    let blobs = plan::Blobs::new(keep);
     let mut input = Input::new(Purpose::Plan(blobs), m.get_flag("verbose"));
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
@@ -261,7 +278,7 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
 /// known (`--sources`, see [`ahead`]), the ops once every blob is read.
 struct PlanOut {
     out: Writer<Box<dyn std::io::Write>>,
-    program: String,
+    made: header::Made,
     ahead: Ahead,
 }
 
@@ -270,20 +287,20 @@ impl PlanOut {
     /// -v: a clock read per record adds up).
     fn new(
         out: Box<dyn std::io::Write>,
-        program: String,
+        made: header::Made,
         sources: Option<u32>,
         timed: bool,
     ) -> PlanOut {
         PlanOut {
             out: Writer::new(out).timed(timed),
-            program,
+            made,
             ahead: Ahead::new(sources),
         }
     }
 
     /// After a source or blob record: what the copy ahead is told so far.
     fn record_read(&mut self, input: &Input) -> Result<()> {
-        self.ahead.record_read(input, &self.program, &mut self.out)
+        self.ahead.record_read(input, &self.made, &mut self.out)
     }
 
     /// Write the plan record (or after an early one the header record), the
@@ -294,7 +311,7 @@ impl PlanOut {
             bail!("internal error: no blobs were kept to plan");
         };
         let merges = blobs.clusters().any(|c| !plan::is_copy(c));
-        let header = header::output_header(&input.headers, merges, &self.program);
+        let header = header::output_header(&input.headers, merges, &self.made);
         let record = self.ahead.planned(input, header, blobs.copy_bytes())?;
         self.out.write(&record)?;
         let mut tally = Tally::default();

@@ -5,7 +5,10 @@
 //! the merge's order of equal keys). A cluster of one blob in order is copied:
 //! one sorted inside, or one whose repeated keys are in the merge's order
 //! (its record's `ties`; not with `--dedupe`, which must see the repeats);
-//! every other cluster is merged. Copies of blobs that are contiguous in the
+//! every other cluster is merged. With `--latest` two blobs overlap where
+//! they share an object (kind and id, any version), and a blob that holds
+//! one twice, or comes from a history file (whose deleted objects only a
+//! merge leaves out), is merged. Copies of blobs that are contiguous in the
 //! same source are coalesced into one copy op.
 //!
 //! Memory is per blob, and a file of small blobs has millions (a planet
@@ -25,9 +28,10 @@
 
 use std::iter::Peekable;
 
+use pbf_format::key::packed_object;
 use pbf_format::prefetch::prefetch;
 use pbf_format::scan::{Ties, follows_in_tie_order};
-use pbf_format::{Key, Kind};
+use pbf_format::{Keep, Key, Kind};
 use pbf_stream::{BlobRecord, CopyOp, Counts, FrameKeys, KeyRecord, MergeInput};
 use rayon::slice::ParallelSliceMut;
 
@@ -199,6 +203,14 @@ struct Mixed {
     counts: [u32; 4],
 }
 
+/// The duplicate ids of a blob in order that holds some.
+#[derive(Clone, Copy, Debug)]
+struct Duplicates {
+    source: u32,
+    offset: u64,
+    duplicate_ids: u64,
+}
+
 /// The tie ends of a blob in order whose keys repeat.
 #[derive(Clone, Copy, Debug)]
 struct TieEnds {
@@ -216,22 +228,26 @@ pub struct Blobs {
     mixed: Vec<Mixed>,
     /// Sorted by (source, offset) by [`Blobs::sort`].
     ties: Vec<TieEnds>,
-    /// `--dedupe`: a blob whose keys repeat is merged, so the merge sees
-    /// (and drops) the repeats.
-    merge_repeats: bool,
+    /// Sorted by (source, offset) by [`Blobs::sort`].
+    duplicates: Vec<Duplicates>,
+    /// What the merge keeps: with `--dedupe` a blob whose keys repeat is
+    /// merged, so the merge sees (and drops) the repeats; see also
+    /// `--latest` above.
+    keep: Keep,
 }
 
 impl Blobs {
-    /// No blobs yet; `merge_repeats`: see [`Blobs::merge_repeats`].
-    pub fn new(merge_repeats: bool) -> Blobs {
+    /// No blobs yet, planned for a merge that keeps `keep`.
+    pub fn new(keep: Keep) -> Blobs {
         Blobs {
-            merge_repeats,
+            keep,
             ..Blobs::default()
         }
     }
 
-    /// Add a validated blob record of source `source`.
-    pub fn push(&mut self, source: u32, b: &BlobRecord) -> Result<(), String> {
+    /// Add a validated blob record of source `source`, a history file
+    /// when `history`.
+    pub fn push(&mut self, source: u32, b: &BlobRecord, history: bool) -> Result<(), String> {
         let too_big = |what: &str, n: u64| format!("blob {}: {what} {n} is too large", b.seq);
         if source >= MAX_SOURCES {
             return Err(format!("too many sources (at most {MAX_SOURCES})"));
@@ -245,8 +261,10 @@ impl Blobs {
         let length = u32::try_from(b.length).map_err(|_| too_big("frame length", b.length))?;
         let ties = b
             .ties
-            .filter(|_| !self.merge_repeats && (b.sorted || b.repeats));
-        let in_order = b.sorted || (b.repeats && ties.is_some());
+            .filter(|_| self.keep == Keep::All && (b.sorted || b.repeats));
+        let latest = self.keep == Keep::Latest;
+        let in_order = (b.sorted || (b.repeats && ties.is_some()))
+            && !(latest && (history || b.duplicate_ids > 0));
         let seg = Segment::new(
             source,
             (Key::from(b.first).packed(), Key::from(b.last).packed()),
@@ -260,6 +278,14 @@ impl Blobs {
                 source,
                 offset,
                 ties,
+            });
+        }
+        if in_order && b.duplicate_ids > 0 {
+            let (offset, duplicate_ids) = (b.offset, b.duplicate_ids);
+            self.duplicates.push(Duplicates {
+                source,
+                offset,
+                duplicate_ids,
             });
         }
         if in_order && counts != one_kind(b.first.kind, elements) {
@@ -287,6 +313,8 @@ impl Blobs {
             .par_sort_unstable_by_key(|s| (s.first(), s.last(), s.source(), s.offset));
         self.mixed.sort_unstable_by_key(|m| (m.source, m.offset));
         self.ties.sort_unstable_by_key(|t| (t.source, t.offset));
+        self.duplicates
+            .sort_unstable_by_key(|d| (d.source, d.offset));
     }
 
     /// The clusters of the sorted blobs; see [`Clusters`].
@@ -294,6 +322,7 @@ impl Blobs {
         Clusters {
             rest: &self.segs,
             ties: &self.ties,
+            by_object: self.keep == Keep::Latest,
         }
     }
 
@@ -333,7 +362,16 @@ impl Blobs {
             first: unpack(seg.first()),
             last: unpack(seg.last()),
             counts: self.counts(seg),
+            duplicate_ids: self.duplicate_ids(seg),
         }
+    }
+
+    /// Duplicate ids of a segment.
+    fn duplicate_ids(&self, seg: &Segment) -> u64 {
+        let found = self
+            .duplicates
+            .binary_search_by_key(&(seg.source(), seg.offset), |d| (d.source, d.offset));
+        found.map_or(0, |i| self.duplicates[i].duplicate_ids)
     }
 }
 
@@ -354,6 +392,9 @@ pub struct Clusters<'a> {
     rest: &'a [Segment],
     /// The tie ends of [`Blobs`], by (source, offset).
     ties: &'a [TieEnds],
+    /// Segments overlap where they share an object, not only a key
+    /// (`--latest`).
+    by_object: bool,
 }
 
 impl<'a> Iterator for Clusters<'a> {
@@ -363,7 +404,7 @@ impl<'a> Iterator for Clusters<'a> {
         let head = self.rest.first()?;
         let mut max = head.last();
         let mut n = 1;
-        while let Some(s) = self.rest.get(n).filter(|s| s.first() <= max) {
+        while let Some(s) = self.rest.get(n).filter(|s| self.reaches(s.first(), max)) {
             if n == 1 && s.first() == max && self.all_follow(head) {
                 break;
             }
@@ -377,6 +418,15 @@ impl<'a> Iterator for Clusters<'a> {
 }
 
 impl Clusters<'_> {
+    /// Whether a segment starting at `first` overlaps a stretch reaching
+    /// `max`.
+    fn reaches(&self, first: u128, max: u128) -> bool {
+        match self.by_object {
+            true => packed_object(first) <= packed_object(max),
+            false => first <= max,
+        }
+    }
+
     /// Whether every blob after `head` (the first of `rest`) that starts at
     /// its last key can follow it ([`Clusters::follows`]): all of them meet
     /// it at that key, not only the next one in planning order.
@@ -565,7 +615,7 @@ pub(crate) mod tests {
     fn blobs(records: &[(u32, BlobRecord)]) -> Blobs {
         let mut blobs = Blobs::default();
         for (source, b) in records {
-            blobs.push(*source, b).expect("a valid record");
+            blobs.push(*source, b, false).expect("a valid record");
         }
         blobs.sort();
         blobs
@@ -646,11 +696,11 @@ pub(crate) mod tests {
     fn what_a_segment_cannot_hold_is_refused() {
         let mut b = way(1, 2, 100, 10);
         b.length = 1 << 32;
-        let e = Blobs::default().push(0, &b).expect_err("too long");
+        let e = Blobs::default().push(0, &b, false).expect_err("too long");
         assert!(e.contains("frame length 4294967296 is too large"), "{e}");
         let mut b = way(1, 2, 100, 10);
         b.counts = Counts::from_array([u64::from(u32::MAX), 1, 0, 0]);
-        let e = Blobs::default().push(0, &b).expect_err("too many");
+        let e = Blobs::default().push(0, &b, false).expect_err("too many");
         assert!(e.contains("object count 4294967296 is too large"), "{e}");
         let e = Blobs::default()
             .push(MAX_SOURCES, &way(1, 2, 100, 10))
@@ -887,9 +937,9 @@ pub(crate) mod tests {
     #[test]
     fn repeats_without_ties_and_dedupe_plans_are_merged() {
         let mut b = boundary(5, 5);
-        let mut dedupe = Blobs::new(true);
+        let mut dedupe = Blobs::new(Keep::Dedupe);
         for r in &b {
-            dedupe.push(0, r).expect("a valid record");
+            dedupe.push(0, r, false).expect("a valid record");
         }
         dedupe.sort();
         assert!(dedupe.ops(false).all(|op| matches!(op, Op::Merge(_))));

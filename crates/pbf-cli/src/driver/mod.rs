@@ -114,6 +114,12 @@ pub fn command() -> Command {
             "Drop repeated (type, id, version), keeping the one that sorts first (earliest \
              timestamp, then input)",
         ))
+        .arg(flag(
+            "latest",
+            "Keep only the newest version of each object (highest version, then later \
+             timestamp, then later input; none where it is deleted): extracts of different \
+             dates, or a history file, to one current-state file; implies --dedupe",
+        ))
         .arg(value(
             "generator",
             "NAME",

@@ -387,6 +387,12 @@ impl<'a> Obj<'a> {
         self.object.info.map(|i| i.map_user(|user| c.string(user)))
     }
 
+    /// Whether the object is a deleted version (`visible` false, in a
+    /// history file).
+    pub fn deleted(self) -> bool {
+        self.object.info.is_some_and(|i| i.visible == Some(false))
+    }
+
     /// Whether the object has metadata, and whether that stores `visible`,
     /// without looking up the user name.
     #[inline]
