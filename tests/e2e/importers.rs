@@ -19,11 +19,16 @@ fn has_negative_ids(path: &Path) -> bool {
     minid.values().any(|v| v.as_i64().expect("an id") < 0)
 }
 
-/// `pbf-sort -q INPUTS -o DIR/NAME` with `options` first; must succeed.
+/// `pbf-sort -q -O INPUTS -o DIR/NAME` with `options` first; must succeed.
 fn sort_into(inputs: &[&Path], options: &[&str], dir: &Path, name: &str) -> PathBuf {
     let out = dir.join(name);
     let mut c = pbf_sort();
-    c.arg("-q").args(options).args(inputs).arg("-o").arg(&out);
+    c.arg("-q")
+        .arg("-O")
+        .args(options)
+        .args(inputs)
+        .arg("-o")
+        .arg(&out);
     succeeds(c);
     out
 }
@@ -64,7 +69,7 @@ fn osm2pgsql_refuses_unsorted_files_and_imports_them_sorted_as_osmium_sorts_them
     assert!(unsorted.len() >= 5, "unsorted files: {unsorted:?}");
     for input in &unsorted {
         assert_refused(&cluster, input, "Input data is not ordered");
-        let ours = sort_into(&[input], &[], dir.path(), "ours.osm.pbf");
+        let ours = sort_into(&[input.as_path()], &[], dir.path(), "ours.osm.pbf");
         let theirs = osmium_sort_into(input, dir.path(), "theirs.osm.pbf");
         let (a, b) = (cluster.import_ok(&ours), cluster.import_ok(&theirs));
         assert_eq!(
@@ -88,7 +93,7 @@ fn osm2pgsql_refuses_sorted_negative_ids_for_being_negative() {
         .collect();
     assert!(!negative.is_empty(), "no file with negative ids");
     for input in &negative {
-        let ours = sort_into(&[input], &[], dir.path(), "ours.osm.pbf");
+        let ours = sort_into(&[input.as_path()], &[], dir.path(), "ours.osm.pbf");
         assert_refused(&cluster, &ours, "Negative OSM object ids are not allowed");
     }
 }
@@ -98,7 +103,7 @@ fn osmium_extract_reads_every_sorted_output_with_unique_ids() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut checked = 0;
     for input in good_files() {
-        let out = sort_into(&[&input], &[], dir.path(), "ours.osm.pbf");
+        let out = sort_into(&[input.as_path()], &[], dir.path(), "ours.osm.pbf");
         let info = fileinfo(&out);
         if info["data"]["multiple_versions"] != false || has_negative_ids(&out) {
             continue; // history files repeat ids; negative ids have their test

@@ -10,11 +10,16 @@ use std::path::{Path, PathBuf};
 
 use crate::util::*;
 
-/// `pbf-sort -q --latest INPUTS -o DIR/NAME`, which must succeed.
+/// `pbf-sort -q -O --latest INPUTS -o DIR/NAME`, which must succeed.
 fn latest_into(inputs: &[&Path], dir: &Path, name: &str) -> PathBuf {
     let out = dir.join(name);
     let mut c = pbf_sort();
-    c.arg("-q").arg("--latest").args(inputs).arg("-o").arg(&out);
+    c.arg("-q")
+        .arg("-O")
+        .arg("--latest")
+        .args(inputs)
+        .arg("-o")
+        .arg(&out);
     succeeds(c);
     out
 }
@@ -45,8 +50,8 @@ fn latest_of_every_real_file_alone_matches_osmium_time_filter() {
     let dir = tempfile::tempdir().expect("tempdir");
     for input in good_files() {
         let what = name(&input);
-        let out = latest_into(&[&input], dir.path(), "latest.osm.pbf");
-        assert_latest_like_osmium(&out, &[&input], dir.path(), &what);
+        let out = latest_into(&[input.as_path()], dir.path(), "latest.osm.pbf");
+        assert_latest_like_osmium(&out, &[input.as_path()], dir.path(), &what);
     }
 }
 
@@ -58,9 +63,9 @@ fn latest_of_a_history_file_drops_old_versions_and_deleted_objects() {
         .filter(|p| name(p).starts_with("history-"))
     {
         let what = name(&input);
-        let out = latest_into(&[&input], dir.path(), "latest.osm.pbf");
+        let out = latest_into(&[input.as_path()], dir.path(), "latest.osm.pbf");
         let kept = ids(&opl(&out));
-        let deleted = deleted_ids(&osmium_sorted_opl(&[&input], dir.path()));
+        let deleted = deleted_ids(&osmium_sorted_opl(&[input.as_path()], dir.path()));
         assert!(
             !deleted.is_empty(),
             "{what}: no object's newest version is deleted"
@@ -69,7 +74,7 @@ fn latest_of_a_history_file_drops_old_versions_and_deleted_objects() {
             kept.is_disjoint(&deleted),
             "{what}: an object whose newest version is deleted is kept"
         );
-        assert_latest_like_osmium(&out, &[&input], dir.path(), &what);
+        assert_latest_like_osmium(&out, &[input.as_path()], dir.path(), &what);
     }
 }
 

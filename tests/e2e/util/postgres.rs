@@ -32,35 +32,37 @@ pub const TABLES: [&str; 4] = [
 /// lies in each cluster's own directory, so a collision is harmless anyway).
 static NEXT_PORT: AtomicU16 = AtomicU16::new(0);
 
-/// The directory of PostgreSQL's server commands: that of `initdb` on PATH
-/// (Nix), else `pg_config --bindir` (Debian keeps them in
+/// A PostgreSQL command (`initdb`, `pg_ctl`, `psql`): found through PATH
+/// (Nix), else in `pg_config --bindir` (Debian keeps them in
 /// /usr/lib/postgresql/15/bin), as `.ci/deps` probes them. Fails the test
-/// loudly, naming the Debian package, when neither has initdb.
-pub fn pg_bindir() -> PathBuf {
+/// loudly, naming the Debian package, when neither has it.
+pub fn pg_command(name: &str) -> PathBuf {
     let on_path = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .unwrap_or_default()
         .into_iter()
-        .find(|d| d.join("initdb").is_file());
+        .map(|d| d.join(name))
+        .find(|c| c.is_file());
     let from_pg_config = || {
         Command::new("pg_config")
             .arg("--bindir")
             .output()
             .ok()
             .filter(|o| o.status.success())
-            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-            .filter(|d| d.join("initdb").is_file())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()).join(name))
+            .filter(|c| c.is_file())
     };
-    on_path.or_else(from_pg_config).expect(
-        "initdb (Debian package postgresql-15) is required by the importer tests: \
-         neither PATH nor `pg_config --bindir` has it; run .ci/deps test",
-    )
+    on_path.or_else(from_pg_config).unwrap_or_else(|| {
+        panic!(
+            "{name} (Debian package postgresql-15) is required by the importer tests: \
+             neither PATH nor `pg_config --bindir` has it; run .ci/deps test"
+        )
+    })
 }
 
 /// A running PostgreSQL cluster in a temporary directory.
 pub struct Cluster {
     dir: tempfile::TempDir,
-    bin: PathBuf,
     port: u16,
     databases: AtomicU16,
 }
@@ -79,7 +81,6 @@ impl Cluster {
         let port = 54000 + (std::process::id() % 2000) as u16 * 5 + slot;
         let cluster = Cluster {
             dir,
-            bin: pg_bindir(),
             port,
             databases: AtomicU16::new(0),
         };
@@ -101,7 +102,7 @@ impl Cluster {
 
     /// A server command, run as `nobody` when this process is root.
     fn server_command(&self, name: &str) -> Command {
-        let program = self.bin.join(name);
+        let program = pg_command(name);
         if !is_root() {
             return Command::new(program);
         }
@@ -144,7 +145,7 @@ impl Cluster {
 
     /// Run one SQL command in `db` with psql; returns its unaligned output.
     pub fn psql(&self, db: &str, sql: &str) -> String {
-        let mut c = Command::new(self.bin.join("psql"));
+        let mut c = Command::new(pg_command("psql"));
         c.args(self.connection(db, "-h", "-p"))
             .args(["-v", "ON_ERROR_STOP=1", "-qAt", "-c", sql]);
         String::from_utf8(succeeds(c)).expect("psql output is UTF-8")
@@ -155,9 +156,18 @@ impl Cluster {
     fn connection(&self, db: &str, host: &str, port: &str) -> Vec<String> {
         let socket = self.socket_dir().display().to_string();
         let number = self.port.to_string();
-        [host, &socket, port, &number, "-U", SUPERUSER, "-d", db]
-            .map(str::to_owned)
-            .to_vec()
+        [
+            host,
+            socket.as_str(),
+            port,
+            number.as_str(),
+            "-U",
+            SUPERUSER,
+            "-d",
+            db,
+        ]
+        .map(str::to_owned)
+        .to_vec()
     }
 
     /// A fresh database with PostGIS; returns its name.
