@@ -2,8 +2,9 @@
 //! version, then later timestamp, then later input), an object whose newest
 //! version is deleted left out, written as a current-state file. The oracle
 //! is `osmium sort` into a history file, then `osmium time-filter`
-//! (util::dates), compared as OPL: over every real file alone, and over two
-//! extracts of one area taken on different dates, given either way round.
+//! (util::dates), compared as OPL: over every real file alone, over two
+//! extracts of one area taken on different dates, given either way round,
+//! and over exact ties.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,31 @@ fn latest_of_a_history_file_drops_old_versions_and_deleted_objects() {
         );
         assert_latest_like_osmium(&out, &[input.as_path()], dir.path(), &what);
     }
+}
+
+/// An exact tie (same version, same timestamp): the later input wins, and
+/// within one file the later copy; a higher version wins wherever it is.
+#[test]
+fn latest_breaks_an_exact_tie_by_the_later_input_then_the_later_copy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = |id: u32, version: u32, mark: &str| {
+        format!("n{id} v{version} dV c1 t2020-01-01T00:00:00Z i1 ua Tmark={mark} x1 y1\n")
+    };
+    let a = [node(1, 2, "a1"), node(1, 2, "a2"), node(2, 1, "a")].concat();
+    let b = [node(1, 1, "b"), node(2, 1, "b")].concat();
+    let a = pbf_from_opl(&a, dir.path(), "a");
+    let b = pbf_from_opl(&b, dir.path(), "b");
+    let forward = [a.as_path(), b.as_path()];
+    let reverse = [b.as_path(), a.as_path()];
+    let f = latest_into(&forward, dir.path(), "forward.osm.pbf");
+    assert_latest_like_osmium(&f, &forward, dir.path(), "a b");
+    let r = latest_into(&reverse, dir.path(), "reverse.osm.pbf");
+    assert_latest_like_osmium(&r, &reverse, dir.path(), "b a");
+    assert_ne!(
+        opl(&f),
+        opl(&r),
+        "the order of the inputs did not break the tie"
+    );
 }
 
 /// The objects (`n123`, ...) of an OPL text.

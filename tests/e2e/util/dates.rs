@@ -65,8 +65,8 @@ pub fn two_dates(base: &Path, dir: &Path) -> TwoDates {
         *i += 1;
     }
     TwoDates {
-        older: from_opl(&older, dir, "older"),
-        newer: from_opl(&newer, dir, "newer"),
+        older: pbf_from_opl(&older, dir, "older"),
+        newer: pbf_from_opl(&newer, dir, "newer"),
         newer_opl: newer,
     }
 }
@@ -103,8 +103,8 @@ fn named_newer(tags: &str) -> String {
     format!("T{}", kept.join(","))
 }
 
-/// A PBF file made by osmium from OPL text.
-fn from_opl(text: &str, dir: &Path, stem: &str) -> PathBuf {
+/// A PBF file `DIR/STEM.osm.pbf` made by osmium from OPL text, in its order.
+pub fn pbf_from_opl(text: &str, dir: &Path, stem: &str) -> PathBuf {
     let opl_path = dir.join(format!("{stem}.opl"));
     std::fs::write(&opl_path, text).expect("write OPL");
     let pbf = dir.join(format!("{stem}.osm.pbf"));
