@@ -75,6 +75,10 @@
         # zstd: the hint for a zstd-compressed PBF is run as printed (gzip,
         # bzip2 and xz are the stdenv's).
         pkgs.zstd
+        # The importer tests: osm2pgsql into a throwaway PostgreSQL cluster
+        # with PostGIS (initdb, pg_ctl and psql on PATH).
+        pkgs.osm2pgsql
+        (pkgs.postgresql_15.withPackages (ps: [ ps.postgis ]))
         # The completion tests load completions/*.bash into bash and run
         # them with complete and compgen, which the stdenv's bash (built
         # without readline) lacks.

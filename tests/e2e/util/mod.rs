@@ -8,20 +8,26 @@
 //!   or bounded in time, and the frames a terminal shows of them;
 //! - [`pipeline`]: the index and plan streams, read and built;
 //! - [`oracle`]: what osmium says of a file;
+//! - [`dates`]: two extracts of different dates, and the oracle of `--latest`;
+//! - [`postgres`]: a throwaway PostgreSQL cluster and osm2pgsql imports;
 //! - [`failures`]: a failed run's stderr, checked.
 
 pub mod commands;
+pub mod dates;
 pub mod failures;
 pub mod files;
 pub mod mounts;
 pub mod oracle;
 pub mod pipeline;
+pub mod postgres;
 pub mod random;
 
 pub use commands::*;
+pub use dates::*;
 pub use failures::*;
 pub use files::*;
 pub use mounts::*;
 pub use oracle::*;
 pub use pipeline::*;
+pub use postgres::*;
 pub use random::*;

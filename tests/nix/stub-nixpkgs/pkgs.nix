@@ -74,6 +74,19 @@ let
   pythonPackages = {
     pyosmium = package "pyosmium";
   };
+  # postgresql_15.withPackages: as python3's, the environment named after
+  # the extensions.
+  postgresqlPackages = {
+    postgis = package "postgis";
+  };
+  postgresql_15 = package "postgresql_15" // {
+    pkgs = postgresqlPackages;
+    withPackages =
+      f:
+      package "postgresql_15-with-${
+        builtins.concatStringsSep "-" (map (p: p.name) (f postgresqlPackages))
+      }";
+  };
   python3 = package "python3" // {
     pkgs = pythonPackages;
     withPackages =
@@ -81,7 +94,12 @@ let
   };
 in
 {
-  inherit cargo rustc python3;
+  inherit
+    cargo
+    rustc
+    python3
+    postgresql_15
+    ;
   python3Packages = pythonPackages;
   stdenv.hostPlatform.system = system;
   rustPlatform = {
@@ -118,6 +136,7 @@ in
   btrfs-progs = package "btrfs-progs";
   osmctools = package "osmctools";
   zstd = package "zstd";
+  osm2pgsql = package "osm2pgsql";
   e2fsprogs = package "e2fsprogs";
   bashInteractive = package "bashInteractive";
 }
