@@ -378,6 +378,7 @@ fn small_blob_index(blobs: u64, overlapping: bool, to: &mut impl std::io::Write)
             sorted: !overlapping,
             repeats: false,
             versions_unsorted: false,
+            duplicate_ids: 0,
             ties: None,
             from: KeysFrom::Decoded,
         };

@@ -196,6 +196,7 @@ fn our_indexdata_moved_to_another_blob_is_scanned() {
                 sorted: true,
                 repeats: false,
                 versions_unsorted: false,
+                duplicate_ids: 0,
             };
             Some(indexdata::encode(&s, &BlobStart::of(blob)))
         })

@@ -805,7 +805,7 @@ mod tests {
     }
 
     #[test]
-    fn boundaries_cut_many_loads_at_their_keys_and_few_not_at_all() {
+    fn boundaries_cut_many_loads_at_their_objects_and_few_not_at_all() {
         let spec: Vec<RunSpec> = (0..2)
             .map(|r| ((0..60).map(|i| (false, i * 2 + r, 1, 0)).collect(), vec![3]))
             .collect();
@@ -816,7 +816,7 @@ mod tests {
         assert!(cuts.windows(2).all(|w| w[0] < w[1]));
         let firsts: Vec<u128> = runs
             .iter()
-            .flat_map(|r| (0..r.loads()).map(move |i| r.bounds(i).0))
+            .flat_map(|r| (0..r.loads()).map(move |i| first_version(r.bounds(i).0)))
             .collect();
         assert!(cuts.iter().all(|c| firsts.contains(c)));
         assert!(boundaries(&[]).is_empty());

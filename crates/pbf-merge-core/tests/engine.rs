@@ -1,12 +1,12 @@
 //! The engine on real files written with the format library: chains of
 //! interleaved sorted files, the multi-level spill path under a tiny memory
-//! budget, tie order and dedupe, and the errors that must stop a merge.
+//! budget, tie order, --dedupe and --latest, and the errors that must stop a merge.
 
 mod common;
 
 use common::*;
-use pbf_format::Kind;
 use pbf_format::block::{Element, Info, Node, Relation, Str, Way};
+use pbf_format::{Keep, Kind};
 use pbf_merge_core::{Options, Spool};
 
 fn info(version: i32) -> Option<Info> {
@@ -113,7 +113,7 @@ fn interleaved_sorted_files_merge_as_two_chains_without_spilling() {
     let (got, stats, _) = run(dir.path(), &sources, &[op], Options::default()).expect("merge");
     assert_eq!(stats[0].chains, 2);
     assert_eq!(stats[0].spill_levels, 0);
-    let want = brute_force(all_in_input_order(&[&a, &b]), false);
+    let want = brute_force(all_in_input_order(&[&a, &b]), Keep::All);
     assert_eq!(got, want);
     // Node 398 v1 from file a comes before the copy from file b.
     let marks: Vec<_> = got
@@ -172,12 +172,12 @@ fn merge_alone(
     src: &pbf_stream::SourceRef,
     op: &pbf_stream::MergeOp,
     memory: u64,
-    dedupe: bool,
+    keep: Keep,
 ) -> (Vec<Element>, pbf_merge_core::MergeStats, tempfile::TempDir) {
     let sub = tempdir();
     let opts = Options {
         memory,
-        dedupe,
+        keep,
         spill_dir: sub.path().to_path_buf(),
         ..Options::default()
     };
@@ -219,15 +219,15 @@ fn tiny_budget_spills_on_several_levels_and_gives_the_same_result() {
     let dir = tempdir();
     let blobs = twelve_overlapping_blobs();
     let (src, op) = written_op(dir.path(), 3, &blobs);
-    for dedupe in [false, true] {
-        let (got, stats, sub) = merge_alone(&src, &op, 1024, dedupe);
+    for keep in [Keep::All, Keep::Dedupe, Keep::Latest] {
+        let (got, stats, sub) = merge_alone(&src, &op, 1024, keep);
         let stats = [stats];
         assert!(stats[0].spill_levels >= 2, "{:?}", stats[0]);
         assert!(stats[0].spilled_runs >= 6, "{:?}", stats[0]);
-        let want = brute_force(all_in_input_order(&[&blobs]), dedupe);
+        let want = brute_force(all_in_input_order(&[&blobs]), keep);
         assert_eq!(got.len(), want.len());
-        assert_eq!(got, want, "dedupe {dedupe}");
-        if dedupe {
+        assert_eq!(got, want, "{keep:?}");
+        if keep != Keep::All {
             assert!(stats[0].duplicates > 0);
         }
         // Spill files are anonymous: only the spool is left in the directory.
@@ -331,13 +331,16 @@ fn tiny_blobs_are_batched_and_sorted_into_runs_like_a_brute_force_sort() {
     // 256k: batches of a few dozen blobs, compact runs kept in memory;
     // 64M: one batch merged as it is; 48k: compact runs spilled to a file,
     // and spilled again.
-    for (memory, dedupe) in [
-        (256 << 10, false),
-        (256 << 10, true),
-        (64 << 20, false),
-        (48 << 10, false),
+    for (memory, keep) in [
+        (256 << 10, Keep::All),
+        (256 << 10, Keep::Dedupe),
+        (256 << 10, Keep::Latest),
+        (64 << 20, Keep::All),
+        (64 << 20, Keep::Latest),
+        (48 << 10, Keep::All),
+        (48 << 10, Keep::Latest),
     ] {
-        let (got, s, _) = merge_alone(&src, &op, memory, dedupe);
+        let (got, s, _) = merge_alone(&src, &op, memory, keep);
         match memory {
             m if m == 64 << 20 => {
                 assert_eq!((s.batches, s.kept_runs, s.spilled_runs), (1, 0, 0), "{s:?}")
@@ -345,8 +348,8 @@ fn tiny_blobs_are_batched_and_sorted_into_runs_like_a_brute_force_sort() {
             m if m == 256 << 10 => assert!(s.batches >= 2 && s.kept_runs >= 1, "{s:?}"),
             _ => assert!(s.batches >= 2 && s.spilled_runs >= 1, "{s:?}"),
         }
-        let want = brute_force(all_in_input_order(&[&blobs]), dedupe);
-        assert_eq!(got, want, "memory {memory}, dedupe {dedupe}");
+        let want = brute_force(all_in_input_order(&[&blobs]), keep);
+        assert_eq!(got, want, "memory {memory}, {keep:?}");
     }
 }
 
@@ -374,10 +377,10 @@ fn an_op_of_many_wide_blobs_is_batched_without_forming_chains() {
     let dir = tempdir();
     let blobs = many_wide_blobs();
     let (src, op) = written_op(dir.path(), 0, &blobs);
-    let (got, s, _) = merge_alone(&src, &op, 1 << 30, false);
+    let (got, s, _) = merge_alone(&src, &op, 1 << 30, Keep::All);
     assert_eq!(s.chains, 0, "{s:?}");
     assert!(s.longest_chain > 0 && s.longest_chain < 100, "{s:?}");
-    let want = brute_force(all_in_input_order(&[&blobs]), false);
+    let want = brute_force(all_in_input_order(&[&blobs]), Keep::All);
     assert_eq!(got, want);
 }
 
@@ -393,9 +396,9 @@ fn an_op_of_many_ordered_blobs_forms_its_chains() {
         })
         .collect();
     let (src, op) = written_op(dir.path(), 0, &blobs);
-    let (got, s, _) = merge_alone(&src, &op, 1 << 30, false);
+    let (got, s, _) = merge_alone(&src, &op, 1 << 30, Keep::All);
     assert_eq!((s.chains, s.longest_chain), (1, 0), "{s:?}");
-    let want = brute_force(all_in_input_order(&[&blobs]), false);
+    let want = brute_force(all_in_input_order(&[&blobs]), Keep::All);
     assert_eq!(got, want);
 }
 

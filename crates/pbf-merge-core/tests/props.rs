@@ -12,8 +12,8 @@ mod common;
 
 use common::*;
 use pbf_format::Key;
-use pbf_format::Kind;
 use pbf_format::block::{Changeset, Element, Info, Member, Node, Relation, Str, Way};
+use pbf_format::{Keep, Kind};
 use pbf_merge_core::Options;
 use pbf_stream::{MergeInput, MergeOp};
 use proptest::prelude::*;
@@ -163,7 +163,7 @@ proptest! {
     fn merge_equals_a_stable_brute_force_sort(
         specs in prop::collection::vec(blob_spec(), 1..14),
         memory in prop_oneof![Just(1u64 << 10), Just(24u64 << 10), Just(1u64 << 30)],
-        dedupe in any::<bool>(),
+        keep in prop_oneof![Just(Keep::All), Just(Keep::Dedupe), Just(Keep::Latest)],
         one_op in any::<bool>(),
     ) {
         let dir = tempdir();
@@ -198,13 +198,13 @@ proptest! {
         let ops = if one_op { vec![merge_op(inputs)] } else { overlap_runs(inputs) };
         let opts = Options {
             memory,
-            dedupe,
+            keep,
             spill_dir: dir.path().to_path_buf(),
             ..Options::default()
         };
         let refs: Vec<_> = sources.iter().map(|s| s.1.clone()).collect();
         let (got, stats, frames) = run(dir.path(), &refs, &ops, opts.clone()).expect("merge");
-        let want = brute_force(input_order, dedupe);
+        let want = brute_force(input_order, keep);
         // Ops in flight write the spool one op at a time writes.
         let (flown, flown_stats, flown_frames) =
             run_in_flight(dir.path(), &refs, &ops, opts, 3).expect("in flight");

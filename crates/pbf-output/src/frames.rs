@@ -181,6 +181,7 @@ mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            duplicate_ids: 0,
         };
         let ix = indexdata::encode(&s, &BlobStart::of(&[0xff; 40]));
         let prefix = frame_prefix(&BlobType::OsmData, Some(&ix), u32::MAX as usize);

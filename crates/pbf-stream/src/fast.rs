@@ -511,6 +511,7 @@ pub(crate) mod tests {
                     sorted: flag == 1,
                     repeats: flag == 2,
                     versions_unsorted: flag == 3,
+                    duplicate_ids: counts[0] % 3,
                     ties: ties.map(|(first, last)| Ties { first, last }),
                     from: if from {
                         KeysFrom::Indexdata
@@ -763,6 +764,7 @@ pub(crate) mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            duplicate_ids: 0,
             ties: Some(Ties { first: 4, last: 5 }),
             from: KeysFrom::Decoded,
         };

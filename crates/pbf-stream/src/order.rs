@@ -334,6 +334,7 @@ mod tests {
             first: f,
             last: l,
             counts: Counts::default(),
+            duplicate_ids: 0,
         };
         let mut op = copy(0, key(1, 1), key(9, 1));
         op.frames = vec![frame(key(1, 1), key(5, 1)), frame(key(5, 1), key(9, 1))];

@@ -729,6 +729,7 @@ mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            duplicate_ids: 0,
         };
         let frames = [
             WrittenFrame {

@@ -336,7 +336,11 @@ mod tests {
     /// Plan `index` into `buf`, with `--sources` when given; `after(n)` runs
     /// after each record read (`n` blob records so far) and once at the end.
     fn plan_into(buf: &Shared, index: Vec<u8>, sources: Option<u32>, mut after: impl FnMut(u64)) {
-        let mut plan = PlanOut::new(Box::new(buf.clone()), "test".into(), sources, false);
+        let made = header::Made {
+            writingprogram: "test".into(),
+            current_state: false,
+        };
+        let mut plan = PlanOut::new(Box::new(buf.clone()), made, sources, false);
         let mut input = Input::new(Purpose::Plan(plan::Blobs::default()), false);
         let mut on_record = |input: &Input| {
             plan.record_read(input)?;

@@ -601,6 +601,7 @@ pub(crate) mod tests {
             sorted: true,
             repeats: false,
             versions_unsorted: false,
+            duplicate_ids: 0,
             ties: None,
             from: KeysFrom::Decoded,
         }
@@ -703,7 +704,7 @@ pub(crate) mod tests {
         let e = Blobs::default().push(0, &b, false).expect_err("too many");
         assert!(e.contains("object count 4294967296 is too large"), "{e}");
         let e = Blobs::default()
-            .push(MAX_SOURCES, &way(1, 2, 100, 10))
+            .push(MAX_SOURCES, &way(1, 2, 100, 10), false)
             .expect_err("too many sources");
         assert!(e.contains("too many sources"), "{e}");
     }
@@ -932,6 +933,39 @@ pub(crate) mod tests {
         assert_eq!(merges(&planned_with(&swapped, false)), 1);
         let in_order = [(0, b[0].clone()), (1, b[1].clone())];
         assert_eq!(copies(&planned_with(&in_order, false)).len(), 2);
+    }
+
+    /// The ops `records` (of source 0, a history file when `history`) are
+    /// planned into for a merge that keeps `keep`: `true` for a merge.
+    fn kinds_of_ops(records: &[BlobRecord], keep: Keep, history: bool) -> Vec<bool> {
+        let mut blobs = Blobs::new(keep);
+        for r in records {
+            blobs.push(0, r, history).expect("a valid record");
+        }
+        blobs.sort();
+        blobs
+            .ops(false)
+            .map(|op| matches!(op, Op::Merge(_)))
+            .collect()
+    }
+
+    #[test]
+    fn latest_merges_blobs_that_share_an_object_or_hold_one_twice() {
+        let older = way(1, 10, 100, 10);
+        let mut newer = way(10, 20, 110, 10);
+        newer.first = Key::new(Kind::Way, 10, 2).into();
+        let apart = way(21, 30, 120, 10);
+        let both = [older.clone(), newer, apart.clone()];
+        assert_eq!(kinds_of_ops(&both, Keep::All, false), [false]);
+        assert_eq!(kinds_of_ops(&both, Keep::Latest, false), [true, false]);
+        let mut twice = apart.clone();
+        twice.duplicate_ids = 1;
+        let records = [older.clone(), twice];
+        assert_eq!(kinds_of_ops(&records, Keep::Dedupe, false), [false, false]);
+        assert_eq!(kinds_of_ops(&records, Keep::Latest, false), [false, true]);
+        let (apart, history) = ([older, apart], true);
+        assert_eq!(kinds_of_ops(&apart, Keep::Latest, false), [false, false]);
+        assert_eq!(kinds_of_ops(&apart, Keep::Latest, history), [true, true]);
     }
 
     #[test]

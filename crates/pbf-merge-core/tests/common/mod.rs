@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use pbf_format::Keep;
 use pbf_format::block::{self, Element, EncodeOptions};
 use pbf_format::compress::{self, Compression};
 use pbf_format::frame::{self, PbfFile};
@@ -215,13 +216,23 @@ pub fn read_frames(spool: &Path, frames: &[WrittenFrame]) -> Vec<Element> {
     out
 }
 
-/// The expected output: all elements in input order, stably sorted by key,
-/// repeats of a key dropped when deduplicating.
-pub fn brute_force(input_order: Vec<Element>, dedupe: bool) -> Vec<Element> {
+/// What the merge must give: `input_order` stably sorted by (key, tie
+/// seconds), then kept as `keep` says: the first of equal keys, or the last
+/// of each kind and id unless it is deleted.
+pub fn brute_force(input_order: Vec<Element>, keep: Keep) -> Vec<Element> {
     let mut v = input_order;
     v.sort_by_key(|e| (e.key(), e.tie_seconds()));
-    if dedupe {
-        v.dedup_by_key(|e| e.key());
+    match keep {
+        Keep::All => {}
+        Keep::Dedupe => v.dedup_by_key(|e| e.key()),
+        Keep::Latest => {
+            let object = |e: &Element| (e.kind(), e.id());
+            let newest = |i: usize| v.get(i + 1).is_none_or(|n| object(n) != object(&v[i]));
+            let deleted = |e: &Element| e.info().and_then(|i| i.visible) == Some(false);
+            let keep: Vec<bool> = (0..v.len()).map(|i| newest(i) && !deleted(&v[i])).collect();
+            let mut k = keep.into_iter();
+            v.retain(|_| k.next().unwrap_or(false));
+        }
     }
     v
 }
