@@ -31,7 +31,7 @@ _pbf__merge() {
 
     case "${cmd}" in
         pbf__merge)
-            opts="-j -v -q -h -V --spool --memory --jobs --compression --align --dedupe --indexdata --validate --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -v -q -h -V --spool --memory --jobs --compression --align --dedupe --latest --indexdata --validate --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -8,6 +8,7 @@ lz4\t'lz4'
 none\t'uncompressed'"
 complete -c pbf-merge -l align -d 'Start each merge op\'s frames in the spool at a multiple of BYTES (the filesystem block size, e.g. 4096; a power of two up to 1M), padding with frames readers skip, so pbf-reflink can clone the merged frames [default: none]' -r
 complete -c pbf-merge -l dedupe -d 'Drop repeated (type, id, version), keeping the one that sorts first'
+complete -c pbf-merge -l latest -d 'Keep only the newest version of each object: the highest version, then the later timestamp, then the later input; none where that one is deleted'
 complete -c pbf-merge -l indexdata -d 'Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by default: the copiers copy these frames as they are, and osmconvert 0.9 (osmctools) reads only BlobHeaders of 11 to 17 bytes; pbf-copy --add-indexdata writes indexdata into the output from the plan\'s keys'
 complete -c pbf-merge -l validate -d 'Check the option values and exit: 0 when they are valid, 2 with the reason otherwise; no plan is read (pbf-sort checks its options this way before it starts a stage)'
 complete -c pbf-merge -s v -l verbose -d 'Print the spool path and a summary of the merges on standard error (with the time spent parsing and serialising the plan stream and the merge\'s available parallelism: the merge tasks\' CPU time over the longest chain of tasks that had to run one after another, about how many cores the merge could keep busy; see AVAILABLE PARALLELISM in pbf-merge(1))'

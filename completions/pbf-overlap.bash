@@ -31,7 +31,7 @@ _pbf__overlap() {
 
     case "${cmd}" in
         pbf__overlap)
-            opts="-v -q -h -V --check --objects-of --objects-of-as --check-as --no-frame-keys --dedupe --sources --generator --verbose --quiet --help --version"
+            opts="-v -q -h -V --check --objects-of --objects-of-as --check-as --no-frame-keys --dedupe --latest --sources --generator --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -31,7 +31,7 @@ _pbf__sort() {
 
     case "${cmd}" in
         pbf__sort)
-            opts="-o -O -j -q -v -h -V --output --overwrite --jobs --compression --recompress --memory --dedupe --generator --add-indexdata --copier --index-cmd --overlap-cmd --merge-cmd --copy-cmd --keep-plan --tmpdir --no-space-check --summary-json --dry-run --check --progress --no-progress --quiet --verbose --help --version"
+            opts="-o -O -j -q -v -h -V --output --overwrite --jobs --compression --recompress --memory --dedupe --latest --generator --add-indexdata --copier --index-cmd --overlap-cmd --merge-cmd --copy-cmd --keep-plan --tmpdir --no-space-check --summary-json --dry-run --check --progress --no-progress --quiet --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -20,6 +20,7 @@ complete -c pbf-sort -l summary-json -d 'Write the run to FILE as one JSON objec
 complete -c pbf-sort -s O -l overwrite -d 'Replace an existing output file'
 complete -c pbf-sort -l recompress -d 'Give copied blobs that compression too (pbf-copy; the blobs pbf-index inflates for their keys and judges likely to be copied are compressed there, into a file where the spool goes)'
 complete -c pbf-sort -l dedupe -d 'Drop repeated (type, id, version), keeping the one that sorts first (earliest timestamp, then input)'
+complete -c pbf-sort -l latest -d 'Keep only the newest version of each object (highest version, then later timestamp, then later input; none where it is deleted): extracts of different dates, or a history file, to one current-state file; implies --dedupe'
 complete -c pbf-sort -l add-indexdata -d 'Indexdata in every output BlobHeader, so the next pbf-index reads headers only (osmconvert cannot)'
 complete -c pbf-sort -l no-space-check -d 'Write even where the filesystem reports too little free space (the copier, and the copy of standard input, check it before writing)'
 complete -c pbf-sort -l dry-run -d 'Print the run as a bash script, and exit'
