@@ -185,3 +185,36 @@ fn the_oracle_keeps_every_newer_edit_of_two_dates() {
         assert_eq!(ids(&oracle), &old_ids | &new_ids, "the oracle's objects");
     }
 }
+
+/// A plain merge of two dates keeps both versions of the objects they share:
+/// the run says so once, with the count osmium finds and the options that
+/// fix it; `--latest` has nothing to say, and `-q` silences the warning.
+#[test]
+fn a_merge_that_keeps_an_object_twice_says_how_many_and_what_fixes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dates = two_dates(&data("sorted-andorra.osm.pbf"), dir.path());
+    let out = dir.path().join("both.osm.pbf");
+    let run_with = |extra: &[&str]| {
+        let mut c = pbf_sort();
+        c.args(extra)
+            .arg(&dates.older)
+            .arg(&dates.newer)
+            .arg("-o")
+            .arg(&out);
+        let o = run(c);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let said = run_with(&["-O"]);
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {said}");
+    let text = opl(&out);
+    let objects: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap_or("")).collect();
+    let repeats = objects.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(repeats > 0, "the two dates share no object");
+    let count = format!(" {repeats} objects repeat the type and id");
+    assert!(lines[0].contains(&count), "{said}");
+    assert!(lines[0].contains("--dedupe") && lines[0].contains("--latest"), "{said}");
+    assert_eq!(run_with(&["-O", "-q"]), "", "-q");
+    assert_eq!(run_with(&["-O", "--latest"]), "", "--latest");
+}

@@ -277,11 +277,13 @@ fn indexdata_that_lies_is_named_by_the_merge() {
         first,
         last,
         elements: b.counts.total(),
+        duplicate_ids: 0,
         frames: vec![FrameKeys {
             length: b.length,
             first,
             last,
             counts: b.counts,
+            duplicate_ids: 0,
         }],
     };
     let liar = dir.path().join("liar.osm.pbf");

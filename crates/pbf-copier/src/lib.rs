@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+use pbf_format::Key;
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
@@ -284,17 +285,49 @@ pub enum Step<'a> {
     Sorted(SortedThrough),
 }
 
+/// What the copy ops of a plan held ([`for_each_copy`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Copied {
+    /// Copy ops.
+    pub ops: u64,
+    /// Objects right after one of the same kind and id, in the ops and
+    /// where one op meets the next.
+    pub duplicate_ids: u64,
+}
+
+impl Copied {
+    /// Say once, unless `quiet`, that the output `out` of header `head`
+    /// holds objects more than once, when it is no history file: most
+    /// importers refuse such a file (osm2pgsql: "appears more than once").
+    pub fn warn_duplicates(&self, name: &str, out: &str, head: &OutputHead, quiet: bool) {
+        if quiet || self.duplicate_ids == 0 || head.header.has_history() {
+            return;
+        }
+        let n = self.duplicate_ids;
+        pbf_cli::warn(
+            name,
+            format!(
+                "warning: {out}: {n} object{} repeat the type and id of the one before them, \
+                 which osm2pgsql refuses: --dedupe drops exact repeats, --latest keeps only \
+                 the newest version of each object",
+                if n == 1 { "" } else { "s" }
+            ),
+        );
+    }
+}
+
 /// Call `each` with every copy op and header record of the plan and its
-/// line, under a progress bar over the sources' bytes; returns the number
-/// of ops. A merge op left in the plan, or a record out of place, is an
+/// line, under a progress bar over the sources' bytes; returns what the
+/// ops held. A merge op left in the plan, or a record out of place, is an
 /// error; the plan reader refuses ops out of output order.
 pub fn for_each_copy(
     plan: &mut PlanReader<Box<dyn BufRead + Send>>,
     plan_name: &str,
     progress: Progress,
     mut each: impl FnMut(Step<'_>, u64) -> Result<()>,
-) -> Result<u64> {
-    let mut ops = 0u64;
+) -> Result<Copied> {
+    let mut copied = Copied::default();
+    let mut last: Option<Key> = None;
     // Counted from the start, drawn once an op is done: a bar that stood at
     // 0 while the first op is copied would say nothing.
     let bar = pbf_cli::ProgressBar::hidden();
@@ -304,9 +337,13 @@ pub fn for_each_copy(
         match rec {
             PlanRecord::Copy(op) => {
                 each(Step::Copy(&op), line)?;
-                ops += 1;
+                let first = Key::from(op.first);
+                let met = last.is_some_and(|l| l.same_object(&first));
+                copied.duplicate_ids += op.duplicate_ids + u64::from(met);
+                last = Some(op.last.into());
+                copied.ops += 1;
                 bar.inc(op.length);
-                if ops == 1 {
+                if copied.ops == 1 {
                     pbf_cli::draw(&bar, progress.message, progress.bars);
                 }
             }
@@ -320,7 +357,7 @@ pub fn for_each_copy(
         }
     }
     bar.finish_and_clear();
-    Ok(ops)
+    Ok(copied)
 }
 
 /// The output header: written before the first op's bytes (or at the end of

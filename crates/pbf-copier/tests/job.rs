@@ -80,7 +80,7 @@ fn copy(args: &[&str]) -> anyhow::Result<Vec<Seen>> {
     })?;
     head.write(out)?;
     let copies = seen.iter().filter(|s| matches!(s, Seen::Copy(_))).count();
-    assert_eq!(ops, copies as u64, "the loop counts the copy ops");
+    assert_eq!(ops.ops, copies as u64, "the loop counts the copy ops");
     pbf_copier::finish("test-copier", job.out, &mut job.sources, None)?;
     Ok(seen)
 }

@@ -89,6 +89,11 @@ impl Key {
             | u128::from(self.version)
     }
 
+    /// Whether `other` is a version of the same object (kind and id).
+    pub fn same_object(&self, other: &Key) -> bool {
+        (self.kind, self.id) == (other.kind, other.id)
+    }
+
     /// The key a packed key came from (inverse of [`Key::packed`]).
     pub fn from_packed(packed: u128) -> Key {
         let kind = Kind::from_index(((packed >> 97) & 3) as u8).unwrap_or(Kind::Changeset);

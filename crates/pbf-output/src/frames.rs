@@ -208,6 +208,7 @@ mod tests {
             first: key,
             last: key,
             counts,
+            duplicate_ids: 0,
         };
         let r = reframe_with_indexdata(&src, 4, &keys).expect("reframed");
         // 4 bytes of junk before the frame, a Blob of 4 bytes at its end.

@@ -265,6 +265,7 @@ mod tests {
             first,
             last,
             elements: 1,
+            duplicate_ids: 0,
             frames: Vec::new(),
         }
     }

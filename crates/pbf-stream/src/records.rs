@@ -450,6 +450,11 @@ pub struct CopyOp {
     /// Number of objects in the frames.
     #[serde(default)]
     pub elements: u64,
+    /// Objects in the frames right after one of the same kind and id
+    /// (their `duplicate_ids`, and where one frame meets the next).
+    /// Written only when not 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicate_ids: u64,
     /// Per-frame keys, in order; their lengths add up to `length`. Empty when
     /// the producer did not provide them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -145,6 +145,7 @@ pub fn copy_op(source: u32, (offset, length, s): (u64, u64, Summary), with_frame
         first: s.first.into(),
         last: s.last.into(),
         elements: counts.total(),
+        duplicate_ids: s.duplicate_ids,
         frames,
     }
 }

@@ -230,7 +230,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     // Time spent copying, for -v: not the waits for the plan's next record.
     let mut copying = Duration::ZERO;
-    let ops = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
+    let copied = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
         let step = ahead.follow(
             (step, line),
             plan_name,
@@ -271,11 +271,15 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     }
     let landed = ahead.landed();
     let parsing = job.plan.parse_time();
+    let out_name = job.out.name().to_owned();
     let finished = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
+    copied.warn_duplicates(NAME, &out_name, &head, opts.quiet);
+    let ops = copied.ops;
     let (stats, written) = (finished.stats, finished.written);
     copying += landed.map_or(Duration::ZERO, |l| l.copying) + finished.committing;
     pbf_cli::report::counters(&Counters {
         ops,
+        duplicate_ids: copied.duplicate_ids,
         written_bytes: written,
         kernel_bytes: stats.kernel_bytes,
         direct_bytes: stats.direct_bytes,
@@ -399,8 +403,10 @@ fn recompress_op(
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
 #[derive(serde::Serialize)]
 struct Counters {
-    /// Copy ops, and the bytes of the output.
+    /// Copy ops, the objects of the output that repeat the type and id of
+    /// the one before them, and the bytes of the output.
     ops: u64,
+    duplicate_ids: u64,
     written_bytes: u64,
     /// Bytes copied in the kernel, read into memory and written past the
     /// page cache, by read/write (after how many refusals), and written from

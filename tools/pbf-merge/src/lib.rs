@@ -685,6 +685,11 @@ fn copy_op(source: u32, frames: &[WrittenFrame]) -> CopyOp {
         first: key_bound(frames.iter().map(|f| f.summary.first).min()),
         last: key_bound(frames.iter().map(|f| f.summary.last).max()),
         elements: frames.iter().map(|f| f.summary.elements()).sum(),
+        duplicate_ids: frames.iter().map(|f| f.summary.duplicate_ids).sum::<u64>()
+            + frames
+                .windows(2)
+                .filter(|w| w[0].summary.last.same_object(&w[1].summary.first))
+                .count() as u64,
         frames: frames
             .iter()
             .map(|f| FrameKeys {

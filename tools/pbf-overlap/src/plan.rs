@@ -553,6 +553,7 @@ impl<'a> Iterator for Ops<'a> {
             first: unpack(seg.first()),
             last: unpack(seg.last()),
             elements: 0,
+            duplicate_ids: 0,
             frames: Vec::new(),
         };
         let mut prev = *seg;
@@ -564,6 +565,8 @@ impl<'a> Iterator for Ops<'a> {
             };
             self.clusters.next();
             self.add_frame(&mut op, next);
+            op.duplicate_ids +=
+                u64::from(packed_object(prev.last()) == packed_object(next.first()));
             op.last = unpack(next.last());
             prev = *next;
         }
@@ -576,6 +579,9 @@ impl Ops<'_> {
         op.length += u64::from(seg.length);
         op.blobs += 1;
         op.elements += seg.elements();
+        if !self.blobs.duplicates.is_empty() {
+            op.duplicate_ids += self.blobs.duplicate_ids(seg);
+        }
         if self.frame_keys {
             op.frames.push(self.blobs.frame_keys(seg));
         }

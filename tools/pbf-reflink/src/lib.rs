@@ -25,7 +25,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{CopySources, Help, Job, OutputHead, Step};
+use pbf_copier::{Copied, CopySources, Help, Job, OutputHead, Step};
 use pbf_output::{CopyStats, OutputFile, frames};
 use pbf_stream::CopyOp;
 
@@ -169,7 +169,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     }
     let bar = copier::progress(&sources, "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
-    let ops = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
+    let copied = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
             Step::Header(h) => {
                 head.replace(&h.header, &mut w.out)?;
@@ -202,9 +202,12 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         out, cloner, holes, ..
     } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
+    let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
         copier::finish(NAME, out, &mut sources, check.as_deref())?;
-    pbf_cli::report::counters(&Counters::of(ops, written, stats, clone_stats));
+    copied.warn_duplicates(NAME, &out_name, &head, opts.common.quiet);
+    let ops = copied.ops;
+    pbf_cli::report::counters(&Counters::of(copied, written, stats, clone_stats));
     if opts.common.verbose {
         report(
             ops,
@@ -363,8 +366,10 @@ impl CloningOutput {
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
 #[derive(serde::Serialize)]
 struct Counters {
-    /// Copy ops, and the bytes of the output.
+    /// Copy ops, the objects of the output that repeat the type and id of
+    /// the one before them, and the bytes of the output.
     ops: u64,
+    duplicate_ids: u64,
     written_bytes: u64,
     /// Bytes cloned, in how many clones; bytes copied (in the kernel and
     /// by read/write); padding frames and their bytes; bytes written from
@@ -378,10 +383,11 @@ struct Counters {
 }
 
 impl Counters {
-    fn of(ops: u64, written: u64, stats: CopyStats, clone: Option<CloneStats>) -> Counters {
+    fn of(copied: Copied, written: u64, stats: CopyStats, clone: Option<CloneStats>) -> Counters {
         let c = clone.unwrap_or_default();
         Counters {
-            ops,
+            ops: copied.ops,
+            duplicate_ids: copied.duplicate_ids,
             written_bytes: written,
             cloned_bytes: c.cloned,
             clones: c.clones,
