@@ -282,6 +282,7 @@ fn indexdata_that_lies_is_named_by_the_merge() {
             first,
             last,
             counts: b.counts,
+            duplicate_ids: b.duplicate_ids,
         }],
     };
     let liar = dir.path().join("liar.osm.pbf");

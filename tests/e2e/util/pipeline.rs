@@ -63,6 +63,7 @@ pub fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
             first: b.first,
             last: b.last,
             counts: b.counts,
+            duplicate_ids: b.duplicate_ids,
         })
         .into_iter()
         .collect();
