@@ -1,8 +1,11 @@
 //! The README's cookbook, run as written: every `sh` block in a fresh
-//! directory holding real files under the names the block uses, the `make`
-//! block as a Makefile, and the `#!` block as the `my-merge` script the text
-//! describes. A command that fails, or a name the test cannot supply, fails
-//! the test, so the README cannot drift from what the tools do.
+//! directory holding real files under the names the block uses (the two
+//! dated extracts made from a real file, util::dates), the `make` block as a
+//! Makefile, and the `#!` block as the `my-merge` script the text describes.
+//! A block that runs osm2pgsql reaches a throwaway PostgreSQL cluster
+//! (util::postgres) through libpq's variables, and must fill its tables. A
+//! command that fails, or a name the test cannot supply, fails the test, so
+//! the README cannot drift from what the tools do.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -50,15 +53,22 @@ const INPUTS: &[(&str, &str)] = &[
     ("monaco.osm.pbf", "sorted-monaco-lz4.osm.pbf"),
     ("north.osm.pbf", "sorted-andorra.osm.pbf"),
     ("south.osm.pbf", "unsorted-vex.osm.pbf"),
+    ("region.osh.pbf", "history-niue.osh.pbf"),
 ];
 
-/// A fresh directory under `root` with the inputs and the `my-merge` script.
-fn workdir(root: &Path, n: usize, script: &str) -> PathBuf {
+/// The database the osm2pgsql recipe names (`-d gis`).
+const DATABASE: &str = "gis";
+
+/// A fresh directory under `root` with the inputs, the extracts of two
+/// dates and the `my-merge` script.
+fn workdir(root: &Path, n: usize, script: &str, dates: &TwoDates) -> PathBuf {
     let dir = root.join(format!("block-{n}"));
     fs::create_dir_all(dir.join("data/tmp")).expect("mkdir");
     for (name, file) in INPUTS {
         fs::copy(data(file), dir.join(name)).expect("copy input");
     }
+    fs::copy(&dates.older, dir.join("west-2025.osm.pbf")).expect("copy input");
+    fs::copy(&dates.newer, dir.join("west-2026.osm.pbf")).expect("copy input");
     let my_merge = dir.join("my-merge");
     fs::write(&my_merge, script).expect("write my-merge");
     Command::new("chmod")
@@ -70,8 +80,9 @@ fn workdir(root: &Path, n: usize, script: &str) -> PathBuf {
 }
 
 /// Run one block in `dir`: a shell block under `bash -e -o pipefail`, a make
-/// block as the Makefile of `make region.osm.pbf`.
-fn run_block(block: &Block, dir: &Path) -> std::process::Output {
+/// block as the Makefile of `make region.osm.pbf`; with `cluster`, libpq's
+/// variables lead to it.
+fn run_block(block: &Block, dir: &Path, cluster: Option<&Cluster>) -> std::process::Output {
     // Absolute paths in the text point into the work directory.
     let text = block.text.replace("/data/tmp/", "data/tmp/");
     let mut c = if block.lang == "make" {
@@ -85,6 +96,9 @@ fn run_block(block: &Block, dir: &Path) -> std::process::Output {
         c
     };
     c.current_dir(dir).env("PATH", tools_path());
+    if let Some(cluster) = cluster {
+        c.envs(cluster.libpq_env());
+    }
     c.output().expect("run block")
 }
 
@@ -104,6 +118,14 @@ fn every_cookbook_command_runs() {
             tmp.path().to_path_buf()
         }
     };
+    let dates = two_dates(&data("sorted-andorra.osm.pbf"), tmp.path());
+    let cluster = blocks
+        .iter()
+        .any(|b| b.text.contains("osm2pgsql"))
+        .then(Cluster::start);
+    if let Some(cluster) = &cluster {
+        cluster.create_database(DATABASE);
+    }
     let mut ran = 0;
     for (n, block) in blocks.iter().enumerate() {
         if block.text.starts_with("#!") {
@@ -117,8 +139,9 @@ fn every_cookbook_command_runs() {
             "cookbook block {n} has language {:?}",
             block.lang
         );
-        let dir = workdir(&root, n, script);
-        let o = run_block(block, &dir);
+        let dir = workdir(&root, n, script, &dates);
+        let imports = block.text.contains("osm2pgsql");
+        let o = run_block(block, &dir, cluster.as_ref().filter(|_| imports));
         assert!(
             o.status.success(),
             "cookbook block {n} failed:\n{}\nstdout:\n{}\nstderr:\n{}",
@@ -126,6 +149,13 @@ fn every_cookbook_command_runs() {
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr)
         );
+        if let (true, Some(cluster)) = (imports, &cluster) {
+            let rows = cluster.counts(DATABASE, None);
+            assert!(
+                rows.iter().any(|(_, n)| *n > 0),
+                "cookbook block {n} imported nothing: {rows:?}"
+            );
+        }
         fs::remove_dir_all(&dir).expect("clean block dir");
         ran += 1;
     }

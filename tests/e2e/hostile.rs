@@ -769,7 +769,7 @@ fn try_case(c: &Case, dir: &Path, out_dir: &Path, rss_mb: u64) -> (i32, Option<i
     (index_code, Some(o.status.code().unwrap_or(-1)))
 }
 
-/// Run every case, printing a tally (the figures of the README's Reliability section).
+/// Run every case, printing a tally (DESIGN.md, Faults, names what each class must give).
 fn run_cases(label: &str, cases: &[Case]) {
     let rss_mb = env_budget("PBF_SORT_FAULT_RSS_MB", 512);
     let (dir, out_dir) = scratch();

@@ -174,11 +174,26 @@ impl Cluster {
     pub fn new_database(&self) -> String {
         let n = self.databases.fetch_add(1, Ordering::Relaxed);
         let db = format!("import{n}");
+        self.create_database(&db);
+        db
+    }
+
+    /// The database `db`, with PostGIS.
+    pub fn create_database(&self, db: &str) {
         self.psql(
             "postgres",
             &format!("CREATE DATABASE {db} TEMPLATE {TEMPLATE}"),
         );
-        db
+    }
+
+    /// The libpq variables that lead a command given only `-d DB` (as a
+    /// user types osm2pgsql) to this cluster.
+    pub fn libpq_env(&self) -> [(&'static str, String); 3] {
+        [
+            ("PGHOST", self.socket_dir().display().to_string()),
+            ("PGPORT", self.port.to_string()),
+            ("PGUSER", SUPERUSER.to_owned()),
+        ]
     }
 
     /// `osm2pgsql --create` (non-slim, default style) of `file` into a
