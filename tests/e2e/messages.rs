@@ -284,6 +284,7 @@ fn indexdata_that_lies_is_named_by_the_merge() {
             last,
             counts: b.counts,
             duplicate_ids: 0,
+            negative_ids: false,
         }],
     };
     let liar = dir.path().join("liar.osm.pbf");

@@ -379,6 +379,7 @@ fn small_blob_index(blobs: u64, overlapping: bool, to: &mut impl std::io::Write)
             repeats: false,
             versions_unsorted: false,
             duplicate_ids: 0,
+            negative_ids: false,
             ties: None,
             from: KeysFrom::Decoded,
         };

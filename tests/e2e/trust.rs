@@ -197,6 +197,7 @@ fn our_indexdata_moved_to_another_blob_is_scanned() {
                 repeats: false,
                 versions_unsorted: false,
                 duplicate_ids: 0,
+                negative_ids: false,
             };
             Some(indexdata::encode(&s, &BlobStart::of(blob)))
         })

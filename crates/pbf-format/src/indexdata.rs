@@ -11,7 +11,8 @@
 //!                        bit 1: keys never decrease but some repeat;
 //!                        bit 2: keys decrease, but only between versions
 //!                        of one object (at most one of the three is set;
-//!                        readers before bit 2 existed scan such a blob)
+//!                        readers before bit 2 existed scan such a blob);
+//!                        bit 3: some id is negative
 //! first key              kind (1 byte: 0 node, 1 way, 2 relation, 3 changeset),
 //!                        id (zigzag varint), version (varint)
 //! last key               same encoding
@@ -56,7 +57,8 @@ pub fn encode(s: &Summary, blob: &BlobStart) -> Vec<u8> {
     let mut out = Vec::with_capacity(48);
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
-    out.push(u8::from(s.sorted) | u8::from(s.repeats) << 1 | u8::from(s.versions_unsorted) << 2);
+    let order = u8::from(s.sorted) | u8::from(s.repeats) << 1 | u8::from(s.versions_unsorted) << 2;
+    out.push(order | u8::from(s.negative_ids) << 3);
     for k in [s.first, s.last] {
         out.push(k.kind as u8);
         wire::put_varint(&mut out, wire::encode_zigzag(k.id));
@@ -89,6 +91,7 @@ pub fn decode(bytes: &[u8], blob: &BlobStart) -> Option<Summary> {
     }
     let rest = body.strip_prefix(MAGIC)?;
     let (&[version, flags], rest) = rest.split_first_chunk::<2>()?;
+    let (negative_ids, flags) = (flags & 8 != 0, flags & !8);
     if version != VERSION || !matches!(flags, 0 | 1 | 2 | 4) {
         return None;
     }
@@ -111,6 +114,7 @@ pub fn decode(bytes: &[u8], blob: &BlobStart) -> Option<Summary> {
         repeats: flags == 2,
         versions_unsorted: flags == 4,
         duplicate_ids,
+        negative_ids,
     })
 }
 
@@ -148,6 +152,7 @@ pub fn decode_pbfhogg(bytes: &[u8]) -> Option<Summary> {
         repeats: false,
         versions_unsorted: false,
         duplicate_ids: 0,
+        negative_ids: false,
     })
 }
 
@@ -171,6 +176,7 @@ mod tests {
             repeats: false,
             versions_unsorted: false,
             duplicate_ids: u64::MAX,
+            negative_ids: false,
         }
     }
 

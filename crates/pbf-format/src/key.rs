@@ -149,6 +149,11 @@ impl Keep {
     }
 }
 
+/// Whether a packed key's id is negative: not positive, and not 0.
+pub fn packed_negative(packed: u128) -> bool {
+    packed & (1 << 96) == 0 && (packed >> 32) as u64 != 0
+}
+
 /// Convert a stored PBF version (int32, -1 or absent for "none") to the key's version.
 pub fn key_version(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)
@@ -182,6 +187,20 @@ impl PartialOrd for Key {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn negative_ids_are_told_from_packed_keys() {
+        for (id, negative) in [
+            (-5, true),
+            (-1, true),
+            (0, false),
+            (1, false),
+            (i64::MIN, true),
+        ] {
+            let k = Key::new(Kind::Way, id, 3);
+            assert_eq!(packed_negative(k.packed()), negative, "{id}");
+        }
+    }
 
     #[test]
     fn osmium_order() {

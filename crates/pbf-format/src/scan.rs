@@ -45,6 +45,8 @@ pub struct Summary {
     /// never decreases, the objects a file of one version per object would
     /// not hold. Counted in any blob, meaningful only in those.
     pub duplicate_ids: u64,
+    /// Some object has a negative id (JOSM's new objects, test data).
+    pub negative_ids: bool,
 }
 
 impl Summary {
@@ -76,6 +78,7 @@ pub struct Accumulator {
     ids_decreasing: bool,
     repeated: bool,
     duplicate_ids: u64,
+    negative_ids: bool,
 }
 
 impl Default for Accumulator {
@@ -89,6 +92,7 @@ impl Default for Accumulator {
             ids_decreasing: false,
             repeated: false,
             duplicate_ids: 0,
+            negative_ids: false,
         }
     }
 }
@@ -103,6 +107,7 @@ impl Accumulator {
         // u128::MAX, before the first key, is no object's.
         self.duplicate_ids += u64::from(packed_object(p) == packed_object(self.prev));
         self.prev = p;
+        self.negative_ids |= k.id < 0;
         self.counts[k.kind.index()] += 1;
     }
 
@@ -134,6 +139,7 @@ impl Accumulator {
             repeats: !self.decreasing && self.repeated,
             versions_unsorted: self.decreasing && !self.ids_decreasing,
             duplicate_ids: self.duplicate_ids,
+            negative_ids: self.negative_ids,
         })
     }
 }
@@ -403,6 +409,7 @@ mod tests {
             repeats: !decreasing && repeated,
             versions_unsorted: decreasing && !ids_decreasing,
             duplicate_ids: same.count() as u64,
+            negative_ids: keys.iter().any(|k| k.id < 0),
         })
     }
 

@@ -19,7 +19,7 @@ use std::sync::mpsc::{Receiver, sync_channel};
 
 use pbf_format::block::{self, BLOCK_SLACK, Columns, EncodeOptions, Obj};
 use pbf_format::compress::{self, Compression};
-use pbf_format::key::packed_object;
+use pbf_format::key::{packed_negative, packed_object};
 use pbf_format::scan::Summary;
 use pbf_format::{Keep, Key, frame, indexdata};
 use rayon::ThreadPool;
@@ -386,6 +386,7 @@ struct Pending {
     strict: bool,
     /// Elements right after one of the same kind and id.
     duplicate_ids: u64,
+    negative_ids: bool,
     encoded: usize,
     approx: u64,
 }
@@ -414,6 +415,7 @@ impl Pending {
 
     /// Count `order`'s key (after the first's) in the block's summary.
     fn key(&mut self, order: &Order, keep_blob: bool) {
+        self.negative_ids |= packed_negative(order.key);
         if self.len > 1 {
             self.strict &= order.key != self.last;
             self.duplicate_ids += u64::from(same_object(order.key, self.last));
@@ -433,6 +435,7 @@ impl Pending {
             .flat_map(|(b, from, to)| &b.orders[*from..*to]);
         if let Some(first) = orders.next() {
             (self.first, self.last, self.strict) = (first.key, first.key, true);
+            self.negative_ids = packed_negative(first.key);
             self.counts[((first.key >> 97) & 3) as usize] += 1;
             if keep_blob {
                 self.blobs.push(first.blob());
@@ -481,6 +484,7 @@ impl Pending {
             repeats: !self.strict,
             versions_unsorted: false,
             duplicate_ids: self.duplicate_ids,
+            negative_ids: self.negative_ids,
         }
     }
 }

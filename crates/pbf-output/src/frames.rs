@@ -141,6 +141,7 @@ pub fn frame_summary(k: &FrameKeys) -> Result<Summary> {
         repeats: false,
         versions_unsorted: false,
         duplicate_ids: k.duplicate_ids,
+        negative_ids: k.negative_ids,
     })
 }
 
@@ -182,6 +183,7 @@ mod tests {
             repeats: false,
             versions_unsorted: false,
             duplicate_ids: 0,
+            negative_ids: false,
         };
         let ix = indexdata::encode(&s, &BlobStart::of(&[0xff; 40]));
         let prefix = frame_prefix(&BlobType::OsmData, Some(&ix), u32::MAX as usize);
@@ -209,6 +211,7 @@ mod tests {
             last: key,
             counts,
             duplicate_ids: 0,
+            negative_ids: false,
         };
         let r = reframe_with_indexdata(&src, 4, &keys).expect("reframed");
         // 4 bytes of junk before the frame, a Blob of 4 bytes at its end.

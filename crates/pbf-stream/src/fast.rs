@@ -43,6 +43,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
         true => c.unsigned()?,
         false => 0,
     };
+    let negative_ids = c.take(br#","negative_ids":true"#);
     let ties = match c.take(br#","ties":{"first":"#) {
         true => Some(c.ties()?),
         false => None,
@@ -67,6 +68,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
         repeats,
         versions_unsorted,
         duplicate_ids,
+        negative_ids,
         ties,
         from,
     })
@@ -224,6 +226,9 @@ pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
     }
     if b.duplicate_ids > 0 {
         number(out, br#","duplicate_ids":"#, b.duplicate_ids);
+    }
+    if b.negative_ids {
+        out.extend_from_slice(br#","negative_ids":true"#);
     }
     if let Some(ties) = b.ties {
         number(out, br#","ties":{"first":"#, u64::from(ties.first));
@@ -512,6 +517,7 @@ pub(crate) mod tests {
                     repeats: flag == 2,
                     versions_unsorted: flag == 3,
                     duplicate_ids: counts[0] % 3,
+                    negative_ids: counts[1] % 2 == 1,
                     ties: ties.map(|(first, last)| Ties { first, last }),
                     from: if from {
                         KeysFrom::Indexdata
@@ -765,6 +771,7 @@ pub(crate) mod tests {
             repeats: false,
             versions_unsorted: false,
             duplicate_ids: 0,
+            negative_ids: false,
             ties: Some(Ties { first: 4, last: 5 }),
             from: KeysFrom::Decoded,
         };

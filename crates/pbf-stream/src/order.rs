@@ -336,6 +336,7 @@ mod tests {
             last: l,
             counts: Counts::default(),
             duplicate_ids: 0,
+            negative_ids: false,
         };
         let mut op = copy(0, key(1, 1), key(9, 1));
         op.frames = vec![frame(key(1, 1), key(5, 1)), frame(key(5, 1), key(9, 1))];

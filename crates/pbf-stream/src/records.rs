@@ -195,6 +195,9 @@ pub struct BlobRecord {
     /// inside the blob. Written only when not 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub duplicate_ids: u64,
+    /// Some object has a negative id. Written only when true.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub negative_ids: bool,
     /// `{"first":S,"last":S}`: the blob's objects are in the merge's order
     /// of equal keys (timestamp in whole seconds, 0 when unset, never
     /// decreases between equal keys), and these are the tie seconds of its
@@ -243,6 +246,7 @@ impl BlobRecord {
             repeats: s.repeats,
             versions_unsorted: s.versions_unsorted,
             duplicate_ids: s.duplicate_ids,
+            negative_ids: s.negative_ids,
             ties: keys.ties,
             from: keys.from,
         }
@@ -258,6 +262,7 @@ impl BlobRecord {
             repeats: self.repeats,
             versions_unsorted: self.versions_unsorted,
             duplicate_ids: self.duplicate_ids,
+            negative_ids: self.negative_ids,
         }
     }
 }
@@ -307,6 +312,9 @@ pub struct IndexEnd {
     /// `header` record instead.)
     #[serde(default)]
     pub skipped_blobs: u64,
+    /// Blobs holding a negative id. Absent when zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub negative_id_blobs: u64,
 }
 
 /// One record of the plan stream.
@@ -430,6 +438,9 @@ pub struct FrameKeys {
     /// The blob record's `duplicate_ids`. Written only when not 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub duplicate_ids: u64,
+    /// The blob record's `negative_ids`. Written only when true.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub negative_ids: bool,
 }
 
 /// A `copy` op: `length` bytes of whole frames at `offset` of `source`.

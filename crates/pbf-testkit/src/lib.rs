@@ -134,6 +134,7 @@ pub fn copy_op(source: u32, (offset, length, s): (u64, u64, Summary), with_frame
             last: s.last.into(),
             counts,
             duplicate_ids: s.duplicate_ids,
+            negative_ids: s.negative_ids,
         })
         .into_iter()
         .collect();

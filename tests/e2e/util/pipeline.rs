@@ -64,6 +64,7 @@ pub fn copy_op(b: &BlobRecord, with_frames: bool) -> CopyOp {
             last: b.last,
             counts: b.counts,
             duplicate_ids: b.duplicate_ids,
+            negative_ids: b.negative_ids,
         })
         .into_iter()
         .collect();

@@ -1041,6 +1041,7 @@ fn write_described<W: Write>(
         tally.end.blobs += 1;
         tally.from_indexdata += u64::from(keys.from == KeysFrom::Indexdata);
         tally.end.counts.add(record.counts);
+        tally.end.negative_id_blobs += u64::from(record.negative_ids);
         out.write_blob(&record)?;
     }
     Ok(())

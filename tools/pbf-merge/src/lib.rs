@@ -698,6 +698,7 @@ fn copy_op(source: u32, frames: &[WrittenFrame]) -> CopyOp {
                 last: f.summary.last.into(),
                 counts: Counts::from_array(f.summary.counts),
                 duplicate_ids: f.summary.duplicate_ids,
+                negative_ids: f.summary.negative_ids,
             })
             .collect(),
     }
@@ -735,6 +736,7 @@ mod tests {
             repeats: false,
             versions_unsorted: false,
             duplicate_ids: 0,
+            negative_ids: false,
         };
         let frames = [
             WrittenFrame {

@@ -48,6 +48,8 @@ pub struct Input {
     paths: HashSet<PathBuf>,
     /// Objects per kind, from the end records.
     pub counts: Counts,
+    /// The sources whose end record counts blobs with negative ids.
+    pub negative_ids: Vec<u32>,
     /// Time spent parsing the index streams (measured for -v only).
     pub parsing: Duration,
     /// Whether to measure it.
@@ -67,6 +69,7 @@ impl Input {
             blob_records: 0,
             paths: HashSet::new(),
             counts: Counts::default(),
+            negative_ids: Vec::new(),
             parsing: Duration::ZERO,
             timed,
             started: None,
@@ -137,7 +140,12 @@ impl Input {
                     on_record(self).with_context(|| format!("{name}: line {}", rd.line()))?;
                 }
                 IndexRecord::Header(h) => self.add_header(h.header).map_err(at)?,
-                IndexRecord::End(e) => self.counts.add(e.counts),
+                IndexRecord::End(e) => {
+                    self.counts.add(e.counts);
+                    if e.negative_id_blobs > 0 {
+                        self.negative_ids.push(self.sources.len() as u32 - 1);
+                    }
+                }
             }
         }
         self.parsing += rd.parse_time();

@@ -174,7 +174,8 @@ pub fn command() -> Command {
                   their bytes, blobs and elements to merge in merge ops, time, and the time \
                   spent parsing the index streams and serialising the plan (with --check: \
                   the blobs checked, time and parsing time)",
-        quiet: "With --check, do not explain why the input is not in order",
+        quiet: "No warning that inputs hold negative ids; with --check, do not explain why the \
+                input is not in order",
     };
     pbf_cli::verbosity_args(cmd, help)
 }
@@ -219,6 +220,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let mut input = Input::new(Purpose::Plan(blobs), m.get_flag("verbose"));
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
+    if !m.get_flag("quiet") {
+        warn_negative_ids(&input);
+    }
     pbf_cli::report::counters(&PlanCounters {
         blobs: input.blob_records,
         copy_blobs: tally.copy_blobs,
@@ -244,6 +248,28 @@ struct Reference {
     files: String,
     several: bool,
     counts: Counts,
+}
+
+/// Say once which inputs hold negative ids: osm2pgsql refuses them,
+/// Valhalla reads them as huge positive ones.
+fn warn_negative_ids(input: &Input) {
+    let names: Vec<String> = input
+        .negative_ids
+        .iter()
+        .map(|&s| input.sources[s as usize].name())
+        .collect();
+    if names.is_empty() {
+        return;
+    }
+    pbf_cli::warn(
+        NAME,
+        format!(
+            "warning: {} {} negative ids, which osm2pgsql refuses and Valhalla misreads: \
+             `osmium renumber` gives every object a positive id",
+            names.join(", "),
+            if names.len() == 1 { "holds" } else { "hold" }
+        ),
+    );
 }
 
 /// The index streams named on the command line ('-' when none).

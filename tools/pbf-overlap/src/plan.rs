@@ -203,12 +203,14 @@ struct Mixed {
     counts: [u32; 4],
 }
 
-/// The duplicate ids of a blob in order that holds some.
+/// What a blob in order holds of ids that importers refuse: objects
+/// twice, negative ids (kept for blobs with either).
 #[derive(Clone, Copy, Debug)]
-struct Duplicates {
+struct IdNotes {
     source: u32,
     offset: u64,
     duplicate_ids: u64,
+    negative_ids: bool,
 }
 
 /// The tie ends of a blob in order whose keys repeat.
@@ -229,7 +231,7 @@ pub struct Blobs {
     /// Sorted by (source, offset) by [`Blobs::sort`].
     ties: Vec<TieEnds>,
     /// Sorted by (source, offset) by [`Blobs::sort`].
-    duplicates: Vec<Duplicates>,
+    id_notes: Vec<IdNotes>,
     /// What the merge keeps: with `--dedupe` a blob whose keys repeat is
     /// merged, so the merge sees (and drops) the repeats; see also
     /// `--latest` above.
@@ -280,12 +282,12 @@ impl Blobs {
                 ties,
             });
         }
-        if in_order && b.duplicate_ids > 0 {
-            let (offset, duplicate_ids) = (b.offset, b.duplicate_ids);
-            self.duplicates.push(Duplicates {
+        if in_order && (b.duplicate_ids > 0 || b.negative_ids) {
+            self.id_notes.push(IdNotes {
                 source,
-                offset,
-                duplicate_ids,
+                offset: b.offset,
+                duplicate_ids: b.duplicate_ids,
+                negative_ids: b.negative_ids,
             });
         }
         if in_order && counts != one_kind(b.first.kind, elements) {
@@ -313,8 +315,7 @@ impl Blobs {
             .par_sort_unstable_by_key(|s| (s.first(), s.last(), s.source(), s.offset));
         self.mixed.sort_unstable_by_key(|m| (m.source, m.offset));
         self.ties.sort_unstable_by_key(|t| (t.source, t.offset));
-        self.duplicates
-            .sort_unstable_by_key(|d| (d.source, d.offset));
+        self.id_notes.sort_unstable_by_key(|d| (d.source, d.offset));
     }
 
     /// The clusters of the sorted blobs; see [`Clusters`].
@@ -362,16 +363,24 @@ impl Blobs {
             first: unpack(seg.first()),
             last: unpack(seg.last()),
             counts: self.counts(seg),
-            duplicate_ids: self.duplicate_ids(seg),
+            duplicate_ids: self.id_notes(seg).duplicate_ids,
+            negative_ids: self.id_notes(seg).negative_ids,
         }
     }
 
-    /// Duplicate ids of a segment.
-    fn duplicate_ids(&self, seg: &Segment) -> u64 {
+    /// What a segment holds of ids that importers refuse.
+    fn id_notes(&self, seg: &Segment) -> IdNotes {
+        let at = (seg.source(), seg.offset);
         let found = self
-            .duplicates
-            .binary_search_by_key(&(seg.source(), seg.offset), |d| (d.source, d.offset));
-        found.map_or(0, |i| self.duplicates[i].duplicate_ids)
+            .id_notes
+            .binary_search_by_key(&at, |d| (d.source, d.offset));
+        let none = IdNotes {
+            source: at.0,
+            offset: at.1,
+            duplicate_ids: 0,
+            negative_ids: false,
+        };
+        found.map_or(none, |i| self.id_notes[i])
     }
 }
 
@@ -579,8 +588,8 @@ impl Ops<'_> {
         op.length += u64::from(seg.length);
         op.blobs += 1;
         op.elements += seg.elements();
-        if !self.blobs.duplicates.is_empty() {
-            op.duplicate_ids += self.blobs.duplicate_ids(seg);
+        if !self.blobs.id_notes.is_empty() {
+            op.duplicate_ids += self.blobs.id_notes(seg).duplicate_ids;
         }
         if self.frame_keys {
             op.frames.push(self.blobs.frame_keys(seg));
@@ -608,6 +617,7 @@ pub(crate) mod tests {
             repeats: false,
             versions_unsorted: false,
             duplicate_ids: 0,
+            negative_ids: false,
             ties: None,
             from: KeysFrom::Decoded,
         }
