@@ -23,14 +23,6 @@
 //!    whole and starts the output over at offset 0
 //!    ([`pbf_output::OutputFile::restart`]): every offset moved.
 //!
-//! With `--recompress` the input's bytes are not the output's: the guess is
-//! then the frames `pbf-index --recompressed` re-compressed, copied from
-//! that file as it grows (the stand-in; `crate::ready`), each `sorted`
-//! record allowing what the file holds so far; when the guess lands, the
-//! file's table says how much of the copy was the plan's, cut at a frame,
-//! and the confirmed input past it is left to the caller as an op
-//! ([`Ahead::take_rest`]).
-//!
 //! A wrong guess costs a wasted copy, at most as far as the input was read
 //! in order, and never a wrong byte. Each step the thread copies goes to
 //! the disk at once (written past the page cache where the filesystem
@@ -51,7 +43,6 @@ use pbf_output::direct::{ALIGN, AlignedBuf, Direct};
 use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
 use pbf_stream::{CopyOp, SortedThrough};
 
-use crate::ready::Ready;
 use crate::{CopySources, OutputHead, Step};
 
 /// The copier's side of the protocol over one plan: the guess, while there
@@ -60,42 +51,27 @@ use crate::{CopySources, OutputHead, Step};
 pub struct Ahead {
     guess: Option<Guess>,
     landed: Option<Landed>,
-    /// Confirmed input a landed stand-in guess did not cover.
-    rest: Option<Rest>,
-}
-
-/// A range of a source the plan confirmed and the copy ahead did not
-/// cover: the caller copies it as it would a copy op, before anything else.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rest {
-    /// Source id, as a copy op's.
-    pub source: u32,
-    /// Offset of the first frame.
-    pub offset: u64,
-    /// Bytes to copy.
-    pub length: u64,
 }
 
 impl Ahead {
     /// Write the header and start copying ahead when the plan's record was
     /// written early and the plan has one input file (beside spools);
     /// `wanted` is false where the copier writes other bytes than the
-    /// input's (or was told not to guess). With `stand_in` (the copier
-    /// re-compresses), the guess copies its frames instead of the input's.
+    /// input's (or was told not to guess).
     pub fn start(
         wanted: bool,
         early: bool,
         head: &mut OutputHead,
         sources: &CopySources,
-        (out, stand_in): (&mut OutputFile, Option<&Ready>),
+        out: &mut OutputFile,
     ) -> Result<Ahead> {
         if !(wanted && early) || out.is_stream() {
             return Ok(Ahead::default());
         }
         head.write(out)?;
         Ok(Ahead {
-            guess: Guess::start(sources, out, stand_in)?,
-            ..Ahead::default()
+            guess: Guess::start(sources, out)?,
+            landed: None,
         })
     }
 
@@ -104,26 +80,19 @@ impl Ahead {
         self.landed.as_ref()
     }
 
-    /// The confirmed input that the last landed guess left to the caller
-    /// (a stand-in's copy covers whole re-compressed frames only).
-    pub fn take_rest(&mut self) -> Option<Rest> {
-        self.rest.take()
-    }
-
     /// Act on one plan record: a `sorted` or `unsorted` record moves the
     /// thread's gate, a copy op that continues the guess is taken into it,
     /// and a `header` record that changes the header drops the guess and
     /// takes it. Returns the record left for the copier: a copy op outside
     /// the guess (the guess is landed first, so the op follows the bytes it
     /// kept), or the `header` record (for its `copy_bytes`).
-    /// A stand-in guess needs `ready` to land.
     pub fn follow<'a>(
         &mut self,
         (step, line): (Step<'a>, u64),
         plan_name: &str,
         head: &mut OutputHead,
         sources: &mut CopySources,
-        (out, ready): (&mut OutputFile, Option<&mut Ready>),
+        out: &mut OutputFile,
     ) -> Result<Option<Step<'a>>> {
         match step {
             Step::Sorted(s) => {
@@ -154,7 +123,7 @@ impl Ahead {
                         return Ok(None);
                     }
                 }
-                self.land(plan_name, sources, (out, ready))?;
+                self.land(plan_name, sources, out)?;
                 Ok(Some(step))
             }
         }
@@ -162,16 +131,14 @@ impl Ahead {
 
     /// End the guess, if any, at the end of the plan (or before an op
     /// outside it); what the last guess kept and dropped, if there was one.
-    /// What a stand-in guess leaves, [`Ahead::take_rest`] gives.
     pub fn land(
         &mut self,
         plan_name: &str,
         sources: &mut CopySources,
-        (out, ready): (&mut OutputFile, Option<&mut Ready>),
+        out: &mut OutputFile,
     ) -> Result<Option<&Landed>> {
         if let Some(g) = self.guess.take() {
-            let (landed, rest) = g.land(plan_name, sources, (out, ready))?;
-            (self.landed, self.rest) = (Some(landed), rest);
+            self.landed = Some(g.land(plan_name, sources, out)?);
         }
         Ok(self.landed.as_ref())
     }
@@ -182,15 +149,10 @@ impl Ahead {
 struct Guess {
     source: u32,
     ahead: CopyAhead,
-    /// Where the guess starts in the source, and the offset the next op must
-    /// start at to continue it.
-    start: u64,
+    /// The offset the next op must start at to continue the guess.
     next: u64,
     /// The plan line of the last op that continued it, for errors.
     line: u64,
-    /// The re-compressed frames file the writers copy instead of the
-    /// source, which grows as the index writes it.
-    stand_in: Option<File>,
 }
 
 impl Guess {
@@ -198,14 +160,7 @@ impl Guess {
     /// behind what `out` holds. `None` when there is no such source or it
     /// does not start with an OSMHeader frame: the plan is then followed as
     /// it comes, and any problem with the file is reported there.
-    /// With `stand_in`, copy its frames from its start instead, as far as
-    /// the file holds them (no guess where it cannot be opened: the first
-    /// op that needs it says why).
-    fn start(
-        sources: &CopySources,
-        out: &OutputFile,
-        stand_in: Option<&Ready>,
-    ) -> Result<Option<Guess>> {
+    fn start(sources: &CopySources, out: &OutputFile) -> Result<Option<Guess>> {
         let mut files = sources.files();
         let (Some((source, file, path)), None) = (files.next(), files.next()) else {
             return Ok(None);
@@ -220,26 +175,11 @@ impl Guess {
         if start >= size {
             return Ok(None);
         }
-        let (ahead, stand_in) = match stand_in {
-            None => (
-                CopyAhead::start(out, file, path, start, size - start)?,
-                None,
-            ),
-            Some(ready) => match File::open(ready.path()) {
-                Ok(f) => (
-                    CopyAhead::start(out, &f, ready.path(), 0, u64::MAX)?,
-                    Some(f),
-                ),
-                Err(_) => return Ok(None),
-            },
-        };
         Ok(Some(Guess {
             source,
-            start,
             next: start,
-            ahead,
+            ahead: CopyAhead::start(out, file, path, start, size - start)?,
             line: 0,
-            stand_in,
         }))
     }
 
@@ -255,15 +195,9 @@ impl Guess {
 
     /// Copy ahead as far as a plan `sorted` record says the input was read
     /// in order (a record about another source says nothing of this one).
-    /// A stand-in is copied as far as it holds frames now: the index wrote
-    /// them before the records the planner read.
     fn allow(&self, sorted: SortedThrough) {
-        if sorted.source != self.source {
-            return;
-        }
-        match &self.stand_in {
-            None => self.ahead.allow(sorted.through),
-            Some(f) => self.ahead.allow(pbf_format::recompressed::frames_held(f)),
+        if sorted.source == self.source {
+            self.ahead.allow(sorted.through);
         }
     }
 
@@ -275,50 +209,11 @@ impl Guess {
         self,
         plan_name: &str,
         sources: &mut CopySources,
-        (out, ready): (&mut OutputFile, Option<&mut Ready>),
-    ) -> Result<(Landed, Option<Rest>)> {
-        let line = self.line;
-        let landed = match self.stand_in.is_some() {
-            false => self.land_inner(sources, out).map(|l| (l, None)),
-            true => self.land_stand_in(sources, out, ready),
-        };
-        landed.with_context(|| format!("{plan_name}: line {line}"))
-    }
-
-    /// Keep the copied prefix of the stand-in's frames that the confirmed
-    /// range asks for, cut at a frame; the confirmed input past the frames
-    /// kept is the rest.
-    fn land_stand_in(
-        self,
-        sources: &mut CopySources,
         out: &mut OutputFile,
-        ready: Option<&mut Ready>,
-    ) -> Result<(Landed, Option<Rest>)> {
-        let ready = ready.context("copy ahead: no re-compressed frames file to land on")?;
-        let (confirmed, source) = (self.next - self.start, self.source);
-        let src = sources.range(source, self.start, confirmed)?;
-        let bounds = ready.prefix(src, (self.start, confirmed))?;
-        let want = bounds.last().map_or(0, |b| b.0);
-        let cut = |done: u64| bounds.iter().rev().map(|b| b.0).find(|&end| end <= done);
-        let mut landed = self
-            .ahead
-            .land_growing(out, want, |done| cut(done).unwrap_or(0))?;
-        ready.add_copied(landed.kept);
-        // A file that holds no frames (the index gave them up) shrank under
-        // the writers: that stop is no news, nothing of the copy was wanted.
-        if ready.frames() == 0 {
-            landed.stopped_by = None;
-        }
-        let from = bounds
-            .iter()
-            .find(|b| b.0 == landed.kept)
-            .map_or(self.start, |b| b.1);
-        let rest = (from < self.next).then_some(Rest {
-            source,
-            offset: from,
-            length: self.next - from,
-        });
-        Ok((landed, rest))
+    ) -> Result<Landed> {
+        let line = self.line;
+        self.land_inner(sources, out)
+            .with_context(|| format!("{plan_name}: line {line}"))
     }
 
     fn land_inner(self, sources: &mut CopySources, out: &mut OutputFile) -> Result<Landed> {
@@ -760,7 +655,7 @@ impl CopyAhead {
         let at = out.position();
         // Past the page cache as the output's own appends, or not at all.
         let direct = out.is_staged();
-        if direct && len != u64::MAX {
+        if direct {
             pbf_output::direct::reserve(&dst, at, len);
         }
         let gate = Arc::new(Gate::new(len, at));
@@ -792,37 +687,7 @@ impl CopyAhead {
     /// error that stopped the thread is not reported here, because that copy
     /// meets it again and reports it with its own context
     /// ([`Landed::stopped_by`] tells it).
-    fn land(self, out: &mut OutputFile, want: u64) -> pbf_output::Result<Landed> {
-        self.land_cut(out, want, |done| done.min(want))
-    }
-
-    /// Land a copy of a growing source (`len` open): the writers finish
-    /// the pieces they took and copy on to `want`, which the source holds,
-    /// then `cut` says how much of the copied prefix to keep.
-    fn land_growing(
-        mut self,
-        out: &mut OutputFile,
-        want: u64,
-        cut: impl Fn(u64) -> u64,
-    ) -> pbf_output::Result<Landed> {
-        let mut len = want;
-        self.gate.change(|s| {
-            s.len = s.taken.max(want);
-            s.allowed = s.len;
-            len = s.len;
-        });
-        self.len = len;
-        self.land_cut(out, want, cut)
-    }
-
-    /// [`CopyAhead::land`], keeping `cut(copied)` bytes of the copied prefix
-    /// (at most `want`).
-    fn land_cut(
-        mut self,
-        out: &mut OutputFile,
-        want: u64,
-        cut: impl Fn(u64) -> u64,
-    ) -> pbf_output::Result<Landed> {
+    fn land(mut self, out: &mut OutputFile, want: u64) -> pbf_output::Result<Landed> {
         if self.at != out.position() {
             return Err(pbf_output::Error::invalid(
                 out.name(),
@@ -835,7 +700,7 @@ impl CopyAhead {
         }
         let want = want.min(self.len);
         let mut copied = self.join(want == self.len);
-        let kept = cut(copied.done).min(want);
+        let kept = copied.done.min(want);
         out.add_copied(kept, copied.stats_of(kept))?;
         Ok(Landed {
             kept,
