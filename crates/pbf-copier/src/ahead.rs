@@ -240,20 +240,14 @@ fn data_start(file: &File, path: &Path) -> Option<u64> {
     (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 
-/// Bytes one writer copies between two looks at the gate: small enough
-/// that a wrong guess is dropped within a few tens of milliseconds, and that
-/// the writers' buffers together hold one write-back step.
-const PIECE: u64 = WRITEBACK_STEP / WRITERS as u64;
+/// Bytes the writer copies between two looks at the gate: small enough
+/// that a wrong guess is dropped within a few milliseconds (a quarter of
+/// a write-back step).
+const PIECE: u64 = WRITEBACK_STEP / 4;
 
-/// Writers copying pieces of the range at once. One writer alternates
-/// between reading a piece into its buffer and writing it, so the disk
-/// idles while it reads; several keep writes queued at the disk and the
-/// reading beside them (bench/copy-ahead.md, "Writers").
-const WRITERS: usize = 4;
-
-/// A range of one source being copied into the output by its own threads,
-/// at the output's position when it started. Dropping it stops them (the
-/// output is then dropped too, or the caller lands it first).
+/// A range of one source being copied into the output by a thread of its
+/// own, at the output's position when it started. Dropping it stops the
+/// thread (the output is then dropped too, or the caller lands it first).
 #[derive(Debug)]
 struct CopyAhead {
     /// Where the range starts in the output.
@@ -265,8 +259,8 @@ struct CopyAhead {
     thread: Option<JoinHandle<Copied>>,
 }
 
-/// How far the writers may copy, how far they took pieces, and whether
-/// they must stop.
+/// How far the writer may copy, how far it took pieces, and whether it
+/// must stop.
 #[derive(Debug)]
 struct Gate {
     state: Mutex<GateState>,
@@ -280,9 +274,9 @@ struct GateState {
     /// Where the range starts in the output, modulo [`ALIGN`]: pieces end
     /// on the output's blocks.
     at: u64,
-    /// Bytes from the start of the range the writers may copy.
+    /// Bytes from the start of the range the writer may copy.
     allowed: u64,
-    /// Bytes from the start of the range that writers took as pieces.
+    /// Bytes from the start of the range that the writer took as pieces.
     taken: u64,
     stop: bool,
 }
@@ -313,7 +307,7 @@ impl Gate {
 
     /// Wait until bytes past those taken are allowed, and take the next
     /// piece of them, at most `PIECE` long: its start and length from the
-    /// start of the range, or `None` once the writers must stop or the
+    /// start of the range, or `None` once the writer must stop or the
     /// whole range is taken.
     fn take_piece(&self) -> Option<(u64, u64)> {
         let mut s = self.lock();
@@ -333,8 +327,8 @@ impl GateState {
     /// Where the next piece ends: at most `PIECE` past what was taken and
     /// no further than allowed, on a block of the output unless it is the
     /// range's end. Every piece then holds whole blocks but the range's
-    /// first and last, so no two writers share a block through the page
-    /// cache while the others write past it (bench/copy-ahead.md, "Pieces
+    /// first and last, so only those two go through the page cache and
+    /// every other byte is written directly (bench/copy-ahead.md, "Pieces
     /// on the output's blocks"). At or before `taken` when nothing whole
     /// is allowed yet.
     fn piece_end(&self) -> u64 {
@@ -346,43 +340,20 @@ impl GateState {
     }
 }
 
-/// What the writers did: bytes copied from the start of the range (the
-/// prefix without a gap), how each part of it went, in order, and the
-/// error that stopped them early, if any.
+/// What the writer did: bytes copied from the start of the range, how
+/// each part of them went, in order, and the error that stopped it early,
+/// if any.
 #[derive(Debug, Default)]
 struct Copied {
     done: u64,
     steps: Vec<CopyStats>,
     error: Option<pbf_output::Error>,
-    /// Time during which a writer was copying (not all of them waiting at
-    /// the gate), kept or dropped pieces alike.
+    /// Time the writer spent copying (not waiting at the gate), kept or
+    /// dropped pieces alike.
     busy: Duration,
 }
 
 impl Copied {
-    /// The prefix without a gap of the pieces the writers finished (each
-    /// piece's start, length and the stats of its parts), and the error of
-    /// the first piece that failed within or right after it.
-    fn of(mut pieces: Vec<Piece>) -> Copied {
-        pieces.sort_by_key(|p| p.start);
-        let mut c = Copied {
-            busy: busy(&pieces),
-            ..Copied::default()
-        };
-        for p in pieces {
-            if p.start != c.done {
-                break;
-            }
-            if let Err(e) = p.result {
-                c.error = Some(e);
-                break;
-            }
-            c.done += p.len;
-            c.steps.extend(p.parts);
-        }
-        c
-    }
-
     /// How the first `kept` bytes were copied. Within one part the kernel
     /// copies first and the fallback takes the rest ([`copy_range`]), so a
     /// part cut short is split exactly too.
@@ -401,37 +372,6 @@ impl Copied {
         }
         total
     }
-}
-
-/// The time covered by the pieces' copies: the union of their spans.
-fn busy(pieces: &[Piece]) -> Duration {
-    let mut spans: Vec<(Instant, Instant)> = pieces.iter().map(|p| p.span).collect();
-    spans.sort();
-    let mut total = Duration::ZERO;
-    let mut covered: Option<(Instant, Instant)> = None;
-    for (a, b) in spans {
-        covered = match covered {
-            Some((s, e)) if a <= e => Some((s, e.max(b))),
-            Some((s, e)) => {
-                total += e - s;
-                Some((a, b))
-            }
-            None => Some((a, b)),
-        };
-    }
-    total + covered.map_or(Duration::ZERO, |(s, e)| e - s)
-}
-
-/// One piece a writer copied, or failed to.
-#[derive(Debug)]
-struct Piece {
-    start: u64,
-    len: u64,
-    /// When the writer started and ended it.
-    span: (Instant, Instant),
-    /// How each part went, in order (see [`Writer::copy`]).
-    parts: Vec<CopyStats>,
-    result: pbf_output::Result<()>,
 }
 
 /// What a landed copy ahead kept.
@@ -459,14 +399,14 @@ impl CopyAhead {
         self.gate.change(|s| s.allowed = s.allowed.max(upto));
     }
 
-    /// Ask the writers to stop after their current pieces, without waiting:
-    /// the guess proved wrong, but what they copied may still be the prefix
+    /// Ask the writer to stop after its current piece, without waiting:
+    /// the guess proved wrong, but what it copied may still be the prefix
     /// the plan keeps ([`CopyAhead::land`] decides when the ops come).
     fn halt(&self) {
         self.gate.change(|s| s.stop = true);
     }
 
-    /// Stop, or with `wait` allow the whole range, and wait for the writers.
+    /// Stop, or with `wait` allow the whole range, and wait for the writer.
     fn join(&mut self, wait: bool) -> Copied {
         let len = self.len;
         self.gate.change(|s| match wait {
@@ -493,10 +433,10 @@ impl Drop for CopyAhead {
     }
 }
 
-/// Copy the gate's range at `offset` of `src` to `dst` at `at` with `WRITERS`
-/// writers, each taking the next piece the gate allows, until all is
-/// taken, they are stopped, or one fails (which stops the others); whole
-/// blocks past the page cache when `direct` and the filesystem allows.
+/// Copy the gate's range at `offset` of `src` to `dst` at `at`, one piece
+/// at a time as the gate allows, until all is taken, it is stopped, or a
+/// piece fails; whole blocks past the page cache when `direct` and the
+/// filesystem allows.
 fn copy_pieces(
     src: &File,
     offset: u64,
@@ -505,31 +445,32 @@ fn copy_pieces(
     direct: bool,
 ) -> Copied {
     let direct = direct.then(|| Direct::open(dst)).flatten();
-    let pieces = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..WRITERS {
-            scope.spawn(|| {
-                let mut writer = Writer {
-                    src,
-                    dst,
-                    direct: direct.as_ref(),
-                    buf: None,
-                };
-                while let Some((start, n)) = gate.take_piece() {
-                    let piece = writer.copy(offset + start, n, at + start, start);
-                    let failed = piece.result.is_err();
-                    pbf_cli::lock(&pieces).push(piece);
-                    if failed {
-                        gate.change(|s| s.stop = true);
-                    }
-                }
-            });
+    let mut writer = Writer {
+        src,
+        dst,
+        direct: direct.as_ref(),
+        buf: None,
+    };
+    let mut copied = Copied::default();
+    while let Some((start, n)) = gate.take_piece() {
+        let started = Instant::now();
+        let piece = writer.copy(offset + start, n, at + start);
+        copied.busy += started.elapsed();
+        match piece {
+            Ok(parts) => {
+                copied.done += n;
+                copied.steps.extend(parts);
+            }
+            Err(e) => {
+                copied.error = Some(e);
+                break;
+            }
         }
-    });
-    Copied::of(pieces.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+    copied
 }
 
-/// One writer: its handles and its buffer for direct writes.
+/// The writer: its handles and its buffer for direct writes.
 struct Writer<'a> {
     src: &'a File,
     dst: &'a File,
@@ -540,17 +481,9 @@ struct Writer<'a> {
 impl Writer<'_> {
     /// Copy `len` bytes at `from` of the source to `to` of the output: the
     /// whole aligned blocks directly where it can, the rest (a partial
-    /// block at either end) through the page cache. `start` is the piece's
-    /// offset in the range.
-    fn copy(&mut self, from: u64, len: u64, to: u64, start: u64) -> Piece {
-        let started = Instant::now();
-        let mut piece = Piece {
-            start,
-            len,
-            span: (started, started),
-            parts: Vec::new(),
-            result: Ok(()),
-        };
+    /// block at either end) through the page cache; how each part went, in
+    /// order.
+    fn copy(&mut self, from: u64, len: u64, to: u64) -> pbf_output::Result<Vec<CopyStats>> {
         let head = ((ALIGN - to % ALIGN) % ALIGN).min(len);
         let body = (len - head) / ALIGN * ALIGN;
         let direct = self.direct.filter(|d| d.works() && body > 0);
@@ -562,17 +495,13 @@ impl Writer<'_> {
             ],
             None => vec![(0, len, None)],
         };
+        let mut done = Vec::new();
         for (a, b, direct) in parts.into_iter().filter(|(a, b, _)| a < b) {
             let mut stats = CopyStats::default();
-            let res = self.part(from + a, b - a, to + a, direct, &mut stats);
-            piece.parts.push(stats);
-            if let Err(e) = res {
-                piece.result = Err(e);
-                break;
-            }
+            self.part(from + a, b - a, to + a, direct, &mut stats)?;
+            done.push(stats);
         }
-        piece.span.1 = Instant::now();
-        piece
+        Ok(done)
     }
 
     /// One part of a piece, directly (falling back to the page cache where
@@ -924,7 +853,7 @@ mod tests {
     }
 
     #[test]
-    fn pieces_taken_by_several_writers_make_the_same_bytes() {
+    fn pieces_at_odd_allowances_make_the_same_bytes() {
         let len = 3 * PIECE as usize + 12_345;
         let (dir, f, src, mut out) = setup(len + 100, b"HEAD123");
         let ahead = CopyAhead::start(&out, &f, &src, 100, len as u64).expect("start");
@@ -972,34 +901,5 @@ mod tests {
         let gate = Gate::new(len, 92);
         gate.change(|s| s.allowed = ALIGN - 92 - 1);
         assert_eq!(gate.lock().piece_end(), 0);
-    }
-
-    #[test]
-    fn the_copied_prefix_ends_at_the_first_gap_or_failure() {
-        let now = Instant::now();
-        let piece = |start, len, result| Piece {
-            start,
-            len,
-            span: (now, now + Duration::from_millis(start)),
-            parts: vec![CopyStats {
-                kernel_bytes: len,
-                ..CopyStats::default()
-            }],
-            result,
-        };
-        let failed = || Err(pbf_output::Error::invalid("x", "failed"));
-        let gap = Copied::of(vec![piece(10, 10, Ok(())), piece(0, 5, Ok(()))]);
-        assert_eq!((gap.done, gap.steps.len()), (5, 1));
-        assert!(gap.error.is_none());
-        let fail = Copied::of(vec![
-            piece(5, 5, failed()),
-            piece(0, 5, Ok(())),
-            piece(10, 5, Ok(())),
-        ]);
-        assert_eq!(fail.done, 5);
-        assert!(fail.error.is_some());
-        assert_eq!(fail.stats_of(5).kernel_bytes, 5);
-        // Spans of 5, 10 and 0 ms from one start overlap: 10 ms busy.
-        assert_eq!(fail.busy, Duration::from_millis(10));
     }
 }
