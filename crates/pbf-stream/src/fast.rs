@@ -91,9 +91,7 @@ const AFTER_INPUTS: &[u8] = br#"],"first":"#;
 
 /// Whole inputs, the end of the list and the fields after it: a merge op
 /// after its start.
-fn inputs_then_fields(
-    rest: &[u8],
-) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
+fn inputs_then_fields(rest: &[u8]) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
     // The last one: the fields after the list hold no bracket.
     let end = find_last(rest, AFTER_INPUTS)?;
     let inputs = inputs_of(&rest[..end])?;

@@ -254,8 +254,7 @@ fn copy_op(
     recompress: Option<Recompress>,
     holes: &mut SpoolHoles,
 ) -> Result<()> {
-    let recompress =
-        recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
+    let recompress = recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
     if opts.add_indexdata && op.frames.is_empty() {
         return Err(copier::frames_missing(op, path));
@@ -269,7 +268,14 @@ fn copy_op(
             }
         };
         let range = (op.offset, op.length);
-        recompress_range(out, (file, path), range, r.compression, r.threads, &indexdata)?;
+        recompress_range(
+            out,
+            (file, path),
+            range,
+            r.compression,
+            r.threads,
+            &indexdata,
+        )?;
         return holes.passed(op.source, file, op.offset, op.length);
     }
     if !opts.add_indexdata {
