@@ -3,7 +3,6 @@ complete -c pbf-copy -l recompress -d 'Re-compress every copied blob: zlib[:0-9]
 zstd\t'zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)'
 lz4\t'lz4'
 none\t'uncompressed'"
-complete -c pbf-copy -l recompressed -d 'With --recompress, copy the frames pbf-index --recompressed FILE already re-compressed (to the same compression) instead of inflating them again' -r -F
 complete -c pbf-copy -s j -l jobs -d 'Threads for --recompress [default: all cores]' -r
 complete -c pbf-copy -s o -l output -d 'Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)' -r -F
 complete -c pbf-copy -l temp-dir -d 'Write the temporary file in DIR instead of beside OUT; DIR must be on OUT\'s filesystem' -r -F
@@ -16,7 +15,7 @@ complete -c pbf-copy -l add-indexdata -d 'Give every data frame a new BlobHeader
 complete -c pbf-copy -l keep-spools -d 'Keep the plan\'s spool files (written by pbf-merge); by default they are removed once read: after the output is committed, or on an error or signal'
 complete -c pbf-copy -l remove-spools -d 'Remove the spool files once read (the default; undoes an earlier --keep-spools)'
 complete -c pbf-copy -l no-space-check -d 'Write even when OUT\'s filesystem reports too little free space for what the plan copies as it is (its copy_bytes, see pbf-stream(5)), for a filesystem that reports free space wrongly; the run then fails with ENOSPC if it really runs out, leaving nothing behind'
-complete -c pbf-copy -s v -l verbose -d 'Print a summary on stderr: ops, bytes copied in the kernel, past the page cache and by read/write (after how many refusals of the kernel\'s copy), bytes written from memory (headers), bytes copied ahead and kept or dropped, with --recompressed the bytes of its frames copied, the time in all and the time spent copying and committing (the MB/s are over that, not over waits for the plan), and the time spent parsing the plan'
+complete -c pbf-copy -s v -l verbose -d 'Print a summary on stderr: ops, bytes copied in the kernel, past the page cache and by read/write (after how many refusals of the kernel\'s copy), bytes written from memory (headers), bytes copied ahead and kept or dropped, the time in all and the time spent copying and committing (the MB/s are over that, not over waits for the plan), and the time spent parsing the plan'
 complete -c pbf-copy -s q -l quiet -d 'No progress bar and no warnings'
 complete -c pbf-copy -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'
 complete -c pbf-copy -l no-progress -d 'Draw no progress bar, even on a terminal'

@@ -31,7 +31,7 @@ _pbf__index() {
 
     case "${cmd}" in
         pbf__index)
-            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --recompress --recompressed --given --driver-help --driver-summary --driver-check --driver-script --io --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --given --driver-help --driver-summary --driver-check --driver-script --io --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -47,14 +47,6 @@ _pbf__index() {
                     ;;
                 --trust-indexdata)
                     COMPREPLY=($(compgen -W "pbfhogg" -- "${cur}"))
-                    return 0
-                    ;;
-                --recompress)
-                    COMPREPLY=($(compgen -W "zlib zstd lz4 none" -- "${cur}"))
-                    return 0
-                    ;;
-                --recompressed)
-                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --given)

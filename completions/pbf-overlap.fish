@@ -9,6 +9,6 @@ complete -c pbf-overlap -l no-frame-keys -d 'Leave the per-frame keys out of cop
 complete -c pbf-overlap -l dedupe -d 'Plan for pbf-merge --dedupe: a blob whose keys repeat is merged (so the repeats are dropped), not copied because its equal keys are in order (pbf-sort passes this with --dedupe)'
 complete -c pbf-overlap -l latest -d 'Plan for pbf-merge --latest: blobs that share an object (kind and id, in any version) are merged, and so is a blob that holds one twice or comes from a history file; the output header drops HistoricalInformation (pbf-sort passes this with --latest)'
 complete -c pbf-overlap -s v -l verbose -d 'Print one summary line on standard error: blobs passed through in copy ops and their bytes, blobs and elements to merge in merge ops, time, and the time spent parsing the index streams and serialising the plan (with --check: the blobs checked, time and parsing time)'
-complete -c pbf-overlap -s q -l quiet -d 'With --check, do not explain why the input is not in order'
+complete -c pbf-overlap -s q -l quiet -d 'No warning that inputs hold negative ids; with --check, do not explain why the input is not in order'
 complete -c pbf-overlap -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c pbf-overlap -s V -l version -d 'Print version'

@@ -15,10 +15,10 @@ complete -c pbf-sort -l overlap-cmd -d 'Replace pbf-overlap (or env PBF_SORT_OVE
 complete -c pbf-sort -l merge-cmd -d 'Replace pbf-merge (or env PBF_SORT_MERGE)' -r -f -a "(__fish_complete_command)"
 complete -c pbf-sort -l copy-cmd -d 'Replace the copier (or env PBF_SORT_COPY)' -r -f -a "(__fish_complete_command)"
 complete -c pbf-sort -l keep-plan -d 'Keep index.jsonl, plan.jsonl, merged.jsonl and the spool in DIR, to replay with pbf-copy --keep-spools' -r -f -a "(__fish_complete_directories)"
-complete -c pbf-sort -l tmpdir -d 'Where the spool (and the blobs --recompress compresses in the index stage) go [default: the output\'s directory]' -r -f -a "(__fish_complete_directories)"
+complete -c pbf-sort -l tmpdir -d 'Where the spool goes [default: the output\'s directory]' -r -f -a "(__fish_complete_directories)"
 complete -c pbf-sort -l summary-json -d 'Write the run to FILE as one JSON object, also when it fails (see pbf-sort(1)); an existing FILE is replaced only when it is a previous summary; not with --dry-run' -r -F
 complete -c pbf-sort -s O -l overwrite -d 'Replace an existing output file'
-complete -c pbf-sort -l recompress -d 'Give copied blobs that compression too (pbf-copy; the blobs pbf-index inflates for their keys and judges likely to be copied are compressed there, into a file where the spool goes)'
+complete -c pbf-sort -l recompress -d 'Give copied blobs that compression too (pbf-copy re-compresses each on every core)'
 complete -c pbf-sort -l dedupe -d 'Drop repeated (type, id, version), keeping the one that sorts first (earliest timestamp, then input)'
 complete -c pbf-sort -l latest -d 'Keep only the newest version of each object (highest version, then later timestamp, then later input; none where it is deleted): extracts of different dates, or a history file, to one current-state file; implies --dedupe'
 complete -c pbf-sort -l add-indexdata -d 'Indexdata in every output BlobHeader, so the next pbf-index reads headers only (osmconvert cannot)'

@@ -5,8 +5,7 @@
 //! input was read in order. These tests hold the ops back so the copy
 //! really runs ahead, then send plans that confirm the guess, break it late,
 //! break it at once or stop early: the output must be byte for byte the one
-//! `--no-copy-ahead` writes. Under `--recompress --recompressed` the guess
-//! copies the frames pbf-index re-compressed, and must land as exactly.
+//! `--no-copy-ahead` writes.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -810,62 +809,4 @@ fn the_driver_copies_nothing_ahead_of_two_joined_files() {
     assert!(err.contains("pbf-copy: "), "{err}");
     assert!(!err.contains("copied ahead"), "{err}");
     assert_sorted_like_osmium(&out, &[&joined], dir.path(), "joined");
-}
-
-/// `pbf-index --recompress lz4 --recompressed FRAMES file`: FRAMES, finished.
-fn recompressed_frames(file: &Path, dir: &Path) -> PathBuf {
-    let frames = dir.join(format!("frames-{}", name(file)));
-    let mut c = bin("pbf-index");
-    c.args(["-q", "--recompress", "lz4", "--recompressed"])
-        .arg(&frames)
-        .arg(file);
-    succeeds(c);
-    frames
-}
-
-/// [`same_as_without`] re-compressing to lz4 with `frames`: the copy ahead
-/// copies the re-compressed frames instead of the input's.
-fn same_recompressed_as_without(plan: &[u8], dir: &Path, frames: &Path) -> String {
-    let frames = frames.to_str().expect("utf-8");
-    let args = ["--recompress", "lz4", "--recompressed", frames];
-    let (ahead, line) = copy_slowly(plan, dir, "ahead.osm.pbf", &args);
-    let mut none = args.to_vec();
-    none.push("--no-copy-ahead");
-    let (waited, no_line) = copy_slowly(plan, dir, "waited.osm.pbf", &none);
-    assert!(
-        no_line.is_empty(),
-        "--no-copy-ahead still copied ahead: {no_line}"
-    );
-    assert!(ahead == waited, "copying ahead changed the output ({line})");
-    line
-}
-
-#[test]
-fn a_confirmed_guess_keeps_every_recompressed_frame() {
-    let dir = tempfile::tempdir().expect("dir");
-    let input = data("sorted-kualalumpur.osm.pbf");
-    let frames = recompressed_frames(&input, dir.path());
-    let (src, blobs) = index(&input);
-    let all: Vec<&BlobRecord> = blobs.iter().collect();
-    let line = same_recompressed_as_without(&plan(&src, &all), dir.path(), &frames);
-    let held = pbf_format::recompressed::frames_held(&std::fs::File::open(&frames).expect("open"));
-    assert_eq!(kept_and_dropped(&line), (held, 0), "{line}");
-}
-
-/// Half in place, half reversed: the ops follow the file for half of it.
-#[test]
-fn a_disorder_keeps_the_recompressed_frames_of_the_confirmed_prefix() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (file, _) = half_reversed(dir.path());
-    let frames = recompressed_frames(&file, dir.path());
-    let (src, blobs) = index(&file);
-    let mut by_key: Vec<&BlobRecord> = blobs.iter().collect();
-    by_key.sort_by_key(|b| pbf_format::Key::from(b.first));
-    let line = same_recompressed_as_without(&plan(&src, &by_key), dir.path(), &frames);
-    let (kept, dropped) = kept_and_dropped(&line);
-    let held = pbf_format::recompressed::frames_held(&std::fs::File::open(&frames).expect("open"));
-    // The index re-compressed the blobs the samples keep in order (about
-    // the first half): the copy ahead copied them all and keeps those the
-    // ops confirm.
-    assert!(kept > 0 && kept + dropped == held, "{line}");
 }

@@ -20,7 +20,6 @@ mod merge;
 mod messages;
 mod newuser;
 mod overlap;
-mod recompressed;
 mod reflink;
 mod repeats;
 mod rewritten;

@@ -161,46 +161,6 @@ fn a_run_is_summarised_and_its_numbers_agree_with_the_files() {
 }
 
 #[test]
-fn frames_the_index_re_compressed_are_counted_by_both_stages() {
-    let (_t, dir) = scratch();
-    let sorted = data("sorted-andorra.osm.pbf");
-    let counters = |args: &[&str]| {
-        let (out, file) = (dir.join("out.osm.pbf"), dir.join("run.json"));
-        let mut all: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
-        all.extend([
-            "-O".as_ref(),
-            "--summary-json".as_ref(),
-            file.as_os_str(),
-            sorted.as_os_str(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
-        sort(&all, 0);
-        let s = summary(&file);
-        let stages = field(&s, "stages").as_array().expect("stages").clone();
-        let of = |i: usize| field(field(&stages[i], "report"), "counters").clone();
-        (of(0), of(3), std::fs::metadata(&out).expect("output").len())
-    };
-    // --copier copy: pbf-reflink takes no re-compressed frames.
-    let (index, copy, size) = counters(&[
-        "--copier",
-        "copy",
-        "--recompress",
-        "--compression",
-        "zlib:1",
-    ]);
-    let (blobs, recompressed) = (number(&index, "blobs"), number(&index, "recompressed"));
-    // A sorted file: every data blob is in order inside and with the samples.
-    assert!(blobs > 1 && recompressed == blobs, "{index}");
-    let bytes = number(&copy, "recompressed_bytes");
-    assert!(bytes > 0 && bytes < size, "{copy}");
-    let (index, copy, _) = counters(&["--copier", "copy"]);
-    assert!(index.get("recompressed").is_none(), "{index}");
-    assert!(copy.get("recompressed_bytes").is_none(), "{copy}");
-    nothing_left(&dir);
-}
-
-#[test]
 fn a_failed_run_is_summarised_with_the_stage_that_failed() {
     let (_t, dir) = scratch();
     let truncated = data("bad-truncated.osm.pbf");

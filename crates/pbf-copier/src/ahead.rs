@@ -23,14 +23,6 @@
 //!    whole and starts the output over at offset 0
 //!    ([`pbf_output::OutputFile::restart`]): every offset moved.
 //!
-//! With `--recompress` the input's bytes are not the output's: the guess is
-//! then the frames `pbf-index --recompressed` re-compressed, copied from
-//! that file as it grows (the stand-in; `crate::ready`), each `sorted`
-//! record allowing what the file holds so far; when the guess lands, the
-//! file's table says how much of the copy was the plan's, cut at a frame,
-//! and the confirmed input past it is left to the caller as an op
-//! ([`Ahead::take_rest`]).
-//!
 //! A wrong guess costs a wasted copy, at most as far as the input was read
 //! in order, and never a wrong byte. Each step the thread copies goes to
 //! the disk at once (written past the page cache where the filesystem
@@ -51,7 +43,6 @@ use pbf_output::direct::{ALIGN, AlignedBuf, Direct};
 use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
 use pbf_stream::{CopyOp, SortedThrough};
 
-use crate::ready::Ready;
 use crate::{CopySources, OutputHead, Step};
 
 /// The copier's side of the protocol over one plan: the guess, while there
@@ -60,42 +51,27 @@ use crate::{CopySources, OutputHead, Step};
 pub struct Ahead {
     guess: Option<Guess>,
     landed: Option<Landed>,
-    /// Confirmed input a landed stand-in guess did not cover.
-    rest: Option<Rest>,
-}
-
-/// A range of a source the plan confirmed and the copy ahead did not
-/// cover: the caller copies it as it would a copy op, before anything else.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rest {
-    /// Source id, as a copy op's.
-    pub source: u32,
-    /// Offset of the first frame.
-    pub offset: u64,
-    /// Bytes to copy.
-    pub length: u64,
 }
 
 impl Ahead {
     /// Write the header and start copying ahead when the plan's record was
     /// written early and the plan has one input file (beside spools);
     /// `wanted` is false where the copier writes other bytes than the
-    /// input's (or was told not to guess). With `stand_in` (the copier
-    /// re-compresses), the guess copies its frames instead of the input's.
+    /// input's (or was told not to guess).
     pub fn start(
         wanted: bool,
         early: bool,
         head: &mut OutputHead,
         sources: &CopySources,
-        (out, stand_in): (&mut OutputFile, Option<&Ready>),
+        out: &mut OutputFile,
     ) -> Result<Ahead> {
         if !(wanted && early) || out.is_stream() {
             return Ok(Ahead::default());
         }
         head.write(out)?;
         Ok(Ahead {
-            guess: Guess::start(sources, out, stand_in)?,
-            ..Ahead::default()
+            guess: Guess::start(sources, out)?,
+            landed: None,
         })
     }
 
@@ -104,26 +80,19 @@ impl Ahead {
         self.landed.as_ref()
     }
 
-    /// The confirmed input that the last landed guess left to the caller
-    /// (a stand-in's copy covers whole re-compressed frames only).
-    pub fn take_rest(&mut self) -> Option<Rest> {
-        self.rest.take()
-    }
-
     /// Act on one plan record: a `sorted` or `unsorted` record moves the
     /// thread's gate, a copy op that continues the guess is taken into it,
     /// and a `header` record that changes the header drops the guess and
     /// takes it. Returns the record left for the copier: a copy op outside
     /// the guess (the guess is landed first, so the op follows the bytes it
     /// kept), or the `header` record (for its `copy_bytes`).
-    /// A stand-in guess needs `ready` to land.
     pub fn follow<'a>(
         &mut self,
         (step, line): (Step<'a>, u64),
         plan_name: &str,
         head: &mut OutputHead,
         sources: &mut CopySources,
-        (out, ready): (&mut OutputFile, Option<&mut Ready>),
+        out: &mut OutputFile,
     ) -> Result<Option<Step<'a>>> {
         match step {
             Step::Sorted(s) => {
@@ -154,7 +123,7 @@ impl Ahead {
                         return Ok(None);
                     }
                 }
-                self.land(plan_name, sources, (out, ready))?;
+                self.land(plan_name, sources, out)?;
                 Ok(Some(step))
             }
         }
@@ -162,16 +131,14 @@ impl Ahead {
 
     /// End the guess, if any, at the end of the plan (or before an op
     /// outside it); what the last guess kept and dropped, if there was one.
-    /// What a stand-in guess leaves, [`Ahead::take_rest`] gives.
     pub fn land(
         &mut self,
         plan_name: &str,
         sources: &mut CopySources,
-        (out, ready): (&mut OutputFile, Option<&mut Ready>),
+        out: &mut OutputFile,
     ) -> Result<Option<&Landed>> {
         if let Some(g) = self.guess.take() {
-            let (landed, rest) = g.land(plan_name, sources, (out, ready))?;
-            (self.landed, self.rest) = (Some(landed), rest);
+            self.landed = Some(g.land(plan_name, sources, out)?);
         }
         Ok(self.landed.as_ref())
     }
@@ -182,15 +149,10 @@ impl Ahead {
 struct Guess {
     source: u32,
     ahead: CopyAhead,
-    /// Where the guess starts in the source, and the offset the next op must
-    /// start at to continue it.
-    start: u64,
+    /// The offset the next op must start at to continue the guess.
     next: u64,
     /// The plan line of the last op that continued it, for errors.
     line: u64,
-    /// The re-compressed frames file the writers copy instead of the
-    /// source, which grows as the index writes it.
-    stand_in: Option<File>,
 }
 
 impl Guess {
@@ -198,14 +160,7 @@ impl Guess {
     /// behind what `out` holds. `None` when there is no such source or it
     /// does not start with an OSMHeader frame: the plan is then followed as
     /// it comes, and any problem with the file is reported there.
-    /// With `stand_in`, copy its frames from its start instead, as far as
-    /// the file holds them (no guess where it cannot be opened: the first
-    /// op that needs it says why).
-    fn start(
-        sources: &CopySources,
-        out: &OutputFile,
-        stand_in: Option<&Ready>,
-    ) -> Result<Option<Guess>> {
+    fn start(sources: &CopySources, out: &OutputFile) -> Result<Option<Guess>> {
         let mut files = sources.files();
         let (Some((source, file, path)), None) = (files.next(), files.next()) else {
             return Ok(None);
@@ -220,26 +175,11 @@ impl Guess {
         if start >= size {
             return Ok(None);
         }
-        let (ahead, stand_in) = match stand_in {
-            None => (
-                CopyAhead::start(out, file, path, start, size - start)?,
-                None,
-            ),
-            Some(ready) => match File::open(ready.path()) {
-                Ok(f) => (
-                    CopyAhead::start(out, &f, ready.path(), 0, u64::MAX)?,
-                    Some(f),
-                ),
-                Err(_) => return Ok(None),
-            },
-        };
         Ok(Some(Guess {
             source,
-            start,
             next: start,
-            ahead,
+            ahead: CopyAhead::start(out, file, path, start, size - start)?,
             line: 0,
-            stand_in,
         }))
     }
 
@@ -255,15 +195,9 @@ impl Guess {
 
     /// Copy ahead as far as a plan `sorted` record says the input was read
     /// in order (a record about another source says nothing of this one).
-    /// A stand-in is copied as far as it holds frames now: the index wrote
-    /// them before the records the planner read.
     fn allow(&self, sorted: SortedThrough) {
-        if sorted.source != self.source {
-            return;
-        }
-        match &self.stand_in {
-            None => self.ahead.allow(sorted.through),
-            Some(f) => self.ahead.allow(pbf_format::recompressed::frames_held(f)),
+        if sorted.source == self.source {
+            self.ahead.allow(sorted.through);
         }
     }
 
@@ -275,50 +209,11 @@ impl Guess {
         self,
         plan_name: &str,
         sources: &mut CopySources,
-        (out, ready): (&mut OutputFile, Option<&mut Ready>),
-    ) -> Result<(Landed, Option<Rest>)> {
-        let line = self.line;
-        let landed = match self.stand_in.is_some() {
-            false => self.land_inner(sources, out).map(|l| (l, None)),
-            true => self.land_stand_in(sources, out, ready),
-        };
-        landed.with_context(|| format!("{plan_name}: line {line}"))
-    }
-
-    /// Keep the copied prefix of the stand-in's frames that the confirmed
-    /// range asks for, cut at a frame; the confirmed input past the frames
-    /// kept is the rest.
-    fn land_stand_in(
-        self,
-        sources: &mut CopySources,
         out: &mut OutputFile,
-        ready: Option<&mut Ready>,
-    ) -> Result<(Landed, Option<Rest>)> {
-        let ready = ready.context("copy ahead: no re-compressed frames file to land on")?;
-        let (confirmed, source) = (self.next - self.start, self.source);
-        let src = sources.range(source, self.start, confirmed)?;
-        let bounds = ready.prefix(src, (self.start, confirmed))?;
-        let want = bounds.last().map_or(0, |b| b.0);
-        let cut = |done: u64| bounds.iter().rev().map(|b| b.0).find(|&end| end <= done);
-        let mut landed = self
-            .ahead
-            .land_growing(out, want, |done| cut(done).unwrap_or(0))?;
-        ready.add_copied(landed.kept);
-        // A file that holds no frames (the index gave them up) shrank under
-        // the writers: that stop is no news, nothing of the copy was wanted.
-        if ready.frames() == 0 {
-            landed.stopped_by = None;
-        }
-        let from = bounds
-            .iter()
-            .find(|b| b.0 == landed.kept)
-            .map_or(self.start, |b| b.1);
-        let rest = (from < self.next).then_some(Rest {
-            source,
-            offset: from,
-            length: self.next - from,
-        });
-        Ok((landed, rest))
+    ) -> Result<Landed> {
+        let line = self.line;
+        self.land_inner(sources, out)
+            .with_context(|| format!("{plan_name}: line {line}"))
     }
 
     fn land_inner(self, sources: &mut CopySources, out: &mut OutputFile) -> Result<Landed> {
@@ -345,20 +240,14 @@ fn data_start(file: &File, path: &Path) -> Option<u64> {
     (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 
-/// Bytes one writer copies between two looks at the gate: small enough
-/// that a wrong guess is dropped within a few tens of milliseconds, and that
-/// the writers' buffers together hold one write-back step.
-const PIECE: u64 = WRITEBACK_STEP / WRITERS as u64;
+/// Bytes the writer copies between two looks at the gate: small enough
+/// that a wrong guess is dropped within a few milliseconds (a quarter of
+/// a write-back step).
+const PIECE: u64 = WRITEBACK_STEP / 4;
 
-/// Writers copying pieces of the range at once. One writer alternates
-/// between reading a piece into its buffer and writing it, so the disk
-/// idles while it reads; several keep writes queued at the disk and the
-/// reading beside them (bench/copy-ahead.md, "Writers").
-const WRITERS: usize = 4;
-
-/// A range of one source being copied into the output by its own threads,
-/// at the output's position when it started. Dropping it stops them (the
-/// output is then dropped too, or the caller lands it first).
+/// A range of one source being copied into the output by a thread of its
+/// own, at the output's position when it started. Dropping it stops the
+/// thread (the output is then dropped too, or the caller lands it first).
 #[derive(Debug)]
 struct CopyAhead {
     /// Where the range starts in the output.
@@ -370,8 +259,8 @@ struct CopyAhead {
     thread: Option<JoinHandle<Copied>>,
 }
 
-/// How far the writers may copy, how far they took pieces, and whether
-/// they must stop.
+/// How far the writer may copy, how far it took pieces, and whether it
+/// must stop.
 #[derive(Debug)]
 struct Gate {
     state: Mutex<GateState>,
@@ -385,9 +274,9 @@ struct GateState {
     /// Where the range starts in the output, modulo [`ALIGN`]: pieces end
     /// on the output's blocks.
     at: u64,
-    /// Bytes from the start of the range the writers may copy.
+    /// Bytes from the start of the range the writer may copy.
     allowed: u64,
-    /// Bytes from the start of the range that writers took as pieces.
+    /// Bytes from the start of the range that the writer took as pieces.
     taken: u64,
     stop: bool,
 }
@@ -418,7 +307,7 @@ impl Gate {
 
     /// Wait until bytes past those taken are allowed, and take the next
     /// piece of them, at most `PIECE` long: its start and length from the
-    /// start of the range, or `None` once the writers must stop or the
+    /// start of the range, or `None` once the writer must stop or the
     /// whole range is taken.
     fn take_piece(&self) -> Option<(u64, u64)> {
         let mut s = self.lock();
@@ -438,8 +327,8 @@ impl GateState {
     /// Where the next piece ends: at most `PIECE` past what was taken and
     /// no further than allowed, on a block of the output unless it is the
     /// range's end. Every piece then holds whole blocks but the range's
-    /// first and last, so no two writers share a block through the page
-    /// cache while the others write past it (bench/copy-ahead.md, "Pieces
+    /// first and last, so only those two go through the page cache and
+    /// every other byte is written directly (bench/copy-ahead.md, "Pieces
     /// on the output's blocks"). At or before `taken` when nothing whole
     /// is allowed yet.
     fn piece_end(&self) -> u64 {
@@ -451,43 +340,20 @@ impl GateState {
     }
 }
 
-/// What the writers did: bytes copied from the start of the range (the
-/// prefix without a gap), how each part of it went, in order, and the
-/// error that stopped them early, if any.
+/// What the writer did: bytes copied from the start of the range, how
+/// each part of them went, in order, and the error that stopped it early,
+/// if any.
 #[derive(Debug, Default)]
 struct Copied {
     done: u64,
     steps: Vec<CopyStats>,
     error: Option<pbf_output::Error>,
-    /// Time during which a writer was copying (not all of them waiting at
-    /// the gate), kept or dropped pieces alike.
+    /// Time the writer spent copying (not waiting at the gate), kept or
+    /// dropped pieces alike.
     busy: Duration,
 }
 
 impl Copied {
-    /// The prefix without a gap of the pieces the writers finished (each
-    /// piece's start, length and the stats of its parts), and the error of
-    /// the first piece that failed within or right after it.
-    fn of(mut pieces: Vec<Piece>) -> Copied {
-        pieces.sort_by_key(|p| p.start);
-        let mut c = Copied {
-            busy: busy(&pieces),
-            ..Copied::default()
-        };
-        for p in pieces {
-            if p.start != c.done {
-                break;
-            }
-            if let Err(e) = p.result {
-                c.error = Some(e);
-                break;
-            }
-            c.done += p.len;
-            c.steps.extend(p.parts);
-        }
-        c
-    }
-
     /// How the first `kept` bytes were copied. Within one part the kernel
     /// copies first and the fallback takes the rest ([`copy_range`]), so a
     /// part cut short is split exactly too.
@@ -506,37 +372,6 @@ impl Copied {
         }
         total
     }
-}
-
-/// The time covered by the pieces' copies: the union of their spans.
-fn busy(pieces: &[Piece]) -> Duration {
-    let mut spans: Vec<(Instant, Instant)> = pieces.iter().map(|p| p.span).collect();
-    spans.sort();
-    let mut total = Duration::ZERO;
-    let mut covered: Option<(Instant, Instant)> = None;
-    for (a, b) in spans {
-        covered = match covered {
-            Some((s, e)) if a <= e => Some((s, e.max(b))),
-            Some((s, e)) => {
-                total += e - s;
-                Some((a, b))
-            }
-            None => Some((a, b)),
-        };
-    }
-    total + covered.map_or(Duration::ZERO, |(s, e)| e - s)
-}
-
-/// One piece a writer copied, or failed to.
-#[derive(Debug)]
-struct Piece {
-    start: u64,
-    len: u64,
-    /// When the writer started and ended it.
-    span: (Instant, Instant),
-    /// How each part went, in order (see [`Writer::copy`]).
-    parts: Vec<CopyStats>,
-    result: pbf_output::Result<()>,
 }
 
 /// What a landed copy ahead kept.
@@ -564,14 +399,14 @@ impl CopyAhead {
         self.gate.change(|s| s.allowed = s.allowed.max(upto));
     }
 
-    /// Ask the writers to stop after their current pieces, without waiting:
-    /// the guess proved wrong, but what they copied may still be the prefix
+    /// Ask the writer to stop after its current piece, without waiting:
+    /// the guess proved wrong, but what it copied may still be the prefix
     /// the plan keeps ([`CopyAhead::land`] decides when the ops come).
     fn halt(&self) {
         self.gate.change(|s| s.stop = true);
     }
 
-    /// Stop, or with `wait` allow the whole range, and wait for the writers.
+    /// Stop, or with `wait` allow the whole range, and wait for the writer.
     fn join(&mut self, wait: bool) -> Copied {
         let len = self.len;
         self.gate.change(|s| match wait {
@@ -598,10 +433,10 @@ impl Drop for CopyAhead {
     }
 }
 
-/// Copy the gate's range at `offset` of `src` to `dst` at `at` with `WRITERS`
-/// writers, each taking the next piece the gate allows, until all is
-/// taken, they are stopped, or one fails (which stops the others); whole
-/// blocks past the page cache when `direct` and the filesystem allows.
+/// Copy the gate's range at `offset` of `src` to `dst` at `at`, one piece
+/// at a time as the gate allows, until all is taken, it is stopped, or a
+/// piece fails; whole blocks past the page cache when `direct` and the
+/// filesystem allows.
 fn copy_pieces(
     src: &File,
     offset: u64,
@@ -610,31 +445,32 @@ fn copy_pieces(
     direct: bool,
 ) -> Copied {
     let direct = direct.then(|| Direct::open(dst)).flatten();
-    let pieces = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..WRITERS {
-            scope.spawn(|| {
-                let mut writer = Writer {
-                    src,
-                    dst,
-                    direct: direct.as_ref(),
-                    buf: None,
-                };
-                while let Some((start, n)) = gate.take_piece() {
-                    let piece = writer.copy(offset + start, n, at + start, start);
-                    let failed = piece.result.is_err();
-                    pbf_cli::lock(&pieces).push(piece);
-                    if failed {
-                        gate.change(|s| s.stop = true);
-                    }
-                }
-            });
+    let mut writer = Writer {
+        src,
+        dst,
+        direct: direct.as_ref(),
+        buf: None,
+    };
+    let mut copied = Copied::default();
+    while let Some((start, n)) = gate.take_piece() {
+        let started = Instant::now();
+        let piece = writer.copy(offset + start, n, at + start);
+        copied.busy += started.elapsed();
+        match piece {
+            Ok(parts) => {
+                copied.done += n;
+                copied.steps.extend(parts);
+            }
+            Err(e) => {
+                copied.error = Some(e);
+                break;
+            }
         }
-    });
-    Copied::of(pieces.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+    copied
 }
 
-/// One writer: its handles and its buffer for direct writes.
+/// The writer: its handles and its buffer for direct writes.
 struct Writer<'a> {
     src: &'a File,
     dst: &'a File,
@@ -645,17 +481,9 @@ struct Writer<'a> {
 impl Writer<'_> {
     /// Copy `len` bytes at `from` of the source to `to` of the output: the
     /// whole aligned blocks directly where it can, the rest (a partial
-    /// block at either end) through the page cache. `start` is the piece's
-    /// offset in the range.
-    fn copy(&mut self, from: u64, len: u64, to: u64, start: u64) -> Piece {
-        let started = Instant::now();
-        let mut piece = Piece {
-            start,
-            len,
-            span: (started, started),
-            parts: Vec::new(),
-            result: Ok(()),
-        };
+    /// block at either end) through the page cache; how each part went, in
+    /// order.
+    fn copy(&mut self, from: u64, len: u64, to: u64) -> pbf_output::Result<Vec<CopyStats>> {
         let head = ((ALIGN - to % ALIGN) % ALIGN).min(len);
         let body = (len - head) / ALIGN * ALIGN;
         let direct = self.direct.filter(|d| d.works() && body > 0);
@@ -667,17 +495,13 @@ impl Writer<'_> {
             ],
             None => vec![(0, len, None)],
         };
+        let mut done = Vec::new();
         for (a, b, direct) in parts.into_iter().filter(|(a, b, _)| a < b) {
             let mut stats = CopyStats::default();
-            let res = self.part(from + a, b - a, to + a, direct, &mut stats);
-            piece.parts.push(stats);
-            if let Err(e) = res {
-                piece.result = Err(e);
-                break;
-            }
+            self.part(from + a, b - a, to + a, direct, &mut stats)?;
+            done.push(stats);
         }
-        piece.span.1 = Instant::now();
-        piece
+        Ok(done)
     }
 
     /// One part of a piece, directly (falling back to the page cache where
@@ -760,7 +584,7 @@ impl CopyAhead {
         let at = out.position();
         // Past the page cache as the output's own appends, or not at all.
         let direct = out.is_staged();
-        if direct && len != u64::MAX {
+        if direct {
             pbf_output::direct::reserve(&dst, at, len);
         }
         let gate = Arc::new(Gate::new(len, at));
@@ -792,37 +616,7 @@ impl CopyAhead {
     /// error that stopped the thread is not reported here, because that copy
     /// meets it again and reports it with its own context
     /// ([`Landed::stopped_by`] tells it).
-    fn land(self, out: &mut OutputFile, want: u64) -> pbf_output::Result<Landed> {
-        self.land_cut(out, want, |done| done.min(want))
-    }
-
-    /// Land a copy of a growing source (`len` open): the writers finish
-    /// the pieces they took and copy on to `want`, which the source holds,
-    /// then `cut` says how much of the copied prefix to keep.
-    fn land_growing(
-        mut self,
-        out: &mut OutputFile,
-        want: u64,
-        cut: impl Fn(u64) -> u64,
-    ) -> pbf_output::Result<Landed> {
-        let mut len = want;
-        self.gate.change(|s| {
-            s.len = s.taken.max(want);
-            s.allowed = s.len;
-            len = s.len;
-        });
-        self.len = len;
-        self.land_cut(out, want, cut)
-    }
-
-    /// [`CopyAhead::land`], keeping `cut(copied)` bytes of the copied prefix
-    /// (at most `want`).
-    fn land_cut(
-        mut self,
-        out: &mut OutputFile,
-        want: u64,
-        cut: impl Fn(u64) -> u64,
-    ) -> pbf_output::Result<Landed> {
+    fn land(mut self, out: &mut OutputFile, want: u64) -> pbf_output::Result<Landed> {
         if self.at != out.position() {
             return Err(pbf_output::Error::invalid(
                 out.name(),
@@ -835,7 +629,7 @@ impl CopyAhead {
         }
         let want = want.min(self.len);
         let mut copied = self.join(want == self.len);
-        let kept = cut(copied.done).min(want);
+        let kept = copied.done.min(want);
         out.add_copied(kept, copied.stats_of(kept))?;
         Ok(Landed {
             kept,
@@ -1059,7 +853,7 @@ mod tests {
     }
 
     #[test]
-    fn pieces_taken_by_several_writers_make_the_same_bytes() {
+    fn pieces_at_odd_allowances_make_the_same_bytes() {
         let len = 3 * PIECE as usize + 12_345;
         let (dir, f, src, mut out) = setup(len + 100, b"HEAD123");
         let ahead = CopyAhead::start(&out, &f, &src, 100, len as u64).expect("start");
@@ -1107,34 +901,5 @@ mod tests {
         let gate = Gate::new(len, 92);
         gate.change(|s| s.allowed = ALIGN - 92 - 1);
         assert_eq!(gate.lock().piece_end(), 0);
-    }
-
-    #[test]
-    fn the_copied_prefix_ends_at_the_first_gap_or_failure() {
-        let now = Instant::now();
-        let piece = |start, len, result| Piece {
-            start,
-            len,
-            span: (now, now + Duration::from_millis(start)),
-            parts: vec![CopyStats {
-                kernel_bytes: len,
-                ..CopyStats::default()
-            }],
-            result,
-        };
-        let failed = || Err(pbf_output::Error::invalid("x", "failed"));
-        let gap = Copied::of(vec![piece(10, 10, Ok(())), piece(0, 5, Ok(()))]);
-        assert_eq!((gap.done, gap.steps.len()), (5, 1));
-        assert!(gap.error.is_none());
-        let fail = Copied::of(vec![
-            piece(5, 5, failed()),
-            piece(0, 5, Ok(())),
-            piece(10, 5, Ok(())),
-        ]);
-        assert_eq!(fail.done, 5);
-        assert!(fail.error.is_some());
-        assert_eq!(fail.stats_of(5).kernel_bytes, 5);
-        // Spans of 5, 10 and 0 ms from one start overlap: 10 ms busy.
-        assert_eq!(fail.busy, Duration::from_millis(10));
     }
 }

@@ -18,7 +18,6 @@
 
 pub mod ahead;
 pub mod holes;
-pub mod ready;
 mod sources;
 
 use std::io::BufRead;

@@ -38,7 +38,6 @@ pub mod prefetch;
 #[cfg(test)]
 #[path = "../tests/proto/mod.rs"]
 mod proto;
-pub mod recompressed;
 pub mod scan;
 pub mod sniff;
 pub mod walk;

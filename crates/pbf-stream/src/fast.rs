@@ -74,9 +74,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     })
 }
 
-/// The merge op on `line`, when it has exactly the written form. (A long
-/// line is read in pieces while it arrives, [`crate::arriving`], with
-/// [`append_piece`] and [`inputs_then_fields`].)
+/// The merge op on `line`, when it has exactly the written form.
 pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
     let mut c = Cursor { rest: line };
     c.tag(MERGE_HEAD)?;
@@ -95,46 +93,12 @@ pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
 /// How a merge op in the written form begins, up to its first input.
 const MERGE_HEAD: &[u8] = br#"{"type":"merge","inputs":["#;
 
-/// What ends one input and starts the next: the only place it can occur in
-/// the written form (a key ends with a brace and is followed by a field
-/// name; the strings are kind names).
-pub(crate) const BETWEEN_INPUTS: &[u8] = br#"},{"source":"#;
-
 /// What follows the list of inputs.
 const AFTER_INPUTS: &[u8] = br#"],"first":"#;
 
-/// Where the last input of `bytes` that another follows ends: the brace
-/// of the last [`BETWEEN_INPUTS`], so a line cut after its comma is cut
-/// between inputs.
-pub(crate) fn last_between_inputs(bytes: &[u8]) -> Option<usize> {
-    find_last(bytes, BETWEEN_INPUTS)
-}
-
-/// Append to `inputs` those of a piece of a merge op cut after an input's
-/// comma: whole inputs, each followed by a comma, after the op's start
-/// when it is the `first` piece. False, with `inputs` as it was, when the
-/// piece is not in that form.
-pub(crate) fn append_piece(piece: &[u8], first: bool, inputs: &mut Vec<MergeInput>) -> bool {
-    let piece = match first {
-        true => piece.strip_prefix(MERGE_HEAD),
-        false => Some(piece),
-    };
-    let Some(list) = piece.and_then(|p| p.strip_suffix(b",")) else {
-        return false;
-    };
-    let before = inputs.len();
-    let read = append_inputs(list, inputs);
-    if read.is_none() {
-        inputs.truncate(before);
-    }
-    read.is_some()
-}
-
 /// Whole inputs, the end of the list and the fields after it: a merge op
-/// after its start, or the last piece of one cut after an input's comma.
-pub(crate) fn inputs_then_fields(
-    rest: &[u8],
-) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
+/// after its start.
+fn inputs_then_fields(rest: &[u8]) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
     // The last one: the fields after the list hold no bracket.
     let end = find_last(rest, AFTER_INPUTS)?;
     let inputs = inputs_of(&rest[..end])?;
@@ -153,24 +117,15 @@ fn after_inputs(mut c: Cursor<'_>) -> Option<(KeyRecord, KeyRecord, u64)> {
     c.rest.is_empty().then_some((first, last, elements))
 }
 
-/// The inputs of one piece: whole inputs separated by commas, nothing else.
-fn inputs_of(piece: &[u8]) -> Option<Vec<MergeInput>> {
-    let mut inputs = Vec::new();
-    append_inputs(piece, &mut inputs)?;
-    Some(inputs)
-}
-
-/// Append the inputs of `piece` (whole inputs separated by commas, nothing
-/// else) to `inputs`; `None` (and some appended) when it is not in that
-/// form.
-fn append_inputs(piece: &[u8], inputs: &mut Vec<MergeInput>) -> Option<()> {
-    let mut c = Cursor { rest: piece };
+/// The inputs of a list: whole inputs separated by commas, nothing else.
+fn inputs_of(list: &[u8]) -> Option<Vec<MergeInput>> {
+    let mut c = Cursor { rest: list };
     // A written input takes at least 150 bytes.
-    inputs.reserve(piece.len() / 150 + 1);
+    let mut inputs = Vec::with_capacity(list.len() / 150 + 1);
     loop {
         inputs.push(c.merge_input()?);
         if c.rest.is_empty() {
-            return Some(());
+            return Some(inputs);
         }
         c.tag(b",")?;
     }
@@ -618,7 +573,7 @@ pub(crate) mod tests {
         prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..4)
     }
 
-    pub(crate) fn damaged(mut line: Vec<u8>, edits: Vec<(prop::sample::Index, u8, u8)>) -> Vec<u8> {
+    fn damaged(mut line: Vec<u8>, edits: Vec<(prop::sample::Index, u8, u8)>) -> Vec<u8> {
         for (at, byte, how) in edits {
             let i = at.index(line.len() + 1);
             match how {
@@ -634,7 +589,7 @@ pub(crate) mod tests {
     }
 
     /// A merge op as [`crate::Writer::write_merge`] writes it.
-    pub(crate) fn written_merge(m: &MergeOp) -> Vec<u8> {
+    fn written_merge(m: &MergeOp) -> Vec<u8> {
         let mut w = crate::Writer::new(Vec::new());
         w.write_merge(m.first, m.last, m.elements, m.inputs.iter().cloned())
             .expect("write");
@@ -643,46 +598,7 @@ pub(crate) mod tests {
         line
     }
 
-    /// `m` with ids a number can hold, so that its written line takes
-    /// the fast path.
-    pub(crate) fn exact(mut m: MergeOp) -> MergeOp {
-        let exact = |k: &mut KeyRecord| k.id = k.id.clamp(-MAX_EXACT, MAX_EXACT);
-        m.inputs.iter_mut().for_each(|i| {
-            exact(&mut i.first);
-            exact(&mut i.last);
-        });
-        exact(&mut m.first);
-        exact(&mut m.last);
-        m
-    }
-
-    /// A merge op of `n` inputs of small blobs, one after the other.
-    pub(crate) fn sample_op(n: u64) -> MergeOp {
-        let key = |id| KeyRecord::from(Key::new(Kind::Node, id, 1));
-        let inputs = (0..n)
-            .map(|i| MergeInput {
-                source: 0,
-                offset: 100 + i * 300,
-                length: 300,
-                first: key(-5 - i as i64),
-                last: key(7 + i as i64),
-                sorted: i % 2 == 0,
-                elements: 5,
-            })
-            .collect();
-        MergeOp {
-            inputs,
-            first: key(-5 - n as i64),
-            last: key(7 + n as i64),
-            elements: 5 * n,
-        }
-    }
-
     fn merge_op() -> impl Strategy<Value = MergeOp> {
-        merge_op_of(0..4)
-    }
-
-    pub(crate) fn merge_op_of(inputs: std::ops::Range<usize>) -> impl Strategy<Value = MergeOp> {
         let input = (
             any::<u32>(),
             any::<u64>(),
@@ -704,7 +620,7 @@ pub(crate) mod tests {
                 }
             });
         (
-            prop::collection::vec(input, inputs),
+            prop::collection::vec(input, 0..4),
             key(),
             key(),
             any::<u64>(),

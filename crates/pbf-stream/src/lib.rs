@@ -19,7 +19,6 @@
 //! jq or any other JSON tool a user puts between two stages.
 #![deny(missing_docs)]
 
-mod arriving;
 mod counts;
 mod error;
 mod fast;

@@ -11,7 +11,6 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::Counts;
-use crate::arriving::{self, Arrived};
 use crate::error::{Error, ErrorKind};
 use crate::order::OrderCheck;
 use crate::records::*;
@@ -122,7 +121,7 @@ impl<R: BufRead> LineReader<R> {
         }
         loop {
             self.start_line();
-            if !self.fill_line(MAX_LINE + 1)? {
+            if !self.fill_line()? {
                 return Ok(None);
             }
             if self.end_line() {
@@ -168,14 +167,13 @@ impl<R: BufRead> LineReader<R> {
         !self.buf.is_empty()
     }
 
-    /// Read up to and with the next newline into `buf`, until it holds
-    /// `upto` bytes; false at EOF with nothing read. At most one byte past
-    /// [`MAX_LINE`] is buffered: `take` bounds the line, and `read_until`
-    /// finds the newline with the standard library's word-at-a-time
-    /// search (a byte loop took a tenth of pbf-overlap's time on an index
-    /// of small blobs).
-    fn fill_line(&mut self, upto: usize) -> Result<bool, Error> {
-        let room = upto.min(MAX_LINE + 1).saturating_sub(self.buf.len()) as u64;
+    /// Read up to and with the next newline into the empty `buf`; false
+    /// at EOF with nothing read. At most one byte past [`MAX_LINE`] is
+    /// buffered: `take` bounds the line, and `read_until` finds the newline
+    /// with the standard library's word-at-a-time search (a byte loop took
+    /// a tenth of pbf-overlap's time on an index of small blobs).
+    fn fill_line(&mut self) -> Result<bool, Error> {
+        let room = (MAX_LINE + 1) as u64;
         (&mut self.inner)
             .take(room)
             .read_until(b'\n', &mut self.buf)
@@ -211,41 +209,6 @@ impl<R: BufRead> LineReader<R> {
         let parsed = parse(&self.buf);
         self.parsing.stop(started);
         parsed.map_err(|e| explain(&self.buf, e).at_line(self.line))
-    }
-
-    /// The next plan record, or `None` at EOF, as
-    /// `next_parsed(parse_plan_record)` reads it; but a merge op longer
-    /// than a piece is parsed in pieces while it arrives
-    /// ([`crate::arriving`]).
-    fn next_plan_record(&mut self) -> Result<Option<PlanRecord>, Error> {
-        loop {
-            self.start_line();
-            if !self.fill_line(arriving::PIECE)? {
-                return Ok(None);
-            }
-            // A line that neither ended nor met the end of the stream.
-            let longer = self.buf.len() == arriving::PIECE && self.buf.last() != Some(&b'\n');
-            if longer && self.buf.starts_with(MERGE_START) {
-                let head = std::mem::take(&mut self.buf);
-                let room = MAX_LINE - head.len();
-                let arrived = arriving::read(&mut self.inner, head, arriving::PIECE, room)
-                    .map_err(|e| e.at_line(self.line))?;
-                match arrived {
-                    Arrived::Merge(op, spent) => {
-                        if self.parsing.on {
-                            self.parsing.total += spent;
-                        }
-                        return Ok(Some(PlanRecord::Merge(op)));
-                    }
-                    Arrived::Line(line) => self.buf = line,
-                }
-            } else if longer {
-                self.fill_line(MAX_LINE + 1)?;
-            }
-            if self.end_line() {
-                return self.parse_line(parse_plan_record).map(Some);
-            }
-        }
     }
 }
 
@@ -650,7 +613,7 @@ impl<R: BufRead> PlanReader<R> {
         if self.done {
             return Ok(None);
         }
-        let Some(rec) = self.lines.next_plan_record()? else {
+        let Some(rec) = self.lines.next_parsed(parse_plan_record)? else {
             return Err(Error::new(ErrorKind::MissingEnd).at_line(self.lines.line()));
         };
         let line = self.lines.line();

@@ -7,30 +7,25 @@
 //! `pbf-output` crate, shared with `pbf-reflink`, and so do the options,
 //! the plan loop, the check before the commit and the copy ahead of the
 //! plan (`pbf_copier`, `pbf_copier::ahead`): this file holds what copying
-//! adds, and `recompress.rs` the `--recompress` copy (with the frames
-//! `pbf-index --recompressed` re-compressed already).
+//! adds, and `recompress.rs` the `--recompress` copy.
 
 mod recompress;
 
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command};
 use pbf_copier as copier;
-use pbf_copier::ahead::{Ahead, Landed, Rest};
+use pbf_copier::ahead::{Ahead, Landed};
 use pbf_copier::holes::SpoolHoles;
 use pbf_copier::{CopySources, Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
 use pbf_output::{CopyStats, OutputFile, frames};
-use pbf_stream::{CopyOp, FrameKeys, StreamTime};
-use std::fs::File;
+use pbf_stream::{CopyOp, StreamTime};
 
-use pbf_copier::ready::Ready;
-use pbf_format::recompressed::Piece;
 use recompress::recompress_range;
 
 const NAME: &str = "pbf-copy";
@@ -65,8 +60,7 @@ pub fn command() -> Command {
              all pbf-copy vouches for.\n\n\
              With --recompress every copied Blob is inflated and compressed again (in parallel; \
              the block inside is never decoded), for example to turn a zlib file into zstd or \
-             raw; the copy then goes through memory instead of the kernel. With --recompressed \
-             FILE the frames pbf-index already compressed so are copied from FILE instead.\n\n\
+             raw; the copy then goes through memory instead of the kernel.\n\n\
              Copy ahead: when the plan record says it was written early (pbf-overlap --sources \
              writes it before it plans, once the first blobs are read in order) and the plan \
              has one input file (beside spools), its data frames are copied behind the header \
@@ -79,10 +73,8 @@ pub fn command() -> Command {
              merge. Each op that follows the guess is checked \
              against it; the first op that does not, or the end of the plan, stops the thread: \
              the output keeps only the copied prefix the ops asked for and is cut back to it, \
-             so a wrong guess costs a wasted copy and never a wrong byte. With --recompress \
-             and --recompressed FILE the guess is FILE's frames, copied as FILE grows. Not with \
-             -o -, --add-indexdata or --recompress without --recompressed, which do not write \
-             the input's bytes as they are.",
+             so a wrong guess costs a wasted copy and never a wrong byte. Not with -o -, \
+             --add-indexdata or --recompress, which do not write the input's bytes as they are.",
         )
         .arg(
             Arg::new("no-copy-ahead")
@@ -130,26 +122,6 @@ pub fn command() -> Command {
                 .action(clap::ArgAction::SetTrue),
         )
         .arg(
-            Arg::new("recompressed")
-                .long("recompressed")
-                .value_name("FILE")
-                .requires("recompress")
-                .conflicts_with("add-indexdata")
-                .value_parser(clap::value_parser!(PathBuf))
-                .help(
-                    "With --recompress, copy the frames pbf-index --recompressed FILE already \
-                     re-compressed (to the same compression) instead of inflating them again",
-                )
-                .long_help(
-                    "With --recompress C, copy from FILE the frames that pbf-index --recompress C \
-                     --recompressed FILE re-compressed while it read their keys, and re-compress \
-                     only the other copied frames: the same output bytes, with one inflate of each \
-                     blob instead of two. FILE must be finished (its index ended) and be of an \
-                     input of the plan as that input still is; the compressions must be the same \
-                     (pbf-sort --recompress passes both)",
-                ),
-        )
-        .arg(
             pbf_cli::jobs_arg("Threads for --recompress [default: all cores]").requires("recompress"),
         );
     copier::write_args(copier::output_args(cmd, &HELP), &HELP)
@@ -167,8 +139,7 @@ const HELP: Help = Help {
     verbose: "Print a summary on stderr: ops, bytes copied in the kernel, past the page cache \
               and by read/write (after how many refusals of the kernel's copy), bytes written \
               from memory (headers), \
-              bytes copied ahead and kept or dropped, with --recompressed the bytes of its frames \
-              copied, the time in all and the time spent copying \
+              bytes copied ahead and kept or dropped, the time in all and the time spent copying \
               and committing (the MB/s are over that, not over waits for the plan), and the \
               time spent parsing the plan",
     quiet: "No progress bar and no warnings",
@@ -189,10 +160,6 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         spools_as_they_are: m.get_flag("spools-compressed"),
     });
     let mut job = Job::open(m)?;
-    let compression = recompress.map(|r| r.compression).unwrap_or_default();
-    let mut ready = m
-        .get_one::<PathBuf>("recompressed")
-        .map(|path| Ready::new(path.clone(), compression, &job.sources));
     if !m.get_flag("kernel-copy") {
         job.out.stage_appends();
     }
@@ -208,43 +175,22 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     // A guess whose copy cannot fit is not copied: right, the plan will not
     // fit either; wrong, it only filled the disk.
     let early = job.plan.header().early;
-    // Re-compressed, the guess is the frames the index re-compressed.
     let wanted = early
         && !m.get_flag("no-copy-ahead")
-        && (recompress.is_none() || ready.is_some())
+        && recompress.is_none()
         && !opts.add_indexdata
         && !job.out.is_stream()
         && head
             .check_room(&job.out, job.sources.known_bytes(), opts)
             .is_ok();
-    let stand_in = ready.as_ref().filter(|_| recompress.is_some());
-    let mut ahead = Ahead::start(
-        wanted,
-        early,
-        &mut head,
-        &job.sources,
-        (&mut job.out, stand_in),
-    )?;
+    let mut ahead = Ahead::start(wanted, early, &mut head, &job.sources, &mut job.out)?;
     let mut holes = SpoolHoles::new(job.plan.header(), opts);
     let bar = copier::progress(&job.sources, "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     // Time spent copying, for -v: not the waits for the plan's next record.
     let mut copying = Duration::ZERO;
     let copied = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
-        let step = ahead.follow(
-            (step, line),
-            plan_name,
-            &mut head,
-            sources,
-            (out, ready.as_mut()),
-        )?;
-        if let Some(rest) = ahead.take_rest() {
-            let started = Instant::now();
-            let recompress = recompress.map(|r| (r, ready.as_mut()));
-            let copied = copy_rest(rest, sources, out, (recompress, opts));
-            copying += started.elapsed();
-            copied.with_context(|| format!("{plan_name}: line {line}"))?;
-        }
+        let step = ahead.follow((step, line), plan_name, &mut head, sources, out)?;
         match step {
             Some(Step::Header(h)) => match as_it_is(h.copy_bytes) {
                 Some(bytes) => head.check_room(out, bytes, opts),
@@ -252,7 +198,6 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             },
             Some(Step::Copy(op)) => {
                 let started = Instant::now();
-                let recompress = recompress.map(|r| (r, ready.as_mut()));
                 let copied = copy_op(op, sources, out, opts, recompress, &mut holes);
                 copying += started.elapsed();
                 copied.with_context(|| format!("{plan_name}: line {line}"))
@@ -261,14 +206,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         }
     })?;
     head.write(out)?;
-    ahead.land(plan_name, sources, (out, ready.as_mut()))?;
-    if let Some(rest) = ahead.take_rest() {
-        let started = Instant::now();
-        let recompress = recompress.map(|r| (r, ready.as_mut()));
-        copy_rest(rest, sources, out, (recompress, opts))
-            .with_context(|| format!("{plan_name}: end"))?;
-        copying += started.elapsed();
-    }
+    ahead.land(plan_name, sources, out)?;
     let landed = ahead.landed();
     let parsing = job.plan.parse_time();
     let out_name = job.out.name().to_owned();
@@ -288,7 +226,6 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         memory_bytes: stats.written_bytes,
         ahead_kept_bytes: landed.map(|l| l.kept),
         ahead_dropped_bytes: landed.map(|l| l.dropped),
-        recompressed_bytes: ready.as_ref().map(Ready::copied),
     });
     if opts.verbose {
         let times = Times {
@@ -296,8 +233,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             copying,
             parsing,
         };
-        let from_index = ready.as_ref().map(Ready::copied);
-        report(ops, written, (stats, from_index), landed, &holes, times);
+        report(ops, written, stats, landed, &holes, times);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -312,27 +248,38 @@ struct Recompress {
 }
 
 /// Append one copy op: the whole range at once, frame by frame with new
-/// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`
-/// (copying the frames `--recompressed` holds ready); then free what it
-/// copied of a spool.
+/// BlobHeaders for `--add-indexdata`, or re-compressed for `--recompress`;
+/// then free what it copied of a spool.
 fn copy_op(
     op: &CopyOp,
     sources: &mut CopySources,
     out: &mut OutputFile,
     opts: Options,
-    recompress: Option<(Recompress, Option<&mut Ready>)>,
+    recompress: Option<Recompress>,
     holes: &mut SpoolHoles,
 ) -> Result<()> {
-    let recompress =
-        recompress.filter(|(r, _)| !(r.spools_as_they_are && sources.is_spool(op.source)));
+    let recompress = recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
     if opts.add_indexdata && op.frames.is_empty() {
         return Err(copier::frames_missing(op, path));
     }
-    if let Some(recompress) = recompress {
-        let frames = &op.frames[..];
+    if let Some(r) = recompress {
+        // The i-th frame's keys give its new Blob indexdata (--add-indexdata).
+        let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
+            match op.frames.get(i).filter(|_| opts.add_indexdata) {
+                Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
+                None => Ok(None),
+            }
+        };
         let range = (op.offset, op.length);
-        recompress_op((file, path), range, (frames, opts), out, recompress)?;
+        recompress_range(
+            out,
+            (file, path),
+            range,
+            r.compression,
+            r.threads,
+            &indexdata,
+        )?;
         return holes.passed(op.source, file, op.offset, op.length);
     }
     if !opts.add_indexdata {
@@ -344,60 +291,6 @@ fn copy_op(
         Ok::<(), anyhow::Error>(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
     })?;
     holes.passed(op.source, file, op.offset, op.length)
-}
-
-/// Append the confirmed input a copy ahead of re-compressed frames left
-/// (`pbf_copier::ahead::Rest`): re-compressed as an op's range.
-fn copy_rest(
-    rest: Rest,
-    sources: &mut CopySources,
-    out: &mut OutputFile,
-    (recompress, opts): (Option<(Recompress, Option<&mut Ready>)>, Options),
-) -> Result<()> {
-    let recompress = recompress.context("a copy ahead left input without --recompress")?;
-    let src = sources.range(rest.source, rest.offset, rest.length)?;
-    let range = (rest.offset, rest.length);
-    recompress_op(src, range, (&[], opts), out, recompress)
-}
-
-/// Re-compress `offset..offset + len` of `src` into `out`, copying the
-/// frames `ready` holds; `frames` are the op's keys for `--add-indexdata`
-/// (which excludes `--recompressed`: the i-th frame of the op is then the
-/// i-th of its one piece).
-fn recompress_op(
-    (file, path): (&File, &Path),
-    (offset, len): (u64, u64),
-    (frames, opts): (&[FrameKeys], Options),
-    out: &mut OutputFile,
-    (recompress, ready): (Recompress, Option<&mut Ready>),
-) -> Result<()> {
-    let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
-        match frames.get(i).filter(|_| opts.add_indexdata) {
-            Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
-            None => Ok(None),
-        }
-    };
-    let (c, threads) = (recompress.compression, recompress.threads);
-    let Some(ready) = ready else {
-        return Ok(recompress_range(
-            out,
-            (file, path),
-            (offset, len),
-            c,
-            threads,
-            &indexdata,
-        )?);
-    };
-    for piece in ready.pieces((file, path), (offset, len))? {
-        match piece {
-            Piece::Ready(r) => ready.copy_into(out, r)?,
-            Piece::Input(r) => {
-                let piece = (r.start, r.end - r.start);
-                recompress_range(out, (file, path), piece, c, threads, &indexdata)?
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
@@ -421,9 +314,6 @@ struct Counters {
     ahead_kept_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ahead_dropped_bytes: Option<u64>,
-    /// With `--recompressed`: bytes of that file's frames copied.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    recompressed_bytes: Option<u64>,
 }
 
 /// The times of the `-v` line.
@@ -437,11 +327,11 @@ struct Times {
     parsing: Duration,
 }
 
-/// `from_index`: with `--recompressed`, the bytes of its frames copied.
+/// The `-v` line.
 fn report(
     ops: u64,
     written: u64,
-    (stats, from_index): (CopyStats, Option<u64>),
+    stats: CopyStats,
     landed: Option<&Landed>,
     holes: &SpoolHoles,
     times: Times,
@@ -465,15 +355,11 @@ fn report(
         ),
         None => String::new(),
     };
-    let from_index = match from_index {
-        Some(n) => format!("; {n} bytes of frames pbf-index re-compressed"),
-        None => String::new(),
-    };
     pbf_cli::warn(
         NAME,
         format!(
             "{}, {written} bytes written: {} copied in the kernel, {} past the page cache, {} \
-             by read/write ({} fallbacks), {} from memory{ahead}{from_index}; {}; {secs:.3} s, of which \
+             by read/write ({} fallbacks), {} from memory{ahead}; {}; {secs:.3} s, of which \
              {copying:.3} s copying and committing ({:.1} MB/s); {streams}",
             pbf_cli::plural(ops, "copy op"),
             stats.kernel_bytes,

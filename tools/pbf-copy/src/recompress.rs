@@ -15,10 +15,6 @@
 //! from reader to writer and back, so memory stays at a few batches per
 //! thread whatever the length of a copy op, and nothing is allocated per
 //! frame.
-//!
-//! With `--recompressed FILE` (`pbf_copier::ready`) the frames `pbf-index`
-//! already re-compressed while it read their keys are copied from FILE, and
-//! only the input between them is re-compressed here.
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
-use pbf_format::compress::{Compression, blob_data, with_decoded};
+use pbf_format::compress::{blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::{read_file_header, read_header_frame};
 use pbf_format::scan::{Summary, Ties, scan_block, scan_ties};
 use pbf_format::walk::{Io, Walk};
-use pbf_format::{Key, indexdata, padding, recompressed, scan};
+use pbf_format::{indexdata, padding, scan};
 use pbf_stream::{
     BlobKeys, BlobRecord, Counts, FileIdentity, HeaderRecord, IndexEnd, IndexRecord, KeysFrom,
     Sample, SourceRecord, StreamTime, Writer,
@@ -143,42 +143,6 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         )
         .arg(
-            Arg::new("recompress")
-                .long("recompress")
-                .value_name("C")
-                .requires("recompressed")
-                .value_parser(pbf_cli::compression_parser())
-                .hide_possible_values(true)
-                .help(
-                    "With --recompressed: the compression pbf-copy --recompress will write \
-                     (zlib[:0-9], zstd[:1-22], lz4 or none)",
-                ),
-        )
-        .arg(
-            Arg::new("recompressed")
-                .long("recompressed")
-                .value_name("FILE")
-                .requires("recompress")
-                .value_parser(value_parser!(PathBuf))
-                .help(
-                    "Re-compress the blobs likely to be copied into FILE, for pbf-copy \
-                     --recompressed (one input file)",
-                )
-                .long_help(
-                    "Write FILE for pbf-copy --recompress C --recompressed FILE: each blob that is \
-                     likely to be copied as it is (sorted inside, its keys in order with every \
-                     sample of the file, no indexdata) is compressed in C while this stage holds \
-                     it inflated for its keys, so the copy does not inflate it a second time. The \
-                     copy re-compresses the other blobs it copies itself; the output's bytes are \
-                     the same either way. FILE is new (an existing file is refused) and takes \
-                     about as much room as the blobs it holds; where its filesystem would keep \
-                     less room than the output will want, or a write to it fails, the frames are \
-                     given up with a warning and FILE is finished empty. It is removed if the \
-                     index fails. One input file is indexed (pbf-sort --recompress does this, \
-                     and removes FILE)",
-                ),
-        )
-        .arg(
             Arg::new("given")
                 .long("given")
                 .value_names(["FILE", "NAME"])
@@ -276,8 +240,6 @@ struct Options {
     verbose: bool,
     bars: pbf_cli::Bars,
     io: Io,
-    /// `--recompress C` (with `--recompressed FILE`).
-    recompress: Option<Compression>,
 }
 
 /// Run with parsed arguments.
@@ -292,7 +254,6 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         verbose: m.get_flag("verbose"),
         bars: pbf_cli::Bars::from_matches(m),
         io,
-        recompress: m.get_one::<Compression>("recompress").copied(),
     };
     if let Some(done) = for_the_driver(m)? {
         return Ok(done);
@@ -316,33 +277,13 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("validate") {
         return validate(files.iter().map(|p| (p.as_path(), name(p))));
     }
-    if let Some(into) = m.get_one::<PathBuf>("recompressed") {
-        if files.len() != 1 {
-            return Err(pbf_cli::usage(
-                "--recompressed: re-compressed frames are written for one input file",
-            ));
-        }
-        pbf_cli::paths::check_dir("--recompressed", pbf_cli::paths::dir_of(into))?;
-        if into.symlink_metadata().is_ok() {
-            let why = format!(
-                "{}: exists (--recompressed writes a new file)",
-                into.display()
-            );
-            return Err(pbf_cli::usage(why));
-        }
-    }
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     // Serialising is timed for -v only: a clock read per record adds up.
     let mut out = Writer::new(pbf_cli::stdout()).timed(opts.verbose);
-    let recompressed = m.get_one::<PathBuf>("recompressed").map(PathBuf::as_path);
-    let mut counters = Counters {
-        recompressed: recompressed.map(|_| 0),
-        ..Counters::default()
-    };
+    let mut counters = Counters::default();
     for path in files {
-        let given = name(path);
-        let file = (path.as_path(), given, recompressed);
+        let file = (path.as_path(), name(path));
         counters.add(&pool.install(|| index_file(file, opts, &mut out))?);
     }
     out.finish()?;
@@ -396,10 +337,6 @@ struct Counters {
     decoded: u64,
     /// Objects per kind, as the `end` records' `counts`.
     objects: Counts,
-    /// With `--recompressed`: blobs written there re-compressed (none once
-    /// the file was given up).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    recompressed: Option<u64>,
 }
 
 impl Counters {
@@ -409,9 +346,6 @@ impl Counters {
         self.from_indexdata += file.from_indexdata;
         self.decoded += file.end.blobs - file.from_indexdata;
         self.objects.add(file.end.counts);
-        if let Some(n) = &mut self.recompressed {
-            *n += file.recompressed;
-        }
     }
 }
 
@@ -444,8 +378,6 @@ struct Tally {
     end: IndexEnd,
     data_seq: u64,
     from_indexdata: u64,
-    /// Blobs written re-compressed (`--recompressed`).
-    recompressed: u64,
 }
 
 /// What to do instead of indexing a stream: the plan names the file by path
@@ -495,10 +427,9 @@ fn usable(path: &Path, given: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Index the file `path`, named `given`, writing re-compressed frames into
-/// `recompressed` (`--recompressed`).
+/// Index the file `path`, named `given`.
 fn index_file<W: Write + Send>(
-    (path, given, into): (&Path, &Path, Option<&Path>),
+    (path, given): (&Path, &Path),
     opts: Options,
     out: &mut Writer<W>,
 ) -> Result<Tally> {
@@ -523,36 +454,11 @@ fn index_file<W: Write + Send>(
     let trust_pbfhogg = opts.trust_pbfhogg && header.claims_sorted();
     let samples = samples(&file, header_frame.end(), opts, trust_pbfhogg);
     let sampled = samples.len();
-    // A signal must not leave FILE behind: registered before it exists,
-    // forgotten once it is finished (the copier reads it then).
-    let on_signal = into
-        .filter(|_| opts.recompress.is_some())
-        .map(pbf_output::cleanup::remove_on_signal)
-        .transpose()?;
-    let recompressing = match (opts.recompress, into) {
-        (Some(compression), Some(into)) => Some(Recompressing {
-            judge: Judge {
-                compression,
-                samples: samples
-                    .iter()
-                    .map(|s| (s.offset, Key::from(s.first)))
-                    .collect(),
-            },
-            into: Frames {
-                writer: recompressed::Writer::create(into, compression)?,
-                input_size: file.size(),
-                input_done: 0,
-                next_look: 0,
-                quiet: opts.quiet,
-            },
-        }),
-        _ => None,
-    };
     out.write(&IndexRecord::Source(SourceRecord {
         schema: pbf_stream::INDEX_SCHEMA.into(),
         version: pbf_stream::SCHEMA_VERSION,
         file: FileIdentity {
-            path: abs.clone(),
+            path: abs,
             size: file.size(),
             mtime: file.mtime().0,
             mtime_nsec: file.mtime().1,
@@ -579,13 +485,8 @@ fn index_file<W: Write + Send>(
         batch: Vec::with_capacity(BATCH),
         bytes: 0,
         described: None,
-        recompressing,
     };
     index_frames(walk, &mut batches, &mut tally, out, &bar)?;
-    if let Some(r) = batches.recompressing.take() {
-        r.into.writer.finish(&abs)?;
-    }
-    drop(on_signal);
     bar.finish_and_clear();
     warn_skipped_blobs(shown, &tally.end, opts.quiet);
     let end = tally.end.clone();
@@ -595,13 +496,7 @@ fn index_file<W: Write + Send>(
             parsing: Duration::ZERO,
             writing: out.serialise_time() - serialised,
         };
-        print_summary(
-            shown,
-            &tally,
-            (sampled, into.is_some()),
-            started.elapsed(),
-            streams,
-        );
+        print_summary(shown, &tally, sampled, started.elapsed(), streams);
     }
     Ok(tally)
 }
@@ -679,24 +574,19 @@ fn walk_ahead<'s, 'f: 's>(
 fn print_summary(
     path: &Path,
     tally: &Tally,
-    (samples, recompressing): (usize, bool),
+    samples: usize,
     elapsed: Duration,
     streams: StreamTime,
 ) {
     let end = &tally.end;
-    let recompressed = match recompressing {
-        true => format!(", {} re-compressed", tally.recompressed),
-        false => String::new(),
-    };
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} ({} from indexdata, {} decoded{}), {}, {}, {:.3} s; {streams}",
+            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3} s; {streams}",
             path.display(),
             pbf_cli::plural(end.blobs, "blob"),
             tally.from_indexdata,
             end.blobs - tally.from_indexdata,
-            recompressed,
             pbf_cli::plural(end.counts.total(), "object"),
             pbf_cli::plural(samples as u64, "sample"),
             elapsed.as_secs_f64()
@@ -724,8 +614,8 @@ fn samples(file: &PbfFile, data_start: u64, opts: Options, trust_pbfhogg: bool) 
             let mut found = file.search_frames(at.max(data_start), SAMPLE_WINDOW);
             let fh = found.find(|fh| fh.blob_type == BlobType::OsmData)?;
             let body = || file.read_body(&fh).map(Cow::Owned);
-            match describe(file, &fh, (opts, trust_pbfhogg), None, body) {
-                Ok(Described::Keys(keys, _)) => Some(Sample {
+            match describe(file, &fh, (opts, trust_pbfhogg), body) {
+                Ok(Described::Keys(keys)) => Some(Sample {
                     offset: fh.offset,
                     first: keys.summary.first.into(),
                 }),
@@ -765,107 +655,6 @@ struct Batches<'a> {
     bytes: u64,
     /// The batch handed out last, described, not written yet.
     described: Option<(Vec<FrameHeader>, Vec<pbf_format::Result<Described>>)>,
-    /// `--recompressed`: which blobs to re-compress, and where to.
-    recompressing: Option<Recompressing>,
-}
-
-/// `--recompress C --recompressed FILE`: the blobs likely to be copied,
-/// re-compressed while they are inflated for their keys.
-struct Recompressing {
-    judge: Judge,
-    into: Frames,
-}
-
-/// Where re-compressed frames go. They are a saving, not a need: they never
-/// take the room the output will want (kept free on FILE's filesystem: the
-/// input's size, or more where the frames so far grew in the new
-/// compression) nor fail the run: a write that fails, or room running short,
-/// gives them up with a warning, and the copier re-compresses every blob
-/// itself.
-struct Frames {
-    writer: recompressed::Writer,
-    /// The input's size, the input bytes whose frames were written, and
-    /// after how many bytes of frames the room is looked at again.
-    input_size: u64,
-    input_done: u64,
-    next_look: u64,
-    quiet: bool,
-}
-
-/// Bytes of frames written between two looks at the free space.
-const ROOM_LOOK: u64 = 1 << 20;
-
-impl Frames {
-    /// Add the frame of the input frame at `input`, unless given up.
-    fn add(&mut self, input: Range<u64>, frame: &[u8]) -> Result<()> {
-        if self.writer.gave_up() {
-            return Ok(());
-        }
-        let written = self.writer.frames_len();
-        if written >= self.next_look {
-            self.next_look = written + ROOM_LOOK;
-            // The output's size, guessed from the frames so far.
-            let grown = written as f64 / self.input_done.max(1) as f64;
-            let want = (self.input_size as f64 * grown.max(1.0)) as u64;
-            let dir = pbf_cli::paths::dir_of(self.writer.path());
-            let free = pbf_cli::paths::free_bytes(dir).unwrap_or(u64::MAX);
-            if free < want.saturating_add(frame.len() as u64) {
-                let why = format!(
-                    "{}: {free} bytes free, and the output will want about {want}",
-                    self.writer.path().display()
-                );
-                return self.give_up(&why);
-            }
-        }
-        let len = input.end - input.start;
-        if let Err(e) = self.writer.add(input, frame) {
-            return self.give_up(&e.to_string());
-        }
-        self.input_done += len;
-        Ok(())
-    }
-
-    /// Give the frames up, saying `why` (which names the file).
-    fn give_up(&mut self, why: &str) -> Result<()> {
-        self.writer.give_up()?;
-        if !self.quiet {
-            let msg = format!(
-                "{why}: re-compressed frames given up; the copier re-compresses every blob"
-            );
-            pbf_cli::warn("pbf-index", msg);
-        }
-        Ok(())
-    }
-}
-
-/// Which blobs to re-compress, and to what.
-struct Judge {
-    compression: Compression,
-    /// The file's samples: offset and smallest key.
-    samples: Vec<(u64, Key)>,
-}
-
-impl Judge {
-    /// The frame pbf-copy would write for the blob at `fh`, holding `raw`,
-    /// when it is likely to be copied as it is: sorted inside, no
-    /// indexdata (the copier carries its own over), and in order with
-    /// every sample (each before it starts lower, each after it higher).
-    /// A guess: a blob that is merged after all costs only its compression.
-    fn frame(&self, fh: &FrameHeader, summary: &Summary, raw: &[u8]) -> Option<Vec<u8>> {
-        let in_order = self
-            .samples
-            .iter()
-            .all(|(at, key)| match at.cmp(&fh.offset) {
-                std::cmp::Ordering::Less => *key < summary.first,
-                std::cmp::Ordering::Equal => true,
-                std::cmp::Ordering::Greater => *key > summary.last,
-            });
-        if !summary.sorted || fh.indexdata.is_some() || !in_order {
-            return None;
-        }
-        // A Blob over the PBF limit is left to the copier, which names it.
-        recompressed::frame(raw, self.compression).ok()
-    }
 }
 
 impl Batches<'_> {
@@ -887,13 +676,9 @@ impl Batches<'_> {
         self.bytes = 0;
         let before = self.described.take();
         let (file, opts, trust) = (self.file, self.opts, self.trust_pbfhogg);
-        let (judge, into) = match &mut self.recompressing {
-            Some(Recompressing { judge, into }) => (Some(&*judge), Some(into)),
-            None => (None, None),
-        };
         let (described, written) = rayon::join(
-            || describe_all(file, &frames, (opts, trust), judge),
-            || write_described(before, (tally, into), out),
+            || describe_all(file, &frames, (opts, trust)),
+            || write_described(before, tally, out),
         );
         written?;
         if !frames.is_empty() {
@@ -919,7 +704,6 @@ fn describe_all(
     file: &PbfFile,
     frames: &[FrameHeader],
     (opts, trust_pbfhogg): (Options, bool),
-    judge: Option<&Judge>,
 ) -> Vec<pbf_format::Result<Described>> {
     let spans = spans(frames, |fh| {
         from_indexdata(fh, opts, trust_pbfhogg).is_none()
@@ -929,7 +713,7 @@ fn describe_all(
     let described: Vec<Vec<_>> = spans
         .par_iter()
         .with_max_len(1)
-        .map(|span| describe_span(file, &frames[span.clone()], (opts, trust_pbfhogg), judge))
+        .map(|span| describe_span(file, &frames[span.clone()], (opts, trust_pbfhogg)))
         .collect();
     described.into_iter().flatten().collect()
 }
@@ -961,7 +745,6 @@ fn describe_span(
     file: &PbfFile,
     frames: &[FrameHeader],
     (opts, trust_pbfhogg): (Options, bool),
-    judge: Option<&Judge>,
 ) -> Vec<pbf_format::Result<Described>> {
     let (Some(first), Some(last)) = (frames.first(), frames.last()) else {
         return Vec::new();
@@ -984,30 +767,28 @@ fn describe_span(
     };
     frames
         .iter()
-        .map(|fh| describe(file, fh, (opts, trust_pbfhogg), judge, || body(fh)))
+        .map(|fh| describe(file, fh, (opts, trust_pbfhogg), || body(fh)))
         .collect()
 }
 
 /// Describe a frame: from its trusted indexdata, else from its Blob, read
-/// by `body`, decompressed and scanned (and re-compressed where `judge`
-/// says).
+/// by `body`, decompressed and scanned.
 fn describe<'a>(
     file: &PbfFile,
     fh: &FrameHeader,
     (opts, trust_pbfhogg): (Options, bool),
-    judge: Option<&Judge>,
     body: impl FnOnce() -> pbf_format::Result<Cow<'a, [u8]>>,
 ) -> pbf_format::Result<Described> {
     match from_indexdata(fh, opts, trust_pbfhogg) {
         Some(d) => Ok(d),
-        None => body().and_then(|b| scan(file, fh, &b, judge)),
+        None => body().and_then(|b| scan(file, fh, &b)),
     }
 }
 
 /// Write the records of a described batch in file order.
 fn write_described<W: Write>(
     described: Option<(Vec<FrameHeader>, Vec<pbf_format::Result<Described>>)>,
-    (tally, mut into): (&mut Tally, Option<&mut Frames>),
+    tally: &mut Tally,
     out: &mut Writer<W>,
 ) -> Result<()> {
     let Some((frames, described)) = described else {
@@ -1017,17 +798,7 @@ fn write_described<W: Write>(
         let seq = tally.data_seq;
         tally.data_seq += 1;
         let keys = match d? {
-            Described::Keys(keys, frame) => {
-                if let (Some(into), Some(frame)) = (into.as_deref_mut(), frame) {
-                    into.add(fh.offset..fh.end(), &frame)?;
-                    // Frames given up are not counted.
-                    tally.recompressed = match into.writer.gave_up() {
-                        true => 0,
-                        false => tally.recompressed + 1,
-                    };
-                }
-                keys
-            }
+            Described::Keys(keys) => keys,
             Described::Empty => {
                 tally.end.empty_blobs += 1;
                 continue;
@@ -1049,9 +820,8 @@ fn write_described<W: Write>(
 
 /// What one OSMData frame holds.
 enum Described {
-    /// Objects: their keys, where the keys came from, compression, raw size;
-    /// and the frame re-compressed for `--recompressed`, if it was.
-    Keys(BlobKeys, Option<Vec<u8>>),
+    /// Objects: their keys, where the keys came from, compression, raw size.
+    Keys(BlobKeys),
     /// No objects.
     Empty,
     /// No objects, and marked as alignment padding (pbf_format::padding):
@@ -1075,17 +845,11 @@ fn from_indexdata(fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> Optio
         raw_size: fh.raw_size,
         ties: None,
     };
-    Some(Described::Keys(keys, None))
+    Some(Described::Keys(keys))
 }
 
-/// The keys of a frame from its Blob `body`, decompressed and scanned; and
-/// the frame re-compressed, where `judge` says.
-fn scan(
-    file: &PbfFile,
-    fh: &FrameHeader,
-    body: &[u8],
-    judge: Option<&Judge>,
-) -> pbf_format::Result<Described> {
+/// The keys of a frame from its Blob `body`, decompressed and scanned.
+fn scan(file: &PbfFile, fh: &FrameHeader, body: &[u8]) -> pbf_format::Result<Described> {
     let place = |e: pbf_format::Error| e.at(fh.offset).in_file(file.path());
     let data = blob_data(body).map_err(place)?;
     let (compression, raw_size) = (Some(data.compression), data.raw_size);
@@ -1099,7 +863,7 @@ fn scan(
                     raw_size,
                     ties: ties_of(&summary, raw),
                 };
-                Described::Keys(keys, judge.and_then(|j| j.frame(fh, &summary, raw)))
+                Described::Keys(keys)
             }
             None if padding::is_padding_block(raw) => Described::Padding,
             None => Described::Empty,

@@ -99,9 +99,7 @@ pub fn command() -> Command {
         ))
         .arg(flag(
             "recompress",
-            "Give copied blobs that compression too (pbf-copy; the blobs pbf-index inflates for \
-             their keys and judges likely to be copied are compressed there, into a file where \
-             the spool goes)",
+            "Give copied blobs that compression too (pbf-copy re-compresses each on every core)",
         ))
         .arg(value(
             "memory",
@@ -170,8 +168,7 @@ pub fn command() -> Command {
             "tmpdir",
             "DIR",
             ValueHint::DirPath,
-            "Where the spool (and the blobs --recompress compresses in the index stage) go \
-             [default: the output's directory]",
+            "Where the spool goes [default: the output's directory]",
         ))
         .arg(flag(
             "no-space-check",
