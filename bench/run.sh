@@ -70,6 +70,8 @@ Environment (defaults in brackets):
                         5 s per GB) instead of osmium fileinfo -e [8G]
   BENCH_SMALLBLOB_SCALING_SIZES sizes of the smallblobs shape in the scaling
                         run (about 0.58, 1.2 and 2.4 million blobs) [180M 360M 720M]
+  BENCH_VERSIONS_SHAPES shapes of the --dedupe and --latest rows
+                        [interleaved sorted]
   BENCH_RECOMPRESS      1: the recompression row on the sorted shape, with the
                         inflate and deflate floors beside it [1]
   BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -v run, each
@@ -1009,6 +1011,7 @@ report() {
         done
         render_per_object
         render_recompress
+        render_versions
         if [[ $SCALING == 1 ]]; then
             for shape in $SCALING_SHAPES; do
                 if [[ -s $DISK_TSV ]] && grep -q "^$shape	" "$DISK_TSV"; then
@@ -1108,6 +1111,69 @@ describe() {
 }
 
 # ---------------------------------------------------------------- main
+
+# ------------------------------------------------------------ versions
+
+# pbf-sort --dedupe and --latest on the shapes of VERSIONS_SHAPES, in turn
+# (their costs compared in one run, on inputs where no id repeats, so both
+# keep every object): rows go to ROWS as table versions-SHAPE, the bytes
+# each run merged (its --summary-json's bytes.merged) to VERSIONS_TSV.
+VERSIONS_SHAPES=${BENCH_VERSIONS_SHAPES:-interleaved sorted}
+VERSIONS_TSV=$WORK/versions.tsv
+run_versions() { # SHAPE IN SIZE
+    local shape=$1 in=$2 size=$3 rep opt out summary=$WORK/versions.json merged
+    [[ $SORT_KIND == "pbf-sort driver ($ROOT/pbf-sort)" ]] || return 0
+    for ((rep = 1; rep <= MERGE_REPEATS; rep++)); do
+        for opt in --dedupe --latest; do
+            rm -rf "$OUT" && mkdir -p "$OUT"
+            out=$OUT/versions.osm.pbf
+            timed "$(printf '%q -q -O %s --summary-json %q %q -o %q' \
+                "$ROOT/pbf-sort" "$opt" "$summary" "$in" "$out")"
+            merged=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bytes"]["merged"] or 0)' "$summary")
+            printf '%s\t%s\t%s\t%s\n' "$shape" "$opt" "$rep" "$merged" >>"$VERSIONS_TSV"
+            verify_sorted "$in" "$out"
+            row "versions-$shape" "$in" "$size" "pbf-sort $opt" "$rep" "$VERDICT"
+        done
+    done
+    rm -rf "$OUT"
+    verify_pending
+}
+
+render_versions() {
+    [[ -s $VERSIONS_TSV ]] || return 0
+    echo
+    echo "## --dedupe and --latest, in turn ($MERGE_REPEATS runs each)"
+    echo
+    echo "\`pbf-sort -q -O --dedupe|--latest IN -o OUT\` on inputs where no id repeats."
+    echo
+    python3 - "$VERSIONS_TSV" "$ROWS" <<'PY'
+import statistics, sys
+tsv, rows = sys.argv[1], sys.argv[2]
+merged = {}
+for line in open(tsv):
+    shape, opt, rep, n = line.rstrip("\n").split("\t")
+    merged.setdefault((shape, opt), []).append(int(float(n)))
+runs = [l.rstrip("\n").split("\t") for l in open(rows) if l.startswith("versions-")]
+print("| shape | run | wall (median) | peak RSS | bytes merged | latest / dedupe | verdicts |")
+print("|---|---|---|---|---|---|---|")
+for shape in dict.fromkeys(k[0] for k in merged):
+    walls = {}
+    for opt in ("--dedupe", "--latest"):
+        mine = [r for r in runs if r[0] == f"versions-{shape}" and r[3] == f"pbf-sort {opt}"]
+        ok = [r for r in mine if r[7] == "0" and r[8] == "verified"]
+        if not ok:
+            print(f"| {shape} | {opt} | not verified | | | | "
+                  + "; ".join(f"{r[7]} {r[8]}" for r in mine) + " |")
+            continue
+        walls[opt] = statistics.median(float(r[5]) for r in ok)
+        rss = max(int(r[6]) for r in ok) / 1024
+        ratio = ""
+        if opt == "--latest" and "--dedupe" in walls:
+            ratio = f"{walls['--latest'] / walls['--dedupe']:.2f}"
+        print(f"| {shape} | {opt} | {walls[opt]:.2f} s | {rss:.0f} MiB | "
+              f"{max(merged[(shape, opt)])} | {ratio} | {len(ok)} of {len(mine)} verified |")
+PY
+}
 
 # ------------------------------------------------------- recompression
 
@@ -1226,6 +1292,7 @@ main() {
             run_parallelism "$shape" "$in"
         fi
         [[ $shape != sorted ]] || run_recompress "$in" "$size"
+        ! wants "$shape" "$VERSIONS_SHAPES" || run_versions "$shape" "$in" "$size"
         report
     done
     if [[ $SCALING == 1 ]]; then
