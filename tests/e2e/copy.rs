@@ -648,7 +648,7 @@ fn ignored(number: i32) -> bool {
 }
 
 /// The temporary file has no name (ext4, XFS, btrfs, tmpfs): SIGKILL
-/// leaves nothing behind, beside OUT or in --temp-dir.
+/// leaves nothing behind, beside OUT or in --tmpdir.
 #[test]
 fn sigkill_mid_copy_leaves_nothing() {
     let dir = tempfile::tempdir().expect("dir");
@@ -656,7 +656,7 @@ fn sigkill_mid_copy_leaves_nothing() {
     let work = dir.path().join("work");
     fs::create_dir(&work).expect("work");
     let work_s = work.to_str().expect("utf-8");
-    let runs: [(&Path, &[&str]); 2] = [(dir.path(), &[]), (&work, &["--temp-dir", work_s])];
+    let runs: [(&Path, &[&str]); 2] = [(dir.path(), &[]), (&work, &["--tmpdir", work_s])];
     for (temp_dir, args) in runs {
         let (mut child, stdin, temp) = copy_in_progress(temp_dir, &out, args);
         assert!(name(&temp).ends_with(" (deleted)"), "unnamed: {temp:?}");

@@ -164,7 +164,8 @@ const HELP: Help = Help {
                     still copied as it is), so the next pbf-index reads headers only. \
                     osmium, Osmosis and pyosmium read such files; osmconvert 0.9 (osmctools) \
                     does not (it reads only BlobHeaders of 11 to 17 bytes)",
-    verbose: "Print a summary on stderr: ops, bytes copied in the kernel, past the page cache \
+    verbose: "Print the output, the bytes written, the ops and the time on stderr; given twice \
+              (-vv), a summary instead: ops, bytes copied in the kernel, past the page cache \
               and by read/write (after how many refusals of the kernel's copy), bytes written \
               from memory (headers), \
               bytes copied ahead and kept or dropped, with --recompressed the bytes of its frames \
@@ -290,7 +291,11 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         ahead_dropped_bytes: landed.map(|l| l.dropped),
         recompressed_bytes: ready.as_ref().map(Ready::copied),
     });
-    if opts.verbose {
+    if opts.verbose == 1 {
+        let secs = started.elapsed().as_secs_f64();
+        let ops = pbf_cli::plural(ops, "copy op");
+        pbf_cli::warn(NAME, format!("{out_name}: {written} bytes written in {ops}, {secs:.3} s"));
+    } else if opts.verbose > 1 {
         let times = Times {
             started,
             copying,

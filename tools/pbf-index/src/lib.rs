@@ -289,7 +289,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         decode: m.get_flag("decode"),
         trust_pbfhogg: m.get_one::<String>("trust-indexdata").is_some(),
         quiet: m.get_flag("quiet"),
-        verbose: m.get_flag("verbose"),
+        verbose: pbf_cli::verbosity(m) > 0,
         bars: pbf_cli::Bars::from_matches(m),
         io,
         recompress: m.get_one::<Compression>("recompress").copied(),
