@@ -249,7 +249,7 @@ fn verbose_reports_how_the_ranges_were_copied() {
         ),
     ] {
         let out = dir.path().join("out.pbf");
-        let mut all = vec!["-v", "-O", "-o", out.to_str().expect("path")];
+        let mut all = vec!["-vv", "-O", "-o", out.to_str().expect("path")];
         all.extend_from_slice(args);
         let o = pbf_copy(&plan_for(&src, &refs, false), &all);
         assert!(o.status.success());
@@ -841,7 +841,7 @@ fn other_filesystem_falls_back_and_disk_full_leaves_nothing() {
     let plan = plan_for(&src, &refs, false);
     let o = pbf_copy(
         &plan,
-        &["-v", "--kernel-copy", "-o", out.to_str().expect("path")],
+        &["-vv", "--kernel-copy", "-o", out.to_str().expect("path")],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");

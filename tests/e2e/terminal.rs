@@ -316,7 +316,7 @@ fn the_check_draws_its_bar() {
     // process group that writes there is stopped: the check, in its own
     // group, must write nonetheless.
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", "stty tostop && exec \"$0\" --check \"$1\" -o \"$2\""])
+    cmd.args(["-c", "stty tostop && exec \"$0\" -v --check \"$1\" -o \"$2\""])
         .arg(pbf_sort().get_program())
         .arg(&input)
         .arg(&out)
@@ -351,7 +351,7 @@ fn a_job_in_the_background_draws_no_bar() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = repeated(dir.path(), 16);
     let run = |out: &str, how: &str| {
-        let script = format!("stty tostop; set -m; \"$0\" --check \"$1\" -o \"$2\" {how}");
+        let script = format!("stty tostop; set -m; \"$0\" -v --check \"$1\" -o \"$2\" {how}");
         let mut cmd = Command::new("bash");
         cmd.args(["-c", &script])
             .arg(pbf_sort().get_program())
@@ -401,7 +401,7 @@ fn ctrl_z_during_the_check_stops_the_check_too() {
     // seconds before one still going is a failure (a check that is never
     // stopped ends in that time, and its verdict then comes first).
     let script = r#"set -m
-"$0" --check "$1" -o "$2"
+"$0" -v --check "$1" -o "$2"
 echo "stopped: $?"
 count() {
     n=0 going=0 states=
