@@ -473,7 +473,7 @@ fn progress_and_no_progress_override_the_terminal_test() {
     assert!(tty.is_empty());
     let err = String::from_utf8_lossy(&fs::read(dir.path().join("err")).expect("err")).into_owned();
     assert!(
-        err.contains("merging op "),
+        err.contains("merging ") && err.contains(" (op "),
         "--progress into a file: {err:?}"
     );
 }

@@ -243,11 +243,13 @@ fn label(bar: &str) -> &str {
     bar.find(" [").map_or("", |at| bar[..at].trim_end())
 }
 
-/// A label that names a merge op by its number: "merging op N...".
+/// A label that names what a merge op merges: "merging B blob(s)...", its
+/// number in parentheses where the bar has room ("merging 9 blobs (op 2)").
 fn names_a_merge_op(label: &str) -> bool {
-    label
-        .strip_prefix("merging op ")
-        .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()))
+    label.strip_prefix("merging ").is_some_and(|rest| {
+        let (n, noun) = rest.split_once(' ').unwrap_or((rest, ""));
+        n.parse::<u64>().is_ok() && noun.starts_with("blob")
+    })
 }
 
 #[test]
@@ -277,7 +279,7 @@ fn a_merge_shows_one_moving_bar_and_leaves_a_clean_screen() {
             bars.iter().any(|b| names_a_merge_op(label(b))),
             "{cols} columns: no bar named the merge op: {bars:?}"
         );
-        // Every label names its work: a merge op by number, an input by
+        // Every label names its work: a merge op by what it merges, an input by
         // both ends of its name.
         for b in &bars {
             let l = label(b);

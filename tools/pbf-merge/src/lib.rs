@@ -514,8 +514,9 @@ impl Progress {
         let labelled = self.bar.clone();
         let flying = Arc::clone(&self.flying);
         pbf_merge_core::Progress::new(move |bytes| bar.inc(bytes)).with_phases(move |phase| {
-            if let Some(&(n, _)) = lock(&flying).front() {
-                pbf_cli::set_message(&labelled, &format!("merging op {n} ({phase})"));
+            if let Some(&(n, blobs)) = lock(&flying).front() {
+                let message = format!("merging {} ({phase}, op {n})", plural(blobs, "blob"));
+                pbf_cli::set_message(&labelled, &message);
             }
         })
     }
@@ -553,10 +554,11 @@ impl Progress {
     }
 }
 
-/// "merging op N (B blobs)" of the oldest op in flight, if any.
+/// "merging B blobs (op N)" of the oldest op in flight, if any: a narrow
+/// bar drops the op's number first, and still says what is merged.
 fn oldest_label(flying: &VecDeque<(u64, u64)>) -> Option<String> {
     let &(n, blobs) = flying.front()?;
-    Some(format!("merging op {n} ({})", plural(blobs, "blob")))
+    Some(format!("merging {} (op {n})", plural(blobs, "blob")))
 }
 
 /// The smallest `--memory`: the smallest budget the merge is tested with
