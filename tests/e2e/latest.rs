@@ -209,12 +209,18 @@ fn a_merge_that_keeps_an_object_twice_says_how_many_and_what_fixes_it() {
     let lines: Vec<&str> = said.lines().collect();
     assert_eq!(lines.len(), 1, "one line: {said}");
     let text = opl(&out);
-    let objects: Vec<&str> = text.lines().map(|l| l.split(' ').next().unwrap_or("")).collect();
+    let objects: Vec<&str> = text
+        .lines()
+        .map(|l| l.split(' ').next().unwrap_or(""))
+        .collect();
     let repeats = objects.windows(2).filter(|w| w[0] == w[1]).count();
     assert!(repeats > 0, "the two dates share no object");
     let count = format!(" {repeats} objects repeat the type and id");
     assert!(lines[0].contains(&count), "{said}");
-    assert!(lines[0].contains("--dedupe") && lines[0].contains("--latest"), "{said}");
+    assert!(
+        lines[0].contains("--dedupe") && lines[0].contains("--latest"),
+        "{said}"
+    );
     assert_eq!(run_with(&["-O", "-q"]), "", "-q");
     assert_eq!(run_with(&["-O", "--latest"]), "", "--latest");
 }

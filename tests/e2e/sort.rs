@@ -305,7 +305,12 @@ fn one_verbose_speaks_of_the_files_and_two_of_the_internals() {
             && err.contains("pbf-sort: sorted 1 input into"),
         "{err}"
     );
-    for internal in ["available parallelism", "chains", "stages ended at", "EOPNOTSUPP"] {
+    for internal in [
+        "available parallelism",
+        "chains",
+        "stages ended at",
+        "EOPNOTSUPP",
+    ] {
         assert!(!err.contains(internal), "{internal:?} under one -v: {err}");
     }
 }

@@ -318,11 +318,14 @@ fn the_check_draws_its_bar() {
     // process group that writes there is stopped: the check, in its own
     // group, must write nonetheless.
     let mut cmd = Command::new("sh");
-    cmd.args(["-c", "stty tostop && exec \"$0\" -v --check \"$1\" -o \"$2\""])
-        .arg(pbf_sort().get_program())
-        .arg(&input)
-        .arg(&out)
-        .env("PATH", crate::util::commands::tools_path());
+    cmd.args([
+        "-c",
+        "stty tostop && exec \"$0\" -v --check \"$1\" -o \"$2\"",
+    ])
+    .arg(pbf_sort().get_program())
+    .arg(&input)
+    .arg(&out)
+    .env("PATH", crate::util::commands::tools_path());
     let d = in_terminal(cmd, 80, Then::Watch);
     assert!(d.status.success(), "{:?}\n{}", d.status, d.show());
     assert_clean(&d, "--check");

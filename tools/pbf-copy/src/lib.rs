@@ -294,7 +294,10 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     if opts.verbose == 1 {
         let secs = started.elapsed().as_secs_f64();
         let ops = pbf_cli::plural(ops, "copy op");
-        pbf_cli::warn(NAME, format!("{out_name}: {written} bytes written in {ops}, {secs:.3} s"));
+        pbf_cli::warn(
+            NAME,
+            format!("{out_name}: {written} bytes written in {ops}, {secs:.3} s"),
+        );
     } else if opts.verbose > 1 {
         let times = Times {
             started,
