@@ -31,7 +31,7 @@ _pbf__copy() {
 
     case "${cmd}" in
         pbf__copy)
-            opts="-j -o -O -v -q -h -V --no-copy-ahead --kernel-copy --recompress --spools-compressed --jobs --output --overwrite --temp-dir --check-cmd --add-indexdata --keep-spools --remove-spools --no-space-check --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -o -O -v -q -h -V --no-copy-ahead --kernel-copy --recompress --spools-compressed --jobs --output --overwrite --tmpdir --check-cmd --add-indexdata --keep-spools --remove-spools --no-space-check --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -57,7 +57,7 @@ _pbf__copy() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --temp-dir)
+                --tmpdir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

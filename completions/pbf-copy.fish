@@ -5,7 +5,7 @@ lz4\t'lz4'
 none\t'uncompressed'"
 complete -c pbf-copy -s j -l jobs -d 'Threads for --recompress [default: all cores]' -r
 complete -c pbf-copy -s o -l output -d 'Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)' -r -F
-complete -c pbf-copy -l temp-dir -d 'Write the temporary file in DIR instead of beside OUT; DIR must be on OUT\'s filesystem' -r -F
+complete -c pbf-copy -l tmpdir -d 'Write the temporary file in DIR instead of beside OUT; DIR must be on OUT\'s filesystem' -r -F
 complete -c pbf-copy -l check-cmd -d 'Before OUT is written, run CMD with sh -c on the complete, fsynced output under a temporary name, which CMD gets as $1: OUT is written only when CMD exits 0; otherwise the output is removed, an existing OUT is left as it was, and the exit status is 1 (pbf-sort --check passes its check this way). Not with -o -' -r
 complete -c pbf-copy -l no-copy-ahead -d 'Wait for the ops instead of copying ahead on the guess that the plan\'s only input is sorted (a wrong guess costs a wasted copy: on a slow disk with unsorted input, this saves it)'
 complete -c pbf-copy -l kernel-copy -d 'Copy every range (the copy ahead\'s too) with copy_file_range(2): through OUT\'s page cache, or on the server of a network filesystem that copies there. By default, where OUT\'s filesystem allows, ranges are read into memory and written past the page cache (O_DIRECT) in 8 MiB stages: half the CPU, and as fast once input and output outgrow memory'
@@ -15,7 +15,7 @@ complete -c pbf-copy -l add-indexdata -d 'Give every data frame a new BlobHeader
 complete -c pbf-copy -l keep-spools -d 'Keep the plan\'s spool files (written by pbf-merge); by default they are removed once read: after the output is committed, or on an error or signal'
 complete -c pbf-copy -l remove-spools -d 'Remove the spool files once read (the default; undoes an earlier --keep-spools)'
 complete -c pbf-copy -l no-space-check -d 'Write even when OUT\'s filesystem reports too little free space for what the plan copies as it is (its copy_bytes, see pbf-stream(5)), for a filesystem that reports free space wrongly; the run then fails with ENOSPC if it really runs out, leaving nothing behind'
-complete -c pbf-copy -s v -l verbose -d 'Print a summary on stderr: ops, bytes copied in the kernel, past the page cache and by read/write (after how many refusals of the kernel\'s copy), bytes written from memory (headers), bytes copied ahead and kept or dropped, the time in all and the time spent copying and committing (the MB/s are over that, not over waits for the plan), and the time spent parsing the plan'
+complete -c pbf-copy -s v -l verbose -d 'Print the output, the bytes written, the ops and the time on stderr; given twice (-vv), a summary instead: ops, bytes copied in the kernel, past the page cache and by read/write (after how many refusals of the kernel\'s copy), bytes written from memory (headers), bytes copied ahead and kept or dropped, the time in all and the time spent copying and committing (the MB/s are over that, not over waits for the plan), and the time spent parsing the plan'
 complete -c pbf-copy -s q -l quiet -d 'No progress bar and no warnings'
 complete -c pbf-copy -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'
 complete -c pbf-copy -l no-progress -d 'Draw no progress bar, even on a terminal'

@@ -31,13 +31,17 @@ _pbf__merge() {
 
     case "${cmd}" in
         pbf__merge)
-            opts="-j -v -q -h -V --spool --memory --jobs --compression --align --dedupe --latest --indexdata --validate --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -v -q -h -V --spool --tmpdir --memory --jobs --compression --align --dedupe --latest --indexdata --validate --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --spool)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tmpdir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

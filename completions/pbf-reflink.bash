@@ -31,7 +31,7 @@ _pbf__reflink() {
 
     case "${cmd}" in
         pbf__reflink)
-            opts="-o -O -v -q -h -V --output --overwrite --temp-dir --check-cmd --require-reflink --probe --add-indexdata --keep-spools --remove-spools --no-space-check --verbose --quiet --progress --no-progress --help --version"
+            opts="-o -O -v -q -h -V --output --overwrite --tmpdir --check-cmd --require-reflink --probe --add-indexdata --keep-spools --remove-spools --no-space-check --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -45,7 +45,7 @@ _pbf__reflink() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --temp-dir)
+                --tmpdir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

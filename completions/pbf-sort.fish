@@ -28,6 +28,6 @@ complete -c pbf-sort -l check -d 'The copier has pbf-index --decode read every b
 complete -c pbf-sort -l progress -d 'Progress bars even when stderr is not a terminal'
 complete -c pbf-sort -l no-progress -d 'No progress bars'
 complete -c pbf-sort -s q -l quiet -d 'No progress and no notices'
-complete -c pbf-sort -s v -l verbose -d 'Each stage\'s summary, when it ended, and the total time'
+complete -c pbf-sort -s v -l verbose -d 'What each stage did to the files, and the total time; given twice (-vv), each stage\'s internals and when it ended too'
 complete -c pbf-sort -s h -l help -d 'Print help'
 complete -c pbf-sort -s V -l version -d 'Print version'

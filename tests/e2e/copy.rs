@@ -249,7 +249,7 @@ fn verbose_reports_how_the_ranges_were_copied() {
         ),
     ] {
         let out = dir.path().join("out.pbf");
-        let mut all = vec!["-v", "-O", "-o", out.to_str().expect("path")];
+        let mut all = vec!["-vv", "-O", "-o", out.to_str().expect("path")];
         all.extend_from_slice(args);
         let o = pbf_copy(&plan_for(&src, &refs, false), &all);
         assert!(o.status.success());
@@ -648,7 +648,7 @@ fn ignored(number: i32) -> bool {
 }
 
 /// The temporary file has no name (ext4, XFS, btrfs, tmpfs): SIGKILL
-/// leaves nothing behind, beside OUT or in --temp-dir.
+/// leaves nothing behind, beside OUT or in --tmpdir.
 #[test]
 fn sigkill_mid_copy_leaves_nothing() {
     let dir = tempfile::tempdir().expect("dir");
@@ -656,7 +656,7 @@ fn sigkill_mid_copy_leaves_nothing() {
     let work = dir.path().join("work");
     fs::create_dir(&work).expect("work");
     let work_s = work.to_str().expect("utf-8");
-    let runs: [(&Path, &[&str]); 2] = [(dir.path(), &[]), (&work, &["--temp-dir", work_s])];
+    let runs: [(&Path, &[&str]); 2] = [(dir.path(), &[]), (&work, &["--tmpdir", work_s])];
     for (temp_dir, args) in runs {
         let (mut child, stdin, temp) = copy_in_progress(temp_dir, &out, args);
         assert!(name(&temp).ends_with(" (deleted)"), "unnamed: {temp:?}");
@@ -841,7 +841,7 @@ fn other_filesystem_falls_back_and_disk_full_leaves_nothing() {
     let plan = plan_for(&src, &refs, false);
     let o = pbf_copy(
         &plan,
-        &["-v", "--kernel-copy", "-o", out.to_str().expect("path")],
+        &["-vv", "--kernel-copy", "-o", out.to_str().expect("path")],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");

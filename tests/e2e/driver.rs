@@ -627,7 +627,7 @@ fn tmpdir_on_another_filesystem_holds_the_spool() {
     );
     let err = stderr(&o);
     // pbf-merge's -v summary names the spool it wrote.
-    let spool_in = format!("(and 0 of alignment padding) in {}/", mnt.path().display());
+    let spool_in = format!("duplicates dropped, in {}/", mnt.path().display());
     assert!(
         err.contains(&spool_in),
         "the spool is not under --tmpdir: {err}"
@@ -922,7 +922,8 @@ fn copier_reflink_clones_or_fails_naming_the_output_directory() {
         "names the temporary directory: {err}"
     );
     assert!(entries(d).is_empty(), "left {:?}", entries(d));
-    // auto copies, and with -v says why, naming the output's directory.
+    // auto copies, and with -v says so in the user's words, naming the
+    // output; -vv adds the probe's reason, naming the output's directory.
     let mut c = pbf_sort();
     c.args(["-v", "--copier", "auto"])
         .arg(&input)
@@ -932,9 +933,24 @@ fn copier_reflink_clones_or_fails_naming_the_output_directory() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains(&format!(
-            "the filesystem of {} cannot clone files (reflink",
+            "pbf-sort: {}: copying the blobs, not cloning them (this filesystem has no reflinks)",
+            out.display()
+        )) && !stderr(&o).contains("EOPNOTSUPP"),
+        "{}",
+        stderr(&o)
+    );
+    let mut c = pbf_sort();
+    c.args(["-vv", "-O", "--copier", "auto"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out);
+    let o = run(c);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "copying the blobs, not cloning them (the filesystem of {} cannot clone files (reflink",
             d.display()
-        )) && stderr(&o).contains("): copying with pbf-copy"),
+        )),
         "{}",
         stderr(&o)
     );
@@ -1396,7 +1412,7 @@ fn the_documented_replacement_scripts_run_and_sort_like_the_default() {
     assert_no_temporaries(d, "replaced stages");
 }
 
-/// The times of `-v`'s `pbf-sort: stages ended at: ROLE T s, ...` line, in
+/// The times of `-vv`'s `pbf-sort: stages ended at: ROLE T s, ...` line, in
 /// its order, and the total of its `sorted ... in T s with COPIER` line.
 fn stage_times(err: &str) -> (Vec<(String, f64)>, f64) {
     let line = err
@@ -1438,7 +1454,7 @@ fn verbose_says_when_each_stage_ended_in_pipeline_order() {
     for extra in [&[][..], &["--keep-plan", "kept"][..]] {
         let mut c = pbf_sort();
         c.current_dir(d)
-            .args(["-v", "-O"])
+            .args(["-vv", "-O"])
             .args(extra)
             .arg(&input)
             .args(["-o", "out.osm.pbf"]);

@@ -142,7 +142,7 @@ fn unsorted_files_with_a_tiny_budget_spill_and_sort_like_osmium() {
     let o = merged_plan(
         &[&data("unsorted-vex.osm.pbf")],
         &dir.path().join("spool"),
-        &["--memory", "64k", "-v"],
+        &["--memory", "64k", "-vv"],
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -473,7 +473,7 @@ fn progress_and_no_progress_override_the_terminal_test() {
     assert!(tty.is_empty());
     let err = String::from_utf8_lossy(&fs::read(dir.path().join("err")).expect("err")).into_owned();
     assert!(
-        err.contains("merging op "),
+        err.contains("merging ") && err.contains(" (op "),
         "--progress into a file: {err:?}"
     );
 }
@@ -710,7 +710,7 @@ fn a_million_tiny_blobs_stay_within_the_memory_budget() {
     let (o, peak) = peak_rss(merge, &plan);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("2000000 elements in, 2000000 out"), "{err}");
+    assert!(err.contains("2000000 objects in, 2000000 out"), "{err}");
     let limit = ((256 + 64) << 20) + plan.len() as u64;
     assert!(
         peak > 0 && peak <= limit,

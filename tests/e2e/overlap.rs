@@ -165,7 +165,12 @@ fn check_objects_of_compares_counts_per_kind() {
     let same = write("same.jsonl", "sorted-andorra.osm.pbf");
     let other = write("other.jsonl", "sorted-kualalumpur.osm.pbf");
     let idx = index_stream(&data("sorted-andorra.osm.pbf"));
-    let out = overlap(&["--check", "--objects-of", &same], &idx);
+    let unasked = overlap(&["--check", "--objects-of", &same], &idx);
+    assert!(
+        unasked.status.success() && unasked.stderr.is_empty(),
+        "a yes said unasked: {unasked:?}"
+    );
+    let out = overlap(&["--check", "-v", "--objects-of", &same], &idx);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
     // Each side is named by its files.
@@ -185,6 +190,7 @@ fn check_objects_of_compares_counts_per_kind() {
     let renamed = overlap(
         &[
             "--check",
+            "-v",
             "--check-as",
             "final.osm.pbf",
             "--objects-of",

@@ -106,6 +106,22 @@ fn keep_plan_dry_run_and_check() {
         .arg(&plans)
         .arg("--check");
     let o = run(c);
+    // A check that passes says nothing unasked; -v asks for its verdict.
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut c = pbf_sort();
+    c.arg("-v")
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .arg("-O")
+        .arg("--keep-plan")
+        .arg(&plans)
+        .arg("--check");
+    let o = run(c);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let said = String::from_utf8_lossy(&o.stderr);
     let input_s = std::fs::canonicalize(&input).expect("path");
@@ -274,11 +290,37 @@ fn killed_runs_leave_no_output() {
 }
 
 #[test]
+fn one_verbose_speaks_of_the_files_and_two_of_the_internals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = dir.path().join("o.pbf");
+    let mut c = pbf_sort();
+    c.arg("-v").arg(&input).arg("-o").arg(&out);
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("pbf-merge: 3 merges of 17 blobs: 126174 objects in, 126174 out")
+            && err.contains(&format!("pbf-copy: {}: ", out.display()))
+            && err.contains("pbf-sort: sorted 1 input into"),
+        "{err}"
+    );
+    for internal in [
+        "available parallelism",
+        "chains",
+        "stages ended at",
+        "EOPNOTSUPP",
+    ] {
+        assert!(!err.contains(internal), "{internal:?} under one -v: {err}");
+    }
+}
+
+#[test]
 fn verbose_prints_a_summary_of_every_stage() {
     let dir = tempfile::tempdir().expect("tempdir");
     let input = data("unsorted-josm-negative-ids.osm.pbf");
     let mut c = pbf_sort();
-    c.arg("-v")
+    c.arg("-vv")
         .arg(&input)
         .arg("-o")
         .arg(dir.path().join("o.pbf"));

@@ -35,14 +35,16 @@ pub struct VerbosityHelp {
     pub quiet: &'static str,
 }
 
-/// Add `-v/--verbose` and `-q/--quiet`, which exclude each other.
+/// Add `-v/--verbose` and `-q/--quiet`, which exclude each other. `-v`
+/// counts: once for what was done to the user's files, twice (`-vv`) for
+/// the internals too ([`verbosity`]).
 pub fn verbosity_args(cmd: Command, help: VerbosityHelp) -> Command {
     cmd.arg(
         Arg::new("verbose")
             .short('v')
             .long("verbose")
             .help(help.verbose)
-            .action(ArgAction::SetTrue),
+            .action(ArgAction::Count),
     )
     .arg(
         Arg::new("quiet")
@@ -52,6 +54,11 @@ pub fn verbosity_args(cmd: Command, help: VerbosityHelp) -> Command {
             .conflicts_with("verbose")
             .action(ArgAction::SetTrue),
     )
+}
+
+/// How many times `-v` was given (0 without it).
+pub fn verbosity(m: &ArgMatches) -> u8 {
+    m.get_count("verbose")
 }
 
 /// Add `--progress` and `--no-progress` (the last one given wins).

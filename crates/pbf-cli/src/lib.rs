@@ -21,7 +21,7 @@ pub mod report;
 
 pub use diag::{
     Bars, JOB_PGRP_ENV, VerbosityHelp, draw, fit, job_pgrp, progress, progress_args, release_line,
-    set_message, verbosity_args,
+    set_message, verbosity, verbosity_args,
 };
 /// The progress bar type [`progress`] returns.
 pub use indicatif::ProgressBar;
@@ -445,15 +445,15 @@ mod tests {
     fn a_misspelt_option_is_named_with_the_one_meant() {
         let cmd = || {
             clap::Command::new("tool")
-                .arg(clap::Arg::new("temp-dir").long("temp-dir"))
+                .arg(clap::Arg::new("tmpdir").long("tmpdir"))
                 .arg(clap::Arg::new("output").long("output"))
         };
         let e = cmd()
-            .try_get_matches_from(["tool", "--tmpdir", "x"])
+            .try_get_matches_from(["tool", "--temp-dir", "x"])
             .expect_err("unknown");
         assert_eq!(
             clap_line(&e),
-            "unexpected argument '--tmpdir' found; a similar argument exists: '--temp-dir'"
+            "unexpected argument '--temp-dir' found; a similar argument exists: '--tmpdir'"
         );
         let e = cmd()
             .try_get_matches_from(["tool", "--zzz"])

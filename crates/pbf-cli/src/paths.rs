@@ -101,12 +101,12 @@ pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// `dir` (`--temp-dir`) can hold the temporary file of the output `out`:
+/// `dir` (`--tmpdir`) can hold the temporary file of the output `out`:
 /// a writable directory ([`check_dir`]) on `out`'s filesystem, since the
 /// output is renamed into place, never copied. Any will do for `-`.
 pub fn check_temp_dir(dir: &Path, out: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::MetadataExt;
-    check_dir("--temp-dir", dir)?;
+    check_dir("--tmpdir", dir)?;
     if out == Path::new("-") {
         return Ok(());
     }
@@ -117,7 +117,7 @@ pub fn check_temp_dir(dir: &Path, out: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     Err(usage(format!(
-        "{}: not on the filesystem of {} (--temp-dir: the output is renamed into place, \
+        "{}: not on the filesystem of {} (--tmpdir: the output is renamed into place, \
          never copied)",
         dir_words(dir),
         dir_words(dir_of(&real))

@@ -133,7 +133,7 @@ mod tests {
             add_indexdata: false,
             keep_spools,
             space_check: true,
-            verbose: false,
+            verbose: 0,
             quiet: true,
             bars: pbf_cli::Bars::default(),
         }

@@ -51,7 +51,7 @@ pub struct Help {
     pub quiet: &'static str,
 }
 
-/// Add the plan argument and the `-o`, `-O`, `--temp-dir` and `--check-cmd`
+/// Add the plan argument and the `-o`, `-O`, `--tmpdir` and `--check-cmd`
 /// options.
 pub fn output_args(cmd: Command, help: &Help) -> Command {
     cmd.arg(
@@ -77,8 +77,8 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
             .action(ArgAction::SetTrue),
     )
     .arg(
-        Arg::new("temp-dir")
-            .long("temp-dir")
+        Arg::new("tmpdir")
+            .long("tmpdir")
             .value_name("DIR")
             .help(
                 "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
@@ -154,8 +154,8 @@ pub struct Options {
     pub keep_spools: bool,
     /// Not `--no-space-check`: refuse an output its filesystem cannot hold.
     pub space_check: bool,
-    /// `-v`.
-    pub verbose: bool,
+    /// How many times `-v` was given: once for the summary, twice for its internals.
+    pub verbose: u8,
     /// `-q`.
     pub quiet: bool,
     /// `--progress`, `--no-progress` and `-q`.
@@ -170,7 +170,7 @@ impl Options {
             add_indexdata: m.get_flag("add-indexdata"),
             keep_spools: m.get_flag("keep-spools"),
             space_check: !m.get_flag("no-space-check"),
-            verbose: m.get_flag("verbose"),
+            verbose: pbf_cli::verbosity(m),
             quiet: m.get_flag("quiet"),
             bars: pbf_cli::Bars::from_matches(m),
         }
@@ -206,7 +206,7 @@ impl Job {
         let output = output_path(m)?;
         // Before the plan is read (it may come slowly through a pipe).
         pbf_cli::paths::check_output(output, m.get_flag("overwrite"))?;
-        if let Some(dir) = m.get_one::<PathBuf>("temp-dir") {
+        if let Some(dir) = m.get_one::<PathBuf>("tmpdir") {
             pbf_cli::paths::check_temp_dir(dir, output)?;
         }
         let check = m.get_one::<String>("check-cmd").cloned();
@@ -223,7 +223,7 @@ impl Job {
         let out_opts = OutputOptions {
             overwrite: m.get_flag("overwrite"),
             inputs: sources.paths(),
-            temp_dir: m.get_one::<PathBuf>("temp-dir").cloned(),
+            temp_dir: m.get_one::<PathBuf>("tmpdir").cloned(),
         };
         let out = OutputFile::create(output, &out_opts).map_err(usage_if_an_input)?;
         Ok(Job {

@@ -48,17 +48,16 @@ impl Spool {
         Ok(Spool { file, path, len: 0 })
     }
 
-    /// Create a new spool with a unique name in the temporary directory
-    /// (`$TMPDIR`). The file is kept after the process exits: the plan
+    /// Create a new spool with a unique name in `dir` (`--tmpdir`, else
+    /// `$TMPDIR`). The file is kept after the process exits: the plan
     /// refers to it, and whoever consumes the plan removes it.
-    pub fn create_temp() -> Result<Spool> {
-        let dir = std::env::temp_dir();
+    pub fn create_in(dir: &Path) -> Result<Spool> {
         let kept = tempfile::Builder::new()
             .prefix("pbf-merge-")
             .suffix(".spool")
-            .tempfile_in(&dir)
+            .tempfile_in(dir)
             .and_then(|t| t.keep().map_err(|e| e.error))
-            .map_err(|e| Error::spill(&dir, e))?;
+            .map_err(|e| Error::spill(dir, e))?;
         let (file, path) = kept;
         Ok(Spool { file, path, len: 0 })
     }

@@ -136,7 +136,8 @@ const HELP: Help = Help {
                     still copied as it is), so the next pbf-index reads headers only. \
                     osmium, Osmosis and pyosmium read such files; osmconvert 0.9 (osmctools) \
                     does not (it reads only BlobHeaders of 11 to 17 bytes)",
-    verbose: "Print a summary on stderr: ops, bytes copied in the kernel, past the page cache \
+    verbose: "Print the output, the bytes written, the ops and the time on stderr; given twice \
+              (-vv), a summary instead: ops, bytes copied in the kernel, past the page cache \
               and by read/write (after how many refusals of the kernel's copy), bytes written \
               from memory (headers), \
               bytes copied ahead and kept or dropped, the time in all and the time spent copying \
@@ -227,7 +228,14 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         ahead_kept_bytes: landed.map(|l| l.kept),
         ahead_dropped_bytes: landed.map(|l| l.dropped),
     });
-    if opts.verbose {
+    if opts.verbose == 1 {
+        let secs = started.elapsed().as_secs_f64();
+        let ops = pbf_cli::plural(ops, "copy op");
+        pbf_cli::warn(
+            NAME,
+            format!("{out_name}: {written} bytes written in {ops}, {secs:.3} s"),
+        );
+    } else if opts.verbose > 1 {
         let times = Times {
             started,
             copying,

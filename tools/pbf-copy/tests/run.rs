@@ -4,7 +4,7 @@
 //! a `header` record) writing what waiting for the ops writes,
 //! `--recompress` with and without `--add-indexdata`, the options that need
 //! `--recompress`, an existing output or an input as the output, and a
-//! `--temp-dir` that is no directory. What
+//! `--tmpdir` that is no directory. What
 //! pbf-copy shares with pbf-reflink (the plan loop, sources, spools) is
 //! tested in crates/pbf-copier.
 
@@ -184,7 +184,7 @@ fn a_temp_dir_that_is_no_directory_is_a_usage_error_naming_the_option() {
     let refused = |temp: &Path| {
         let args = [
             "-q",
-            "--temp-dir",
+            "--tmpdir",
             arg(temp),
             arg(&plan_file),
             "-o",
@@ -197,8 +197,8 @@ fn a_temp_dir_that_is_no_directory_is_a_usage_error_naming_the_option() {
     };
     let missing = dir.path().join("missing");
     for (temp, why) in [
-        (&missing, "no such directory (--temp-dir)"),
-        (&plan_file, "not a directory (--temp-dir)"),
+        (&missing, "no such directory (--tmpdir)"),
+        (&plan_file, "not a directory (--tmpdir)"),
     ] {
         let line = refused(temp);
         assert!(line.contains(arg(temp)) && line.contains(why), "{line}");
@@ -215,7 +215,7 @@ fn a_temp_dir_that_is_no_directory_is_a_usage_error_naming_the_option() {
         arg(dir.path())
     );
     assert!(
-        line.starts_with(&want) && line.contains("(--temp-dir"),
+        line.starts_with(&want) && line.contains("(--tmpdir"),
         "{line}"
     );
 }

@@ -251,7 +251,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         decode: m.get_flag("decode"),
         trust_pbfhogg: m.get_one::<String>("trust-indexdata").is_some(),
         quiet: m.get_flag("quiet"),
-        verbose: m.get_flag("verbose"),
+        verbose: pbf_cli::verbosity(m) > 0,
         bars: pbf_cli::Bars::from_matches(m),
         io,
     };

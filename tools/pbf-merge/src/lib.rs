@@ -81,11 +81,23 @@ pub fn command() -> Command {
                 .long("spool")
                 .value_name("PATH")
                 .help(
-                    "Spool file to create (it must not exist) [default: a new file in $TMPDIR]. \
+                    "Spool file to create (it must not exist) [default: a new file in --tmpdir, \
+                     else $TMPDIR]. \
                      The copier removes it once it has read it (pbf-copy --keep-spools keeps \
                      it); it is removed here on an error or SIGINT/SIGTERM/SIGHUP, and at the \
                      end when no op merged anything",
                 )
+                .value_parser(value_parser!(PathBuf)),
+        )
+        .arg(
+            Arg::new("tmpdir")
+                .long("tmpdir")
+                .value_name("DIR")
+                .help(
+                    "Make the spool, under a new name, and the merge's spills in DIR \
+                     [default: $TMPDIR]",
+                )
+                .conflicts_with("spool")
                 .value_parser(value_parser!(PathBuf)),
         )
         .arg(
@@ -163,7 +175,9 @@ pub fn command() -> Command {
                 .action(ArgAction::SetTrue),
         );
     let help = pbf_cli::VerbosityHelp {
-        verbose: "Print the spool path and a summary of the merges on standard error (with the time \
+        verbose: "Print the merges' objects in and out and the spool path on standard error; given \
+                  twice (-vv), a summary of the merges instead (with the chains, batches and \
+                  spills, the time \
                   spent parsing and serialising the plan stream and the merge's available \
                   parallelism: the merge tasks' CPU time over the longest chain of tasks that had to run \
                   one after another, about how many cores the merge could keep busy; see \
@@ -180,18 +194,19 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     }
     alloc::keep_freed_memory();
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
-    let verbose = m.get_flag("verbose");
+    let verbose = pbf_cli::verbosity(m);
     // Before the plan is read (it may come slowly through a pipe).
+    let spool_dir = spool_dir(m);
     match m.get_one::<PathBuf>("spool") {
         Some(spool) => check_spool(spool)?,
-        None => pbf_cli::paths::check_dir("the spool's $TMPDIR", &std::env::temp_dir())?,
+        None => pbf_cli::paths::check_dir(spool_dir.what, &spool_dir.path)?,
     }
     let reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| pbf_cli::input_name(name).to_owned())?;
     let sources = SourceFiles::open(&reader.header().sources)?;
     let mut spool = match m.get_one::<PathBuf>("spool") {
         Some(p) => Spool::create(p)?,
-        None => Spool::create_temp()?,
+        None => Spool::create_in(&spool_dir.path)?,
     };
     // A signal must not leave the spool behind. After success the plan names
     // it and the copier removes it; the registration only lasts this run.
@@ -208,7 +223,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     match result {
         Ok(total) => {
             pbf_cli::report::counters(&Counters::of(&total));
-            if verbose {
+            if verbose == 1 {
+                pbf_cli::warn(NAME, short_summary(&total, &spool, started));
+            } else if verbose > 1 {
                 pbf_cli::warn(NAME, summary(&total, &spool, started));
             }
             Ok(ExitCode::SUCCESS)
@@ -218,6 +235,26 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             let _ = std::fs::remove_file(spool.path());
             Err(e)
         }
+    }
+}
+
+/// The directory a spool without `--spool` is made in, and how messages name it.
+struct SpoolDir {
+    path: PathBuf,
+    what: &'static str,
+}
+
+/// `--tmpdir DIR`, else `$TMPDIR`.
+fn spool_dir(m: &ArgMatches) -> SpoolDir {
+    match m.get_one::<PathBuf>("tmpdir") {
+        Some(dir) => SpoolDir {
+            path: dir.clone(),
+            what: "--tmpdir",
+        },
+        None => SpoolDir {
+            path: std::env::temp_dir(),
+            what: "the spool's $TMPDIR",
+        },
     }
 }
 
@@ -370,6 +407,25 @@ impl Counters {
     }
 }
 
+/// The `-v` line: what was merged, and where it went.
+fn short_summary(t: &Totals, spool: &Spool, started: Instant) -> String {
+    if t.merges == 0 {
+        return "no merge ops: the plan passed on as it is".into();
+    }
+    let s = &t.stats;
+    format!(
+        "{} of {}: {} objects in, {} out, {} duplicates dropped, in {} ({:.3} s)",
+        plural(t.merges, "merge"),
+        plural(s.inputs, "blob"),
+        s.elements_in,
+        s.elements_out,
+        s.duplicates,
+        spool.path().display(),
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+/// The `-vv` line: the `-v` line's counts, with the merge's internals.
 fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     if t.merges == 0 {
         return format!(
@@ -458,8 +514,9 @@ impl Progress {
         let labelled = self.bar.clone();
         let flying = Arc::clone(&self.flying);
         pbf_merge_core::Progress::new(move |bytes| bar.inc(bytes)).with_phases(move |phase| {
-            if let Some(&(n, _)) = lock(&flying).front() {
-                pbf_cli::set_message(&labelled, &format!("merging op {n} ({phase})"));
+            if let Some(&(n, blobs)) = lock(&flying).front() {
+                let message = format!("merging {} ({phase}, op {n})", plural(blobs, "blob"));
+                pbf_cli::set_message(&labelled, &message);
             }
         })
     }
@@ -497,10 +554,11 @@ impl Progress {
     }
 }
 
-/// "merging op N (B blobs)" of the oldest op in flight, if any.
+/// "merging B blobs (op N)" of the oldest op in flight, if any: a narrow
+/// bar drops the op's number first, and still says what is merged.
 fn oldest_label(flying: &VecDeque<(u64, u64)>) -> Option<String> {
     let &(n, blobs) = flying.front()?;
-    Some(format!("merging op {n} ({})", plural(blobs, "blob")))
+    Some(format!("merging {} (op {n})", plural(blobs, "blob")))
 }
 
 /// The smallest `--memory`: the smallest budget the merge is tested with

@@ -173,7 +173,8 @@ pub fn command() -> Command {
         verbose: "Print one summary line on standard error: blobs passed through in copy ops and \
                   their bytes, blobs and elements to merge in merge ops, time, and the time \
                   spent parsing the index streams and serialising the plan (with --check: \
-                  the blobs checked, time and parsing time)",
+                  that the input holds the objects of --objects-of, when it does; given twice, \
+                  -vv, also the blobs checked, time and parsing time)",
         quiet: "No warning that inputs hold negative ids; with --check, do not explain why the \
                 input is not in order",
     };
@@ -189,7 +190,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
                 pbf_cli::report::counters(&CheckCounters {
                     blobs: input.blob_records,
                 });
-                if m.get_flag("verbose") {
+                if pbf_cli::verbosity(m) > 1 {
                     let streams = StreamTime {
                         parsing: input.parsing,
                         writing: Duration::ZERO,
@@ -197,7 +198,11 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
                     pbf_cli::warn(NAME, check_summary(&input, streams));
                 }
                 let checked = m.get_one::<String>("check-as").cloned();
-                check(&input, checked, objects_of, m.get_flag("quiet"))
+                let say = Say {
+                    verdict: pbf_cli::verbosity(m) > 0,
+                    reasons: !m.get_flag("quiet"),
+                };
+                check(&input, checked, objects_of, say)
             }
             Err(err) => {
                 pbf_cli::warn(NAME, format!("error: {}", pbf_cli::one_line(&err)));
@@ -215,9 +220,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     };
     let out = Box::new(pbf_cli::stdout());
     let sources = m.get_one::<u32>("sources").copied();
-    let mut plan = PlanOut::new(out, made, sources, m.get_flag("verbose"));
+    let mut plan = PlanOut::new(out, made, sources, pbf_cli::verbosity(m) > 0);
     let blobs = plan::Blobs::new(keep);
-    let mut input = Input::new(Purpose::Plan(blobs), m.get_flag("verbose"));
+    let mut input = Input::new(Purpose::Plan(blobs), pbf_cli::verbosity(m) > 0);
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if !m.get_flag("quiet") {
@@ -232,7 +237,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         merge_ops: tally.merge_ops,
         merge_elements: tally.merge_elements,
     });
-    if m.get_flag("verbose") {
+    if pbf_cli::verbosity(m) > 0 {
         let streams = StreamTime {
             parsing: input.parsing,
             writing,
@@ -283,7 +288,7 @@ fn index_names(m: &ArgMatches) -> Vec<String> {
 /// For `--check`: the input, and the `--objects-of` index when given.
 fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
     let purpose = Purpose::Check(check::Judge::default());
-    let mut input = Input::new(purpose, m.get_flag("verbose"));
+    let mut input = Input::new(purpose, pbf_cli::verbosity(m) > 0);
     input.read_all(&index_names(m), &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
         return Ok((input, None));
@@ -386,6 +391,14 @@ impl Tally {
     }
 }
 
+/// What `--check` says on standard error: a yes only when asked (`-v`),
+/// the reasons of a no unless `-q`.
+#[derive(Clone, Copy)]
+struct Say {
+    verdict: bool,
+    reasons: bool,
+}
+
 /// `--check`: exit 0 when the input is in order (and holds the objects of
 /// `objects_of`, when given), else 1 with the reasons on standard error.
 /// `check_as` names the checked file in messages instead of its path.
@@ -393,7 +406,7 @@ fn check(
     input: &Input,
     check_as: Option<String>,
     objects_of: Option<Reference>,
-    quiet: bool,
+    say: Say,
 ) -> ExitCode {
     let names = match &check_as {
         Some(name) => vec![name.clone(); input.sources.len()],
@@ -425,12 +438,12 @@ fn check(
         }
     }
     if why.is_empty() {
-        if let Some(line) = same.filter(|_| !quiet) {
+        if let Some(line) = same.filter(|_| say.verdict) {
             pbf_cli::warn(NAME, line);
         }
         return ExitCode::SUCCESS;
     }
-    if !quiet {
+    if say.reasons {
         for line in why {
             pbf_cli::warn(NAME, line);
         }

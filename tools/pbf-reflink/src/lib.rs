@@ -76,7 +76,7 @@ pub fn command() -> Command {
                 .long("probe")
                 .help(
                     "Read no plan: print the block size clones are aligned to in OUT's \
-                     directory (or --temp-dir) and exit 0 when files there can receive clones, \
+                     directory (or --tmpdir) and exit 0 when files there can receive clones, \
                      1 when they cannot (the reason on standard error unless -q). Only unnamed \
                      scratch files are written (pbf-sort chooses its copier this way)",
                 )
@@ -208,7 +208,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     copied.warn_duplicates(NAME, &out_name, &head, opts.common.quiet);
     let ops = copied.ops;
     pbf_cli::report::counters(&Counters::of(copied, written, stats, clone_stats));
-    if opts.common.verbose {
+    if opts.common.verbose > 0 {
         report(
             ops,
             written,
@@ -225,8 +225,8 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
 /// `--probe`: can files in the output's directory receive clones?
 fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
     let out = copier::output_path(m)?;
-    let (dir, what) = match m.get_one::<std::path::PathBuf>("temp-dir") {
-        Some(d) => (d.as_path(), "--temp-dir"),
+    let (dir, what) = match m.get_one::<std::path::PathBuf>("tmpdir") {
+        Some(d) => (d.as_path(), "--tmpdir"),
         None if out == Path::new("-") => {
             notice(opts, "standard output cannot receive clones".into());
             return Ok(ExitCode::from(pbf_cli::EXIT_NO));

@@ -158,7 +158,7 @@ fn the_temporary_file_goes_to_temp_dir_and_leaves_nothing() {
     let temp = dir.path().join("temp");
     std::fs::create_dir(&temp).expect("temp dir");
     let out = dir.path().join("out.osm.pbf");
-    run(&["-q", "--temp-dir", arg(&temp), arg(&plan), "-o", arg(&out)]).expect("run");
+    run(&["-q", "--tmpdir", arg(&temp), arg(&plan), "-o", arg(&out)]).expect("run");
     assert!(entries(&temp).is_empty(), "{:?}", entries(&temp));
     assert_eq!(written(&out).frames, data_frames(&file));
 }

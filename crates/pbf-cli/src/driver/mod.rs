@@ -205,9 +205,11 @@ pub fn command() -> Command {
         .arg(
             flag(
                 "verbose",
-                "Each stage's summary, when it ended, and the total time",
+                "What each stage did to the files, and the total time; given twice (-vv), \
+                 each stage's internals and when it ended too",
             )
-            .short('v'),
+            .short('v')
+            .action(ArgAction::Count),
         )
 }
 
