@@ -1115,8 +1115,7 @@ describe() {
 # ------------------------------------------------------------ versions
 
 # pbf-sort --dedupe and --latest on the shapes of VERSIONS_SHAPES, in turn
-# (their costs compared in one run, on inputs where no id repeats, so both
-# keep every object): rows go to ROWS as table versions-SHAPE, the bytes
+# (their costs compared in one run): rows go to ROWS as table versions-SHAPE, the bytes
 # each run merged (its --summary-json's bytes.merged) to VERSIONS_TSV.
 VERSIONS_SHAPES=${BENCH_VERSIONS_SHAPES:-interleaved sorted}
 VERSIONS_TSV=$WORK/versions.tsv
@@ -1131,12 +1130,21 @@ run_versions() { # SHAPE IN SIZE
                 "$ROOT/pbf-sort" "$opt" "$summary" "$in" "$out")"
             merged=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["bytes"]["merged"] or 0)' "$summary")
             printf '%s\t%s\t%s\t%s\n' "$shape" "$opt" "$rep" "$merged" >>"$VERSIONS_TSV"
-            verify_sorted "$in" "$out"
-            row "versions-$shape" "$in" "$size" "pbf-sort $opt" "$rep" "$VERDICT"
+            row "versions-$shape" "$in" "$size" "pbf-sort $opt" "$rep" "$(one_version "$out")"
         done
     done
     rm -rf "$OUT"
-    verify_pending
+}
+
+# "verified" when osmium finds OUT ordered, with one version of each object
+# (the shapes repeat a few ids, which both options drop: the input's counts
+# are not the output's).
+one_version() { # OUT
+    local facts
+    [[ -s $1 ]] || { echo "no output"; return; }
+    facts=$(osmium fileinfo -e -g data.objects_ordered "$1")/$(osmium fileinfo -e -g \
+        data.multiple_versions "$1")
+    [[ $facts == yes/no ]] && echo verified || echo "osmium: ordered/versions $facts"
 }
 
 render_versions() {
@@ -1144,7 +1152,7 @@ render_versions() {
     echo
     echo "## --dedupe and --latest, in turn ($MERGE_REPEATS runs each)"
     echo
-    echo "\`pbf-sort -q -O --dedupe|--latest IN -o OUT\` on inputs where no id repeats."
+    echo "\`pbf-sort -q -O --dedupe|--latest IN -o OUT\`, verified one version each by osmium."
     echo
     python3 - "$VERSIONS_TSV" "$ROWS" <<'PY'
 import statistics, sys
