@@ -306,10 +306,15 @@ impl Copied {
         pbf_cli::warn(
             name,
             format!(
-                "warning: {out}: {n} object{} repeat the type and id of the one before them, \
-                 which osm2pgsql refuses: --dedupe drops exact repeats, --latest keeps only \
-                 the newest version of each object",
-                if n == 1 { "" } else { "s" }
+                "warning: {out}: {n} {} the type and id of the one before {}, which \
+                 osm2pgsql refuses: --dedupe drops exact repeats, --latest keeps only the \
+                 newest version of each object",
+                if n == 1 {
+                    "object repeats"
+                } else {
+                    "objects repeat"
+                },
+                if n == 1 { "it" } else { "them" }
             ),
         );
     }

@@ -13,6 +13,7 @@ mod common;
 use common::*;
 use pbf_format::Key;
 use pbf_format::block::{Changeset, Element, Info, Member, Node, Relation, Str, Way};
+use pbf_format::key::packed_object;
 use pbf_format::{Keep, Kind};
 use pbf_merge_core::Options;
 use pbf_stream::{MergeInput, MergeOp};
@@ -139,14 +140,19 @@ fn build_blob(spec: &BlobSpec, serial: &mut u32) -> Blob {
 }
 
 /// Merge ops as pbf-overlap plans them: inputs sorted by first key, swept
-/// with a running maximum of the last key (sharing a key is overlapping).
-fn overlap_runs(mut inputs: Vec<MergeInput>) -> Vec<MergeOp> {
+/// with a running maximum of the last key (sharing a key is overlapping;
+/// with `Keep::Latest`, sharing an object is).
+fn overlap_runs(mut inputs: Vec<MergeInput>, keep: Keep) -> Vec<MergeOp> {
     inputs.sort_by_key(|i| Key::from(i.first));
     let mut runs: Vec<Vec<MergeInput>> = Vec::new();
     let mut max_last: Option<Key> = None;
+    let reaches = |first: Key, max: Key| match keep {
+        Keep::Latest => packed_object(first.packed()) <= packed_object(max.packed()),
+        _ => first <= max,
+    };
     for i in inputs {
         match max_last {
-            Some(m) if Key::from(i.first) <= m => {
+            Some(m) if reaches(Key::from(i.first), m) => {
                 runs.last_mut().expect("a run is open").push(i.clone());
             }
             _ => runs.push(vec![i.clone()]),
@@ -195,7 +201,7 @@ proptest! {
                 input_order.extend(b.elements.iter().cloned());
             }
         }
-        let ops = if one_op { vec![merge_op(inputs)] } else { overlap_runs(inputs) };
+        let ops = if one_op { vec![merge_op(inputs)] } else { overlap_runs(inputs, keep) };
         let opts = Options {
             memory,
             keep,
