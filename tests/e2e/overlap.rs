@@ -447,3 +447,33 @@ fn the_planner_costs_a_few_dozen_bytes_per_blob() {
         eprintln!("overlapping {overlapping}: {a} -> {b} KiB, {per_blob:.1} bytes per blob");
     }
 }
+
+/// Inputs whose replication fields differ get an output without them, and
+/// the run says so once (not under -q); inputs that agree hear nothing.
+#[test]
+fn dropped_replication_fields_are_named_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.osm.pbf");
+    let said = |inputs: &[&str], quiet: bool| {
+        let mut c = pbf_sort();
+        c.arg("-O").arg("--dedupe");
+        if quiet {
+            c.arg("-q");
+        }
+        c.args(inputs.iter().map(|i| data(i))).arg("-o").arg(&out);
+        let o = run(c);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let two = ["sorted-liechtenstein.osm.pbf", "sorted-andorra.osm.pbf"];
+    let notice = "replication fields (timestamp, sequence number, base URL) differ";
+    assert_eq!(said(&two, false).matches(notice).count(), 1);
+    assert_eq!(
+        fileinfo(&out)["header"]["option"]["osmosis_replication_sequence_number"],
+        serde_json::Value::Null
+    );
+    assert!(!said(&two, true).contains(notice), "-q");
+    assert!(!said(&two[..1], false).contains(notice), "one input");
+    let kept = &fileinfo(&out)["header"]["option"]["osmosis_replication_sequence_number"];
+    assert_eq!(kept, "3546", "one input keeps its fields");
+}

@@ -15,7 +15,8 @@
 //! - **bbox**: the union of the inputs' boxes when every input has one, else none.
 //! - **source**: kept when every input has the same value (or none has one).
 //! - **replication** (timestamp, sequence number, base URL): kept as a group
-//!   when every input has the same three values, else dropped.
+//!   when every input has the same three values, else dropped, and
+//!   [`replication_dropped`] says so for the notice.
 //! - **writingprogram**: given by the caller (`pbf-sort <version>` or `--generator`).
 
 use pbf_format::header::{BBox, Header, SORT_FEATURE};
@@ -41,14 +42,7 @@ pub struct Made {
 /// The output header for `inputs` (in source order). `merges` says whether
 /// the plan has merge ops.
 pub fn output_header(inputs: &[Header], merges: bool, made: &Made) -> Header {
-    let replication = agreed(inputs, |h| {
-        (
-            h.replication_timestamp,
-            h.replication_sequence_number,
-            h.replication_base_url.clone(),
-        )
-    })
-    .unwrap_or_default();
+    let replication = agreed(inputs, replication).unwrap_or_default();
     Header {
         bbox: bbox_union(inputs),
         required_features: required_features(inputs, merges, made.current_state),
@@ -102,6 +96,26 @@ fn push_new(v: &mut Vec<String>, f: &str) {
     }
 }
 
+/// A header's replication fields, the group the output keeps or drops.
+type Replication = (Option<i64>, Option<i64>, Option<String>);
+
+fn replication(h: &Header) -> Replication {
+    (
+        h.replication_timestamp,
+        h.replication_sequence_number,
+        h.replication_base_url.clone(),
+    )
+}
+
+/// Whether an input's replication fields are left out of the output, as
+/// the inputs do not all give the same ones.
+pub fn replication_dropped(inputs: &[Header]) -> bool {
+    agreed(inputs, replication).is_none()
+        && inputs
+            .iter()
+            .any(|h| replication(h) != Replication::default())
+}
+
 /// The value of `field` when every input has the same one.
 fn agreed<T: PartialEq>(inputs: &[Header], field: impl Fn(&Header) -> T) -> Option<T> {
     let (head, rest) = inputs.split_first()?;
@@ -150,6 +164,19 @@ mod tests {
             writingprogram: writingprogram.to_owned(),
             current_state: false,
         }
+    }
+
+    #[test]
+    fn replication_that_differs_is_dropped_and_said() {
+        let mut a = header(&["OsmSchema-V0.6"], &[]);
+        let b = a.clone();
+        assert!(
+            !replication_dropped(&[a.clone(), b.clone()]),
+            "none to drop"
+        );
+        a.replication_sequence_number = Some(3546);
+        assert!(replication_dropped(&[a.clone(), b]));
+        assert!(!replication_dropped(&[a.clone(), a]), "the same kept");
     }
 
     #[test]

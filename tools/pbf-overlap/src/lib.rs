@@ -227,6 +227,11 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if !m.get_flag("quiet") {
         warn_negative_ids(&input);
+        if header::replication_dropped(&input.headers) {
+            let why = "the inputs' replication fields (timestamp, sequence number, base URL) \
+                       differ: the output has none";
+            pbf_cli::warn(NAME, format!("notice: {why}"));
+        }
     }
     pbf_cli::report::counters(&PlanCounters {
         blobs: input.blob_records,
