@@ -80,7 +80,7 @@ fn feed_slowly(mut child: Child, input: &[u8]) -> Output {
 /// and the "copied ahead" line.
 fn copy_slowly(plan: &[u8], dir: &Path, name: &str, args: &[&str]) -> (Vec<u8>, String) {
     let out = dir.join(name);
-    let mut all = vec!["-v", "-o", out.to_str().expect("utf-8")];
+    let mut all = vec!["-vv", "-o", out.to_str().expect("utf-8")];
     all.extend_from_slice(args);
     let o = feed_slowly(spawn("pbf-copy", &all), plan);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -597,7 +597,9 @@ fn merge_passes_the_plan_record_on_at_once() {
 /// its standard error.
 fn sort_verbosely(input: &Path, out: &Path) -> String {
     let mut c = pbf_sort();
-    c.args(["-v", "--copier", "copy", "-o"]).arg(out).arg(input);
+    c.args(["-vv", "--copier", "copy", "-o"])
+        .arg(out)
+        .arg(input);
     let o = run(c);
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(o.status.success(), "{err}");

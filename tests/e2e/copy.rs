@@ -956,7 +956,7 @@ fn verbose_rate_leaves_out_the_wait_for_the_plan() {
     let o = Command::new("bash")
         .arg("-c")
         .arg(format!(
-            "(sleep 1.5; cat \"$1\") | {} -v -o \"$2\"",
+            "(sleep 1.5; cat \"$1\") | {} -vv -o \"$2\"",
             bin_quoted("pbf-copy")
         ))
         .args([

@@ -340,7 +340,7 @@ fn verbose_prints_a_summary_of_every_stage() {
     };
     let index = line("pbf-index: ");
     assert!(index.contains("13 blobs") && timed(index), "{index}");
-    let overlap = line("pbf-overlap: ");
+    let overlap = line("pbf-overlap: 13 blobs");
     assert!(
         overlap.contains("11 passed through") && overlap.contains("2 to merge") && timed(overlap),
         "{overlap}"

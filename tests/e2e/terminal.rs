@@ -371,8 +371,8 @@ fn a_job_in_the_background_draws_no_bar() {
     };
     // What the check's index says of the output under -v.
     let verdict = |d: &Drawn, out: &str| {
-        let said = format!("pbf-index: {out}: ");
-        d.last().concat().contains(&said)
+        let said = d.last().concat();
+        said.contains("pbf-index: ") && said.contains(&format!("/{out}: "))
     };
     let back = run("back.osm.pbf", "& wait $!");
     assert!(back.status.success(), "{:?}\n{}", back.status, back.show());
