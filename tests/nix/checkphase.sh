@@ -7,7 +7,8 @@
 #    with no ../shared beside it; the flake's postPatch runs on it;
 #  - the tests are built as cargoCheckHook builds them (`cargo test
 #    --target <host>`, the flake's checkType and cargoTestFlags);
-#  - they run as an unprivileged user in a private mount namespace where
+#  - they run as an unprivileged user (named, as the sandbox names it, in an
+#    /etc/passwd and /etc/group of its own) in a private mount namespace where
 #    /usr/bin, /usr/sbin and /usr/local/bin are empty tmpfs (only /bin/sh is
 #    there, as in the sandbox), with a PATH holding only the stdenv's commands
 #    and those of the check inputs the flake declares (Debian stand-ins,
@@ -190,8 +191,15 @@ chown -R "$build_uid:$build_gid" "$W/checks"
 # the sandbox provides, is the only command left in them (/bin is /usr/bin).
 hide=(/usr/bin /usr/sbin /usr/local/bin)
 for d in /bin /sbin; do [[ -L $d ]] || hide+=("$d"); done
+# The sandbox's /etc/passwd and /etc/group, which name the build user
+# (initdb, for one, looks the user up), in this namespace only.
+printf 'root:x:0:0:Nix build user:/build:/noshell\nnixbld:x:%s:%s:Nix build user:/build:/noshell\nnobody:x:65534:65534:Nobody:/:/noshell\n' \
+    "$build_uid" "$build_gid" >"$W/passwd"
+printf 'root:x:0:\nnixbld:!:%s:\nnogroup:x:65534:\n' "$build_gid" >"$W/group"
 cat >"$W/enter.sh" <<EOF
 set -eu
+mount --bind "$W/passwd" /etc/passwd
+mount --bind "$W/group" /etc/group
 for d in ${hide[*]}; do mkdir -p "$host\$d"; mount --bind "\$d" "$host\$d"; done
 for d in ${hide[*]}; do "$host/usr/bin/mount" -t tmpfs -o mode=755 tmpfs "\$d"; done
 "$host/usr/bin/ln" -s "$host/usr/bin/bash" /bin/sh
