@@ -195,6 +195,16 @@ fn plan_valid() {
     assert!(matches!(&ops[..], [PlanRecord::Copy(c)] if c.length == 90));
 }
 
+/// An op removed with jq, the end record left as it was: the end record's
+/// presence is what says no stage died, its counts are not checked.
+#[test]
+fn an_edited_plan_needs_no_recounted_end() {
+    let edited = [plan_line(100), END.replace("\"ops\":1", "\"ops\":2")].join("\n");
+    assert_eq!(read_plan(&edited).expect("read").len(), 0);
+    let cut = [plan_line(100), COPY.into()].join("\n");
+    assert!(read_plan(&cut).is_err(), "a plan without end is refused");
+}
+
 const SORTED: &str = r#"{"type":"sorted","source":0,"through":60}"#;
 
 #[test]
@@ -231,15 +241,6 @@ fn plan_errors_name_the_line() {
             "line 2: invalid record",
         ),
         (vec![plan_line(100), zero, END.into()], "line 2: range 10+0"),
-        (
-            vec![
-                plan_line(100),
-                COPY.into(),
-                END.replace("\"ops\":1", "\"ops\":2"),
-            ],
-            "line 3: the end record does not match the ops before it (ops: 2 in the end \
-             record, 1 in the ops): the plan was cut or edited",
-        ),
         (
             vec![plan_line(100), COPY.into(), END.into(), COPY.into()],
             "line 4: records after the end record",
