@@ -358,13 +358,14 @@ impl Blobs {
     }
 
     fn frame_keys(&self, seg: &Segment) -> FrameKeys {
+        let notes = self.id_notes(seg);
         FrameKeys {
             length: u64::from(seg.length),
             first: unpack(seg.first()),
             last: unpack(seg.last()),
             counts: self.counts(seg),
-            duplicate_ids: self.id_notes(seg).duplicate_ids,
-            negative_ids: self.id_notes(seg).negative_ids,
+            duplicate_ids: notes.duplicate_ids,
+            negative_ids: notes.negative_ids,
         }
     }
 
