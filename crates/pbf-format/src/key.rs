@@ -149,6 +149,11 @@ impl Keep {
     }
 }
 
+/// Whether two packed keys are of one object (kind and id, any version).
+pub fn packed_same_object(a: u128, b: u128) -> bool {
+    packed_object(a) == packed_object(b)
+}
+
 /// Whether a packed key's id is negative: not positive, and not 0.
 pub fn packed_negative(packed: u128) -> bool {
     packed & (1 << 96) == 0 && (packed >> 32) as u64 != 0

@@ -13,7 +13,7 @@
 //! `int64`.
 
 use crate::error::{Error, Result};
-use crate::key::{Key, Kind, key_version, packed_object};
+use crate::key::{Key, Kind, key_version, packed_object, packed_same_object};
 use crate::wire::{self, Reader, Value};
 
 mod fast;
@@ -105,7 +105,7 @@ impl Accumulator {
             self.not_above(p);
         }
         // u128::MAX, before the first key, is no object's.
-        self.duplicate_ids += u64::from(packed_object(p) == packed_object(self.prev));
+        self.duplicate_ids += u64::from(packed_same_object(p, self.prev));
         self.prev = p;
         self.negative_ids |= k.id < 0;
         self.counts[k.kind.index()] += 1;

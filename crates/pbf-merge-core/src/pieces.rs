@@ -26,9 +26,10 @@ use crate::merge::{self, Sink};
 use crate::run::Run;
 use crate::sorted::{Block, Item, Order};
 use crate::stream::{Loader, Stream};
-use crate::writer::{Batch, BlockWriter, Target, repeats, same_object};
+use crate::writer::{Batch, BlockWriter, Target, repeats};
 use crate::{Merged, Merger, lock};
 use pbf_format::Keep;
+use pbf_format::key::packed_same_object as same_object;
 
 /// Loads per run a piece holds on average, at least.
 const LOADS_PER_PIECE: usize = 1;

@@ -19,7 +19,7 @@ use std::sync::mpsc::{Receiver, sync_channel};
 
 use pbf_format::block::{self, BLOCK_SLACK, Columns, EncodeOptions, Obj};
 use pbf_format::compress::{self, Compression};
-use pbf_format::key::{packed_negative, packed_object};
+use pbf_format::key::{packed_negative, packed_same_object as same_object};
 use pbf_format::scan::Summary;
 use pbf_format::{Keep, Key, frame, indexdata};
 use rayon::ThreadPool;
@@ -316,11 +316,6 @@ struct Held {
     columns: Arc<Columns>,
     object: u32,
     stream: usize,
-}
-
-/// Whether two packed keys are of one object (kind and id).
-pub(crate) fn same_object(a: u128, b: u128) -> bool {
-    packed_object(a) == packed_object(b)
 }
 
 /// Merged elements handed to the writer at once ([`BlockWriter::push_batch`]).

@@ -28,7 +28,7 @@
 
 use std::iter::Peekable;
 
-use pbf_format::key::packed_object;
+use pbf_format::key::{packed_object, packed_same_object};
 use pbf_format::prefetch::prefetch;
 use pbf_format::scan::{Ties, follows_in_tie_order};
 use pbf_format::{Keep, Key, Kind};
@@ -575,8 +575,7 @@ impl<'a> Iterator for Ops<'a> {
             };
             self.clusters.next();
             self.add_frame(&mut op, next);
-            op.duplicate_ids +=
-                u64::from(packed_object(prev.last()) == packed_object(next.first()));
+            op.duplicate_ids += u64::from(packed_same_object(prev.last(), next.first()));
             op.last = unpack(next.last());
             prev = *next;
         }
