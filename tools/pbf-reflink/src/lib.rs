@@ -205,7 +205,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
         copier::finish(NAME, out, &mut sources, check.as_deref())?;
-    copied.warn_duplicates(NAME, &out_name, &head, opts.common.quiet);
+    copied.warn_for_importers(NAME, &out_name, &head, opts.common.quiet);
     let ops = copied.ops;
     pbf_cli::report::counters(&Counters::of(copied, written, stats, clone_stats));
     if opts.common.verbose > 0 {
