@@ -1,6 +1,6 @@
-//! The driver at the edges a new user meets first: every option value and
-//! directory is checked before a stage starts (one line, exit 2), messages
-//! name the real cause, standard input and pipes sort like the file,
+//! The driver at the edges a new user meets first (its refusals are in
+//! refusals.rs): messages name the real cause, standard output full or
+//! gone, standard input and pipes sort like the file,
 //! `--tmpdir` may be on another filesystem, `--check` judges the output with
 //! the toolkit's own stages before it replaces OUTPUT, and `--dry-run`
 //! prints a command that runs as printed.
@@ -12,6 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::refusals::refused_up_front;
 use crate::util::*;
 
 #[test]
@@ -57,76 +58,6 @@ fn assert_no_temporaries(dir: &Path, what: &str) {
 fn write_script(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write script");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-}
-
-/// A stage replacement that only records that it ran.
-fn marker_stage(dir: &Path) -> (PathBuf, PathBuf) {
-    let marker = dir.join("a-stage-ran");
-    let script = dir.join("record-stage");
-    write_script(
-        &script,
-        &format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
-    );
-    (script, marker)
-}
-
-/// Run the driver with `args`; it must exit 2 with one line containing
-/// `needle`, start no stage and leave `dir` as it was.
-fn refused_up_front(dir: &Path, args: &[&str], needle: &str) {
-    let (script, marker) = marker_stage(dir);
-    let before = entries(dir);
-    let mut c = pbf_sort();
-    c.args(args).env("PBF_SORT_INDEX", &script);
-    let o = run(c);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
-    assert!(err.contains(needle), "{args:?}: want {needle:?} in: {err}");
-    assert!(!marker.exists(), "{args:?}: a stage ran");
-    assert_eq!(entries(dir), before, "{args:?}: left files");
-}
-
-/// A closed standard output (`>&-`) is refused where the run would write
-/// there (`-o -`, `--dry-run`, `--help`, `--version`): the stages would
-/// find /dev/null in its place, so the data would go nowhere and the run
-/// would succeed.
-#[test]
-fn a_closed_standard_output_is_refused_where_the_run_writes_there() {
-    use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().expect("dir");
-    let input = data("unsorted-vex.osm.pbf");
-    let out = dir.path().join("o.osm.pbf");
-    let cases: [(&[&OsStr], &str); 4] = [
-        (&["-o".as_ref(), "-".as_ref()], "-o - has nowhere to go"),
-        (
-            &["--dry-run".as_ref(), "-o".as_ref(), out.as_os_str()],
-            "--dry-run has nowhere to go",
-        ),
-        (&["--help".as_ref()], "the help has nowhere to go"),
-        (&["--version".as_ref()], "the version has nowhere to go"),
-    ];
-    for (args, why) in cases {
-        let mut c = pbf_sort();
-        c.arg(&input)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        // SAFETY: close(2) is async-signal-safe.
-        unsafe {
-            c.pre_exec(|| {
-                nix::libc::close(1);
-                Ok(())
-            });
-        }
-        let o = c.output().expect("pbf-sort");
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(
-            err,
-            format!("pbf-sort: error: standard output is closed: {why}\n")
-        );
-        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
-    }
 }
 
 /// A full standard output (`> /dev/full`) is a write error, exit 1, one
@@ -270,119 +201,6 @@ fn a_full_standard_output_stops_every_stage_with_its_name() {
         assert_eq!(
             err,
             format!("{name}: error: standard output: {at}No space left on device\n"),
-        );
-    }
-}
-
-#[test]
-fn option_values_are_checked_before_any_stage_also_under_dry_run() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let input = data("unsorted-vex.osm.pbf");
-    let input = input.to_str().expect("utf-8");
-    let out = d.join("o.osm.pbf");
-    let out = out.to_str().expect("utf-8");
-    let cases: &[(&[&str], &str)] = &[
-        (&["--compression", "gzip"], "'--compression <C>'"),
-        (&["--compression=zstd:99"], "'--compression <C>'"),
-        (&["--memory", "1X"], "'--memory <SIZE>'"),
-        (&["--jobs", "x"], "'--jobs <N>'"),
-        (&["-j", "-1"], "'--jobs <N>'"),
-        (
-            &["--copier", "fast"],
-            "--copier must be auto, copy or reflink",
-        ),
-        (
-            &["-q", "-v"],
-            "-q/--quiet and -v/--verbose exclude each other",
-        ),
-        // getopt(1)'s words.
-        (&["--bogus"], "unrecognized option '--bogus'"),
-        (&["-Z"], "invalid option -- 'Z'"),
-        // One output, as for osmium and GNU sort.
-        (&["-o", "other.osm.pbf"], "-o/--output given twice"),
-        (&["--output=-"], "-o/--output given twice"),
-    ];
-    for (extra, needle) in cases {
-        for dry in [false, true] {
-            let mut args = extra.to_vec();
-            if dry {
-                args.push("--dry-run");
-            }
-            args.extend([input, "-o", out]);
-            refused_up_front(d, &args, needle);
-        }
-    }
-}
-
-#[test]
-fn paths_are_checked_before_any_stage_and_messages_name_the_cause() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let input = data("sorted-andorra.osm.pbf");
-    let input_s = input.to_str().expect("utf-8");
-    let sub = d.join("sub");
-    std::fs::create_dir(&sub).expect("mkdir");
-    let sub_s = sub.to_str().expect("utf-8");
-    let sub_slash = format!("{sub_s}/");
-    let copy = d.join("copy.osm.pbf");
-    std::fs::copy(&input, &copy).expect("copy");
-    let copy_s = copy.to_str().expect("utf-8");
-    let x = d.join("x.osm.pbf");
-    let x = x.to_str().expect("utf-8");
-    let dangling = d.join("dangling.osm.pbf");
-    std::os::unix::fs::symlink("gone/x.osm.pbf", &dangling).expect("link");
-    let dangling = dangling.to_str().expect("utf-8").to_owned();
-    let cases: &[(&[&str], &str)] = &[
-        (
-            &[input_s, "-o", "/nonexistent-dir/x.osm.pbf"],
-            "/nonexistent-dir: no such directory",
-        ),
-        (&[input_s, "-o", &sub_slash], "is a directory"),
-        (&[input_s, "-O", "-o", sub_s], "is a directory"),
-        (&[copy_s, "-o", copy_s], "the output is also an input"),
-        (&[copy_s, "-O", "-o", copy_s], "the output is also an input"),
-        (
-            &["--tmpdir", "/nonexistent-dir", input_s, "-o", x],
-            "/nonexistent-dir: no such directory (--tmpdir)",
-        ),
-        (
-            &["--tmpdir", copy_s, input_s, "-o", x],
-            "not a directory (--tmpdir)",
-        ),
-        (&[copy_s, copy_s, "-o", x], "given twice"),
-        (
-            &["--tmpdir", "/proc", input_s, "-o", x],
-            "/proc: holds the system's names for devices and processes, not files (--tmpdir)",
-        ),
-        (
-            &["--summary-json", "/dev/run.json", input_s, "-o", x],
-            "/dev: holds the system's names for devices and processes",
-        ),
-        (&["--keep-plan", "/dev", input_s, "-o", x], "(--keep-plan)"),
-        (
-            &[input_s, "-o", &dangling],
-            "a symbolic link to a file that does not exist",
-        ),
-        (
-            &["-", "-", "-o", x],
-            "standard input (-) can be given only once",
-        ),
-        (
-            &["--check", input_s, "-o", "-"],
-            "--check needs -o FILE to read back",
-        ),
-        (&["--check", input_s], "--check needs -o FILE to read back"),
-    ];
-    for (args, needle) in cases {
-        let mut full = vec!["-q"];
-        full.extend_from_slice(args);
-        let before = std::fs::read(&copy).expect("read");
-        refused_up_front(d, &full, needle);
-        assert_eq!(
-            std::fs::read(&copy).expect("read"),
-            before,
-            "{args:?}: input changed"
         );
     }
 }
@@ -958,40 +776,6 @@ fn copier_reflink_clones_or_fails_naming_the_output_directory() {
 }
 
 #[test]
-fn quiet_and_verbose_exclude_each_other_in_every_tool() {
-    let dir = tempfile::tempdir().expect("dir");
-    let out = dir.path().join("o.osm.pbf");
-    let input = data("sorted-andorra.osm.pbf");
-    let tools: &[(&str, Vec<std::ffi::OsString>)] = &[
-        ("pbf-index", vec![input.clone().into()]),
-        ("pbf-overlap", vec![]),
-        ("pbf-merge", vec![]),
-        ("pbf-copy", vec!["-o".into(), out.clone().into()]),
-        ("pbf-reflink", vec!["-o".into(), out.clone().into()]),
-    ];
-    for (tool, args) in tools {
-        for flags in [["-q", "-v"], ["--verbose", "--quiet"]] {
-            let mut c = bin(tool);
-            c.args(flags).args(args);
-            let o = run(c);
-            let err = stderr(&o);
-            assert_eq!(o.status.code(), Some(2), "{tool} {flags:?}: {err}");
-            assert!(
-                err.contains("cannot be used with"),
-                "{tool} {flags:?}: {err}"
-            );
-            assert!(o.stdout.is_empty(), "{tool} {flags:?} wrote to stdout");
-        }
-    }
-    let mut c = pbf_sort();
-    c.args(["-qv"]).arg(&input).arg("-o").arg(&out);
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("exclude each other"), "{}", stderr(&o));
-    assert!(!out.exists());
-}
-
-#[test]
 fn recompress_changes_the_compression_of_copied_blobs_only_in_the_blob() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
@@ -1192,136 +976,6 @@ fn a_signal_during_the_check_stops_the_check() {
     wait_for_group_gone(pgid, std::time::Duration::from_millis(500));
     assert!(!err.contains("late"), "{err}");
     assert_eq!(entries(d), ["group", "tools"], "SIGINT during --check");
-}
-
-/// A program of the run that is not there (a fresh checkout before `make
-/// build`) is named with how to get it, before anything runs: the
-/// toolkit's own by name, a replacement by its command as given.
-#[test]
-fn a_missing_stage_program_is_named_with_how_to_get_it() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let input = data("unsorted-vex.osm.pbf");
-    let input = input.to_str().expect("utf-8");
-    let (marker_script, marker) = marker_stage(d);
-    let marker_script = marker_script.to_str().expect("utf-8").to_owned();
-    // A PATH with the toolkit's programs but `missing`, and the test's own
-    // directories that hold none of them (bash, getopt).
-    let system: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .filter(|dir| !dir.join("pbf-index").exists())
-        .collect();
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pbf-index"))
-        .parent()
-        .expect("dir");
-    let run_without = |missing: &str, args: &[&str]| {
-        let tools = d.join(format!("without-{missing}"));
-        std::fs::create_dir_all(&tools).expect("mkdir");
-        for t in [
-            "pbf-index",
-            "pbf-overlap",
-            "pbf-merge",
-            "pbf-copy",
-            "pbf-reflink",
-        ] {
-            if t != missing && !tools.join(t).exists() {
-                std::os::unix::fs::symlink(bin_dir.join(t), tools.join(t)).expect("link");
-            }
-        }
-        let mut c = pbf_sort();
-        let path = std::env::join_paths(std::iter::once(tools).chain(system.iter().cloned()));
-        c.env("PATH", path.expect("PATH"))
-            .env("PBF_SORT_INDEX", &marker_script)
-            .args(args);
-        run(c)
-    };
-    let out = d.join("o.osm.pbf");
-    let out = out.to_str().expect("utf-8");
-    for missing in ["pbf-index", "pbf-merge", "pbf-copy", "pbf-reflink"] {
-        for args in [
-            &["-q", input, "-o", out][..],
-            &["--dry-run", "-j", "2", input, "-o", out],
-        ] {
-            let o = run_without(missing, args);
-            let err = stderr(&o);
-            assert_eq!(o.status.code(), Some(2), "{missing} {args:?}: {err}");
-            assert_eq!(
-                err,
-                format!(
-                    "pbf-sort: error: {missing} not found beside the driver or on PATH; build the \
-                     toolkit (make build, then put target/release on PATH, or make install) or \
-                     install the Nix package\n"
-                ),
-                "{args:?}"
-            );
-            assert!(!marker.exists(), "{missing}: a stage ran");
-        }
-    }
-    let o = run_without("pbf-index", &["--version"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("pbf-index not found beside the driver"));
-    // A replacement's command, named as given, before the toolkit asks
-    // about the inputs.
-    let o = run_without(
-        "none",
-        &["--overlap-cmd", "./my-planner -x", input, "-o", out],
-    );
-    assert_eq!(
-        stderr(&o),
-        "pbf-sort: error: planning stage './my-planner -x': ./my-planner: command not found \
-         (see 'pbf-sort --help')\n"
-    );
-    assert_eq!(o.status.code(), Some(2));
-    assert!(!marker.exists() && entries(d).iter().all(|e| !e.starts_with(".pbf-sort")));
-}
-
-/// Without -o, the message says how to write to standard output, and
-/// that a file the shell made for `>` is left empty.
-#[test]
-fn no_output_names_o_dash_and_the_file_the_shell_made() {
-    let dir = tempfile::tempdir().expect("dir");
-    let input = data("unsorted-vex.osm.pbf");
-    let mut c = pbf_sort();
-    c.arg(&input).stdout(Stdio::piped());
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o),
-        "pbf-sort: error: no output given (-o OUTPUT, or -o - for standard output) (see \
-         'pbf-sort --help')\n"
-    );
-    // pbf-sort in.osm.pbf > out.osm.pbf
-    let shell_made = dir.path().join("out.osm.pbf");
-    let mut c = pbf_sort();
-    c.arg(&input)
-        .stdout(std::fs::File::create(&shell_made).expect("create"));
-    let o = c.output().expect("run");
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o),
-        "pbf-sort: error: no output given (-o OUTPUT, or -o - for standard output: the shell's \
-         '>' made that file, left empty) (see 'pbf-sort --help')\n"
-    );
-    assert_eq!(std::fs::metadata(&shell_made).expect("meta").len(), 0);
-    // As it says: -o - writes the sorted file to standard output.
-    let want = dir.path().join("want.osm.pbf");
-    sort_ok(
-        &[
-            "-q",
-            input.to_str().expect("utf-8"),
-            "-o",
-            want.to_str().expect("utf-8"),
-        ],
-        "-o FILE",
-    );
-    let mut c = pbf_sort();
-    c.args(["-q", "-o", "-"])
-        .arg(&input)
-        .stdout(std::fs::File::create(&shell_made).expect("create"));
-    assert!(c.status().expect("run").success());
-    assert_eq!(
-        std::fs::read(&shell_made).expect("read"),
-        std::fs::read(&want).expect("read")
-    );
 }
 
 /// The scripts of pbf-sort(1)'s "Replacing a stage", as the page prints

@@ -177,33 +177,6 @@ fn a_swapped_stage_is_used() {
     assert!(leftovers.is_empty(), "temporaries left: {leftovers:?}");
 }
 
-#[test]
-fn usage_errors_and_refusals() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let input = data("sorted-andorra.osm.pbf");
-    let o = run(pbf_sort());
-    assert_eq!(o.status.code(), Some(2));
-    let mut c = pbf_sort();
-    c.arg(&input)
-        .arg("--bogus")
-        .arg("-o")
-        .arg(dir.path().join("x"));
-    assert_eq!(run(c).status.code(), Some(2));
-    let existing = dir.path().join("existing.osm.pbf");
-    std::fs::write(&existing, b"keep me").expect("write");
-    let mut c = pbf_sort();
-    c.arg(&input).arg("-o").arg(&existing);
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2), "found before any work");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("exists (use -O/--overwrite"));
-    assert_eq!(std::fs::read(&existing).expect("read"), b"keep me");
-    let mut c = pbf_sort();
-    c.arg(&input).arg("-o").arg(&input).arg("-O");
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is also an input"));
-}
-
 /// A sorted input large enough that the copy takes a noticeable time.
 fn big_sorted_input(dir: &Path) -> PathBuf {
     let src = data("sorted-kualalumpur.osm.pbf");
