@@ -206,20 +206,6 @@ fn dedupe_matches_osmium_sort_without_repeats() {
     assert!(opl(&out2).lines().count() > all, "repeats kept");
 }
 
-/// What must hold when pbf-merge fails: exit 1, one line naming `what`, and
-/// no end record on standard output.
-fn assert_failed_cleanly(o: &Output, what: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(
-        err.starts_with("pbf-merge: error: ") && err.contains(what),
-        "{err}"
-    );
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(!out.contains("\"type\":\"end\""), "no end record: {out}");
-}
-
 /// A copy of an unsorted file, its plan, and the first merge input's offset.
 fn unsorted_copy(dir: &Path) -> (PathBuf, Vec<u8>, u64) {
     let input = dir.join("in.osm.pbf");
@@ -287,7 +273,8 @@ fn a_corrupt_blob_in_a_run_fails_naming_file_and_offset() {
     let plan = with_ctime_now(&plan, &input);
     let spool = dir.path().join("spool");
     let o = merge_with(&plan, &spool, "");
-    assert_failed_cleanly(&o, &format!("in.osm.pbf: blob at offset {offset}"));
+    let says = format!("in.osm.pbf: blob at offset {offset}");
+    refused("a corrupt blob", &o, 1, &["pbf-merge: error: ", &says]);
     assert!(!spool.exists(), "the failed spool is removed");
 }
 
@@ -301,7 +288,12 @@ fn a_changed_source_fails_before_merging() {
         .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"))
         .expect("append");
     let o = merge_with(&plan, &dir.path().join("spool"), "");
-    assert_failed_cleanly(&o, "changed since it was indexed");
+    refused(
+        "a changed source",
+        &o,
+        1,
+        &["pbf-merge: error: ", "changed since it was indexed"],
+    );
 }
 
 #[test]
@@ -312,29 +304,25 @@ fn a_spool_that_cannot_be_written_fails_naming_it() {
     // A file size limit of 64 blocks (32 or 64 KiB), with SIGXFSZ ignored, makes the spool's
     // writes fail with EFBIG the way a full disk fails with ENOSPC.
     let o = merge_with(&plan, &spool, "trap '' XFSZ; ulimit -f 64;");
-    assert_failed_cleanly(
-        &o,
-        &format!("{}: cannot write spool at offset", spool.display()),
-    );
+    let says = format!("{}: cannot write spool at offset", spool.display());
+    refused("ulimit -f", &o, 1, &["pbf-merge: error: ", &says]);
     // An existing spool is refused before any work: a usage error.
     fs::write(&spool, b"").expect("spool");
     let o = merge_with(&plan, &spool, "");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("exists (--spool names a file to create)"),
-        "{err}"
-    );
-    assert!(o.stdout.is_empty(), "no plan written");
+    let says = "exists (--spool names a file to create)";
+    refused("an existing spool", &o, 2, &[says]);
     // Nor in a directory of device names, given or as $TMPDIR.
     let in_dev = Path::new("/dev/pbf-merge-test.spool");
     let mut by_env = Command::new(env!("CARGO_BIN_EXE_pbf-merge"));
     by_env.env("TMPDIR", "/dev");
     for o in [merge_with(&plan, in_dev, ""), run_with_input(by_env, &plan)] {
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(err.contains("/dev: holds the system's names"), "{err}");
-        assert!(o.stdout.is_empty() && !in_dev.exists(), "{err}");
+        refused(
+            "a spool in /dev",
+            &o,
+            2,
+            &["/dev: holds the system's names"],
+        );
+        assert!(!in_dev.exists());
     }
 }
 
