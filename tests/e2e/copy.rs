@@ -3,7 +3,7 @@
 //! frames pass through byte for byte, osmium reads the result, indexdata
 //! makes the next index header-only, and every failure (merge ops left, a
 //! changed source, a plan without `end`, an existing OUT, a signal) leaves
-//! no output behind.
+//! no output behind. Copying ahead of the plan is in [`ahead`].
 
 use std::fs;
 use std::io::Write;
@@ -16,6 +16,8 @@ use pbf_format::{Key, Kind};
 use pbf_stream::{BlobRecord, IndexRecord, MergeInput, MergeOp, PlanRecord, SourceRecord};
 
 use crate::util::*;
+
+mod ahead;
 
 /// A plan copying `blobs` of `src` in the given order.
 fn plan_for(src: &SourceRecord, blobs: &[&BlobRecord], frames: bool) -> Vec<u8> {

@@ -1,14 +1,14 @@
 //! The driver at the edges a new user meets first (its refusals are in
-//! refusals.rs): messages name the real cause, standard output full or
-//! gone, standard input and pipes sort like the file,
-//! `--tmpdir` may be on another filesystem, `--check` judges the output with
-//! the toolkit's own stages before it replaces OUTPUT, and `--dry-run`
-//! prints a command that runs as printed.
+//! refusals.rs): messages name the real cause, a full standard output
+//! stops the run, standard input and pipes sort like the file, `--tmpdir`
+//! may be on another filesystem, `--check` judges the output with the
+//! toolkit's own stages before it replaces OUTPUT, and `--dry-run` prints
+//! a command that runs, fails and names a failure as the run does.
 
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -1280,4 +1280,165 @@ fn a_saved_pipe_is_named_as_typed() {
         "{err}"
     );
     assert!(!err.contains(".pbf-sort."), "{err}");
+}
+
+/// Temporary directories of ours left in `dir`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".pbf-sort"))
+        .collect()
+}
+
+/// A failing stage ends the printed `--dry-run` script as it ends the run:
+/// the same lines on standard error (the cause, then the driver's line
+/// naming its stage; stages downstream of it quiet) and the same status: 2
+/// for standard input that is not PBF, 1 for a swapped-in stage that fails.
+#[test]
+fn the_dry_run_script_names_a_failure_as_the_run_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let junk = d.join("junk");
+    std::fs::write(&junk, b"hello, not a PBF file\n").expect("junk");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = d.join("o.osm.pbf");
+    let stdin_file = |path: &Path| std::fs::File::open(path).expect("open");
+    let cases: [(&[&OsStr], &Path, i32); 2] = [
+        (&[OsStr::new("-")], &junk, 2),
+        (
+            &[
+                OsStr::new("--merge-cmd"),
+                OsStr::new("false"),
+                input.as_os_str(),
+            ],
+            &junk,
+            1,
+        ),
+    ];
+    for (args, stdin, code) in cases {
+        let run = |dry: bool| {
+            let mut c = pbf_sort();
+            c.current_dir(d).args(dry.then_some("--dry-run")).args(args);
+            c.arg("-o").arg(&out).stdin(stdin_file(stdin));
+            c.output().expect("pbf-sort")
+        };
+        let real = run(false);
+        let printed = run(true);
+        assert!(printed.status.success(), "{args:?}");
+        let sh = d.join("d.sh");
+        std::fs::write(&sh, &printed.stdout).expect("write script");
+        let mut c = std::process::Command::new("bash");
+        c.current_dir(d).env("PATH", tools_path()).arg(&sh);
+        let scripted = c.stdin(stdin_file(stdin)).output().expect("bash");
+        let err = String::from_utf8_lossy(&real.stderr);
+        assert_eq!(real.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(scripted.status.code(), Some(code), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&scripted.stderr), err, "{args:?}");
+        assert_eq!(err.lines().count(), 1 + usize::from(code == 2), "{err}");
+        assert!(
+            !out.exists() && leftovers(d).is_empty(),
+            "{:?}",
+            leftovers(d)
+        );
+        std::fs::remove_file(&sh).expect("rm");
+    }
+}
+
+/// The printed `--dry-run` script behaves like the run: the same exit
+/// status where the run would refuse or fail, nothing left behind, also
+/// when interrupted.
+#[test]
+fn the_dry_run_script_fails_when_the_run_would() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let out = d.join("dr.osm.pbf");
+    let script = |extra: &[&str]| {
+        let mut c = pbf_sort();
+        c.current_dir(d)
+            .arg("--dry-run")
+            .args(extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        let text = String::from_utf8(succeeds(c)).expect("utf-8");
+        let path = d.join("d.sh");
+        std::fs::write(&path, text).expect("write script");
+        path
+    };
+    let bash = |path: &Path| {
+        let mut c = std::process::Command::new("bash");
+        c.current_dir(d).env("PATH", tools_path()).arg(path);
+        c.output().expect("bash")
+    };
+    for extra in [&[][..], &["--check"][..]] {
+        let sh = script(extra);
+        let first = bash(&sh);
+        assert!(
+            first.status.success(),
+            "{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        assert_sorted_like_osmium(&out, &[&input], d, "the printed script");
+        // Again: the output exists now, as for the real run.
+        let again = bash(&sh);
+        let mut real = pbf_sort();
+        real.current_dir(d)
+            .args(extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        let real = real.output().expect("run");
+        assert_eq!(
+            again.status.code(),
+            real.status.code(),
+            "{extra:?} run twice"
+        );
+        assert_eq!(again.status.code(), Some(2));
+        assert!(leftovers(d).is_empty(), "{:?}", leftovers(d));
+        // Junk where the output goes: refused, and the junk is kept.
+        std::fs::write(&out, b"JUNK").expect("write junk");
+        assert_eq!(bash(&sh).status.code(), Some(2));
+        assert_eq!(std::fs::read(&out).expect("read"), b"JUNK");
+        std::fs::remove_file(&out).expect("rm");
+    }
+    // Interrupted as Ctrl-C interrupts it (SIGINT to the process group):
+    // the directories go with it.
+    let big = d.join("big.osm.pbf");
+    overlapping_copies("sorted-kualalumpur.osm.pbf", 16, &big);
+    let mut c = pbf_sort();
+    c.current_dir(d)
+        .arg("--dry-run")
+        .arg(&big)
+        .arg("-o")
+        .arg(&out);
+    std::fs::write(d.join("big.sh"), succeeds(c)).expect("write script");
+    let mut child = std::process::Command::new("bash")
+        .current_dir(d)
+        .env("PATH", tools_path())
+        .arg(d.join("big.sh"))
+        .process_group(0)
+        .spawn()
+        .expect("bash");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let group = format!("-{}", child.id());
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -INT {group}");
+    let status = wait_at_most(&mut child, std::time::Duration::from_secs(60));
+    assert!(!status.success(), "the interrupted script succeeded");
+    assert!(leftovers(d).is_empty(), "left: {:?}", leftovers(d));
+    // As for the run: no output, or (the signal came after the copier
+    // published it) the complete one, never a part.
+    if out.exists() {
+        let info = fileinfo(&out);
+        assert_eq!(
+            info["data"]["objects_ordered"], true,
+            "a part of the output"
+        );
+        let all = fileinfo(&big)["data"]["count"].clone();
+        assert_eq!(info["data"]["count"], all, "a part of the output");
+    }
 }

@@ -1,5 +1,6 @@
 //! `pbf-index` over every real file: counts agree with osmium, keys and sorted
-//! flags agree with a full decode, broken files fail cleanly.
+//! flags agree with a full decode, broken files fail cleanly; both ways of
+//! reading the headers (`--io`) in [`io`].
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,6 +13,8 @@ use pbf_format::scan::Accumulator;
 use pbf_stream::{IndexRecord, KeyRecord, KeysFrom};
 
 use crate::util::*;
+
+mod io;
 
 #[test]
 fn counts_agree_with_osmium() {
