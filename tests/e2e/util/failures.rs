@@ -8,9 +8,9 @@ use std::process::Output;
 use crate::util::Outcome;
 
 /// Check a refused run: exit `code`, one line on stderr, a clean
-/// `pbf-TOOL: error: ...` line holding each of `says`, in words, and no end
-/// record on stdout (nothing at all from a refusal before any work, exit
-/// 2). Returns the line.
+/// `pbf-TOOL: error: ...` line holding each of `says` (one that ends in
+/// `error: ` opens it), in words, and no end record on stdout (nothing at
+/// all from a refusal before any work, exit 2). Returns the line.
 pub fn refused(what: &str, o: &Output, code: i32, says: &[&str]) -> String {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(code), "{what}: exit; stderr: {err}");
@@ -21,7 +21,11 @@ pub fn refused(what: &str, o: &Output, code: i32, says: &[&str]) -> String {
         "{what}: not a clean error line: {line}"
     );
     for w in says {
-        assert!(line.contains(w), "{what}: lacks {w:?}: {line}");
+        let holds = match w.ends_with("error: ") {
+            true => line.starts_with(w),
+            false => line.contains(w),
+        };
+        assert!(holds, "{what}: lacks {w:?}: {line}");
     }
     assert_eq!(debug_output(&line), None, "{what}: Debug output in {line}");
     let out = String::from_utf8_lossy(&o.stdout);
