@@ -1,13 +1,16 @@
 //! What the tools and the driver say when they refuse something, in one
 //! place. A refusal ends in one line, `TOOL: error: ...`, that names what
 //! was refused and says why in words (no Rust Debug output such as
-//! `Key { kind: .. }` or `Some(..)`), with nothing left behind: every case
-//! is a [`Refusal`], checked by `util::refused`. The tables hold the
-//! refusals before any work (exit 2): option values, paths, files that are
-//! not PBF, in the driver and in every tool; the tests below them build
-//! the inputs that are refused later (exit 1): plans out of output order,
-//! blobs whose indexdata lies, corrupt zlib data, a raw_size that disagrees
-//! with the data, edited streams.
+//! `Key { kind: .. }` or `Some(..)`), with nothing left behind, as
+//! `util::refused` checks (the driver adds its line naming a stage that
+//! refused its input). The tables of [`Refusal`] rows hold the
+//! refusals before any work (exit 2): option values, paths and files that
+//! are not PBF, in the driver and in every tool. The tests below them
+//! build what is refused later (exit 1): plans out of output order, blobs
+//! whose indexdata lies, corrupt zlib data, a raw_size that disagrees with
+//! the data, edited streams; then the refusals that need a standard stream
+//! of their own (closed, a file the shell made, a pipe) or a PATH without
+//! the toolkit, and the hints of not-PBF streams, run as given.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
