@@ -27,7 +27,7 @@ use crate::util::*;
 
 /// One refusal: a tool (or the driver), its arguments, its exit status and
 /// what its one line must hold.
-pub struct Refusal {
+struct Refusal {
     tool: &'static str,
     args: Vec<OsString>,
     code: i32,
@@ -35,7 +35,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    pub fn new<A: AsRef<OsStr>>(tool: &'static str, args: &[A], code: i32, says: &[&str]) -> Self {
+    fn new<A: AsRef<OsStr>>(tool: &'static str, args: &[A], code: i32, says: &[&str]) -> Self {
         Refusal {
             tool,
             args: args.iter().map(|a| a.as_ref().to_owned()).collect(),
@@ -47,7 +47,7 @@ impl Refusal {
     /// Run it in `dir`: refused in one line starting with the tool's name,
     /// no stage started (a replaced index stage would leave a mark), and
     /// `dir` left as it was, inputs and all.
-    pub fn check(&self, dir: &Path) {
+    fn check(&self, dir: &Path) {
         let stage = tempfile::tempdir().expect("dir");
         let (script, mark) = marker_stage(stage.path());
         let mut c = match self.tool {
@@ -70,7 +70,7 @@ impl Refusal {
 
 /// The driver refusing `args` before any work, in `dir`, with one line
 /// holding `needle`.
-pub fn refused_up_front(dir: &Path, args: &[&str], needle: &str) {
+pub(crate) fn refused_up_front(dir: &Path, args: &[&str], needle: &str) {
     Refusal::new("pbf-sort", args, 2, &[needle]).check(dir);
 }
 
