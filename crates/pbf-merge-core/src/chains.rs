@@ -15,8 +15,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use pbf_format::Key;
-
 /// Chains in one list, each chain's blobs in key order: a merge op of
 /// millions of small blobs has about as many chains, and a vector each
 /// would cost more than the blobs' own entries ([`crate::input::InputBlob`]).
@@ -52,18 +50,11 @@ impl Chains {
     }
 }
 
-/// Partition key ranges `[first, last]` into chains of strictly
-/// non-overlapping ranges. Chains hold indexes into `ranges`, each chain in
-/// key order; chains are ordered by their first range. At most `u32::MAX`
-/// ranges.
-pub fn partition(ranges: &[(Key, Key)]) -> Chains {
-    partition_by(ranges.len(), |i| {
-        (ranges[i].0.packed(), ranges[i].1.packed())
-    })
-}
-
-/// [`partition`] of `n` ranges of packed keys given by `range`, read once
-/// each: a merge op's ranges are taken from its plan.
+/// Partition `n` key ranges `[first, last]`, packed keys given by `range`
+/// and read once each (a merge op's are taken from its plan), into chains
+/// of strictly non-overlapping ranges. Chains hold indexes into the
+/// ranges, each chain in key order; chains are ordered by their first
+/// range. At most `u32::MAX` ranges.
 pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
     assert!(u32::try_from(n).is_ok(), "too many ranges");
     let halves = |k: u128| ((k >> 64) as u64, k as u64);
@@ -121,7 +112,13 @@ pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_format::Kind;
+    use pbf_format::{Key, Kind};
+
+    fn partition(ranges: &[(Key, Key)]) -> Chains {
+        partition_by(ranges.len(), |i| {
+            (ranges[i].0.packed(), ranges[i].1.packed())
+        })
+    }
 
     fn r(a: i64, b: i64) -> (Key, Key) {
         (Key::new(Kind::Node, a, 1), Key::new(Kind::Node, b, 1))

@@ -6,7 +6,7 @@
 //! 1. every input frame header is read and checked against the plan
 //!    ([`SourceFiles`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
-//!    non-overlapping blobs ([`chains::partition`]); a chain is one sorted
+//!    non-overlapping blobs ([`chains::partition_by`]); a chain is one sorted
 //!    stream that holds one load at a time (plus one read ahead): a blob,
 //!    or consecutive small blobs of up to 1 MiB decoded. A blob that is
 //!    unsorted inside is sorted when it is decoded. The blobs of chains
