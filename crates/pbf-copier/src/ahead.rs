@@ -271,9 +271,6 @@ struct Gate {
 struct GateState {
     /// The range's length: the most that can be allowed and taken.
     len: u64,
-    /// Where the range starts in the output, modulo [`ALIGN`]: pieces end
-    /// on the output's blocks.
-    at: u64,
     /// Bytes from the start of the range the writer may copy.
     allowed: u64,
     /// Bytes from the start of the range that the writer took as pieces.
@@ -282,13 +279,11 @@ struct GateState {
 }
 
 impl Gate {
-    /// A gate over `len` bytes, starting at `at` in the output, that
-    /// allows nothing yet.
-    fn new(len: u64, at: u64) -> Gate {
+    /// A gate over `len` bytes that allows nothing yet.
+    fn new(len: u64) -> Gate {
         Gate {
             state: Mutex::new(GateState {
                 len,
-                at: at % ALIGN,
                 ..GateState::default()
             }),
             moved: Condvar::new(),
@@ -325,18 +320,9 @@ impl Gate {
 
 impl GateState {
     /// Where the next piece ends: at most `PIECE` past what was taken and
-    /// no further than allowed, on a block of the output unless it is the
-    /// range's end. Every piece then holds whole blocks but the range's
-    /// first and last, so only those two go through the page cache and
-    /// every other byte is written directly (bench/copy-ahead.md, "Pieces
-    /// on the output's blocks"). At or before `taken` when nothing whole
-    /// is allowed yet.
+    /// no further than allowed; at `taken` when nothing more is allowed.
     fn piece_end(&self) -> u64 {
-        let end = self.allowed.min(self.len).min(self.taken + PIECE);
-        if end >= self.len {
-            return self.len;
-        }
-        ((self.at + end) / ALIGN * ALIGN).saturating_sub(self.at)
+        self.allowed.min(self.len).min(self.taken + PIECE)
     }
 }
 
@@ -584,10 +570,7 @@ impl CopyAhead {
         let at = out.position();
         // Past the page cache as the output's own appends, or not at all.
         let direct = out.is_staged();
-        if direct {
-            pbf_output::direct::reserve(&dst, at, len);
-        }
-        let gate = Arc::new(Gate::new(len, at));
+        let gate = Arc::new(Gate::new(len));
         let shared = Arc::clone(&gate);
         let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
@@ -722,7 +705,7 @@ mod tests {
         let (dir, f, src, mut out) = setup(200_000, b"H");
         let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
         // The file holds what the thread copied behind the header, which
-        // waits in the stage, and zeros in the blocks reserved for the rest.
+        // waits in the stage.
         let bytes = fs::read(&src).expect("src");
         let copied = |out: &OutputFile| {
             let now = fs::read(format!("/proc/self/fd/{}", out.file().as_raw_fd())).expect("read");
@@ -736,9 +719,8 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(copied(&out), 0, "copied before it was allowed");
         ahead.allow(51_000);
-        // 50,000 bytes allowed, copied up to the output's last block
-        // boundary within them: the header's byte and 49,151.
-        let upto = (1 + 50_000) / ALIGN * ALIGN - 1;
+        // 50,000 bytes allowed, and copied.
+        let upto = 50_000;
         let start = std::time::Instant::now();
         while copied(&out) < upto {
             assert!(
@@ -869,37 +851,5 @@ mod tests {
         assert_eq!(out.stats().copied(), len as u64);
         let want = [b"HEAD123".as_slice(), &fs::read(&src).expect("src")[100..]].concat();
         assert_eq!(committed(&dir, out), want);
-    }
-
-    #[test]
-    fn pieces_end_on_the_outputs_blocks_but_at_the_end_of_the_range() {
-        let len = 3 * PIECE + 12_345;
-        let gate = Gate::new(len, 7 * ALIGN + 92);
-        let mut taken = Vec::new();
-        for allowed in [50, ALIGN, ALIGN + 10, PIECE + 5_000, len - 1, len] {
-            gate.change(|s| s.allowed = allowed);
-            // Take what the allowance holds, without waiting for more.
-            while {
-                let s = gate.lock();
-                s.piece_end() > s.taken
-            } {
-                taken.push(gate.take_piece().expect("a piece"));
-            }
-            let s = gate.lock();
-            assert!(s.taken <= allowed && allowed - s.taken < ALIGN, "{s:?}");
-        }
-        assert_eq!(gate.take_piece(), None, "the whole range is taken");
-        let mut next = 0;
-        for &(start, n) in &taken {
-            assert_eq!(start, next, "{taken:?}");
-            assert!(n > 0 && n <= PIECE, "{taken:?}");
-            next = start + n;
-            assert!(next == len || (92 + next) % ALIGN == 0, "{taken:?}");
-        }
-        assert_eq!(next, len);
-        // Less than a block allowed past the first block boundary: nothing.
-        let gate = Gate::new(len, 92);
-        gate.change(|s| s.allowed = ALIGN - 92 - 1);
-        assert_eq!(gate.lock().piece_end(), 0);
     }
 }

@@ -15,8 +15,6 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use pbf_format::Key;
-
 /// Chains in one list, each chain's blobs in key order: a merge op of
 /// millions of small blobs has about as many chains, and a vector each
 /// would cost more than the blobs' own entries ([`crate::input::InputBlob`]).
@@ -52,18 +50,11 @@ impl Chains {
     }
 }
 
-/// Partition key ranges `[first, last]` into chains of strictly
-/// non-overlapping ranges. Chains hold indexes into `ranges`, each chain in
-/// key order; chains are ordered by their first range. At most `u32::MAX`
-/// ranges.
-pub fn partition(ranges: &[(Key, Key)]) -> Chains {
-    partition_by(ranges.len(), |i| {
-        (ranges[i].0.packed(), ranges[i].1.packed())
-    })
-}
-
-/// [`partition`] of `n` ranges of packed keys given by `range`, read once
-/// each: a merge op's ranges are taken from its plan.
+/// Partition `n` key ranges `[first, last]`, packed keys given by `range`
+/// and read once each (a merge op's are taken from its plan), into chains
+/// of strictly non-overlapping ranges. Chains hold indexes into the
+/// ranges, each chain in key order; chains are ordered by their first
+/// range. At most `u32::MAX` ranges.
 pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
     assert!(u32::try_from(n).is_ok(), "too many ranges");
     let halves = |k: u128| ((k >> 64) as u64, k as u64);
@@ -118,100 +109,16 @@ pub fn partition_by(n: usize, range: impl Fn(usize) -> (u128, u128)) -> Chains {
     Chains { blobs, starts }
 }
 
-/// A bound on the blobs of any one chain of `n` ranges of packed keys
-/// given by `range`, found without forming the chains: `Some(m)` when no
-/// chain can hold more than `m <= limit` ranges, `None` when a chain might
-/// hold more than `limit`.
-///
-/// The ranges of a chain do not overlap, so their widths (last key minus
-/// first) add up to at most the span of all the ranges: a chain of `m`
-/// ranges needs `m` widths that fit the span together, and the `m`
-/// smallest widths fit it if any `m` do. In a shuffled file of small blobs
-/// nearly every blob spans most of the keys of its kinds, and no chain
-/// holds more than a few dozen of them: a partition of half a million
-/// blobs into as many chains is then not needed to know that every chain
-/// is small. Widths are measured with the gaps between kinds (and id
-/// signs) left out, which no range of one kind covers: in packed keys
-/// they dwarf every blob's width.
-pub fn longest_bound(
-    n: usize,
-    range: impl Fn(usize) -> (u128, u128),
-    limit: usize,
-) -> Option<usize> {
-    let ranges: Vec<(u128, u128)> = (0..n).map(&range).collect();
-    let place = Places::new(&ranges);
-    let mut widths: Vec<u128> = ranges
-        .iter()
-        .map(|&(first, last)| place.place(last).saturating_sub(place.place(first)))
-        .collect();
-    let span = place.span;
-    let smallest = match widths.len() > limit {
-        true => widths.select_nth_unstable(limit).0,
-        false => widths.as_mut_slice(),
-    };
-    smallest.sort_unstable();
-    let mut sum = 0u128;
-    let fit = smallest
-        .iter()
-        .take_while(|&&w| {
-            sum = sum.saturating_add(w);
-            sum <= span
-        })
-        .count();
-    // All `limit` smallest fit: `limit + 1` widths might, so no bound.
-    (fit < limit || n <= limit).then_some(fit)
-}
-
-/// A packed key's class: its kind and the sign of its id (the bits from
-/// 96 up, see [`Key::packed`]).
-fn class(key: u128) -> usize {
-    (key >> 96) as usize & 7
-}
-
-/// Keys placed with the gaps between their classes left out: a key's
-/// place is its offset in its class's range of the keys given, after the
-/// ranges of the classes before it. Strictly increasing with the key, so
-/// ranges that do not overlap as keys do not overlap as places.
-struct Places {
-    /// Per class: the smallest key given, and the place it has.
-    starts: [(u128, u128); 8],
-    /// The place of the largest key given.
-    span: u128,
-}
-
-impl Places {
-    fn new(ranges: &[(u128, u128)]) -> Places {
-        let mut bounds = [(u128::MAX, 0u128); 8];
-        for &(first, last) in ranges {
-            for key in [first, last] {
-                let b = &mut bounds[class(key)];
-                *b = (b.0.min(key), b.1.max(key));
-            }
-        }
-        let mut starts = [(0u128, 0u128); 8];
-        let mut next = 0u128;
-        for (start, &(low, high)) in starts.iter_mut().zip(&bounds) {
-            if low <= high {
-                *start = (low, next);
-                next = next.saturating_add(high - low).saturating_add(1);
-            }
-        }
-        Places {
-            starts,
-            span: next.saturating_sub(1),
-        }
-    }
-
-    fn place(&self, key: u128) -> u128 {
-        let (low, place) = self.starts[class(key)];
-        place.saturating_add(key.saturating_sub(low))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_format::Kind;
+    use pbf_format::{Key, Kind};
+
+    fn partition(ranges: &[(Key, Key)]) -> Chains {
+        partition_by(ranges.len(), |i| {
+            (ranges[i].0.packed(), ranges[i].1.packed())
+        })
+    }
 
     fn r(a: i64, b: i64) -> (Key, Key) {
         (Key::new(Kind::Node, a, 1), Key::new(Kind::Node, b, 1))
@@ -275,71 +182,6 @@ mod tests {
         check_valid(&ranges, &chains);
         // No key lies in more than two ranges, so two chains suffice.
         assert_eq!(chains.len(), 2);
-    }
-
-    /// The longest chain of `ranges` as partitioned.
-    fn longest(ranges: &[(Key, Key)]) -> usize {
-        partition(ranges)
-            .iter()
-            .map(<[u32]>::len)
-            .max()
-            .unwrap_or(0)
-    }
-
-    fn bound(ranges: &[(Key, Key)], limit: usize) -> Option<usize> {
-        let packed = |i: usize| (ranges[i].0.packed(), ranges[i].1.packed());
-        longest_bound(ranges.len(), packed, limit)
-    }
-
-    #[test]
-    fn wide_ranges_bound_their_chains_and_a_sorted_file_does_not() {
-        // Three ranges across nearly everything, one narrow: no chain can
-        // hold more than two of them.
-        let wide = vec![r(1, 90), r(5, 100), r(2, 95), r(40, 41)];
-        assert_eq!(bound(&wide, 16), Some(2));
-        assert!(longest(&wide) <= 2);
-        // Blobs of one kind each span most of that kind's keys; the gap
-        // between the kinds does not make them narrow.
-        let mixed = vec![
-            (key((0, 1, 1)), key((0, 1000, 1))),
-            (key((0, 2, 1)), key((0, 999, 1))),
-            (key((1, 1, 1)), key((1, 1000, 1))),
-            (key((1, 3, 1)), key((1, 998, 1))),
-            (key((0, 5, 1)), key((1, 900, 1))),
-        ];
-        assert_eq!(bound(&mixed, 16), Some(2));
-        // A sorted file is one long chain.
-        let sorted: Vec<_> = (0..40).map(|i| r(10 * i, 10 * i + 9)).collect();
-        assert_eq!(bound(&sorted, 16), None);
-        assert_eq!(bound(&sorted, 100), Some(40));
-        assert_eq!(bound(&[], 16), Some(0));
-    }
-
-    /// A key of kind `k` (index), id `id` and version `v`.
-    fn key((k, id, v): (u8, i64, u32)) -> Key {
-        Key::new(Kind::from_index(k).unwrap_or(Kind::Node), id, v)
-    }
-
-    proptest::proptest! {
-        /// The bound holds: no chain is longer, whatever kinds and signs
-        /// the ranges span.
-        #[test]
-        fn no_chain_is_longer_than_the_bound(
-            ends in proptest::collection::vec(
-                ((0u8..4, -50i64..50, 0u32..3), (0u8..4, -50i64..50, 0u32..3)),
-                0..60,
-            ),
-            limit in 1usize..70,
-        ) {
-            let ranges: Vec<_> = ends
-                .iter()
-                .map(|&(a, b)| (key(a).min(key(b)), key(a).max(key(b))))
-                .collect();
-            if let Some(m) = bound(&ranges, limit) {
-                proptest::prop_assert!(longest(&ranges) <= m);
-                proptest::prop_assert!(m <= limit);
-            }
-        }
     }
 
     #[test]

@@ -6,16 +6,14 @@
 //! 1. every input frame header is read and checked against the plan
 //!    ([`SourceFiles`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
-//!    non-overlapping blobs ([`chains::partition`]); a chain is one sorted
+//!    non-overlapping blobs ([`chains::partition_by`]); a chain is one sorted
 //!    stream that holds one load at a time (plus one read ahead): a blob,
 //!    or consecutive small blobs of up to 1 MiB decoded. A blob that is
 //!    unsorted inside is sorted when it is decoded. The blobs of chains
 //!    smaller than that are gathered into batches, each decoded into one
 //!    block and sorted (see `runs.rs`), and with two batches or more,
 //!    groups of batches are merged into runs of spill packets kept in
-//!    memory (or in a spill file past half the budget). Where the plan's
-//!    keys bound every chain to a few blobs that are small together, the
-//!    chains are not formed and every blob is batched (`prepare.rs`);
+//!    memory (or in a spill file past half the budget);
 //! 3. if the runs together would hold more than the budget (what is left
 //!    of [`Options::memory`] after a 64-byte entry per input blob, less a
 //!    quarter for the batches being sorted), groups of runs that fit are
@@ -74,7 +72,6 @@ pub use progress::{Phase, Progress};
 pub use spool::Spool;
 
 use graph::Clock;
-use prepare::Partition;
 use run::Run;
 use spill::Budget;
 
@@ -161,13 +158,8 @@ pub struct MergeStats {
     /// Elements dropped by [`Options::keep`]: repeats, older versions,
     /// deleted newest versions.
     pub duplicates: u64,
-    /// Chains the inputs formed (0 when they were not formed because none
-    /// could be large: see [`MergeStats::longest_chain`]).
+    /// Chains the inputs formed.
     pub chains: u64,
-    /// When the chains were not formed: no chain could hold more than
-    /// this many blobs, and that many together are small, so every blob
-    /// was batched (0 when the chains were formed).
-    pub longest_chain: u64,
     /// Batches the blobs of small chains were gathered into, each merged
     /// as one sorted run.
     pub batches: u64,
@@ -290,7 +282,7 @@ impl Merger {
             pool: &self.pool,
             tasks: &beside,
         };
-        let (inputs, partition) =
+        let (inputs, chains) =
             prepare::read_and_partition(op, &order, &self.sources, &self.opts.progress, &helpers)?;
         let inputs = Arc::new(inputs);
         drop(order);
@@ -304,16 +296,8 @@ impl Merger {
         stats.held = (inputs.heap_size() + blobs.len() * size_of::<u32>()) as u64;
         let threads = self.pool.current_num_threads();
         let budget = Budget::new(self.opts.memory, stats.held, threads);
-        let runs = match partition {
-            Partition::Chains(chains) => {
-                stats.chains = chains.len() as u64;
-                runs::plan(&inputs, &chains, budget)
-            }
-            Partition::AllSmall(longest) => {
-                stats.longest_chain = longest as u64;
-                runs::plan_small(&inputs, budget)
-            }
-        };
+        stats.chains = chains.len() as u64;
+        let runs = runs::plan(&inputs, &chains, budget);
         stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
         let start = if budget.fits(&runs) && stats.batches < 2 {
             stats.final_memory = Run::memory_of(&runs);

@@ -59,7 +59,6 @@ pub(crate) fn write_packet(elements: &[Obj<'_>], blobs: &[u32], c: Compression) 
     let mut w = Writer {
         out: Vec::with_capacity(elements.len() * 48),
         strings: FxMap::with_capacity_and_hasher(elements.len(), Default::default()),
-        recent: Recent::new(),
         blob: 0,
         id: 0,
     };
@@ -157,51 +156,10 @@ fn on_grid((lat, lon): (i64, i64)) -> Option<(i32, i32)> {
 
 type FxMap<K> = HashMap<K, u64, FxBuild>;
 
-/// Strings of this packet by address. The objects of a packet come from
-/// decoded blocks that stay put while it is written, and a block's objects
-/// share its strings: comparing an address and a length is cheaper than
-/// hashing the bytes and comparing them (3 % fewer instructions in a merge
-/// that spills, bench/merge-perf.md). Direct-mapped: a slot holds the last
-/// string that landed in it, and a miss falls back to the map by content.
-struct Recent {
-    slots: Vec<(*const u8, usize, u64)>,
-}
-
-impl Recent {
-    /// Slots, a power of two (96 KiB).
-    const SLOTS: usize = 4096;
-
-    fn new() -> Recent {
-        Recent {
-            slots: vec![(std::ptr::null(), 0, 0); Self::SLOTS],
-        }
-    }
-
-    fn slot(s: &[u8]) -> usize {
-        let address = s.as_ptr() as usize as u64;
-        (address.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - Self::SLOTS.trailing_zeros()))
-            as usize
-    }
-
-    /// The packet's index of `s`, if `s` itself (not only equal bytes) was
-    /// written last into its slot.
-    fn get(&self, s: &[u8]) -> Option<u64> {
-        let &(address, len, index) = self.slots.get(Self::slot(s))?;
-        (address == s.as_ptr() && len == s.len()).then_some(index)
-    }
-
-    fn insert(&mut self, s: &[u8], index: u64) {
-        if let Some(slot) = self.slots.get_mut(Self::slot(s)) {
-            *slot = (s.as_ptr(), s.len(), index);
-        }
-    }
-}
-
 /// The payload being written, with the packet's strings so far.
 struct Writer<'a> {
     out: Vec<u8>,
     strings: FxMap<&'a [u8]>,
-    recent: Recent,
     blob: u32,
     id: i64,
 }
@@ -292,18 +250,10 @@ impl<'a> Writer<'a> {
     }
 
     fn string(&mut self, s: &'a [u8]) {
-        if let Some(i) = self.recent.get(s) {
-            put(&mut self.out, i + 1);
-            return;
-        }
         let next = self.strings.len() as u64;
         match self.strings.entry(s) {
-            Entry::Occupied(i) => {
-                self.recent.insert(s, *i.get());
-                put(&mut self.out, i.get() + 1);
-            }
+            Entry::Occupied(i) => put(&mut self.out, i.get() + 1),
             Entry::Vacant(v) => {
-                self.recent.insert(s, next);
                 v.insert(next);
                 put(&mut self.out, 0);
                 put(&mut self.out, s.len() as u64);
@@ -641,8 +591,7 @@ mod tests {
         }
     }
 
-    /// A string reached again at the same address, or with the same bytes
-    /// elsewhere, is written once and referenced after that.
+    /// A string reached again is written once and referenced after that.
     #[test]
     fn each_string_is_written_once_per_packet() {
         let columns = Columns::from_elements(&sample());
@@ -654,16 +603,6 @@ mod tests {
                 .filter(|w| *w == word.as_bytes());
             assert_eq!(found.count(), 1, "{word}");
         }
-        let mut recent = Recent::new();
-        let (a, b) = (b"same".to_vec(), b"same".to_vec());
-        recent.insert(&a, 7);
-        assert_eq!(recent.get(&a), Some(7));
-        assert_eq!(
-            recent.get(&b),
-            None,
-            "equal bytes elsewhere are not the same string"
-        );
-        assert_eq!(recent.get(&a[..3]), None, "a prefix is not the same string");
     }
 
     /// Whole seconds and grid positions take the fixed widths; others

@@ -46,13 +46,6 @@ pub(crate) fn plan(inputs: &Arc<Inputs>, chains: &Chains, budget: Budget) -> Vec
     runs
 }
 
-/// The runs of an op whose chains would all be small (not formed): its
-/// blobs in batches, as [`plan`] would batch them.
-pub(crate) fn plan_small(inputs: &Arc<Inputs>, budget: Budget) -> Vec<Run> {
-    let all: Vec<u32> = (0..inputs.blobs.len() as u32).collect();
-    batches(inputs, &all, budget)
-}
-
 /// Batches of the blobs `small` (in file order).
 fn batches(inputs: &Arc<Inputs>, small: &[u32], budget: Budget) -> Vec<Run> {
     let estimate = |i: u32| inputs.blobs[i as usize].estimate();

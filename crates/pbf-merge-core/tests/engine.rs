@@ -373,13 +373,12 @@ fn many_wide_blobs() -> Vec<Blob> {
 }
 
 #[test]
-fn an_op_of_many_wide_blobs_is_batched_without_forming_chains() {
+fn an_op_of_many_wide_blobs_is_batched() {
     let dir = tempdir();
     let blobs = many_wide_blobs();
     let (src, op) = written_op(dir.path(), 0, &blobs);
     let (got, s, _) = merge_alone(&src, &op, 1 << 30, Keep::All);
-    assert_eq!(s.chains, 0, "{s:?}");
-    assert!(s.longest_chain > 0 && s.longest_chain < 100, "{s:?}");
+    assert!(s.chains > 1 && s.batches > 0, "{s:?}");
     let want = brute_force(all_in_input_order(&[&blobs]), Keep::All);
     assert_eq!(got, want);
 }
@@ -388,7 +387,7 @@ fn an_op_of_many_wide_blobs_is_batched_without_forming_chains() {
 fn an_op_of_many_ordered_blobs_forms_its_chains() {
     let dir = tempdir();
     // Tiny blobs of two sorted files that fit between each other's: the
-    // keys bound no chain, and the blobs form one long chain.
+    // blobs form one long chain.
     let blobs: Vec<Blob> = (0..5000i64)
         .map(|b| {
             let base = (b % 2500) * 10 + (b / 2500) * 5;
@@ -397,7 +396,7 @@ fn an_op_of_many_ordered_blobs_forms_its_chains() {
         .collect();
     let (src, op) = written_op(dir.path(), 0, &blobs);
     let (got, s, _) = merge_alone(&src, &op, 1 << 30, Keep::All);
-    assert_eq!((s.chains, s.longest_chain), (1, 0), "{s:?}");
+    assert_eq!(s.chains, 1, "{s:?}");
     let want = brute_force(all_in_input_order(&[&blobs]), Keep::All);
     assert_eq!(got, want);
 }

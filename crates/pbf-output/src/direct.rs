@@ -70,25 +70,6 @@ impl Direct {
     }
 }
 
-/// Allocate the blocks of `at..at + len` of `file` ahead of direct writes
-/// into them, and extend the file over the range (`fallocate`, mode 0).
-/// ext4 serialises a direct write that extends the file or allocates
-/// blocks (the inode lock held exclusively, other writers spinning on it);
-/// a write into blocks already allocated within the file's size takes the
-/// lock shared, so several writers proceed at once
-/// (bench/copy-ahead.md, "Pieces on the output's blocks"). The range reads
-/// as zeros until written; the commit cuts whatever was not written off
-/// the end. A hint: where it fails (no `fallocate` on the filesystem, no
-/// room) nothing changed that matters, and the writes meet the cause and
-/// report it.
-pub fn reserve(file: &File, at: u64, len: u64) {
-    let (Ok(at), Ok(len)) = (i64::try_from(at), i64::try_from(len)) else {
-        return;
-    };
-    // SAFETY: the descriptor stays open for the call, which reads no memory.
-    let _ = unsafe { nix::libc::fallocate(file.as_raw_fd(), 0, at, len) };
-}
-
 /// A zeroed buffer of a fixed length whose first byte is aligned to
 /// [`ALIGN`] in memory.
 #[derive(Debug)]

@@ -329,10 +329,6 @@ struct Totals {
     merges: u64,
     stats: MergeStats,
     max_chains: u64,
-    /// Ops whose chains were not formed, and the longest chain any of
-    /// them could have held.
-    unformed: u64,
-    max_longest: u64,
     max_batches: u64,
     max_levels: u64,
     /// Bytes of the merge ops' input frames, read and decoded.
@@ -359,10 +355,6 @@ impl Totals {
         t.padding += s.padding;
         t.final_memory = t.final_memory.max(s.final_memory);
         self.max_chains = self.max_chains.max(s.chains);
-        if s.longest_chain > 0 {
-            self.unformed += 1;
-            self.max_longest = self.max_longest.max(s.longest_chain);
-        }
         self.max_batches = self.max_batches.max(s.batches);
         self.max_levels = self.max_levels.max(s.spill_levels);
     }
@@ -435,16 +427,8 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         );
     }
     let s = &t.stats;
-    let unformed = match t.unformed {
-        0 => String::new(),
-        n => format!(
-            " (not formed in {}: no chain could hold more than {} blobs)",
-            plural(n, "op"),
-            t.max_longest
-        ),
-    };
     format!(
-        "{} of {}: {} elements in, {} out, {} duplicates dropped; at most {}{}, {} of small \
+        "{} of {}: {} elements in, {} out, {} duplicates dropped; at most {}, {} of small \
          blobs sorted into {} in memory ({} bytes) and {} ({}, {} bytes spilled); {}, {} bytes \
          (and {} of alignment padding) in {} ({:.3} s); available parallelism {:.1} ({:.3} s of task CPU time over a \
          critical path of {:.3} s); {}",
@@ -454,7 +438,6 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
         s.elements_out,
         s.duplicates,
         plural(t.max_chains, "chain"),
-        unformed,
         plural(t.max_batches, "batch"),
         plural(s.kept_runs, "run"),
         s.kept_bytes,

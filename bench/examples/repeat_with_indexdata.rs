@@ -3,7 +3,7 @@
 //! indexdata (from a key scan of the blob), so `pbf-index` needs no blob
 //! bodies. Ids repeat across copies: the file is for timing reads, not sorting.
 //!
-//! Usage: cargo run --release -p pbf-format --example repeat_with_indexdata -- IN OUT COPIES
+//! Usage: cargo run --release -p pbf-bench-gen --example repeat_with_indexdata -- IN OUT COPIES
 
 use std::io::{BufWriter, Write};
 use std::path::Path;

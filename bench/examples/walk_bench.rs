@@ -1,7 +1,7 @@
 //! Time one header walk of a file, by `pread` or io_uring, for tuning the
 //! walk (queue depth, region size) on a cold or warm cache.
 //!
-//! Usage: cargo run --release -p pbf-format --example walk_bench -- FILE pread|uring [DEPTH [REGION_BYTES]]
+//! Usage: cargo run --release -p pbf-bench-gen --example walk_bench -- FILE pread|uring [DEPTH [REGION_BYTES]]
 
 use std::path::Path;
 use std::time::Instant;
