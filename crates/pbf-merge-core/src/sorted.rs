@@ -11,8 +11,6 @@
 
 use std::sync::Arc;
 
-#[cfg(test)]
-use pbf_format::block::Element;
 use pbf_format::block::{Columns, Obj, Shape};
 use pbf_format::prefetch::prefetch;
 
@@ -75,7 +73,7 @@ pub(crate) struct Item<'b>(pub &'b Arc<Columns>, pub u32);
 impl Item<'_> {
     /// The element, as an owned copy.
     #[cfg(test)]
-    pub fn into_element(self) -> Element {
+    pub fn into_element(self) -> pbf_format::block::Element {
         self.0.get(self.1 as usize).to_element()
     }
 }
@@ -151,7 +149,10 @@ impl Block {
 
     /// A block of owned elements (by way of a spill packet), for tests.
     #[cfg(test)]
-    pub fn new(elements: Vec<Element>, blobs: impl Iterator<Item = u32>) -> Block {
+    pub fn new(
+        elements: Vec<pbf_format::block::Element>,
+        blobs: impl Iterator<Item = u32>,
+    ) -> Block {
         let blobs: Vec<u32> = blobs.take(elements.len()).collect();
         let columns = Columns::from_elements(&elements);
         let views: Vec<Obj<'_>> = columns.views().collect();
@@ -235,7 +236,7 @@ fn sorted_indexes(order: Vec<Order>) -> (Vec<Order>, Vec<u32>) {
 pub(crate) mod tests {
     use super::*;
     use pbf_format::Kind;
-    use pbf_format::block::{Changeset, Node};
+    use pbf_format::block::{Changeset, Element, Node};
 
     /// A bare node: all the engine's unit tests need is an id.
     pub(crate) fn node(id: i64) -> Element {
