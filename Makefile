@@ -38,9 +38,9 @@ SHELLCHECK_FILES := pbf-sort .ci/run .ci/deps .ci/nix-trixie .ci/nix-fresh \
 shellcheck:
 	shellcheck -x $(SHELLCHECK_FILES)
 
-# Regenerate the tools' man pages and every shell completion (completions/,
-# from the tools' and the driver's clap definitions in crates/pbf-man) after
-# changing a flag or a template (`cargo test` fails on drift).
+# Regenerate the man pages of the tools and the driver and every shell
+# completion (from their clap definitions and templates in crates/pbf-man)
+# after changing a flag or a template (`cargo test` fails on drift).
 man:
 	$(CARGO) run -q -p pbf-man -- man/ --completions completions/
 

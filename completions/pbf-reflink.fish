@@ -9,7 +9,7 @@ complete -c pbf-reflink -l add-indexdata -d 'Give every data frame a new BlobHea
 complete -c pbf-reflink -l keep-spools -d 'Keep the plan\'s spool files (written by pbf-merge); by default they are removed once read: after the output is committed, or on an error or signal'
 complete -c pbf-reflink -l remove-spools -d 'Remove the spool files once read (the default; undoes an earlier --keep-spools)'
 complete -c pbf-reflink -l no-space-check -d 'Write even when OUT\'s filesystem reports too little free space for what the plan copies as it is (its copy_bytes, see pbf-stream(5)), for a filesystem that reports free space wrongly; the run then fails with ENOSPC if it really runs out, leaving nothing behind'
-complete -c pbf-reflink -s v -l verbose -d 'Print a summary on stderr: bytes cloned, bytes copied, padding added, time, and the time spent parsing the plan'
+complete -c pbf-reflink -s v -l verbose -d 'Print the output, the bytes written and cloned, the ops and the time on stderr; given twice (-vv), a summary instead: bytes cloned, bytes copied, padding added, time, and the time spent parsing the plan'
 complete -c pbf-reflink -s q -l quiet -d 'No progress bar, no notices and no warnings'
 complete -c pbf-reflink -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'
 complete -c pbf-reflink -l no-progress -d 'Draw no progress bar, even on a terminal'

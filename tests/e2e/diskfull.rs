@@ -47,6 +47,10 @@ fn disk_full_mid_run_leaves_nothing() {
             root.contains("No space left") || root.contains("disk full"),
             "{what}: {root}"
         );
+        assert!(
+            !root.contains("cannot write spool") || root.contains("--tmpdir"),
+            "{what}: a full spool names no way out: {root}"
+        );
         assert!(!out.exists(), "{what}: an output appeared");
         assert!(
             entries(fs.path()).is_empty(),
@@ -60,6 +64,37 @@ fn disk_full_mid_run_leaves_nothing() {
         );
         eprintln!("{what}: {root}");
     }
+}
+
+/// A spool that fills its `--tmpdir` fails the run the same way, and its
+/// line names the way out: a `--tmpdir` with room.
+#[test]
+fn full_tmpdir_names_the_option_that_moves_the_spool() {
+    let dir = tempfile::tempdir().expect("dir");
+    let input = dir.path().join("overlapping.osm.pbf");
+    overlapping_copies("sorted-kualalumpur.osm.pbf", 3, &input);
+    let Some(fs) = Mount::tmpfs_or_skip("128k", "full --tmpdir") else {
+        return;
+    };
+    let out = dir.path().join("sorted.osm.pbf");
+    let mut c = pbf_sort();
+    c.args(["-q", "--no-space-check", "--tmpdir"])
+        .arg(fs.path())
+        .arg(&input)
+        .arg("-o")
+        .arg(&out);
+    let o = run_bounded(&c, Duration::from_secs(300), dir.path());
+    let root = check_clean_failure("full --tmpdir", &o, "", false);
+    assert!(
+        root.contains("cannot write spool") && root.contains("give --tmpdir DIR"),
+        "{root}"
+    );
+    assert!(!out.exists(), "an output appeared");
+    assert!(
+        entries(fs.path()).is_empty(),
+        "left {:?}",
+        entries(fs.path())
+    );
 }
 
 #[test]

@@ -224,3 +224,36 @@ fn a_merge_that_keeps_an_object_twice_says_how_many_and_what_fixes_it() {
     assert_eq!(run_with(&["-O", "-q"]), "", "-q");
     assert_eq!(run_with(&["-O", "--latest"]), "", "--latest");
 }
+
+/// A history file sorted under a current-state name (`.osm.pbf`) is still
+/// a history file, which importers misread: the run says so once and names
+/// `--latest`; under an `.osh.pbf` name, with `--latest` or `-q` it says
+/// nothing.
+#[test]
+fn history_sorted_to_an_osm_pbf_name_points_to_latest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = data("history-niue.osh.pbf");
+    let said = |name: &str, extra: &[&str]| {
+        let mut c = pbf_sort();
+        c.args(extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(dir.path().join(name));
+        let o = run(c);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let notice = said("sorted.osm.pbf", &[]);
+    assert_eq!(notice.lines().count(), 1, "one line: {notice}");
+    assert!(
+        notice.contains("sorted.osm.pbf") && notice.contains("history"),
+        "{notice}"
+    );
+    assert!(
+        notice.contains("--latest") && !notice.contains("error"),
+        "{notice}"
+    );
+    assert_eq!(said("sorted.osh.pbf", &[]), "", "an .osh.pbf name");
+    assert_eq!(said("latest.osm.pbf", &["--latest"]), "", "--latest");
+    assert_eq!(said("quiet.osm.pbf", &["-q"]), "", "-q");
+}

@@ -173,7 +173,7 @@ fn clone_sorted(mount: &LoopMount, what: &str) -> (PathBuf, PathBuf, u64) {
     let r = reflink(
         &plan(&[&sorted], &mount.path().join("s0"), false),
         &out,
-        &["-v"],
+        &["-vv"],
     );
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(
@@ -212,7 +212,7 @@ fn clones_on_xfs() {
     // behind the new (longer) header and still clone.
     let headed = with_header_record(&plan(&[&sorted], &mnt.join("s1"), false));
     let out = mnt.join("header.out.pbf");
-    let r = reflink(&headed, &out, &["-v"]);
+    let r = reflink(&headed, &out, &["-vv"]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(
         cloned_percent(&r.stderr) >= 99.0,
@@ -239,7 +239,7 @@ fn clones_on_xfs() {
     permute(&sorted, &permuted, 7);
     let out = mnt.join("permuted.out.pbf");
     let mut c = pbf_sort();
-    c.arg("-v").arg(&permuted).arg("-o").arg(&out);
+    c.arg("-vv").arg(&permuted).arg("-o").arg(&out);
     let r = run(c);
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{err}");
@@ -261,7 +261,7 @@ fn clones_on_xfs() {
     let r = reflink(
         &plan(&[&a, &b], &spool, true),
         &out,
-        &["-v", "--keep-spools"],
+        &["-vv", "--keep-spools"],
     );
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert!(
@@ -285,7 +285,7 @@ fn clones_on_xfs() {
     assert!(!spool.exists(), "the aligned spool is removed");
     let out = mnt.join("overlap-driver.out.pbf");
     let mut c = pbf_sort();
-    c.args(["-v", "--add-indexdata"])
+    c.args(["-vv", "--add-indexdata"])
         .arg(&a)
         .arg(&b)
         .arg("-o")
@@ -370,7 +370,7 @@ fn falls_back_where_clones_are_impossible() {
     assert!(run_with_input(c, &p).status.success());
 
     let out = dir.path().join("out.pbf");
-    let r = reflink(&p, &out, &["-v"]);
+    let r = reflink(&p, &out, &["-vv"]);
     let err = String::from_utf8_lossy(&r.stderr);
     assert!(r.status.success(), "{err}");
     assert_eq!(
@@ -492,7 +492,7 @@ fn clones_on_btrfs() {
     );
     let out = mnt.join("merged.out.pbf");
     let mut c = pbf_sort();
-    c.args(["-v", "--copier", "reflink"])
+    c.args(["-vv", "--copier", "reflink"])
         .arg(&a)
         .arg(&b)
         .arg("-o")

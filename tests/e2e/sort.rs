@@ -310,6 +310,8 @@ fn one_verbose_speaks_of_the_files_and_two_of_the_internals() {
         "chains",
         "stages ended at",
         "EOPNOTSUPP",
+        "streams:",
+        "padding",
     ] {
         assert!(!err.contains(internal), "{internal:?} under one -v: {err}");
     }

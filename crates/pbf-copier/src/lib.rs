@@ -295,11 +295,27 @@ pub struct Copied {
 }
 
 impl Copied {
-    /// Say once, unless `quiet`, that the output `out` of header `head`
-    /// holds objects more than once, when it is no history file: most
-    /// importers refuse such a file (osm2pgsql: "appears more than once").
-    pub fn warn_duplicates(&self, name: &str, out: &str, head: &OutputHead, quiet: bool) {
-        if quiet || self.duplicate_ids == 0 || head.header.has_history() {
+    /// Say once, unless `quiet`, what an importer trips on in the output
+    /// `out` of header `head`: a history file under a current-state name
+    /// (`.osm.pbf`), or objects more than once in a file that is no history
+    /// file (osm2pgsql: "appears more than once").
+    pub fn warn_for_importers(&self, name: &str, out: &str, head: &OutputHead, quiet: bool) {
+        if quiet {
+            return;
+        }
+        if head.header.has_history() {
+            if out.ends_with(".osm.pbf") {
+                pbf_cli::warn(
+                    name,
+                    format!(
+                        "notice: {out}: the inputs hold history, so it does (every version \
+                         of each object); --latest writes their current state"
+                    ),
+                );
+            }
+            return;
+        }
+        if self.duplicate_ids == 0 {
             return;
         }
         let n = self.duplicate_ids;

@@ -1,18 +1,20 @@
-//! The man pages of the tool binaries, generated so the OPTIONS and SYNOPSIS
-//! sections can never drift from the flags a tool really accepts (uutils'
-//! `uudoc`, ripgrep's man template). Each page is a hand-written roff template
-//! in `templates/` whose marker lines are replaced by sections that
-//! `clap_mangen` renders from the tool's `command()`:
+//! The man pages of the tools and of the `pbf-sort` driver, generated so the
+//! OPTIONS and SYNOPSIS sections can never drift from the flags a program
+//! really accepts (uutils' `uudoc`, ripgrep's man template). Each page is a
+//! hand-written roff template in `templates/` whose marker lines are replaced
+//! by sections that `clap_mangen` renders from the program's `Command`:
 //!
 //! - `.\" @DESCRIPTION@`: `.SH DESCRIPTION` and the command's long help;
-//! - `.\" @OPTIONS@`: `.SH OPTIONS` with every argument and flag.
+//! - `.\" @OPTIONS@`: `.SH OPTIONS` with every argument and flag, then a
+//!   section for each help heading.
 //!
-//! The title, NAME and SYNOPSIS always open the page. `pbf-sort.1` (a bash
-//! script) and `pbf-stream.5` (a file format) have no clap definition and are
-//! written by hand in `man/`; [`HAND_WRITTEN`] names them for the lint test.
+//! The title, NAME and SYNOPSIS always open the page. The driver is a bash
+//! script; its `Command` is `pbf_cli::driver::command`, which also gives its
+//! help. `pbf-stream.5` (a file format) has no clap definition and is written
+//! by hand in `man/`; [`HAND_WRITTEN`] names it for the lint test.
 //!
-//! The same definitions, with the driver's (`pbf_cli::driver::command`), give the
-//! shell completions in `completions/` ([`completions`]).
+//! The same definitions give the shell completions in `completions/`
+//! ([`completions`]).
 //!
 //! To add a tool: add its crate to this crate's `Cargo.toml`, write
 //! `templates/<tool>.1`, and add one line to [`TOOLS`].
@@ -24,37 +26,49 @@ use std::fmt;
 
 use clap::Command;
 
-/// Every tool with a generated page: name, its clap definition, and its template.
+/// Every program with a generated page and completions: name, its clap
+/// definition, where that lives, and its template.
 pub const TOOLS: &[Tool] = &[
     Tool {
         name: "pbf-index",
         command: pbf_index::command,
+        source: "tools/pbf-index/src/lib.rs",
         template: include_str!("../templates/pbf-index.1"),
     },
     Tool {
         name: "pbf-overlap",
         command: pbf_overlap::command,
+        source: "tools/pbf-overlap/src/lib.rs",
         template: include_str!("../templates/pbf-overlap.1"),
     },
     Tool {
         name: "pbf-merge",
         command: pbf_merge::command,
+        source: "tools/pbf-merge/src/lib.rs",
         template: include_str!("../templates/pbf-merge.1"),
     },
     Tool {
         name: "pbf-copy",
         command: pbf_copy::command,
+        source: "tools/pbf-copy/src/lib.rs",
         template: include_str!("../templates/pbf-copy.1"),
     },
     Tool {
         name: "pbf-reflink",
         command: pbf_reflink::command,
+        source: "tools/pbf-reflink/src/lib.rs",
         template: include_str!("../templates/pbf-reflink.1"),
+    },
+    Tool {
+        name: "pbf-sort",
+        command: pbf_cli::driver::command,
+        source: "crates/pbf-cli/src/driver/mod.rs",
+        template: include_str!("../templates/pbf-sort.1"),
     },
 ];
 
 /// Pages in `man/` that are written by hand, not generated.
-pub const HAND_WRITTEN: &[&str] = &["pbf-sort.1", "pbf-stream.5"];
+pub const HAND_WRITTEN: &[&str] = &["pbf-stream.5"];
 
 /// The date in every generated page's title line. Bump it with the version
 /// when a page changes in substance.
@@ -76,6 +90,8 @@ pub struct Tool {
     pub name: &'static str,
     /// The tool's `command()`.
     pub command: fn() -> Command,
+    /// The file holding that definition (named in each completion's header).
+    pub source: &'static str,
     /// The hand-written part of the page, with marker lines.
     pub template: &'static str,
 }
@@ -178,8 +194,8 @@ fn replace_marker(
 
 /// The SYNOPSIS section. `clap_mangen`'s own omits option values (`-j`
 /// instead of `-j N`) and repetition (`FILE` instead of `FILE ...`), so it is
-/// rendered here: short form when there is one, help and version left to
-/// OPTIONS, options under a heading of their own (a program's plumbing) to
+/// rendered here: short form when there is one, brackets unless required,
+/// help and version left to OPTIONS, options under a heading of their own to
 /// their section.
 fn synopsis(cmd: &Command) -> String {
     let mut out = format!(".SH SYNOPSIS\n.B {}\n", escape(cmd.get_name()));
@@ -197,7 +213,8 @@ fn synopsis(cmd: &Command) -> String {
         let value = value_names(arg)
             .map(|v| format!(" \\fI{v}\\fR"))
             .unwrap_or_default();
-        out.push_str(&format!("[\\fB{flag}\\fR{value}]\n"));
+        let text = format!("\\fB{flag}\\fR{value}");
+        out.push_str(&bracketed(arg, text));
     }
     for arg in cmd.get_positionals().filter(|a| !a.is_hide_set()) {
         let name = value_names(arg).unwrap_or_else(|| escape(arg.get_id().as_str()));
@@ -206,14 +223,18 @@ fn synopsis(cmd: &Command) -> String {
         } else {
             ""
         };
-        let text = format!("\\fI{name}\\fR{many}");
-        if arg.is_required_set() {
-            out.push_str(&format!("{text}\n"));
-        } else {
-            out.push_str(&format!("[{text}]\n"));
-        }
+        out.push_str(&bracketed(arg, format!("\\fI{name}\\fR{many}")));
     }
     out
+}
+
+/// One SYNOPSIS line: `text`, in brackets unless `arg` is required.
+fn bracketed(arg: &clap::Arg, text: String) -> String {
+    if arg.is_required_set() {
+        format!("{text}\n")
+    } else {
+        format!("[{text}]\n")
+    }
 }
 
 /// An argument's value names, escaped and joined, when it takes a value.

@@ -1,5 +1,5 @@
 //! `cargo run -p pbf-man -- man/ --completions completions/` (`make man`)
-//! regenerates the tools' man pages in `man/` and every shell completion in
+//! regenerates the generated man pages in `man/` and every shell completion in
 //! `completions/`; with `--check` it writes nothing and fails when a
 //! committed file differs from what the code would generate (the drift tests
 //! do the same).

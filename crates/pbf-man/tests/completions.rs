@@ -46,12 +46,12 @@ fn every_program_has_a_completion_per_shell_and_nothing_else_is_there() {
         present, generated,
         "completions/ holds exactly the generated files"
     );
-    let programs: Vec<&str> = pbf_man::completions::programs()
-        .iter()
-        .map(|p| p.name)
-        .collect();
-    for name in pbf_man::TOOLS.iter().map(|t| t.name).chain(["pbf-sort"]) {
-        assert!(programs.contains(&name), "{name} has no completions");
+    let programs: Vec<&str> = pbf_man::TOOLS.iter().map(|p| p.name).collect();
+    assert!(
+        programs.contains(&"pbf-sort"),
+        "the driver has no completions"
+    );
+    for name in programs {
         for file in [
             format!("{name}.bash"),
             format!("_{name}"),
@@ -109,8 +109,8 @@ printf '%s\n' "${COMPREPLY[@]}"
 
 /// The `-x` and `--long` forms of every option of a program's `Command`.
 fn option_words(program: &str) -> BTreeSet<String> {
-    let p = pbf_man::completions::programs()
-        .into_iter()
+    let p = pbf_man::TOOLS
+        .iter()
         .find(|p| p.name == program)
         .expect("program");
     let mut cmd = (p.command)();
@@ -140,7 +140,7 @@ fn files() -> tempfile::TempDir {
 #[test]
 fn bash_offers_every_option_of_each_program() {
     let cwd = files();
-    for p in pbf_man::completions::programs() {
+    for p in pbf_man::TOOLS {
         let offered: BTreeSet<String> = bash_complete(p.name, &[p.name, "-"], cwd.path())
             .into_iter()
             .collect();
@@ -233,7 +233,7 @@ fn zsh_completions_parse() {
     if !installed("zsh") {
         return;
     }
-    for p in pbf_man::completions::programs() {
+    for p in pbf_man::TOOLS {
         let file = dir().join(format!("_{}", p.name));
         let out = Command::new("zsh")
             .arg("-n")
@@ -290,7 +290,7 @@ fn fish_completes_the_drivers_values() {
     assert_eq!(complete("pbf-copy --recompress l"), ["lz4"]);
     assert_eq!(complete("pbf-sort --copier "), ["auto", "copy", "reflink"]);
     assert_eq!(complete("pbf-sort --keep-plan "), ["index-dir/"]);
-    for p in pbf_man::completions::programs() {
+    for p in pbf_man::TOOLS {
         let file = dir().join(format!("{}.fish", p.name));
         let out = Command::new("fish")
             .args(["--no-config", "-n"])

@@ -135,11 +135,17 @@ impl fmt::Display for Error {
                 path,
                 offset,
                 error,
-            } => write!(
-                f,
-                "{}: cannot write spool at offset {offset}: {error}",
-                path.display()
-            ),
+            } => {
+                write!(
+                    f,
+                    "{}: cannot write spool at offset {offset}: {error}",
+                    path.display()
+                )?;
+                if error.kind() == io::ErrorKind::StorageFull {
+                    write!(f, "; give --tmpdir DIR on a filesystem with room for it")?;
+                }
+                Ok(())
+            }
             ErrorKind::Spill { dir, error } => {
                 write!(f, "spill file in {}: {error}", dir.display())
             }

@@ -212,7 +212,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let parsing = job.plan.parse_time();
     let out_name = job.out.name().to_owned();
     let finished = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
-    copied.warn_duplicates(NAME, &out_name, &head, opts.quiet);
+    copied.warn_for_importers(NAME, &out_name, &head, opts.quiet);
     let ops = copied.ops;
     let (stats, written) = (finished.stats, finished.written);
     copying += landed.map_or(Duration::ZERO, |l| l.copying) + finished.committing;

@@ -59,7 +59,7 @@ const DEFAULT_IO: Io = Io::Uring;
 pub fn command() -> Command {
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print a summary per file on stderr (blobs from indexdata or decoded, objects, \
-                  time, and the time spent serialising the index stream)",
+                  time); given twice (-vv), also the time spent serialising the index stream",
         quiet: "No progress bar and no warnings on stderr",
     };
     let cmd = Command::new("pbf-index")
@@ -226,7 +226,7 @@ struct Options {
     /// `--trust-indexdata pbfhogg`.
     trust_pbfhogg: bool,
     quiet: bool,
-    verbose: bool,
+    verbose: u8,
     bars: pbf_cli::Bars,
     io: Io,
 }
@@ -240,7 +240,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         decode: m.get_flag("decode"),
         trust_pbfhogg: m.get_one::<String>("trust-indexdata").is_some(),
         quiet: m.get_flag("quiet"),
-        verbose: pbf_cli::verbosity(m) > 0,
+        verbose: pbf_cli::verbosity(m),
         bars: pbf_cli::Bars::from_matches(m),
         io,
     };
@@ -269,7 +269,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     // Serialising is timed for -v only: a clock read per record adds up.
-    let mut out = Writer::new(pbf_cli::stdout()).timed(opts.verbose);
+    let mut out = Writer::new(pbf_cli::stdout()).timed(opts.verbose > 1);
     let mut counters = Counters::default();
     for path in files {
         let file = (path.as_path(), name(path));
@@ -475,11 +475,11 @@ fn index_file<W: Write + Send>(
     warn_skipped_blobs(shown, &tally.end, opts.quiet);
     let end = tally.end.clone();
     out.write(&IndexRecord::End(end))?;
-    if opts.verbose {
-        let streams = StreamTime {
+    if opts.verbose > 0 {
+        let streams = (opts.verbose > 1).then(|| StreamTime {
             parsing: Duration::ZERO,
             writing: out.serialise_time() - serialised,
-        };
+        });
         print_summary(shown, &tally, sampled, started.elapsed(), streams);
     }
     Ok(tally)
@@ -560,13 +560,14 @@ fn print_summary(
     tally: &Tally,
     samples: usize,
     elapsed: Duration,
-    streams: StreamTime,
+    streams: Option<StreamTime>,
 ) {
     let end = &tally.end;
+    let streams = streams.map(|s| format!("; {s}")).unwrap_or_default();
     pbf_cli::warn(
         "pbf-index",
         format!(
-            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3} s; {streams}",
+            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3} s{streams}",
             path.display(),
             pbf_cli::plural(end.blobs, "blob"),
             tally.from_indexdata,

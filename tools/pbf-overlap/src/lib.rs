@@ -171,10 +171,10 @@ pub fn command() -> Command {
         ;
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print one summary line on standard error: blobs passed through in copy ops and \
-                  their bytes, blobs and elements to merge in merge ops, time, and the time \
-                  spent parsing the index streams and serialising the plan (with --check: \
-                  that the input holds the objects of --objects-of, when it does; given twice, \
-                  -vv, also the blobs checked, time and parsing time)",
+                  their bytes, blobs and elements to merge in merge ops, and time; given twice \
+                  (-vv), also the time spent parsing the index streams and serialising the plan \
+                  (with --check: that the input holds the objects of --objects-of, when it \
+                  does; -vv also the blobs checked, time and parsing time)",
         quiet: "No warning that inputs hold negative ids; with --check, do not explain why the \
                 input is not in order",
     };
@@ -243,11 +243,15 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         merge_elements: tally.merge_elements,
     });
     if pbf_cli::verbosity(m) > 0 {
-        let streams = StreamTime {
-            parsing: input.parsing,
-            writing,
-        };
-        pbf_cli::warn(NAME, summary(&input, &tally, streams));
+        let mut line = summary(&input, &tally);
+        if pbf_cli::verbosity(m) > 1 {
+            let streams = StreamTime {
+                parsing: input.parsing,
+                writing,
+            };
+            line += &format!("; {streams}");
+        }
+        pbf_cli::warn(NAME, line);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -478,10 +482,9 @@ struct CheckCounters {
 }
 
 /// The `-v` line of a plan; the time includes waiting for the index streams.
-fn summary(input: &Input, tally: &Tally, streams: StreamTime) -> String {
+fn summary(input: &Input, tally: &Tally) -> String {
     format!(
-        "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3} s; \
-         {streams}",
+        "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3} s",
         pbf_cli::plural(input.blob_records, "blob"),
         tally.copy_blobs,
         pbf_cli::plural(tally.copy_ops, "copy op"),

@@ -93,8 +93,9 @@ const HELP: Help = Help {
                     Blob (not the frame) is then aligned and cloned on its own. osmium, Osmosis \
                     and pyosmium read such files; osmconvert 0.9 (osmctools) does not (it reads \
                     only BlobHeaders of 11 to 17 bytes)",
-    verbose: "Print a summary on stderr: bytes cloned, bytes copied, padding added, time, and \
-              the time spent parsing the plan",
+    verbose: "Print the output, the bytes written and cloned, the ops and the time on stderr; \
+              given twice (-vv), a summary instead: bytes cloned, bytes copied, padding added, \
+              time, and the time spent parsing the plan",
     quiet: "No progress bar, no notices and no warnings",
 };
 
@@ -205,10 +206,20 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
         copier::finish(NAME, out, &mut sources, check.as_deref())?;
-    copied.warn_duplicates(NAME, &out_name, &head, opts.common.quiet);
+    copied.warn_for_importers(NAME, &out_name, &head, opts.common.quiet);
     let ops = copied.ops;
     pbf_cli::report::counters(&Counters::of(copied, written, stats, clone_stats));
-    if opts.common.verbose > 0 {
+    if opts.common.verbose == 1 {
+        let secs = started.elapsed().as_secs_f64();
+        let cloned = clone_stats.map_or(0, |c| c.cloned);
+        pbf_cli::warn(
+            NAME,
+            format!(
+                "{out_name}: {written} bytes written in {}, {cloned} of them cloned, {secs:.3} s",
+                pbf_cli::plural(ops, "copy op")
+            ),
+        );
+    } else if opts.common.verbose > 1 {
         report(
             ops,
             written,

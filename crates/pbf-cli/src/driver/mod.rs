@@ -28,20 +28,22 @@ pub mod summary;
 use clap::builder::PossibleValue;
 use clap::{Arg, ArgAction, Command, ValueHint};
 
-const ABOUT: &str = "Sort OpenStreetMap PBF files into one output in Sort.Type_then_ID order \
-    (osmium's). Sorted and blob-permuted input is copied without decoding; only blobs whose key \
-    ranges overlap are decoded and merged. An INPUT of '-' (once) reads standard input; it and \
-    pipes are saved to a file beside OUTPUT first.\n\
-    The pipeline: pbf-index INPUT... | pbf-overlap | pbf-merge | pbf-copy -o OUTPUT";
+const ABOUT: &str = "Sort OpenStreetMap PBF files into Sort.Type_then_ID order";
 
-const AFTER: &str = "Options are parsed by getopt(1): -Oqo OUT, -oOUT, abbreviated long \
-    options, '--' before an INPUT starting with '-'. A replacement CMD is split at blanks (no \
-    quotes or pipes) and also gets the arguments of the stage it replaces: \"pbf-merge --memory \
-    4G\" works; other commands need a script (see pbf-sort(1)).\n\n\
+const AFTER: &str = "The stages: pbf-index INPUT... | pbf-overlap | pbf-merge | pbf-copy -o \
+    OUTPUT (or pbf-reflink); blobs that overlap no other are copied without decoding.\n\n\
+    Options are parsed by getopt(1): -Oqo OUT, -oOUT, abbreviated long options, '--' before an \
+    INPUT starting with '-'. A replacement CMD is split at blanks (no quotes or pipes) and also \
+    gets the arguments of the stage it replaces: \"pbf-merge --memory 4G\" works; other commands \
+    need a script (see pbf-sort(1)).\n\n\
     Exit status: 0 success, 1 failure (no output is left behind), 2 usage error (an input not PBF \
     too); with -o -, SIGPIPE (141) if the reader stops early.";
 
-/// The driver's command line, with value hints for completion.
+/// The heading of the options that replace a stage.
+const STAGES: &str = "Replacing a stage";
+
+/// The driver's command line, with value hints for completion: what a user
+/// needs first comes first.
 pub fn command() -> Command {
     let flag = |id: &'static str, help: &'static str| {
         Arg::new(id).long(id).help(help).action(ArgAction::SetTrue)
@@ -53,8 +55,9 @@ pub fn command() -> Command {
             .value_hint(hint)
             .help(help)
     };
-    let stage =
-        |id: &'static str, help: &'static str| value(id, "CMD", ValueHint::CommandString, help);
+    let stage = |id: &'static str, help: &'static str| {
+        value(id, "CMD", ValueHint::CommandString, help).help_heading(STAGES)
+    };
     Command::new("pbf-sort")
         .version(env!("CARGO_PKG_VERSION"))
         .about(ABOUT)
@@ -71,14 +74,30 @@ pub fn command() -> Command {
         .arg(
             value(
                 "output",
-                "FILE",
+                "OUTPUT",
                 ValueHint::FilePath,
                 "Output file (required); '-' writes to stdout (a pipe or file, not a terminal)",
             )
             .short('o')
             .required(true),
         )
-        .arg(flag("overwrite", "Replace an existing output file").short('O'))
+        .arg(flag("overwrite", "Replace an existing OUTPUT (never an input)").short('O'))
+        .arg(flag(
+            "dedupe",
+            "Drop repeated (type, id, version), keeping the one that sorts first (earliest \
+             timestamp, then input); without it they are kept, and a file given twice is refused",
+        ))
+        .arg(flag(
+            "latest",
+            "Keep only the newest version of each object (highest version, then later \
+             timestamp, then later input; none where it is deleted): extracts of different \
+             dates, or a history file, to one current-state file; implies --dedupe",
+        ))
+        .arg(flag(
+            "check",
+            "Before OUTPUT is put in place, decode it in full and check its order and, but for \
+             --dedupe and --latest, its objects per kind against the inputs' (not with -o -)",
+        ))
         .arg(
             value(
                 "jobs",
@@ -88,6 +107,12 @@ pub fn command() -> Command {
             )
             .short('j'),
         )
+        .arg(value(
+            "memory",
+            "SIZE",
+            ValueHint::Other,
+            "Memory budget of the merge stage, such as 512M or 4G [default: 1G]",
+        ))
         .arg(choice(
             "compression",
             "C",
@@ -97,35 +122,19 @@ pub fn command() -> Command {
         ))
         .arg(flag(
             "recompress",
-            "Give copied blobs that compression too (pbf-copy re-compresses each on every core)",
-        ))
-        .arg(value(
-            "memory",
-            "SIZE",
-            ValueHint::Other,
-            "Memory budget of the merge stage [default: 1G]",
+            "Give copied blobs that compression too (pbf-copy re-compresses each on every \
+             core; not with --copier reflink)",
         ))
         .arg(flag(
-            "dedupe",
-            "Drop repeated (type, id, version), keeping the one that sorts first (earliest \
-             timestamp, then input)",
-        ))
-        .arg(flag(
-            "latest",
-            "Keep only the newest version of each object (highest version, then later \
-             timestamp, then later input; none where it is deleted): extracts of different \
-             dates, or a history file, to one current-state file; implies --dedupe",
+            "add-indexdata",
+            "Indexdata in every output BlobHeader, so the next pbf-index reads headers only \
+             (osmconvert cannot)",
         ))
         .arg(value(
             "generator",
             "NAME",
             ValueHint::Other,
             "writingprogram of the output header",
-        ))
-        .arg(flag(
-            "add-indexdata",
-            "Indexdata in every output BlobHeader, so the next pbf-index reads headers only \
-             (osmconvert cannot)",
         ))
         .arg(choice(
             "copier",
@@ -139,21 +148,12 @@ pub fn command() -> Command {
                 PossibleValue::new("reflink").help("pbf-reflink, or fail"),
             ],
         ))
-        .arg(stage(
-            "index-cmd",
-            "Replace pbf-index (or env PBF_SORT_INDEX)",
-        ))
-        .arg(stage(
-            "overlap-cmd",
-            "Replace pbf-overlap (or env PBF_SORT_OVERLAP)",
-        ))
-        .arg(stage(
-            "merge-cmd",
-            "Replace pbf-merge (or env PBF_SORT_MERGE)",
-        ))
-        .arg(stage(
-            "copy-cmd",
-            "Replace the copier (or env PBF_SORT_COPY)",
+        .arg(value(
+            "tmpdir",
+            "DIR",
+            ValueHint::DirPath,
+            "Where the spool goes, on any filesystem [default: OUTPUT's directory; with -o -, \
+             $TMPDIR or /tmp, where saved standard input goes too]",
         ))
         .arg(value(
             "keep-plan",
@@ -161,12 +161,6 @@ pub fn command() -> Command {
             ValueHint::DirPath,
             "Keep index.jsonl, plan.jsonl, merged.jsonl and the spool in DIR, to replay with \
              pbf-copy --keep-spools",
-        ))
-        .arg(value(
-            "tmpdir",
-            "DIR",
-            ValueHint::DirPath,
-            "Where the spool goes [default: the output's directory]",
         ))
         .arg(flag(
             "no-space-check",
@@ -181,12 +175,6 @@ pub fn command() -> Command {
              an existing FILE is replaced only when it is a previous summary; not with --dry-run",
         ))
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
-        .arg(flag(
-            "check",
-            "The copier has pbf-index --decode read every blob and pbf-overlap --check find \
-             them in order, holding the inputs' objects per kind, before OUTPUT (a file, not -) \
-             is written",
-        ))
         .arg(
             flag(
                 "progress",
@@ -209,6 +197,22 @@ pub fn command() -> Command {
             .short('v')
             .action(ArgAction::Count),
         )
+        .arg(stage(
+            "index-cmd",
+            "Replace pbf-index (or env PBF_SORT_INDEX)",
+        ))
+        .arg(stage(
+            "overlap-cmd",
+            "Replace pbf-overlap (or env PBF_SORT_OVERLAP)",
+        ))
+        .arg(stage(
+            "merge-cmd",
+            "Replace pbf-merge (or env PBF_SORT_MERGE)",
+        ))
+        .arg(stage(
+            "copy-cmd",
+            "Replace the copier, whatever --copier says (or env PBF_SORT_COPY)",
+        ))
 }
 
 /// An option whose value is one of `values` (a completion offers them; this
