@@ -1,17 +1,18 @@
-//! The driver at the edges a new user meets first: every option value and
-//! directory is checked before a stage starts (one line, exit 2), messages
-//! name the real cause, standard input and pipes sort like the file,
-//! `--tmpdir` may be on another filesystem, `--check` judges the output with
-//! the toolkit's own stages before it replaces OUTPUT, and `--dry-run`
-//! prints a command that runs as printed.
+//! The driver at the edges a new user meets first (its refusals are in
+//! refusals.rs): messages name the real cause, a full standard output
+//! stops the run, standard input and pipes sort like the file, `--tmpdir`
+//! may be on another filesystem, `--check` judges the output with the
+//! toolkit's own stages before it replaces OUTPUT, and `--dry-run` prints
+//! a command that runs, fails and names a failure as the run does.
 
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use crate::refusals::refused_up_front;
 use crate::util::*;
 
 #[test]
@@ -57,76 +58,6 @@ fn assert_no_temporaries(dir: &Path, what: &str) {
 fn write_script(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write script");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-}
-
-/// A stage replacement that only records that it ran.
-fn marker_stage(dir: &Path) -> (PathBuf, PathBuf) {
-    let marker = dir.join("a-stage-ran");
-    let script = dir.join("record-stage");
-    write_script(
-        &script,
-        &format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
-    );
-    (script, marker)
-}
-
-/// Run the driver with `args`; it must exit 2 with one line containing
-/// `needle`, start no stage and leave `dir` as it was.
-fn refused_up_front(dir: &Path, args: &[&str], needle: &str) {
-    let (script, marker) = marker_stage(dir);
-    let before = entries(dir);
-    let mut c = pbf_sort();
-    c.args(args).env("PBF_SORT_INDEX", &script);
-    let o = run(c);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
-    assert!(err.contains(needle), "{args:?}: want {needle:?} in: {err}");
-    assert!(!marker.exists(), "{args:?}: a stage ran");
-    assert_eq!(entries(dir), before, "{args:?}: left files");
-}
-
-/// A closed standard output (`>&-`) is refused where the run would write
-/// there (`-o -`, `--dry-run`, `--help`, `--version`): the stages would
-/// find /dev/null in its place, so the data would go nowhere and the run
-/// would succeed.
-#[test]
-fn a_closed_standard_output_is_refused_where_the_run_writes_there() {
-    use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().expect("dir");
-    let input = data("unsorted-vex.osm.pbf");
-    let out = dir.path().join("o.osm.pbf");
-    let cases: [(&[&OsStr], &str); 4] = [
-        (&["-o".as_ref(), "-".as_ref()], "-o - has nowhere to go"),
-        (
-            &["--dry-run".as_ref(), "-o".as_ref(), out.as_os_str()],
-            "--dry-run has nowhere to go",
-        ),
-        (&["--help".as_ref()], "the help has nowhere to go"),
-        (&["--version".as_ref()], "the version has nowhere to go"),
-    ];
-    for (args, why) in cases {
-        let mut c = pbf_sort();
-        c.arg(&input)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        // SAFETY: close(2) is async-signal-safe.
-        unsafe {
-            c.pre_exec(|| {
-                nix::libc::close(1);
-                Ok(())
-            });
-        }
-        let o = c.output().expect("pbf-sort");
-        let err = stderr(&o);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(
-            err,
-            format!("pbf-sort: error: standard output is closed: {why}\n")
-        );
-        assert!(entries(dir.path()).is_empty(), "{:?}", entries(dir.path()));
-    }
 }
 
 /// A full standard output (`> /dev/full`) is a write error, exit 1, one
@@ -275,125 +206,6 @@ fn a_full_standard_output_stops_every_stage_with_its_name() {
 }
 
 #[test]
-fn option_values_are_checked_before_any_stage_also_under_dry_run() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let input = data("unsorted-vex.osm.pbf");
-    let input = input.to_str().expect("utf-8");
-    let out = d.join("o.osm.pbf");
-    let out = out.to_str().expect("utf-8");
-    let cases: &[(&[&str], &str)] = &[
-        (&["--compression", "gzip"], "'--compression <C>'"),
-        (&["--compression=zstd:99"], "'--compression <C>'"),
-        (&["--memory", "1X"], "'--memory <SIZE>'"),
-        (&["--jobs", "x"], "'--jobs <N>'"),
-        (&["-j", "-1"], "'--jobs <N>'"),
-        (
-            &["--copier", "fast"],
-            "--copier must be auto, copy or reflink",
-        ),
-        (
-            &["-q", "-v"],
-            "-q/--quiet and -v/--verbose exclude each other",
-        ),
-        // getopt(1)'s words.
-        (&["--bogus"], "unrecognized option '--bogus'"),
-        // A long option a letter away from one is named.
-        (
-            &["--lastest"],
-            "unrecognized option '--lastest' (did you mean --latest?)",
-        ),
-        (&["--ovewrite"], "(did you mean --overwrite?)"),
-        (&["-Z"], "invalid option -- 'Z'"),
-        // One output, as for osmium and GNU sort.
-        (&["-o", "other.osm.pbf"], "-o/--output given twice"),
-        (&["--output=-"], "-o/--output given twice"),
-    ];
-    for (extra, needle) in cases {
-        for dry in [false, true] {
-            let mut args = extra.to_vec();
-            if dry {
-                args.push("--dry-run");
-            }
-            args.extend([input, "-o", out]);
-            refused_up_front(d, &args, needle);
-        }
-    }
-}
-
-#[test]
-fn paths_are_checked_before_any_stage_and_messages_name_the_cause() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let input = data("sorted-andorra.osm.pbf");
-    let input_s = input.to_str().expect("utf-8");
-    let sub = d.join("sub");
-    std::fs::create_dir(&sub).expect("mkdir");
-    let sub_s = sub.to_str().expect("utf-8");
-    let sub_slash = format!("{sub_s}/");
-    let copy = d.join("copy.osm.pbf");
-    std::fs::copy(&input, &copy).expect("copy");
-    let copy_s = copy.to_str().expect("utf-8");
-    let x = d.join("x.osm.pbf");
-    let x = x.to_str().expect("utf-8");
-    let dangling = d.join("dangling.osm.pbf");
-    std::os::unix::fs::symlink("gone/x.osm.pbf", &dangling).expect("link");
-    let dangling = dangling.to_str().expect("utf-8").to_owned();
-    let cases: &[(&[&str], &str)] = &[
-        (
-            &[input_s, "-o", "/nonexistent-dir/x.osm.pbf"],
-            "/nonexistent-dir: no such directory",
-        ),
-        (&[input_s, "-o", &sub_slash], "is a directory"),
-        (&[input_s, "-O", "-o", sub_s], "is a directory"),
-        (&[copy_s, "-o", copy_s], "the output is also an input"),
-        (&[copy_s, "-O", "-o", copy_s], "the output is also an input"),
-        (
-            &["--tmpdir", "/nonexistent-dir", input_s, "-o", x],
-            "/nonexistent-dir: no such directory (--tmpdir)",
-        ),
-        (
-            &["--tmpdir", copy_s, input_s, "-o", x],
-            "not a directory (--tmpdir)",
-        ),
-        (&[copy_s, copy_s, "-o", x], "given twice"),
-        (
-            &["--tmpdir", "/proc", input_s, "-o", x],
-            "/proc: holds the system's names for devices and processes, not files (--tmpdir)",
-        ),
-        (
-            &["--summary-json", "/dev/run.json", input_s, "-o", x],
-            "/dev: holds the system's names for devices and processes",
-        ),
-        (&["--keep-plan", "/dev", input_s, "-o", x], "(--keep-plan)"),
-        (
-            &[input_s, "-o", &dangling],
-            "a symbolic link to a file that does not exist",
-        ),
-        (
-            &["-", "-", "-o", x],
-            "standard input (-) can be given only once",
-        ),
-        (
-            &["--check", input_s, "-o", "-"],
-            "--check needs -o FILE to read back",
-        ),
-        (&["--check", input_s], "--check needs -o FILE to read back"),
-    ];
-    for (args, needle) in cases {
-        let mut full = vec!["-q"];
-        full.extend_from_slice(args);
-        let before = std::fs::read(&copy).expect("read");
-        refused_up_front(d, &full, needle);
-        assert_eq!(
-            std::fs::read(&copy).expect("read"),
-            before,
-            "{args:?}: input changed"
-        );
-    }
-}
-
-#[test]
 fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
     let dir = tempfile::tempdir().expect("dir");
     let d = dir.path();
@@ -486,47 +298,6 @@ fn standard_input_pipes_and_dev_stdin_sort_like_the_file() {
     writer.join().expect("writer");
     assert_sorted_like_osmium(&out, &[&input, &other], d, "fifo and file");
     assert_no_temporaries(d, "fifo and file");
-}
-
-/// Standard input cut short, or not PBF at all: one clean error naming
-/// standard input (never the copy the driver saved it to), no output.
-#[test]
-fn a_pipe_that_ends_early_or_is_not_pbf_fails_naming_standard_input() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let bytes = std::fs::read(data("unsorted-vex.osm.pbf")).expect("read");
-    let xml = b"<?xml version='1.0' encoding='UTF-8'?>\n<osm version=\"0.6\">\n</osm>\n";
-    let cuts: [(&[u8], &str); 4] = [
-        (&[], "empty"),
-        (&bytes[..100], "truncated"),
-        (&bytes[..bytes.len() / 3], "truncated"),
-        (xml, "OSM XML"),
-    ];
-    for (input, says) in cuts {
-        let out = d.join("o.osm.pbf");
-        let mut c = pbf_sort();
-        c.args(["-q", "-", "-o"]).arg(&out);
-        let o = run_with_input(c, input);
-        let err = stderr(&o);
-        let what = format!("{} bytes", input.len());
-        // Empty or not PBF at all is a usage error, as for a file.
-        let code = if says == "truncated" { 1 } else { 2 };
-        assert_eq!(o.status.code(), Some(code), "{what}: {err}");
-        assert!(
-            err.starts_with("pbf-index: error: /dev/stdin: ") && err.contains(says),
-            "{what}: {err}"
-        );
-        assert!(
-            !err.contains(".pbf-sort."),
-            "{what}: names the saved copy: {err}"
-        );
-        assert!(
-            err.contains("pbf-sort: error: index stage 'pbf-index' failed (exit "),
-            "{what}: {err}"
-        );
-        assert!(!err.contains("panicked"), "{err}");
-        assert!(entries(d).is_empty(), "{what}: left {:?}", entries(d));
-    }
 }
 
 /// A swapped stage that fails is named by its role and its command as
@@ -647,19 +418,6 @@ fn tmpdir_on_another_filesystem_holds_the_spool() {
     assert_sorted_like_osmium(&out, &[&input], dir.path(), "--tmpdir on tmpfs");
 }
 
-/// A planner that reverses the order of its copy ops: its outputs hold every
-/// object, but not in order, and the copier refuses its plans.
-fn reversing_planner(dir: &Path) -> PathBuf {
-    let script = dir.join("reversing-overlap");
-    let text = format!(
-        "#!/bin/sh\nset -e\nplan=$(mktemp)\n{} \"$@\" > \"$plan\"\n\
-         head -n 1 \"$plan\"; sed '1d;$d' \"$plan\" | tac; tail -n 1 \"$plan\"\nrm -f \"$plan\"\n",
-        bin_quoted("pbf-overlap")
-    );
-    write_script(&script, &text);
-    script
-}
-
 /// A planner that lies: its copy ops keep their keys in output order but
 /// copy each other's bytes, in reverse. The copier sees only the keys and
 /// cannot tell; the output holds every object, not in order.
@@ -677,27 +435,6 @@ fn lying_planner(dir: &Path) -> PathBuf {
     );
     write_script(&script, &text);
     script
-}
-
-#[test]
-fn a_reversed_plan_is_refused_by_the_copier_without_check() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let planner = reversing_planner(d);
-    let input = d.join("permuted.osm.pbf");
-    permute(&data("sorted-kualalumpur.osm.pbf"), &input, 7);
-    let out = d.join("o.osm.pbf");
-    let mut c = pbf_sort();
-    c.args(["-q", "--overlap-cmd"])
-        .arg(&planner)
-        .arg(&input)
-        .arg("-o")
-        .arg(&out);
-    let o = run(c);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("the ops are not in output order"), "{err}");
-    assert!(!out.exists());
 }
 
 #[test]
@@ -929,72 +666,29 @@ fn copier_reflink_clones_or_fails_naming_the_output_directory() {
     );
     assert!(entries(d).is_empty(), "left {:?}", entries(d));
     // auto copies, and with -v says so in the user's words, naming the
-    // output; -vv adds the probe's reason, naming the output's directory.
-    let mut c = pbf_sort();
-    c.args(["-v", "--copier", "auto"])
-        .arg(&input)
-        .arg("-o")
-        .arg(&out);
-    let o = run(c);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!(
-            "pbf-sort: {}: copying the blobs, not cloning them (this filesystem has no reflinks)",
+    // output (no errno); -vv gives the probe's reason, naming the output's
+    // directory.
+    let probe = format!(
+        "the filesystem of {} cannot clone files (reflink",
+        d.display()
+    );
+    for (verbose, why) in [("-v", "this filesystem has no reflinks)"), ("-vv", &probe)] {
+        let mut c = pbf_sort();
+        c.args([verbose, "-O", "--copier", "auto"])
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        let o = run(c);
+        let err = stderr(&o);
+        assert!(o.status.success(), "{verbose}: {err}");
+        let says = format!(
+            "pbf-sort: {}: copying the blobs, not cloning them ({why}",
             out.display()
-        )) && !stderr(&o).contains("EOPNOTSUPP"),
-        "{}",
-        stderr(&o)
-    );
-    let mut c = pbf_sort();
-    c.args(["-vv", "-O", "--copier", "auto"])
-        .arg(&input)
-        .arg("-o")
-        .arg(&out);
-    let o = run(c);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains(&format!(
-            "copying the blobs, not cloning them (the filesystem of {} cannot clone files (reflink",
-            d.display()
-        )),
-        "{}",
-        stderr(&o)
-    );
-    let _ = std::io::stderr().flush();
-}
-
-#[test]
-fn quiet_and_verbose_exclude_each_other_in_every_tool() {
-    let dir = tempfile::tempdir().expect("dir");
-    let out = dir.path().join("o.osm.pbf");
-    let input = data("sorted-andorra.osm.pbf");
-    let tools: &[(&str, Vec<std::ffi::OsString>)] = &[
-        ("pbf-index", vec![input.clone().into()]),
-        ("pbf-overlap", vec![]),
-        ("pbf-merge", vec![]),
-        ("pbf-copy", vec!["-o".into(), out.clone().into()]),
-        ("pbf-reflink", vec!["-o".into(), out.clone().into()]),
-    ];
-    for (tool, args) in tools {
-        for flags in [["-q", "-v"], ["--verbose", "--quiet"]] {
-            let mut c = bin(tool);
-            c.args(flags).args(args);
-            let o = run(c);
-            let err = stderr(&o);
-            assert_eq!(o.status.code(), Some(2), "{tool} {flags:?}: {err}");
-            assert!(
-                err.contains("cannot be used with"),
-                "{tool} {flags:?}: {err}"
-            );
-            assert!(o.stdout.is_empty(), "{tool} {flags:?} wrote to stdout");
-        }
+        );
+        assert!(err.contains(&says), "{verbose}: {err}");
+        assert!(verbose == "-vv" || !err.contains("EOPNOTSUPP"), "{err}");
     }
-    let mut c = pbf_sort();
-    c.args(["-qv"]).arg(&input).arg("-o").arg(&out);
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("exclude each other"), "{}", stderr(&o));
-    assert!(!out.exists());
+    let _ = std::io::stderr().flush();
 }
 
 #[test]
@@ -1198,136 +892,6 @@ fn a_signal_during_the_check_stops_the_check() {
     wait_for_group_gone(pgid, std::time::Duration::from_millis(500));
     assert!(!err.contains("late"), "{err}");
     assert_eq!(entries(d), ["group", "tools"], "SIGINT during --check");
-}
-
-/// A program of the run that is not there (a fresh checkout before `make
-/// build`) is named with how to get it, before anything runs: the
-/// toolkit's own by name, a replacement by its command as given.
-#[test]
-fn a_missing_stage_program_is_named_with_how_to_get_it() {
-    let dir = tempfile::tempdir().expect("dir");
-    let d = dir.path();
-    let input = data("unsorted-vex.osm.pbf");
-    let input = input.to_str().expect("utf-8");
-    let (marker_script, marker) = marker_stage(d);
-    let marker_script = marker_script.to_str().expect("utf-8").to_owned();
-    // A PATH with the toolkit's programs but `missing`, and the test's own
-    // directories that hold none of them (bash, getopt).
-    let system: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .filter(|dir| !dir.join("pbf-index").exists())
-        .collect();
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_pbf-index"))
-        .parent()
-        .expect("dir");
-    let run_without = |missing: &str, args: &[&str]| {
-        let tools = d.join(format!("without-{missing}"));
-        std::fs::create_dir_all(&tools).expect("mkdir");
-        for t in [
-            "pbf-index",
-            "pbf-overlap",
-            "pbf-merge",
-            "pbf-copy",
-            "pbf-reflink",
-        ] {
-            if t != missing && !tools.join(t).exists() {
-                std::os::unix::fs::symlink(bin_dir.join(t), tools.join(t)).expect("link");
-            }
-        }
-        let mut c = pbf_sort();
-        let path = std::env::join_paths(std::iter::once(tools).chain(system.iter().cloned()));
-        c.env("PATH", path.expect("PATH"))
-            .env("PBF_SORT_INDEX", &marker_script)
-            .args(args);
-        run(c)
-    };
-    let out = d.join("o.osm.pbf");
-    let out = out.to_str().expect("utf-8");
-    for missing in ["pbf-index", "pbf-merge", "pbf-copy", "pbf-reflink"] {
-        for args in [
-            &["-q", input, "-o", out][..],
-            &["--dry-run", "-j", "2", input, "-o", out],
-        ] {
-            let o = run_without(missing, args);
-            let err = stderr(&o);
-            assert_eq!(o.status.code(), Some(2), "{missing} {args:?}: {err}");
-            assert_eq!(
-                err,
-                format!(
-                    "pbf-sort: error: {missing} not found beside the driver or on PATH; build the \
-                     toolkit (make build, then put target/release on PATH, or make install) or \
-                     install the Nix package\n"
-                ),
-                "{args:?}"
-            );
-            assert!(!marker.exists(), "{missing}: a stage ran");
-        }
-    }
-    let o = run_without("pbf-index", &["--version"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("pbf-index not found beside the driver"));
-    // A replacement's command, named as given, before the toolkit asks
-    // about the inputs.
-    let o = run_without(
-        "none",
-        &["--overlap-cmd", "./my-planner -x", input, "-o", out],
-    );
-    assert_eq!(
-        stderr(&o),
-        "pbf-sort: error: planning stage './my-planner -x': ./my-planner: command not found \
-         (see 'pbf-sort --help')\n"
-    );
-    assert_eq!(o.status.code(), Some(2));
-    assert!(!marker.exists() && entries(d).iter().all(|e| !e.starts_with(".pbf-sort")));
-}
-
-/// Without -o, the message says how to write to standard output, and
-/// that a file the shell made for `>` is left empty.
-#[test]
-fn no_output_names_o_dash_and_the_file_the_shell_made() {
-    let dir = tempfile::tempdir().expect("dir");
-    let input = data("unsorted-vex.osm.pbf");
-    let mut c = pbf_sort();
-    c.arg(&input).stdout(Stdio::piped());
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o),
-        "pbf-sort: error: no output given (-o OUTPUT, or -o - for standard output) (see \
-         'pbf-sort --help')\n"
-    );
-    // pbf-sort in.osm.pbf > out.osm.pbf
-    let shell_made = dir.path().join("out.osm.pbf");
-    let mut c = pbf_sort();
-    c.arg(&input)
-        .stdout(std::fs::File::create(&shell_made).expect("create"));
-    let o = c.output().expect("run");
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o),
-        "pbf-sort: error: no output given (-o OUTPUT, or -o - for standard output: the shell's \
-         '>' made that file, left empty) (see 'pbf-sort --help')\n"
-    );
-    assert_eq!(std::fs::metadata(&shell_made).expect("meta").len(), 0);
-    // As it says: -o - writes the sorted file to standard output.
-    let want = dir.path().join("want.osm.pbf");
-    sort_ok(
-        &[
-            "-q",
-            input.to_str().expect("utf-8"),
-            "-o",
-            want.to_str().expect("utf-8"),
-        ],
-        "-o FILE",
-    );
-    let mut c = pbf_sort();
-    c.args(["-q", "-o", "-"])
-        .arg(&input)
-        .stdout(std::fs::File::create(&shell_made).expect("create"));
-    assert!(c.status().expect("run").success());
-    assert_eq!(
-        std::fs::read(&shell_made).expect("read"),
-        std::fs::read(&want).expect("read")
-    );
 }
 
 /// The scripts of pbf-sort(1)'s "Replacing a stage", as the page prints
@@ -1632,4 +1196,165 @@ fn a_saved_pipe_is_named_as_typed() {
         "{err}"
     );
     assert!(!err.contains(".pbf-sort."), "{err}");
+}
+
+/// Temporary directories of ours left in `dir`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".pbf-sort"))
+        .collect()
+}
+
+/// A failing stage ends the printed `--dry-run` script as it ends the run:
+/// the same lines on standard error (the cause, then the driver's line
+/// naming its stage; stages downstream of it quiet) and the same status: 2
+/// for standard input that is not PBF, 1 for a swapped-in stage that fails.
+#[test]
+fn the_dry_run_script_names_a_failure_as_the_run_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let junk = d.join("junk");
+    std::fs::write(&junk, b"hello, not a PBF file\n").expect("junk");
+    let input = data("unsorted-vex.osm.pbf");
+    let out = d.join("o.osm.pbf");
+    let stdin_file = |path: &Path| std::fs::File::open(path).expect("open");
+    let cases: [(&[&OsStr], &Path, i32); 2] = [
+        (&[OsStr::new("-")], &junk, 2),
+        (
+            &[
+                OsStr::new("--merge-cmd"),
+                OsStr::new("false"),
+                input.as_os_str(),
+            ],
+            &junk,
+            1,
+        ),
+    ];
+    for (args, stdin, code) in cases {
+        let run = |dry: bool| {
+            let mut c = pbf_sort();
+            c.current_dir(d).args(dry.then_some("--dry-run")).args(args);
+            c.arg("-o").arg(&out).stdin(stdin_file(stdin));
+            c.output().expect("pbf-sort")
+        };
+        let real = run(false);
+        let printed = run(true);
+        assert!(printed.status.success(), "{args:?}");
+        let sh = d.join("d.sh");
+        std::fs::write(&sh, &printed.stdout).expect("write script");
+        let mut c = std::process::Command::new("bash");
+        c.current_dir(d).env("PATH", tools_path()).arg(&sh);
+        let scripted = c.stdin(stdin_file(stdin)).output().expect("bash");
+        let err = String::from_utf8_lossy(&real.stderr);
+        assert_eq!(real.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(scripted.status.code(), Some(code), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&scripted.stderr), err, "{args:?}");
+        assert_eq!(err.lines().count(), 1 + usize::from(code == 2), "{err}");
+        assert!(
+            !out.exists() && leftovers(d).is_empty(),
+            "{:?}",
+            leftovers(d)
+        );
+        std::fs::remove_file(&sh).expect("rm");
+    }
+}
+
+/// The printed `--dry-run` script behaves like the run: the same exit
+/// status where the run would refuse or fail, nothing left behind, also
+/// when interrupted.
+#[test]
+fn the_dry_run_script_fails_when_the_run_would() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let input = data("unsorted-vex.osm.pbf");
+    let out = d.join("dr.osm.pbf");
+    let script = |extra: &[&str]| {
+        let mut c = pbf_sort();
+        c.current_dir(d)
+            .arg("--dry-run")
+            .args(extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        let text = String::from_utf8(succeeds(c)).expect("utf-8");
+        let path = d.join("d.sh");
+        std::fs::write(&path, text).expect("write script");
+        path
+    };
+    let bash = |path: &Path| {
+        let mut c = std::process::Command::new("bash");
+        c.current_dir(d).env("PATH", tools_path()).arg(path);
+        c.output().expect("bash")
+    };
+    for extra in [&[][..], &["--check"][..]] {
+        let sh = script(extra);
+        let first = bash(&sh);
+        assert!(
+            first.status.success(),
+            "{}",
+            String::from_utf8_lossy(&first.stderr)
+        );
+        assert_sorted_like_osmium(&out, &[&input], d, "the printed script");
+        // Again: the output exists now, as for the real run.
+        let again = bash(&sh);
+        let mut real = pbf_sort();
+        real.current_dir(d)
+            .args(extra)
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
+        let real = real.output().expect("run");
+        assert_eq!(
+            again.status.code(),
+            real.status.code(),
+            "{extra:?} run twice"
+        );
+        assert_eq!(again.status.code(), Some(2));
+        assert!(leftovers(d).is_empty(), "{:?}", leftovers(d));
+        // Junk where the output goes: refused, and the junk is kept.
+        std::fs::write(&out, b"JUNK").expect("write junk");
+        assert_eq!(bash(&sh).status.code(), Some(2));
+        assert_eq!(std::fs::read(&out).expect("read"), b"JUNK");
+        std::fs::remove_file(&out).expect("rm");
+    }
+    // Interrupted as Ctrl-C interrupts it (SIGINT to the process group):
+    // the directories go with it.
+    let big = d.join("big.osm.pbf");
+    overlapping_copies("sorted-kualalumpur.osm.pbf", 16, &big);
+    let mut c = pbf_sort();
+    c.current_dir(d)
+        .arg("--dry-run")
+        .arg(&big)
+        .arg("-o")
+        .arg(&out);
+    std::fs::write(d.join("big.sh"), succeeds(c)).expect("write script");
+    let mut child = std::process::Command::new("bash")
+        .current_dir(d)
+        .env("PATH", tools_path())
+        .arg(d.join("big.sh"))
+        .process_group(0)
+        .spawn()
+        .expect("bash");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let group = format!("-{}", child.id());
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -INT {group}");
+    let status = wait_at_most(&mut child, std::time::Duration::from_secs(60));
+    assert!(!status.success(), "the interrupted script succeeded");
+    assert!(leftovers(d).is_empty(), "left: {:?}", leftovers(d));
+    // As for the run: no output, or (the signal came after the copier
+    // published it) the complete one, never a part.
+    if out.exists() {
+        let info = fileinfo(&out);
+        assert_eq!(
+            info["data"]["objects_ordered"], true,
+            "a part of the output"
+        );
+        let all = fileinfo(&big)["data"]["count"].clone();
+        assert_eq!(info["data"]["count"], all, "a part of the output");
+    }
 }

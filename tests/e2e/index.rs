@@ -1,5 +1,6 @@
 //! `pbf-index` over every real file: counts agree with osmium, keys and sorted
-//! flags agree with a full decode, broken files fail cleanly.
+//! flags agree with a full decode, broken files fail cleanly; both ways of
+//! reading the headers (`--io`) in [`io`].
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,6 +13,8 @@ use pbf_format::scan::Accumulator;
 use pbf_stream::{IndexRecord, KeyRecord, KeysFrom};
 
 use crate::util::*;
+
+mod io;
 
 #[test]
 fn counts_agree_with_osmium() {
@@ -171,19 +174,7 @@ fn broken_files_fail_with_one_line_and_no_end() {
         let path = data(file);
         let mut c = bin("pbf-index");
         c.arg(&path);
-        let out = run(c);
-        assert_eq!(out.status.code(), Some(1), "{file}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.lines().count(), 1, "{file}: {err}");
-        assert!(
-            err.contains(&*path.to_string_lossy()) && err.contains(needle),
-            "{file}: {err}"
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            !stdout.contains("\"type\":\"end\""),
-            "{file}: an end record was written"
-        );
+        refused(file, &run(c), 1, &[&path.to_string_lossy(), needle]);
     }
 }
 
@@ -197,13 +188,8 @@ fn changeset_range_file_is_indexed() {
 fn missing_file_and_bad_usage() {
     let mut c = bin("pbf-index");
     c.arg("/nonexistent/x.pbf");
-    let out = run(c);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "a missing file is found before any work"
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/x.pbf"));
+    // A missing file is found before any work.
+    refused("a missing file", &run(c), 2, &["/nonexistent/x.pbf"]);
     let out = run(bin("pbf-index"));
     assert_eq!(out.status.code(), Some(2), "no FILE is a usage error");
 }

@@ -1,37 +1,38 @@
 //! End-to-end tests: the real binaries over the real files in `tests/fixtures`
-//! (or `$PBF_SORT_TEST_DATA`), with osmium as the oracle. One test binary,
-//! one module per topic (ripgrep's layout).
+//! (or `$PBF_SORT_TEST_DATA`), with osmium as the oracle. One test binary
+//! (ripgrep's layout), its modules grouped one way, by stage:
+//!
+//! - each stage run alone, in pipeline order: [`index`], [`overlap`],
+//!   [`merge`], [`copy`], [`reflink`];
+//! - the driver, `pbf-sort`, over the whole pipeline: [`driver`] (its
+//!   edges), [`refusals`] (every refusal of the driver and the tools, in
+//!   tables), [`sort`] (the sort end to end, and what reads its output),
+//!   [`summary`] (`--summary-json`);
+//! - apart from the stages: [`faults`] (disk full, hostile input, lies,
+//!   kills) and [`terminal`] (what a terminal shows);
+//! - [`lint`]: lints over the test sources themselves.
+//!
+//! A stage's module holds its features as submodules (`copy::ahead`,
+//! `merge::spools`), so `cargo test --test e2e -- copy::` runs the copy
+//! stage's tests, and `-- faults::` the faults'. Helpers are in [`util`].
 
 mod util;
 
-mod ahead;
-mod cookbook;
 mod copy;
-mod diskfull;
-mod driver;
-mod hostile;
-mod importers;
 mod index;
-mod index_io;
-mod jsontools;
-mod latest;
-mod lint;
 mod merge;
-mod messages;
-mod newuser;
 mod overlap;
 mod reflink;
-mod repeats;
-mod rewritten;
-mod soak;
+
+mod driver;
+mod refusals;
 mod sort;
-mod space;
-mod spools;
-mod streams;
 mod summary;
+
+mod faults;
 mod terminal;
-mod ties;
-mod trust;
+
+mod lint;
 
 /// The tests press Ctrl-C (SIGINT) as a user would. A shell without job
 /// control starts a background command (`make test &` in a script) with

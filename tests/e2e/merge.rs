@@ -1,7 +1,8 @@
 //! `pbf-merge` end to end: `pbf-index | pbf-overlap | pbf-merge | pbf-copy`
 //! over every good file in `tests/fixtures`, alone, several at once, with a
 //! tiny memory budget and with `--dedupe`, compared object by object with
-//! `osmium sort`; and the failures that must leave no `end` record.
+//! `osmium sort`; the failures that must leave no `end` record; and what
+//! becomes of its spool, in [`spools`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -11,6 +12,8 @@ use std::process::{Command, Output};
 use pbf_stream::{PlanRecord, SourceRef};
 
 use crate::util::*;
+
+mod spools;
 
 /// The stages up to the merged plan; returns pbf-merge's output.
 fn merged_plan(inputs: &[&Path], spool: &Path, merge_args: &[&str]) -> Output {
@@ -206,22 +209,8 @@ fn dedupe_matches_osmium_sort_without_repeats() {
     assert!(opl(&out2).lines().count() > all, "repeats kept");
 }
 
-/// What must hold when pbf-merge fails: exit 1, one line naming `what`, and
-/// no end record on standard output.
-fn assert_failed_cleanly(o: &Output, what: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(
-        err.starts_with("pbf-merge: error: ") && err.contains(what),
-        "{err}"
-    );
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(!out.contains("\"type\":\"end\""), "no end record: {out}");
-}
-
 /// A copy of an unsorted file, its plan, and the first merge input's offset.
-fn unsorted_copy(dir: &Path) -> (PathBuf, Vec<u8>, u64) {
+pub(crate) fn unsorted_copy(dir: &Path) -> (PathBuf, Vec<u8>, u64) {
     let input = dir.join("in.osm.pbf");
     fs::copy(data("unsorted-vex.osm.pbf"), &input).expect("copy");
     let mut index = bin("pbf-index");
@@ -287,7 +276,8 @@ fn a_corrupt_blob_in_a_run_fails_naming_file_and_offset() {
     let plan = with_ctime_now(&plan, &input);
     let spool = dir.path().join("spool");
     let o = merge_with(&plan, &spool, "");
-    assert_failed_cleanly(&o, &format!("in.osm.pbf: blob at offset {offset}"));
+    let says = format!("in.osm.pbf: blob at offset {offset}");
+    refused("a corrupt blob", &o, 1, &["pbf-merge: error: ", &says]);
     assert!(!spool.exists(), "the failed spool is removed");
 }
 
@@ -301,7 +291,12 @@ fn a_changed_source_fails_before_merging() {
         .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"))
         .expect("append");
     let o = merge_with(&plan, &dir.path().join("spool"), "");
-    assert_failed_cleanly(&o, "changed since it was indexed");
+    refused(
+        "a changed source",
+        &o,
+        1,
+        &["pbf-merge: error: ", "changed since it was indexed"],
+    );
 }
 
 #[test]
@@ -312,272 +307,25 @@ fn a_spool_that_cannot_be_written_fails_naming_it() {
     // A file size limit of 64 blocks (32 or 64 KiB), with SIGXFSZ ignored, makes the spool's
     // writes fail with EFBIG the way a full disk fails with ENOSPC.
     let o = merge_with(&plan, &spool, "trap '' XFSZ; ulimit -f 64;");
-    assert_failed_cleanly(
-        &o,
-        &format!("{}: cannot write spool at offset", spool.display()),
-    );
+    let says = format!("{}: cannot write spool at offset", spool.display());
+    refused("ulimit -f", &o, 1, &["pbf-merge: error: ", &says]);
     // An existing spool is refused before any work: a usage error.
     fs::write(&spool, b"").expect("spool");
     let o = merge_with(&plan, &spool, "");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("exists (--spool names a file to create)"),
-        "{err}"
-    );
-    assert!(o.stdout.is_empty(), "no plan written");
+    let says = "exists (--spool names a file to create)";
+    refused("an existing spool", &o, 2, &[says]);
     // Nor in a directory of device names, given or as $TMPDIR.
     let in_dev = Path::new("/dev/pbf-merge-test.spool");
     let mut by_env = Command::new(env!("CARGO_BIN_EXE_pbf-merge"));
     by_env.env("TMPDIR", "/dev");
     for o in [merge_with(&plan, in_dev, ""), run_with_input(by_env, &plan)] {
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(err.contains("/dev: holds the system's names"), "{err}");
-        assert!(o.stdout.is_empty() && !in_dev.exists(), "{err}");
-    }
-}
-
-/// Run pbf-merge on `dir/plan` with standard error (and standard input) on a
-/// pseudo terminal, `script -qec CMD /dev/null` from util-linux, with
-/// `TERM=xterm` (indicatif draws nothing on a dumb terminal); standard
-/// output goes to `dir/out` and `stderr_to`, when given, redirects standard
-/// error away from the terminal. Returns what reached the terminal.
-/// The plan of [`unsorted_copy`] as `dir/plan`, where [`merge_on_terminal`]
-/// reads it.
-fn write_unsorted_plan(dir: &Path) {
-    let (_, plan, _) = unsorted_copy(dir);
-    fs::write(dir.join("plan"), plan).expect("plan");
-}
-
-fn merge_on_terminal(dir: &Path, args: &str, stderr_to: Option<&str>) -> Vec<u8> {
-    let redirect = stderr_to.map_or(String::new(), |f| format!(" 2> '{f}'"));
-    let cmd = format!(
-        "'{}' --spool spool -j1 {args} plan > out{redirect}",
-        env!("CARGO_BIN_EXE_pbf-merge")
-    );
-    let _ = fs::remove_file(dir.join("spool"));
-    let mut script = Command::new("script");
-    script
-        .args(["-qec", &cmd, "/dev/null"])
-        .current_dir(dir)
-        .env("TERM", "xterm");
-    let o = run(script);
-    assert!(
-        o.status.success(),
-        "script (util-linux) running {cmd}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let plan: Vec<PlanRecord> = records(&fs::read(dir.join("out")).expect("merged plan"));
-    assert!(matches!(plan.last(), Some(PlanRecord::End(_))), "{cmd}");
-    o.stdout
-}
-
-#[test]
-fn a_terminal_shows_merge_progress() {
-    let dir = tempfile::tempdir().expect("dir");
-    write_unsorted_plan(dir.path());
-    let tty = String::from_utf8_lossy(&merge_on_terminal(dir.path(), "", None)).into_owned();
-    assert!(tty.contains("merging"), "a progress bar: {tty:?}");
-    assert!(tty.contains("merged "), "blobs merged: {tty:?}");
-    // An ETA shows after 5 seconds and 5 % of the work (pbf-cli's unit
-    // tests): this merge is shorter.
-}
-
-#[test]
-fn quiet_or_redirected_stderr_shows_no_progress() {
-    let dir = tempfile::tempdir().expect("dir");
-    write_unsorted_plan(dir.path());
-    let tty = merge_on_terminal(dir.path(), "-q", None);
-    assert!(tty.is_empty(), "-q: {:?}", String::from_utf8_lossy(&tty));
-    let tty = merge_on_terminal(dir.path(), "", Some("err"));
-    assert!(tty.is_empty(), "{:?}", String::from_utf8_lossy(&tty));
-    let err = fs::read(dir.path().join("err")).expect("stderr file");
-    assert!(
-        err.is_empty(),
-        "stderr in a file: {:?}",
-        String::from_utf8_lossy(&err)
-    );
-}
-
-#[test]
-fn bars_fit_80_columns_and_label_what_happens() {
-    let dir = tempfile::tempdir().expect("dir");
-    // A long path: the bar must elide it, not wrap.
-    let deep = dir
-        .path()
-        .join("a-directory-with-a-rather-long-name-for-the-extracts-of-this-run");
-    fs::create_dir(&deep).expect("mkdir");
-    let input = deep.join("an-unsorted-extract-with-a-long-file-name.osm.pbf");
-    overlapping_copies("sorted-kualalumpur.osm.pbf", 2, &input);
-    let out = dir.path().join("out.osm.pbf");
-    // --dedupe: the copies' objects once, so no warning line but the bars.
-    let cmd = format!(
-        "stty cols 80 rows 24; PATH='{}' '{}' -j1 --dedupe '{}' -o '{}'",
-        tools_path().to_string_lossy(),
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("pbf-sort")
-            .display(),
-        input.display(),
-        out.display()
-    );
-    let mut script = Command::new("script");
-    script
-        .args(["-qec", &cmd, "/dev/null"])
-        .env("TERM", "xterm");
-    let o = run(script);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let tty = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        !tty.contains("\x1b[1A"),
-        "a bar redrew over two lines: {tty:?}"
-    );
-    let lines = screen_lines(&tty);
-    assert!(lines.iter().any(|l| l.contains("indexing")), "{lines:?}");
-    assert!(lines.iter().any(|l| l.contains("merging")), "{lines:?}");
-    for l in &lines {
-        assert!(l.chars().count() <= 80, "wider than 80 columns: {l:?}");
-        let words: Vec<&str> = l
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter(|w| !w.is_empty())
-            .collect();
-        let one_plural = words
-            .windows(2)
-            .any(|w| w[0] == "1" && ["blobs", "ops"].contains(&w[1]));
-        assert!(!one_plural, "plural of one: {l:?}");
-    }
-    // A plan with nothing to merge is not labelled "merging".
-    let sorted_plan = dir.path().join("plan");
-    let mut idx = bin("pbf-index");
-    idx.arg("-q").arg(data("sorted-kualalumpur.osm.pbf"));
-    let plan = run_with_input(bin("pbf-overlap"), &succeeds(idx));
-    fs::write(&sorted_plan, plan.stdout).expect("plan");
-    let tty =
-        String::from_utf8_lossy(&merge_on_terminal(dir.path(), "--progress", None)).into_owned();
-    assert!(
-        !tty.contains("merg"),
-        "a copy-only plan labelled as merging: {tty:?}"
-    );
-}
-
-#[test]
-fn progress_and_no_progress_override_the_terminal_test() {
-    let dir = tempfile::tempdir().expect("dir");
-    write_unsorted_plan(dir.path());
-    let tty = merge_on_terminal(dir.path(), "--no-progress", None);
-    assert!(
-        tty.is_empty(),
-        "--no-progress on a terminal: {:?}",
-        String::from_utf8_lossy(&tty)
-    );
-    let tty = merge_on_terminal(dir.path(), "--progress", Some("err"));
-    assert!(tty.is_empty());
-    let err = String::from_utf8_lossy(&fs::read(dir.path().join("err")).expect("err")).into_owned();
-    assert!(
-        err.contains("merging ") && err.contains(" (op "),
-        "--progress into a file: {err:?}"
-    );
-}
-
-/// One long merge op: a real file, the data frames of two more, and the
-/// first blob of a fourth, which holds nodes to relations and so overlaps
-/// every other blob. Long enough (half a second or more at -j1 on a fast
-/// host) for a bar drawn five times a second to be seen moving.
-fn one_long_merge_op(dir: &Path) -> PathBuf {
-    let mut bytes = fs::read(data("sorted-kualalumpur.osm.pbf")).expect("read");
-    for name in ["sorted-liechtenstein.osm.pbf", "mixed-osmosis.osm.pbf"] {
-        bytes.extend(data_frames(&data(name)).concat());
-    }
-    let spanning = data_frames(&data("sorted-raw-nodense-mixed.osm.pbf"));
-    bytes.extend(spanning.first().expect("a data frame"));
-    let out = dir.join("one-op.osm.pbf");
-    fs::write(&out, bytes).expect("write");
-    out
-}
-
-#[test]
-fn the_merge_bar_moves_during_a_merge_op() {
-    let dir = tempfile::tempdir().expect("dir");
-    let input = one_long_merge_op(dir.path());
-    let mut index = bin("pbf-index");
-    index.arg("-q").arg(&input);
-    let plan = run_with_input(bin("pbf-overlap"), &succeeds(index));
-    let ops = String::from_utf8_lossy(&plan.stdout)
-        .matches("\"type\":\"merge\"")
-        .count();
-    assert_eq!(ops, 1, "the input must make one merge op");
-    fs::write(dir.path().join("plan"), &plan.stdout).expect("plan");
-    let _ = merge_on_terminal(dir.path(), "--progress --memory 2M", Some("err"));
-    let err = String::from_utf8_lossy(&fs::read(dir.path().join("err")).expect("err")).into_owned();
-    // Positions drawn while the one op was running: more than one, so the
-    // bar moved before the op finished.
-    let mut during: Vec<String> = screen_lines(&err)
-        .into_iter()
-        .filter(|l| l.starts_with("merging "))
-        .filter_map(|l| {
-            l.split("] ")
-                .nth(1)
-                .map(|r| r.split('/').next().unwrap_or("").to_owned())
-        })
-        .collect();
-    during.dedup();
-    assert!(
-        during.len() >= 2,
-        "the bar stood still during the merge op: {err:?}"
-    );
-}
-
-/// The visible text of terminal output, one entry per drawn line: split at
-/// carriage returns and newlines, ANSI escape sequences left out.
-fn drawn_lines(tty: &[u8]) -> Vec<String> {
-    let text = String::from_utf8_lossy(tty);
-    let mut plain = String::new();
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\x1b' {
-            // CSI: ESC [ parameters final-byte.
-            if chars.next() == Some('[') {
-                for d in chars.by_ref() {
-                    if ('@'..='~').contains(&d) {
-                        break;
-                    }
-                }
-            }
-            continue;
-        }
-        plain.push(c);
-    }
-    plain.split(['\r', '\n']).map(str::to_owned).collect()
-}
-
-/// On a 50-column terminal every bar fits its line (no eta then; the
-/// message is elided).
-#[test]
-fn bars_fit_a_narrow_terminal() {
-    let dir = tempfile::tempdir().expect("dir");
-    write_unsorted_plan(dir.path());
-    let cmd = format!(
-        "stty cols 50 rows 20; '{}' --spool spool -j1 --memory 2M plan > out",
-        env!("CARGO_BIN_EXE_pbf-merge")
-    );
-    let mut script = Command::new("script");
-    script
-        .args(["-qec", &cmd, "/dev/null"])
-        .current_dir(dir.path())
-        .env("TERM", "xterm");
-    let o = run(script);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let lines = drawn_lines(&o.stdout);
-    assert!(
-        lines.iter().any(|l| l.contains("merg")),
-        "no bar drawn: {lines:?}"
-    );
-    for l in &lines {
-        assert!(
-            l.chars().count() <= 50,
-            "{} columns: {l:?}",
-            l.chars().count()
+        refused(
+            "a spool in /dev",
+            &o,
+            2,
+            &["/dev: holds the system's names"],
         );
+        assert!(!in_dev.exists());
     }
 }
 

@@ -1,6 +1,10 @@
 //! The `pbf-sort` driver end to end: sorted and blob-permuted inputs sort by
 //! passing every data blob through byte for byte, the result matches
 //! `osmium sort`, the driver's options work, and a killed run leaves no output.
+//! What the sorted output holds where keys repeat ([`repeats`], [`ties`],
+//! [`latest`]), and what reads it or runs it: the README's cookbook
+//! ([`cookbook`]), the JSON tools between stages ([`jsontools`]) and the
+//! importers and other readers downstream ([`importers`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -10,6 +14,13 @@ use std::time::Duration;
 use pbf_format::frame::PbfFile;
 
 use crate::util::*;
+
+mod cookbook;
+mod importers;
+mod jsontools;
+mod latest;
+mod repeats;
+mod ties;
 
 /// Files whose blobs are each sorted and mutually non-overlapping.
 const PASSTHROUGH: &[&str] = &[
@@ -175,33 +186,6 @@ fn a_swapped_stage_is_used() {
     assert!(!out.exists());
     let leftovers: Vec<_> = std::fs::read_dir(dir.path()).expect("ls").collect();
     assert!(leftovers.is_empty(), "temporaries left: {leftovers:?}");
-}
-
-#[test]
-fn usage_errors_and_refusals() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let input = data("sorted-andorra.osm.pbf");
-    let o = run(pbf_sort());
-    assert_eq!(o.status.code(), Some(2));
-    let mut c = pbf_sort();
-    c.arg(&input)
-        .arg("--bogus")
-        .arg("-o")
-        .arg(dir.path().join("x"));
-    assert_eq!(run(c).status.code(), Some(2));
-    let existing = dir.path().join("existing.osm.pbf");
-    std::fs::write(&existing, b"keep me").expect("write");
-    let mut c = pbf_sort();
-    c.arg(&input).arg("-o").arg(&existing);
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2), "found before any work");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("exists (use -O/--overwrite"));
-    assert_eq!(std::fs::read(&existing).expect("read"), b"keep me");
-    let mut c = pbf_sort();
-    c.arg(&input).arg("-o").arg(&input).arg("-O");
-    let o = run(c);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("is also an input"));
 }
 
 /// A sorted input large enough that the copy takes a noticeable time.
@@ -373,70 +357,4 @@ fn verbose_prints_a_summary_of_every_stage() {
             "{l}"
         );
     }
-}
-
-#[test]
-fn one_progress_bar_at_a_time_on_a_terminal() {
-    // pbf-merge and pbf-copy run at the same time; the line is the merge's
-    // until it exits (its bar counts the ops it passes on), so the two never
-    // take turns on one line. The copy's bar may follow the merge's last
-    // frame, where copying goes on after the merge has ended (on a busy
-    // machine), but no merge frame ever follows a copy frame.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let input = data("unsorted-vex.osm.pbf");
-    let cmd = format!(
-        "pbf-sort -j1 --copier copy '{}' -o out.osm.pbf",
-        input.display()
-    );
-    let mut script = Command::new("script");
-    script
-        .args(["-qec", &cmd, "/dev/null"])
-        .current_dir(dir.path())
-        .env("PATH", tools_path())
-        .env("TERM", "xterm");
-    let tty = String::from_utf8_lossy(&succeeds(script)).into_owned();
-    assert!(tty.contains("merging"), "the merge bar: {tty:?}");
-    let stages = bar_owners(&screen_lines(&tty));
-    assert!(
-        stages.windows(2).all(|w| w[0] < w[1]),
-        "bars took turns on the line ({stages:?}): {tty:?}"
-    );
-    if let Some(copy) = tty.find("copying") {
-        assert!(
-            tty[..copy].contains("merged 3 ops"),
-            "the copy drew before the merge's last frame: {tty:?}"
-        );
-    }
-    assert!(dir.path().join("out.osm.pbf").exists());
-}
-
-/// The stages whose bars a terminal's frames ([`screen_lines`]) show, in
-/// the order the line passed between them: 0 the index, 1 the merge, 2 the
-/// copy; a stage that drew again after another is listed again.
-fn bar_owners(frames: &[String]) -> Vec<u8> {
-    let mut owners: Vec<u8> = Vec::new();
-    for frame in frames {
-        let owner = match frame.split(' ').next() {
-            Some("indexing") => 0,
-            Some("merging" | "merged") => 1,
-            Some("copying") => 2,
-            _ => continue,
-        };
-        if owners.last() != Some(&owner) {
-            owners.push(owner);
-        }
-    }
-    owners
-}
-
-#[test]
-fn bar_owners_read_the_order_the_line_passed_in() {
-    // Frames as a pseudo-terminal showed them on a busy machine: the copy
-    // drew once the merge had ended.
-    let handed_on = "indexing in.osm.pbf [ ] 0 B/1 MiB\r\u{1b}[2Kmerging op 1 (14 blobs) [ ] 0 B/1 MiB\
-        \r\u{1b}[2Kmerged 3 ops (17 blobs) [=>] 1 MiB/1 MiB\r\u{1b}[2Kcopying [=> ] 5 KiB/1 MiB\r\u{1b}[2K";
-    assert_eq!(bar_owners(&screen_lines(handed_on)), [0, 1, 2]);
-    let fought = "merging op 1 [ ] 0 B/1 MiB\r\u{1b}[2Kcopying [ ] 0 B/1 MiB\
-        \r\u{1b}[2Kmerging op 2 [ ] 0 B/1 MiB\r\u{1b}[2K";
-    assert_eq!(bar_owners(&screen_lines(fought)), [1, 2, 1]);
 }

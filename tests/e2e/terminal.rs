@@ -4,7 +4,8 @@
 //! terminal emulator (`vt100`). Asserted on every rendered state of the
 //! screen while the run goes on: at most one progress bar, no line wrapped;
 //! and on the screen once the run has ended: no bar left, the error line of
-//! a failure present. A merge-heavy input must show a bar that moves.
+//! a failure present. A merge-heavy input must show a bar that moves. The
+//! bars' bytes as drawn, read under `script(1)`, are in [`bars`].
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use crate::util::commands::{bin_quoted, pbf_sort, wait_at_most};
 use crate::util::files::{concat, data};
+
+mod bars;
 
 /// Rows of the pseudo-terminal.
 const ROWS: u16 = 24;

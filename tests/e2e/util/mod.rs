@@ -10,7 +10,7 @@
 //! - [`oracle`]: what osmium says of a file;
 //! - [`dates`]: two extracts of different dates, and the oracle of `--latest`;
 //! - [`postgres`]: a throwaway PostgreSQL cluster and osm2pgsql imports;
-//! - [`failures`]: a failed run's stderr, checked.
+//! - [`failures`]: a refused or failed run's stderr, checked.
 
 pub mod commands;
 pub mod dates;

@@ -4,7 +4,7 @@
 //! runs into ENOSPC, leaving nothing either); a run that fits still
 //! succeeds; and clones (pbf-reflink on XFS) are not counted, since they
 //! take no room. Small filesystems are tmpfs mounts (root only: elsewhere
-//! each test prints "SKIPPED: reason", as tests/e2e/diskfull.rs does).
+//! each test prints "SKIPPED: reason", as faults/diskfull.rs does).
 
 use std::path::Path;
 use std::process::Command;

@@ -24,18 +24,13 @@ fn pread_and_uring_give_the_same_output() {
 fn truncated_file_fails_the_same_way() {
     let path = data("bad-truncated.osm.pbf");
     let uring = index_with("uring", &path);
-    assert_eq!(uring.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&uring.stderr);
-    assert!(err.contains("blob at offset"), "{err}");
-    assert_eq!(
-        err,
-        String::from_utf8_lossy(&index_with("pread", &path).stderr)
-    );
+    let line = refused("uring", &uring, 1, &["blob at offset"]);
+    let pread = index_with("pread", &path);
+    assert_eq!(line, refused("pread", &pread, 1, &[]));
 }
 
 #[test]
 fn unknown_io_method_is_a_usage_error() {
     let out = index_with("aio", &data("sorted-andorra.osm.pbf"));
-    assert_eq!(out.status.code(), Some(2));
-    assert!(out.stdout.is_empty());
+    refused("--io aio", &out, 2, &["'aio'"]);
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::util::*;
 
-/// Sort without the free-space check (tests/e2e/space.rs), which would
+/// Sort without the free-space check (faults/space.rs), which would
 /// refuse the copy path's output before it fills the disk.
 fn sort_into(input: &Path, out: &Path, scratch: &Path) -> Outcome {
     let mut c = pbf_sort();

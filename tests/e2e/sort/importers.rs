@@ -3,8 +3,8 @@
 //! PostGIS cluster (util::postgres) refuses the unsorted files and imports
 //! pbf-sort's output as it imports `osmium sort`'s (the same row counts);
 //! two extracts of different dates merged with `--latest` import as the
-//! oracle's merge does; and `osmium extract`, which checks order and unique
-//! ids, reads every sorted output.
+//! oracle's merge does; `osmium extract`, which checks order and unique
+//! ids, reads every sorted output; and osmconvert reads the default ones.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -189,4 +189,86 @@ fn osm2pgsql_imports_two_dates_merged_with_latest_as_the_oracle() {
     for line in edited_lines(&dates.newer_opl) {
         assert!(kept.contains(line), "not the newer version: {line}");
     }
+}
+
+/// `osmconvert --out-statistics` of a file: nodes, ways, relations, or
+/// `None` when osmconvert cannot read it. Its exit status is not used: it
+/// warns (and exits 92) about negative ids in osmium's order, which is not
+/// its own, and still reads every object.
+fn osmconvert_counts(path: &Path) -> Option<[u64; 3]> {
+    let o = std::process::Command::new("osmconvert")
+        .arg(path)
+        .arg("--out-statistics")
+        .output()
+        .expect("osmconvert runs (Debian: osmctools)");
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    if text.contains("osmconvert Error") || !text.contains("nodes:") {
+        return None;
+    }
+    let count = |what: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(what))
+            .map_or(0, |n| n.trim().parse().expect("a count"))
+    };
+    Some([count("nodes:"), count("ways:"), count("relations:")])
+}
+
+/// osmium's object counts of a file: nodes, ways, relations.
+fn osmium_counts(path: &Path) -> [u64; 3] {
+    let info = fileinfo(path);
+    let n = |k: &str| info["data"]["count"][k].as_u64().expect("count");
+    [n("nodes"), n("ways"), n("relations")]
+}
+
+/// Default outputs carry no indexdata, so osmconvert (0.8 and 0.9 read only
+/// BlobHeaders of 11 to 17 bytes) reads them wherever it reads the input's
+/// kind of data, merged blobs included.
+#[test]
+fn osmconvert_reads_default_outputs() {
+    // osmconvert has no --version (it exits 1): it must merely run.
+    let runs = std::process::Command::new("osmconvert")
+        .arg("-h")
+        .output()
+        .is_ok();
+    assert!(
+        runs,
+        "osmconvert (Debian package osmctools) is required; install it"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cases: Vec<Vec<std::path::PathBuf>> =
+        good_files().into_iter().map(|f| vec![f]).collect();
+    cases.push(vec![
+        data("unsorted-vex.osm.pbf"),
+        data("unsorted-josm-negative-ids.osm.pbf"),
+    ]);
+    let mut read = 0;
+    for inputs in cases {
+        let out = dir.path().join("out.osm.pbf");
+        let mut c = pbf_sort();
+        c.arg("-q").arg("-O").args(&inputs).arg("-o").arg(&out);
+        succeeds(c);
+        let what = inputs
+            .iter()
+            .map(|p| name(p))
+            .collect::<Vec<_>>()
+            .join(" + ");
+        // osmconvert reads dense nodes only: a merged output has them, a
+        // copied one keeps the input's blocks. Where it reads the inputs,
+        // it must count the same in the output (it counts the objects of a
+        // history file, not their versions); else osmium's counts.
+        let of_inputs: Option<Vec<[u64; 3]>> =
+            inputs.iter().map(|p| osmconvert_counts(p)).collect();
+        let want = match of_inputs {
+            Some(counts) => counts
+                .iter()
+                .fold([0; 3], |a, c| [a[0] + c[0], a[1] + c[1], a[2] + c[2]]),
+            None if inputs.len() > 1 => osmium_counts(&out),
+            None => continue,
+        };
+        let got = osmconvert_counts(&out);
+        assert_eq!(got, Some(want), "{what}: osmconvert's counts");
+        read += 1;
+    }
+    assert!(read >= 10, "only {read} outputs were tried");
 }

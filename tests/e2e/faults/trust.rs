@@ -103,31 +103,6 @@ fn keys_from(file: &Path, args: &[&str]) -> Vec<KeysFrom> {
         .collect()
 }
 
-/// A driver run that must fail with exit 1: the cause in one line holding
-/// each of `want` (then at most the copier's line saying its --check-cmd
-/// refused the output, and the driver's line naming the stage), and no
-/// output file.
-fn fails_cleanly(mut c: std::process::Command, out: &Path, want: &[&str]) {
-    let o = c.output().expect("run");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "exit status; stderr: {err}");
-    let mut lines = err.lines();
-    let cause = lines.next().unwrap_or_default();
-    for w in want {
-        assert!(cause.contains(w), "the first line lacks {w:?}: {err}");
-    }
-    let rest: Vec<&str> = lines.collect();
-    let checked = |l: &str| l.starts_with("pbf-copy: error: ") && l.contains("--check-cmd failed");
-    let cascade = match rest.as_slice() {
-        [] => true,
-        [driver] => is_stage_failure(driver),
-        [copier, driver] => checked(copier) && is_stage_failure(driver),
-        _ => false,
-    };
-    assert!(cascade, "more than the cause: {err}");
-    assert!(!out.exists(), "{} was written", out.display());
-}
-
 #[test]
 fn pbfhogg_indexdata_is_not_trusted_by_default() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -160,7 +135,7 @@ fn check_decodes_and_refuses_an_output_that_trusted_a_lie() {
         .arg(&input)
         .arg("-o")
         .arg(&out);
-    fails_cleanly(c, &out, &["pbf-overlap: not in order: "]);
+    fails_in_a_stage("--check", &run(c), &out, &["pbf-overlap: not in order: "]);
     // Without --check the same run writes the unsorted file it was told to.
     let mut c = pbf_sort();
     c.args(["-q", "--index-cmd", index])
@@ -237,7 +212,12 @@ fn an_unknown_required_feature_is_refused() {
     let out = dir.path().join("out.osm.pbf");
     let mut c = pbf_sort();
     c.arg("-q").arg(&input).arg("-o").arg(&out);
-    fails_cleanly(c, &out, &["Teleportation", "future.osm.pbf"]);
+    fails_in_a_stage(
+        "future",
+        &run(c),
+        &out,
+        &["Teleportation", "future.osm.pbf"],
+    );
     // In a second OSMHeader too.
     let joined = dir.path().join("joined.osm.pbf");
     let mut bytes = std::fs::read(data("sorted-andorra.osm.pbf")).expect("read");
@@ -245,7 +225,12 @@ fn an_unknown_required_feature_is_refused() {
     std::fs::write(&joined, bytes).expect("write");
     let mut c = pbf_sort();
     c.arg("-q").arg(&joined).arg("-o").arg(&out);
-    fails_cleanly(c, &out, &["Teleportation", "joined.osm.pbf"]);
+    fails_in_a_stage(
+        "joined",
+        &run(c),
+        &out,
+        &["Teleportation", "joined.osm.pbf"],
+    );
 }
 
 /// Files joined with `cat`: each OSMHeader counts like another input's, so
