@@ -31,7 +31,7 @@ _pbf__index() {
 
     case "${cmd}" in
         pbf__index)
-            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --given --driver-help --driver-summary --driver-check --driver-script --io --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --given --driver-help --driver-summary --driver-check --io --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -9,7 +9,6 @@ uring\t''"
 complete -c pbf-index -l decode -d 'Scan every blob, trusting no indexdata (to verify a file: pbf-index --decode F | pbf-overlap --check)'
 complete -c pbf-index -l validate -d 'Check that every FILE is a PBF file at all, and exit: 0 when each starts like one (its first frame is an OSMHeader or OSMData frame, or is cut short), 2 with one line naming the first that does not and what it is (OSM XML, OPL, o5m, compressed, empty, or bytes that cannot start a PBF frame: a BlobHeader length over 64 KiB, a BlobHeader that does not parse or of another type) or why it cannot be read; no index is written. Damage after the first frame is found by indexing it (pbf-sort checks its inputs this way before it starts a stage)'
 complete -c pbf-index -l driver-help -d 'Print the help of the pbf-sort driver, and exit (pbf-sort --help)'
-complete -c pbf-index -l driver-script -d 'Print the bash script of the pbf-sort run described on standard input, and exit (pbf-sort --dry-run)'
 complete -c pbf-index -s v -l verbose -d 'Print a summary per file on stderr (blobs from indexdata or decoded, objects, time); given twice (-vv), also the time spent serialising the index stream'
 complete -c pbf-index -s q -l quiet -d 'No progress bar and no warnings on stderr'
 complete -c pbf-index -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'

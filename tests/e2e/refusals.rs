@@ -218,6 +218,12 @@ fn option_values() -> Vec<Refusal> {
         (&["--merge-cmd", "pbf-mrge"], "merge stage 'pbf-mrge'"),
         // getopt(1)'s words.
         (&["--bogus"], "unrecognized option '--bogus'"),
+        // A long option a letter away from one is named.
+        (
+            &["--lastest"],
+            "unrecognized option '--lastest' (did you mean --latest?)",
+        ),
+        (&["--ovewrite"], "(did you mean --overwrite?)"),
         (&["-Z"], "invalid option -- 'Z'"),
         // One output, as for osmium and GNU sort.
         (&["-o", "other.osm.pbf"], "-o/--output given twice"),

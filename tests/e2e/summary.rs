@@ -136,6 +136,10 @@ fn a_run_is_summarised_and_its_numbers_agree_with_the_files() {
     let bytes = field(&s, "bytes");
     assert_eq!(number(bytes, "written"), size);
     assert_eq!(number(counters(3), "written_bytes"), size);
+    assert_eq!(
+        number(&s, "duplicate_ids"),
+        number(counters(3), "duplicate_ids")
+    );
     assert_eq!(field(counters(0), "objects"), field(&s, "objects"));
     assert_eq!(number(bytes, "copied"), number(counters(1), "copy_bytes"));
     assert_eq!(number(bytes, "merged"), number(counters(2), "read_bytes"));

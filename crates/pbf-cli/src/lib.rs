@@ -5,8 +5,8 @@
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
 //! tool ([`diag`]), parsing of common option values, the report of a
 //! run that the driver's `--summary-json` gathers ([`report`]), and what
-//! the `pbf-sort` driver asks of Rust: its command line and help, its
-//! summary and its `--dry-run` script ([`driver`]).
+//! the `pbf-sort` driver asks of Rust: its command line and help, the
+//! judgement of its files and its summary ([`driver`]).
 #![deny(missing_docs)]
 
 use clap::{ArgMatches, Command};

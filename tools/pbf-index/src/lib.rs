@@ -201,17 +201,6 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
-            Arg::new("driver-script")
-                .long("driver-script")
-                .help_heading(DRIVER_HEADING)
-                .exclusive(true)
-                .help(
-                    "Print the bash script of the pbf-sort run described on standard input, \
-                     and exit (pbf-sort --dry-run)",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
             Arg::new("io")
                 .long("io")
                 .value_name("METHOD")
@@ -305,11 +294,6 @@ fn for_the_driver(m: &ArgMatches) -> Result<Option<ExitCode>> {
         let paths: Vec<&PathBuf> = paths.collect();
         driver::summary::write(paths[0], paths[1])?;
         Vec::new()
-    } else if m.get_flag("driver-script") {
-        let mut description = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut description)?;
-        let run = driver::run::Run::parse(&description).context("standard input")?;
-        driver::script::render(&run)
     } else {
         return Ok(None);
     };

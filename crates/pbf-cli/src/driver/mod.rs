@@ -1,16 +1,15 @@
-//! What the `pbf-sort` driver, a bash script, asks of Rust: what is no
-//! driving. The toolkit's `pbf-index` gives it through its `--driver-*`
+//! What the `pbf-sort` driver, a bash script, asks of Rust: what needs
+//! Rust. The toolkit's `pbf-index` gives it through its `--driver-*`
 //! options.
 //!
 //! - [`command`]: its command line as a clap [`Command`], the one source of
 //!   its help (`pbf-sort --help`: `pbf-index --driver-help`) and of its
 //!   shell completions (`pbf-man`);
-//! - [`run`]: the driver's description of a run, which it writes as
-//!   NUL-terminated fields, and its two renderings: [`summary`], the
-//!   `--summary-json` object (`pbf-index --driver-summary`), and [`script`],
-//!   the `--dry-run` script (`pbf-index --driver-script`);
-//! - [`check`]: the files the run writes, judged before a stage starts
-//!   (`pbf-index --driver-check`).
+//! - [`check`]: the files the run reads and writes, judged before a stage
+//!   starts (`pbf-index --driver-check`);
+//! - [`summary`]: the `--summary-json` object (`pbf-index
+//!   --driver-summary`), from the driver's description of the run
+//!   ([`run`]: NUL-terminated fields) and the stages' reports.
 //!
 //! The script parses its options with getopt(1): its `long=` list is what
 //! it parses, and nothing in Rust parses its command line. The `Command`
@@ -24,7 +23,6 @@
 
 pub mod check;
 pub mod run;
-pub mod script;
 pub mod summary;
 
 use clap::builder::PossibleValue;

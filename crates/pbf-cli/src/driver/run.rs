@@ -1,30 +1,24 @@
 //! The driver's description of its run: what only `pbf-sort` knows of it,
-//! read by the renderings that are no driving (the `--summary-json` object,
-//! the `--dry-run` script).
+//! read by [`super::check`] (the files it names) and [`super::summary`]
+//! (the `--summary-json` object).
 //!
 //! The driver is a bash script, which can write any word it holds but no
 //! JSON, so it describes the run as NUL-terminated `NAME=VALUE` fields (the
 //! format of `/proc/PID/environ`, which holds any path), an empty value
-//! standing for one it did not learn. The run's fields come first:
+//! standing for one it did not learn. For the summary, the run's fields
+//! come first:
 //!
-//! - `driver_pid`: its process id, in the names of its files;
 //! - `exit`: the run's status; `started`: when it started, in microseconds
 //!   since the epoch; `failed_stage`: the role of the stage named as the
 //!   cause of a failure;
-//! - `output` as given to `-o`; `overwrite`: 1 for `-O`; `committed`: 1
-//!   once the copier put the output in place; `copier`: the copy stage's
-//!   program;
+//! - `output` as given to `-o`; `committed`: 1 once the copier put the
+//!   output in place; `copier`: the copy stage's program;
 //! - per input, `input` (as given) followed by `file` (the file read for
-//!   it: the saved copy of standard input or of a pipe);
-//! - per input saved, `save` (standard input, `-`, or a pipe) followed by
-//!   `to` (the copy); `stdin`: the copy of standard input, which the first
-//!   stage reads; `remove`: each file of the run's own removed on exit;
-//! - `keep_plan` (the `--keep-plan` directory) and `spool`.
+//!   it: the saved copy of standard input or of a pipe).
 //!
 //! Then each stage of the pipeline in order, from a `stage` field naming its
 //! role (`index`, `planning`, `merge`, `copy`, or `--keep-plan` for a `tee`
-//! that keeps a stream) to the next: its `name` (as a failure names it: the
-//! command as given, or the toolkit's program), `pid`, `exit`, `ended` (in
+//! that keeps a stream) to the next: its `pid`, `exit`, `ended` (in
 //! microseconds since the epoch) and its command, one `arg` per word.
 
 use std::ffi::{OsStr, OsString};

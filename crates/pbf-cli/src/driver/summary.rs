@@ -30,6 +30,9 @@ struct Summary {
     copier: Option<String>,
     bytes: Bytes,
     objects: Option<Box<RawValue>>,
+    /// Objects of the output that repeat the type and id of the one
+    /// before them, as the copier counted them.
+    duplicate_ids: Option<Box<RawValue>>,
     stages: Vec<Stage>,
     reports: Vec<Box<RawValue>>,
 }
@@ -112,6 +115,7 @@ fn assemble(dir: &Path, now: u64) -> Result<Summary> {
             written,
         },
         objects: counter("index", "objects"),
+        duplicate_ids: counter("copy", "duplicate_ids"),
         stages,
         reports: reports.into_values().collect(),
     })
@@ -302,7 +306,7 @@ mod tests {
             serde_json::json!([{"tool": "pbf-index", "exit": 0}])
         );
         let keys: Vec<&String> = s.as_object().expect("object").keys().collect();
-        assert_eq!(keys.len(), 10, "{keys:?}");
+        assert_eq!(keys.len(), 11, "{keys:?}");
     }
 
     #[test]
