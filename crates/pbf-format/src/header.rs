@@ -13,95 +13,53 @@ use crate::sniff::{SNIFF_LEN, advice, identify};
 /// Feature every output declares: our sort order.
 pub const SORT_FEATURE: &str = "Sort.Type_then_ID";
 
-/// A bounding box in nanodegrees: the `HeaderBBox` message itself (prost
-/// attributes) and, with the `serde` feature, the stream record (each a
-/// string beyond 2^53 in magnitude, which only a damaged header holds).
+/// A bounding box in nanodegrees: the `HeaderBBox` message itself.
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BBox {
     /// West edge.
     #[prost(sint64, required, tag = "1")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub left: i64,
     /// East edge.
     #[prost(sint64, required, tag = "2")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub right: i64,
     /// North edge.
     #[prost(sint64, required, tag = "3")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub top: i64,
     /// South edge.
     #[prost(sint64, required, tag = "4")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub bottom: i64,
 }
 
 /// The OSMHeader: the `HeaderBlock` message itself (prost attributes, so
-/// decoding and encoding copy no field) and, with the `serde` feature, the
-/// header record of both streams (serde attributes; the field names are the
-/// wire format). A new field is added here and nowhere else.
+/// decoding and encoding copy no field). The streams' header records hold
+/// this type through pbf-stream's serde view of it, which the compiler
+/// holds to these fields.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Header {
     /// Bounding box, if any.
     #[prost(message, optional, tag = "1")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub bbox: Option<BBox>,
     /// Features a reader must support.
     #[prost(string, repeated, tag = "4")]
-    #[cfg_attr(feature = "serde", serde(default))]
     pub required_features: Vec<String>,
     /// Features a reader may use.
     #[prost(string, repeated, tag = "5")]
-    #[cfg_attr(feature = "serde", serde(default))]
     pub optional_features: Vec<String>,
     /// The program that wrote the file.
     #[prost(string, optional, tag = "16")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub writingprogram: Option<String>,
     /// Data source.
     #[prost(string, optional, tag = "17")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub source: Option<String>,
     /// Replication timestamp, seconds since the epoch
     /// (`osmosis_replication_timestamp`).
     #[prost(int64, optional, tag = "32")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            default,
-            with = "crate::ijson::opt_int",
-            skip_serializing_if = "Option::is_none"
-        )
-    )]
     pub replication_timestamp: Option<i64>,
     /// Replication sequence number (`osmosis_replication_sequence_number`).
     #[prost(int64, optional, tag = "33")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            default,
-            with = "crate::ijson::opt_int",
-            skip_serializing_if = "Option::is_none"
-        )
-    )]
     pub replication_sequence_number: Option<i64>,
     /// Replication base URL (`osmosis_replication_base_url`).
     #[prost(string, optional, tag = "34")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub replication_base_url: Option<String>,
 }
 

@@ -22,6 +22,7 @@
 mod counts;
 mod error;
 mod fast;
+pub mod ijson;
 mod lines;
 mod order;
 mod records;
@@ -30,6 +31,5 @@ mod source;
 pub use counts::{Counts, plural};
 pub use error::{Error, ErrorKind};
 pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_PIECE, PlanReader, StreamTime, Writer};
-pub use pbf_format::ijson;
 pub use records::*;
 pub use source::{check_source, check_unchanged, ctime, mtime};
