@@ -1,7 +1,7 @@
 //! What every tool binary shares, so each `main.rs` is one line and each tool
 //! crate holds only its own policy: the main wrapper with the toolkit's exit
 //! codes (0 success, 1 failure, 2 usage, an input that is not PBF among
-//! them; a broken pipe is a quiet 0),
+//! them, told what to run to get a PBF from it; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
 //! tool ([`diag`]), parsing of common option values, the report of a
 //! run that the driver's `--summary-json` gathers ([`report`]), and what
@@ -14,6 +14,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
+mod advice;
 mod diag;
 pub mod driver;
 pub mod paths;
@@ -181,7 +182,8 @@ fn die_with_driver() {
 
 /// The error and its causes on one line, `outer: cause: cause`, leaving out a
 /// cause whose text the line already holds (library errors print their I/O
-/// cause and also return it as their source).
+/// cause and also return it as their source), and ending in what to run
+/// when an input is not PBF.
 pub fn one_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
@@ -193,6 +195,9 @@ pub fn one_line(err: &anyhow::Error) -> String {
             line.push_str(": ");
         }
         line.push_str(&text);
+    }
+    if let Some(how) = err.chain().find_map(advice::for_cause) {
+        line = format!("{line}: {how}");
     }
     paths::without_os_errors(&line).replace('\n', " ")
 }

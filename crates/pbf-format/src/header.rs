@@ -8,7 +8,7 @@ use prost::Message;
 use crate::compress::decode_blob;
 use crate::error::{Error, ErrorKind, Result};
 use crate::frame::{BlobType, FrameHeader, MAX_HEADER_LEN, PbfFile, parse_blob_header};
-use crate::sniff::{SNIFF_LEN, advice, identify};
+use crate::sniff::{NotPbf, SNIFF_LEN, identify};
 
 /// Feature every output declares: our sort order.
 pub const SORT_FEATURE: &str = "Sort.Type_then_ID";
@@ -116,8 +116,7 @@ pub fn read_file_header(
     let first = match frames.next() {
         Some(r) => r.map_err(|e| not_pbf(file).unwrap_or(e))?,
         None => {
-            let empty = "empty (0 bytes), not a PBF file: nothing to sort";
-            return Err(Error::new(ErrorKind::NotPbf(empty.to_owned())).in_file(path));
+            return Err(Error::new(ErrorKind::NotPbf(NotPbf::Empty)).in_file(path));
         }
     };
     if first.blob_type != BlobType::OsmHeader {
@@ -140,11 +139,11 @@ pub fn read_file_header(
 fn not_pbf(file: &PbfFile) -> Option<Error> {
     let len = file.size().min(SNIFF_LEN as u64) as usize;
     let head = file.read_exact_at(0, len, "file start").ok()?;
-    let msg = match identify(&head) {
-        Some(kind) => advice(kind, &file.path().display().to_string()),
-        None => format!("unknown data, not a PBF file: {}", no_frame_start(file)?),
+    let kind = match identify(&head) {
+        Some(kind) => kind,
+        None => NotPbf::Unknown(no_frame_start(file)?),
     };
-    Some(Error::new(ErrorKind::NotPbf(msg)).in_file(file.path()))
+    Some(Error::new(ErrorKind::NotPbf(kind)).in_file(file.path()))
 }
 
 /// Why the first bytes of `file` cannot be the first frame of a PBF file,
