@@ -3,7 +3,9 @@
 //! codes (0 success, 1 failure, 2 usage, an input that is not PBF among
 //! them, told what to run to get a PBF from it; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
-//! tool ([`diag`]), parsing of common option values, the report of a
+//! tool ([`diag`]), what a signal must undo on the terminal and in a
+//! command run in a process group of its own ([`signals`]), parsing of
+//! common option values, the report of a
 //! run that the driver's `--summary-json` gathers ([`report`]), and what
 //! the `pbf-sort` driver asks of Rust: its command line and help, its
 //! summary and its `--dry-run` script ([`driver`]).
@@ -19,6 +21,7 @@ mod diag;
 pub mod driver;
 pub mod paths;
 pub mod report;
+pub mod signals;
 
 pub use diag::{
     Bars, JOB_PGRP_ENV, VerbosityHelp, draw, fit, job_pgrp, progress, progress_args, release_line,
@@ -322,7 +325,7 @@ pub fn warn(name: &str, msg: impl std::fmt::Display) {
     // line and the bar is drawn again below it (in the foreground only: in
     // the background the line is the shell's).
     let clear = if io::stderr().is_terminal() && diag::in_foreground() {
-        pbf_output::cleanup::CLEAR_LINE
+        signals::CLEAR_LINE
     } else {
         ""
     };

@@ -37,10 +37,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::frames;
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
 use pbf_output::direct::{ALIGN, AlignedBuf, Direct};
-use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
+use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range};
 use pbf_stream::{CopyOp, SortedThrough};
 
 use crate::{CopySources, OutputHead, Step};

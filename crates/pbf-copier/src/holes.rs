@@ -20,9 +20,10 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use crate::frames;
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
-use pbf_output::{Punched, frames, punch_hole};
+use pbf_output::{Punched, punch_hole};
 use pbf_stream::PlanHeader;
 
 use crate::Options;

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod ahead;
+pub mod frames;
 pub mod holes;
 mod sources;
 
@@ -34,7 +35,7 @@ use pbf_format::Key;
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
-use pbf_output::{CopyStats, OutputFile, OutputOptions, frames};
+use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
 pub use sources::{CopySources, Source};
 
@@ -552,7 +553,7 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
     // as it is for the shell and what it starts. It is told its job's
     // group, which the terminal's foreground is while the job draws. Ctrl-Z
     // stops the job's group only: the check is stopped and continued with
-    // us (pbf_output::cleanup).
+    // us (pbf_cli::signals).
     let mut check = Process::new("/bin/sh");
     check
         .arg("-c")
@@ -572,7 +573,7 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
                 .map_err(std::io::Error::from)
         });
     }
-    let (mut child, stopped_on_signal) = pbf_output::cleanup::spawn_in_group(&mut check)
+    let (mut child, stopped_on_signal) = pbf_cli::signals::spawn_in_group(&mut check)
         .map_err(|e| pbf_output::Error::io("--check-cmd: starting /bin/sh", e))?;
     let status = child
         .wait()

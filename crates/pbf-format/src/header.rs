@@ -5,9 +5,11 @@
 
 use prost::Message;
 
-use crate::compress::decode_blob;
+use crate::compress::{Compression, decode_blob, encode_blob};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{BlobType, FrameHeader, MAX_HEADER_LEN, PbfFile, parse_blob_header};
+use crate::frame::{
+    BlobType, FrameHeader, MAX_HEADER_LEN, PbfFile, encode_frame, parse_blob_header,
+};
 use crate::sniff::{NotPbf, SNIFF_LEN, identify};
 
 /// Feature every output declares: our sort order.
@@ -203,6 +205,13 @@ pub fn read_header_frame(file: &PbfFile, fh: &FrameHeader) -> Result<Header> {
 /// Encode a HeaderBlock (uncompressed).
 pub fn encode_header(h: &Header) -> Vec<u8> {
     h.encode_to_vec()
+}
+
+/// The whole OSMHeader frame for `h`, its blob compressed with
+/// `compression`: what a writer starts a file with.
+pub fn encode_header_frame(h: &Header, compression: Compression) -> Result<Vec<u8>> {
+    let blob = encode_blob(&encode_header(h), compression)?;
+    encode_frame(&BlobType::OsmHeader, None, &blob)
 }
 
 #[cfg(test)]

@@ -18,12 +18,13 @@ use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
+use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
 use pbf_copier::{CopySources, Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
-use pbf_output::{CopyStats, OutputFile, frames};
+use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::{CopyOp, StreamTime};
 
 use recompress::recompress_range;
