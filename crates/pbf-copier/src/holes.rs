@@ -99,7 +99,7 @@ impl SpoolHoles {
     }
 
     /// The `-v` words: bytes freed, and ranges the filesystem kept.
-    pub fn summary(&self) -> String {
+    pub fn verbose_words(&self) -> String {
         match self.unsupported {
             0 => format!("{} spool bytes freed", self.freed),
             n => format!(
@@ -194,7 +194,7 @@ mod tests {
             let end = bytes.len() / block * block;
             assert!(after[head..end].iter().all(|&b| b == 0));
         }
-        assert!(holes.summary().contains("spool bytes freed"));
+        assert!(holes.verbose_words().contains("spool bytes freed"));
     }
 
     #[test]

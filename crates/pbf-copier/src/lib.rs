@@ -155,7 +155,7 @@ pub struct Options {
     pub keep_spools: bool,
     /// Not `--no-space-check`: refuse an output its filesystem cannot hold.
     pub space_check: bool,
-    /// How many times `-v` was given: once for the summary, twice for its internals.
+    /// How many times `-v` was given: once for what was done, twice for its internals too.
     pub verbose: u8,
     /// `-q`.
     pub quiet: bool,

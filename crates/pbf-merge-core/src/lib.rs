@@ -211,7 +211,7 @@ pub struct Prepared {
 /// How a prepared op starts.
 enum Start {
     /// The runs fit the budget as they are.
-    Ready(Vec<Run>),
+    Fits(Vec<Run>),
     /// Batches of small blobs must be sorted into compact runs, or runs
     /// spilled into fewer runs, first.
     MustSpill(Vec<Run>, Budget),
@@ -220,7 +220,7 @@ enum Start {
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let start = match &self.start {
-            Start::Ready(r) => format!("{} runs", r.len()),
+            Start::Fits(r) => format!("{} runs", r.len()),
             Start::MustSpill(r, _) => format!("{} runs to spill", r.len()),
         };
         f.debug_struct("Prepared")
@@ -236,7 +236,7 @@ impl Prepared {
     /// that must sort batches or spill takes the whole budget.
     pub fn memory(&self, memory: u64) -> u64 {
         match self.start {
-            Start::Ready(_) => (self.stats.held + self.stats.final_memory).min(memory),
+            Start::Fits(_) => (self.stats.held + self.stats.final_memory).min(memory),
             Start::MustSpill(..) => memory,
         }
     }
@@ -317,7 +317,7 @@ impl Merger {
         stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
         let start = if budget.fits(&runs) && stats.batches < 2 {
             stats.final_memory = Run::memory_of(&runs);
-            Start::Ready(runs)
+            Start::Fits(runs)
         } else {
             Start::MustSpill(runs, budget)
         };
@@ -372,7 +372,7 @@ impl Merger {
             stats.elements_in,
         );
         let (runs, side_by_side) = match prepared.start {
-            Start::Ready(runs) => (runs, 1),
+            Start::Fits(runs) => (runs, 1),
             Start::MustSpill(runs, budget) => {
                 let runs = self.compact(runs, budget, &mut stats)?;
                 let runs = self.fit(runs, budget, &mut stats)?;

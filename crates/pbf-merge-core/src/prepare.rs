@@ -16,7 +16,7 @@ use rayon::ThreadPool;
 use crate::chains::{self, Chains};
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Tasks;
-use crate::input::{InputBlob, Inputs, OpFiles, READ_PIECE, SourceFiles};
+use crate::input::{InputBlob, Inputs, OpFiles, READ_STRETCH, SourceFiles};
 use crate::progress::Progress;
 use crate::runs::SMALL;
 
@@ -36,11 +36,11 @@ const PART_INPUTS: usize = 1024;
 const PARTS: usize = 8;
 
 /// Parts each half of an op's headers is read in, at most, within a
-/// memory budget of `memory` bytes: each part reads up to [`READ_PIECE`]
+/// memory budget of `memory` bytes: each part reads up to [`READ_STRETCH`]
 /// at a time, and the parts of both halves together read at most a
 /// sixteenth of the budget at once (one part a half however small).
 pub(crate) fn parts_within(memory: u64) -> usize {
-    let parts = memory / 16 / READ_PIECE / 2;
+    let parts = memory / 16 / READ_STRETCH / 2;
     (parts as usize).clamp(1, PARTS)
 }
 

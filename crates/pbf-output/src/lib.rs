@@ -23,7 +23,7 @@
 //!   `pread`/`pwrite` (or `write` for a pipe) when the kernel refuses, with
 //!   [`CopyStats`] telling how many bytes went which way.
 //! - [`direct`]: writes past the page cache (`O_DIRECT`), which a copier's
-//!   staged appends ([`OutputFile::stage_appends`]) and its copy ahead use:
+//!   buffered appends ([`OutputFile::buffer_appends`]) and its copy ahead use:
 //!   one copy of each byte from the source's cached pages, and no dirty
 //!   pages of the output for the kernel to write back and reclaim.
 //!
@@ -51,12 +51,12 @@
 //! ```
 #![deny(missing_docs)]
 
+mod buffer;
 pub mod cleanup;
 pub mod direct;
 mod error;
 mod output;
 mod range;
-mod stage;
 mod temp;
 
 pub use error::{Error, ErrorKind, Result};

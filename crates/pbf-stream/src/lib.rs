@@ -30,6 +30,6 @@ mod source;
 
 pub use counts::{Counts, plural};
 pub use error::{Error, ErrorKind};
-pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_PIECE, PlanReader, StreamTime, Writer};
+pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_CHUNK, PlanReader, StreamTime, Writer};
 pub use records::*;
 pub use source::{check_source, check_unchanged, ctime, mtime};

@@ -163,7 +163,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     });
     let mut job = Job::open(m)?;
     if !m.get_flag("kernel-copy") {
-        job.out.stage_appends();
+        job.out.buffer_appends();
     }
     let mut head = OutputHead::new(&job.plan.header().header);
     // What the plan copies as it is goes into the output byte for byte;
@@ -376,7 +376,7 @@ fn report(
             stats.fallback_bytes,
             stats.fallbacks,
             stats.written_bytes,
-            holes.summary(),
+            holes.verbose_words(),
             written as f64 / copying.max(1e-9) / 1e6
         ),
     );

@@ -438,7 +438,7 @@ fn report(
             pbf_cli::plural(c.padding_frames, "frame"),
             stats.written_bytes,
             percent(c.cloned, c.cloned + copied),
-            holes.summary(),
+            holes.verbose_words(),
         ),
     );
 }
