@@ -37,7 +37,7 @@ use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
 use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
-pub use sources::{CopySources, Source};
+pub use sources::CopySources;
 
 /// The help texts that differ between the tools.
 #[derive(Clone, Copy, Debug)]

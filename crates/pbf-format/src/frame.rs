@@ -285,6 +285,12 @@ impl PbfFile {
             .in_file(path));
         }
         let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
+        PbfFile::from_file(file, path)
+    }
+
+    /// A file opened already (and checked: a stream's source), read as
+    /// [`PbfFile::open`] reads it.
+    pub fn from_file(file: File, path: &Path) -> Result<PbfFile> {
         let meta = file.metadata().map_err(|e| Error::from(e).in_file(path))?;
         if !meta.is_file() {
             return Err(Error::malformed(

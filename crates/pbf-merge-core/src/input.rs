@@ -1,5 +1,5 @@
-//! The inputs of a merge op: the plan's sources opened and identity-checked,
-//! each input frame validated against the plan before anything is merged,
+//! The inputs of a merge op: the files of its sources (a plan's
+//! [`SourceFiles`]), each input frame validated against the plan before anything is merged,
 //! and the loading of blobs into sorted [`Block`]s: one blob alone, or many
 //! small ones gathered into one block (a load), read from the file in large
 //! stretches and decoded on the pool.
@@ -19,7 +19,7 @@ use pbf_format::compress::with_decoded;
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, compress, indexdata};
-use pbf_stream::{MergeInput, MergeOp, SourceRef, check_source};
+use pbf_stream::{MergeInput, MergeOp, SourceFiles};
 use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -30,42 +30,6 @@ use crate::sorted::{Block, Order};
 /// Parts a load of many small blobs is decoded in, at least,
 /// whatever the number of threads.
 const DECODE_PARTS: usize = 32;
-
-/// The plan's source files, opened once and shared by the decoding threads.
-#[derive(Debug, Default)]
-pub struct SourceFiles {
-    files: HashMap<u32, Arc<PbfFile>>,
-}
-
-impl SourceFiles {
-    /// Open every source of a plan. Ordinary sources must still have the size
-    /// and mtime the plan recorded; spool sources (still growing) are opened
-    /// as they are, and every frame read from them is checked against the
-    /// file's size at that moment.
-    pub fn open(sources: &[SourceRef]) -> Result<SourceFiles> {
-        let mut files = HashMap::new();
-        for src in sources {
-            if !src.spool {
-                check_source(&src.file)?;
-            }
-            // Named in messages as given to pbf-index.
-            let file = PbfFile::open(&src.file.path)?.named(src.name());
-            if !src.spool && file.size() != src.file.size {
-                return Err(Error::plan(
-                    file.path(),
-                    0,
-                    format!("size changed to {} bytes while opening", file.size()),
-                ));
-            }
-            files.insert(src.id, Arc::new(file));
-        }
-        Ok(SourceFiles { files })
-    }
-
-    fn get(&self, id: u32) -> Option<&Arc<PbfFile>> {
-        self.files.get(&id)
-    }
-}
 
 /// The entry of every input blob is held while its op is merged, and
 /// counted against the budget.
@@ -143,10 +107,7 @@ impl OpFiles {
         let source = |i: &u32| op.inputs[*i as usize].source;
         for run in order.chunk_by(|a, b| source(a) == source(b)) {
             let input = &op.inputs[run[0] as usize];
-            let file = sources.get(input.source).ok_or_else(|| {
-                let m = format!("source {} is not open", input.source);
-                Error::plan(Path::new("<plan>"), input.offset, m)
-            })?;
+            let file = sources.file(input.source)?;
             files.index.insert(input.source, files.files.len() as u32);
             files.files.push(Arc::clone(file));
         }

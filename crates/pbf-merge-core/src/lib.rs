@@ -4,7 +4,7 @@
 //!
 //! How a run is merged:
 //! 1. every input frame header is read and checked against the plan
-//!    ([`SourceFiles`] checked every source's identity when it was opened);
+//!    ([`pbf_stream::SourceFiles`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
 //!    non-overlapping blobs ([`chains::partition`]); a chain is one sorted
 //!    stream that holds one load at a time (plus one read ahead): a blob,
@@ -62,13 +62,12 @@ use pbf_format::Keep;
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 use pbf_format::scan::Summary;
-use pbf_stream::MergeOp;
+use pbf_stream::{MergeOp, SourceFiles};
 use rayon::ThreadPool;
 
 pub use error::{Error, ErrorKind, Result};
 pub use flight::{Flight, Ready};
 pub use graph::Span;
-pub use input::SourceFiles;
 use progress::Meter;
 pub use progress::{Phase, Progress};
 pub use spool::Spool;

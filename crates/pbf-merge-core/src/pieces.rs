@@ -539,10 +539,11 @@ fn write_pieces<T: Target>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Options;
     use crate::writer::{BlockFormat, Cut, Encoded};
-    use crate::{Options, SourceFiles};
     use pbf_format::block::{BLOCK_SLACK, Columns, Element, EncodeOptions, Info, Node, Obj, Way};
     use pbf_format::compress::Compression;
+    use pbf_stream::SourceFiles;
     use proptest::prelude::*;
 
     /// An element of kind `way` (else node) with a tag telling copies apart.

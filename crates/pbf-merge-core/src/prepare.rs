@@ -16,9 +16,10 @@ use rayon::ThreadPool;
 use crate::chains::{self, Chains};
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Tasks;
-use crate::input::{InputBlob, Inputs, OpFiles, READ_STRETCH, SourceFiles};
+use crate::input::{InputBlob, Inputs, OpFiles, READ_STRETCH};
 use crate::progress::Progress;
 use crate::runs::SMALL;
+use pbf_stream::SourceFiles;
 
 /// Inputs of a merge op from which its chains are found, or bounded, on a
 /// thread of their own.
