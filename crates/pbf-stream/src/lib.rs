@@ -14,7 +14,9 @@
 //! version, require the `end` record (a stream that stops without one means an
 //! upstream stage died), ignore unknown fields, and report errors with line
 //! numbers. [`check_source`] verifies that a file is still the one indexed, and
-//! [`check_unchanged`] that it did not change while it was read.
+//! [`check_unchanged`] that it did not change while it was read;
+//! [`SourceFiles`] holds a plan's sources open, so checked, for every stage
+//! that reads them.
 //! Every number is exact in an IEEE double ([`ijson`]), so a stream survives
 //! jq or any other JSON tool a user puts between two stages.
 #![deny(missing_docs)]

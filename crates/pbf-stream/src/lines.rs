@@ -136,7 +136,7 @@ impl<R: BufRead> LineReader<R> {
             .inner
             .fill_buf()
             .map_err(|e| Error::from(e).at_line(1))?;
-        if !pbf_format::sniff::starts_like_pbf(head) {
+        if !pbf_format::frame::starts_like_pbf(head) {
             return Ok(());
         }
         Err(Error::invalid(

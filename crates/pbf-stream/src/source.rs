@@ -4,6 +4,8 @@
 //! stage opens it ([`check_source`]), and once more when a copier has read
 //! everything and is about to put its output in place ([`check_unchanged`]),
 //! which catches a file rewritten in place while the stages read it.
+//! [`SourceFiles`] holds a plan's sources open on those checks, in the one
+//! shape pbf-merge and the copiers share.
 //!
 //! The ctime is what makes the check worth having: a rewrite that keeps the
 //! size (`dd conv=notrunc`) and puts the mtime back (`touch -d`) still moves
