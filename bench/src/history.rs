@@ -8,8 +8,8 @@ use std::path::Path;
 
 use anyhow::Result;
 use pbf_format::block::{Element, Info};
+use pbf_format::header::encode_header_frame;
 use pbf_output::OutputFile;
-use pbf_output::frames::header_frame_with;
 
 use crate::encode::{FrameEncoder, ordered};
 use crate::input::Input;
@@ -34,7 +34,7 @@ pub fn run(
             .push("HistoricalInformation".into());
     }
     let per_task = (encoder.opts.max_elements / versions as usize).max(1);
-    output.write_all(&header_frame_with(&header, encoder.compression)?)?;
+    output.write_all(&encode_header_frame(&header, encoder.compression)?)?;
     ordered(
         elements.chunks(per_task),
         |chunk| {

@@ -14,8 +14,8 @@ use anyhow::{Context, Result};
 use pbf_format::block::{Element, EncodeOptions, decode_block, split_points};
 use pbf_format::compress::{Compression, decode_blob};
 use pbf_format::frame::PbfFile;
+use pbf_format::header::encode_header_frame;
 use pbf_output::OutputFile;
-use pbf_output::frames::header_frame_with;
 use rayon::prelude::*;
 use tempfile::NamedTempFile;
 
@@ -40,7 +40,7 @@ pub fn run(
     let spills = deal(&inp, seed, buckets, spill_dir)?;
     let mut header = inp.header.clone();
     header.optional_features.retain(|f| !f.starts_with("Sort."));
-    output.write_all(&header_frame_with(&header, encoder.compression)?)?;
+    output.write_all(&encode_header_frame(&header, encoder.compression)?)?;
     for (b, spill) in spills.into_iter().enumerate() {
         let mut elements = load(&spill)?;
         Rng::new(seed, (1 << 40) + b as u64).shuffle(&mut elements);

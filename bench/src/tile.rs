@@ -14,10 +14,10 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow, bail};
 use pbf_format::block::{Element, encode_block, split_points};
+use pbf_format::header::encode_header_frame;
 use pbf_format::scan::Summary;
 use pbf_format::{Key, Kind};
 use pbf_output::OutputFile;
-use pbf_output::frames::header_frame_with;
 use rayon::prelude::*;
 
 use crate::encode::{FrameEncoder, ordered, summarize};
@@ -79,7 +79,7 @@ pub fn run(
             tasks.extend(group.iter().map(|c| (shift, c)));
         }
     }
-    output.write_all(&header_frame_with(&inp.header, encoder.compression)?)?;
+    output.write_all(&encode_header_frame(&inp.header, encoder.compression)?)?;
     ordered(
         tasks,
         |(shift, (block, summary))| {

@@ -22,9 +22,10 @@ use indicatif::{
     HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle,
     TermLike,
 };
-use pbf_output::cleanup::CLEAR_LINE;
+use pbf_output::cleanup::signalled;
 
 use crate::lock;
+use crate::signals::{CLEAR_LINE, clear_line_on_signal, handled_signals};
 
 /// The help texts of `-v` and `-q`, which differ from tool to tool.
 #[derive(Clone, Copy, Debug)]
@@ -273,7 +274,7 @@ fn restart_eta_after_stalls(bar: &ProgressBar, pause: impl Fn() + Send + 'static
     let watcher = std::thread::Builder::new()
         .name("progress-stalls".into())
         .spawn(move || {
-            let _ = pbf_output::cleanup::handled_signals().thread_block();
+            let _ = handled_signals().thread_block();
             loop {
                 let started = Instant::now();
                 pause();
@@ -412,7 +413,7 @@ impl Screen {
         if !ours(&line) {
             *line = Some(take_line());
             if self.terminal && ours(&line) {
-                pbf_output::cleanup::clear_line_on_signal(io::stderr().as_fd(), job_pgrp());
+                clear_line_on_signal(io::stderr().as_fd(), job_pgrp());
             }
         }
         ours(&line)
@@ -544,7 +545,7 @@ impl TermLike for Screen {
         // more is drawn there, and a frame that crossed the handler's clear
         // is cleared again.
         let background = self.terminal && !in_foreground();
-        if frame.is_empty() || pbf_output::cleanup::signalled() || background || !self.owns_line() {
+        if frame.is_empty() || signalled() || background || !self.owns_line() {
             return Ok(());
         }
         let mut err = io::stderr().lock();
@@ -555,7 +556,7 @@ impl TermLike for Screen {
         } else {
             &frame
         })?;
-        if pbf_output::cleanup::signalled() {
+        if signalled() {
             err.write_all(CLEAR_LINE.as_bytes())?;
         }
         err.flush()

@@ -1,9 +1,11 @@
 //! What every tool binary shares, so each `main.rs` is one line and each tool
 //! crate holds only its own policy: the main wrapper with the toolkit's exit
 //! codes (0 success, 1 failure, 2 usage, an input that is not PBF among
-//! them; a broken pipe is a quiet 0),
+//! them, told what to run to get a PBF from it; a broken pipe is a quiet 0),
 //! `-` for stdin/stdout, one rule for `-q`, `-v` and progress bars in every
-//! tool ([`diag`]), parsing of common option values, the report of a
+//! tool ([`diag`]), what a signal must undo on the terminal and in a
+//! command run in a process group of its own ([`signals`]), parsing of
+//! common option values, the report of a
 //! run that the driver's `--summary-json` gathers ([`report`]), and what
 //! the `pbf-sort` driver asks of Rust: its command line and help, the
 //! judgement of its files and its summary ([`driver`]).
@@ -14,10 +16,12 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
+mod advice;
 mod diag;
 pub mod driver;
 pub mod paths;
 pub mod report;
+pub mod signals;
 
 pub use diag::{
     Bars, JOB_PGRP_ENV, VerbosityHelp, draw, fit, job_pgrp, progress, progress_args, release_line,
@@ -181,7 +185,8 @@ fn die_with_driver() {
 
 /// The error and its causes on one line, `outer: cause: cause`, leaving out a
 /// cause whose text the line already holds (library errors print their I/O
-/// cause and also return it as their source).
+/// cause and also return it as their source), and ending in what to run
+/// when an input is not PBF.
 pub fn one_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
@@ -193,6 +198,9 @@ pub fn one_line(err: &anyhow::Error) -> String {
             line.push_str(": ");
         }
         line.push_str(&text);
+    }
+    if let Some(how) = err.chain().find_map(advice::for_cause) {
+        line = format!("{line}: {how}");
     }
     paths::without_os_errors(&line).replace('\n', " ")
 }
@@ -317,7 +325,7 @@ pub fn warn(name: &str, msg: impl std::fmt::Display) {
     // line and the bar is drawn again below it (in the foreground only: in
     // the background the line is the shell's).
     let clear = if io::stderr().is_terminal() && diag::in_foreground() {
-        pbf_output::cleanup::CLEAR_LINE
+        signals::CLEAR_LINE
     } else {
         ""
     };

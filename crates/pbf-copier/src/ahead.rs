@@ -37,10 +37,11 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::frames;
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
 use pbf_output::direct::{ALIGN, AlignedBuf, Direct};
-use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range, frames};
+use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range};
 use pbf_stream::{CopyOp, SortedThrough};
 
 use crate::{CopySources, OutputHead, Step};
@@ -81,7 +82,7 @@ impl Ahead {
     }
 
     /// Act on one plan record: a `sorted` or `unsorted` record moves the
-    /// thread's gate, a copy op that continues the guess is taken into it,
+    /// thread's allowance, a copy op that continues the guess is taken into it,
     /// and a `header` record that changes the header drops the guess and
     /// takes it. Returns the record left for the copier: a copy op outside
     /// the guess (the guess is landed first, so the op follows the bytes it
@@ -240,10 +241,10 @@ fn data_start(file: &File, path: &Path) -> Option<u64> {
     (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 
-/// Bytes the writer copies between two looks at the gate: small enough
+/// Bytes the writer copies between two looks at the allowance: small enough
 /// that a wrong guess is dropped within a few milliseconds (a quarter of
 /// a write-back step).
-const PIECE: u64 = WRITEBACK_STEP / 4;
+const SLICE: u64 = WRITEBACK_STEP / 4;
 
 /// A range of one source being copied into the output by a thread of its
 /// own, at the output's position when it started. Dropping it stops the
@@ -255,74 +256,74 @@ struct CopyAhead {
     /// Where it starts in the source.
     offset: u64,
     len: u64,
-    gate: Arc<Gate>,
+    allowance: Arc<Allowance>,
     thread: Option<JoinHandle<Copied>>,
 }
 
-/// How far the writer may copy, how far it took pieces, and whether it
+/// How far the writer may copy, how far it took slices, and whether it
 /// must stop.
 #[derive(Debug)]
-struct Gate {
-    state: Mutex<GateState>,
+struct Allowance {
+    state: Mutex<AllowanceState>,
     moved: Condvar,
 }
 
 #[derive(Debug, Default)]
-struct GateState {
+struct AllowanceState {
     /// The range's length: the most that can be allowed and taken.
     len: u64,
     /// Bytes from the start of the range the writer may copy.
     allowed: u64,
-    /// Bytes from the start of the range that the writer took as pieces.
+    /// Bytes from the start of the range that the writer took as slices.
     taken: u64,
     stop: bool,
 }
 
-impl Gate {
-    /// A gate over `len` bytes that allows nothing yet.
-    fn new(len: u64) -> Gate {
-        Gate {
-            state: Mutex::new(GateState {
+impl Allowance {
+    /// An allowance over `len` bytes that allows nothing yet.
+    fn new(len: u64) -> Allowance {
+        Allowance {
+            state: Mutex::new(AllowanceState {
                 len,
-                ..GateState::default()
+                ..AllowanceState::default()
             }),
             moved: Condvar::new(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, GateState> {
+    fn lock(&self) -> MutexGuard<'_, AllowanceState> {
         // The state is plain fields: a panic elsewhere leaves it valid.
         pbf_cli::lock(&self.state)
     }
 
-    fn change(&self, f: impl FnOnce(&mut GateState)) {
+    fn change(&self, f: impl FnOnce(&mut AllowanceState)) {
         f(&mut self.lock());
         self.moved.notify_all();
     }
 
     /// Wait until bytes past those taken are allowed, and take the next
-    /// piece of them, at most `PIECE` long: its start and length from the
+    /// slice of them, at most `SLICE` long: its start and length from the
     /// start of the range, or `None` once the writer must stop or the
     /// whole range is taken.
-    fn take_piece(&self) -> Option<(u64, u64)> {
+    fn take_slice(&self) -> Option<(u64, u64)> {
         let mut s = self.lock();
-        while !s.stop && s.piece_end() <= s.taken && s.taken < s.len {
+        while !s.stop && s.slice_end() <= s.taken && s.taken < s.len {
             s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         if s.stop || s.taken >= s.len {
             return None;
         }
-        let (start, end) = (s.taken, s.piece_end());
+        let (start, end) = (s.taken, s.slice_end());
         s.taken = end;
         Some((start, end - start))
     }
 }
 
-impl GateState {
-    /// Where the next piece ends: at most `PIECE` past what was taken and
+impl AllowanceState {
+    /// Where the next slice ends: at most `SLICE` past what was taken and
     /// no further than allowed; at `taken` when nothing more is allowed.
-    fn piece_end(&self) -> u64 {
-        self.allowed.min(self.len).min(self.taken + PIECE)
+    fn slice_end(&self) -> u64 {
+        self.allowed.min(self.len).min(self.taken + SLICE)
     }
 }
 
@@ -334,8 +335,8 @@ struct Copied {
     done: u64,
     steps: Vec<CopyStats>,
     error: Option<pbf_output::Error>,
-    /// Time the writer spent copying (not waiting at the gate), kept or
-    /// dropped pieces alike.
+    /// Time the writer spent copying (not waiting for its allowance), kept or
+    /// dropped slices alike.
     busy: Duration,
 }
 
@@ -382,20 +383,20 @@ impl CopyAhead {
     /// It starts allowed nothing; an allowance never shrinks.
     fn allow(&self, through: u64) {
         let upto = through.saturating_sub(self.offset).min(self.len);
-        self.gate.change(|s| s.allowed = s.allowed.max(upto));
+        self.allowance.change(|s| s.allowed = s.allowed.max(upto));
     }
 
-    /// Ask the writer to stop after its current piece, without waiting:
+    /// Ask the writer to stop after its current slice, without waiting:
     /// the guess proved wrong, but what it copied may still be the prefix
     /// the plan keeps ([`CopyAhead::land`] decides when the ops come).
     fn halt(&self) {
-        self.gate.change(|s| s.stop = true);
+        self.allowance.change(|s| s.stop = true);
     }
 
     /// Stop, or with `wait` allow the whole range, and wait for the writer.
     fn join(&mut self, wait: bool) -> Copied {
         let len = self.len;
-        self.gate.change(|s| match wait {
+        self.allowance.change(|s| match wait {
             true => s.allowed = len,
             false => s.stop = true,
         });
@@ -419,15 +420,15 @@ impl Drop for CopyAhead {
     }
 }
 
-/// Copy the gate's range at `offset` of `src` to `dst` at `at`, one piece
-/// at a time as the gate allows, until all is taken, it is stopped, or a
-/// piece fails; whole blocks past the page cache when `direct` and the
+/// Copy the allowance's range at `offset` of `src` to `dst` at `at`, one slice
+/// at a time as the allowance allows, until all is taken, it is stopped, or a
+/// slice fails; whole blocks past the page cache when `direct` and the
 /// filesystem allows.
-fn copy_pieces(
+fn copy_slices(
     src: &File,
     offset: u64,
     (dst, at): (&File, u64),
-    gate: &Gate,
+    allowance: &Allowance,
     direct: bool,
 ) -> Copied {
     let direct = direct.then(|| Direct::open(dst)).flatten();
@@ -438,11 +439,11 @@ fn copy_pieces(
         buf: None,
     };
     let mut copied = Copied::default();
-    while let Some((start, n)) = gate.take_piece() {
+    while let Some((start, n)) = allowance.take_slice() {
         let started = Instant::now();
-        let piece = writer.copy(offset + start, n, at + start);
+        let slice = writer.copy(offset + start, n, at + start);
         copied.busy += started.elapsed();
-        match piece {
+        match slice {
             Ok(parts) => {
                 copied.done += n;
                 copied.steps.extend(parts);
@@ -490,7 +491,7 @@ impl Writer<'_> {
         Ok(done)
     }
 
-    /// One part of a piece, directly (falling back to the page cache where
+    /// One part of a slice, directly (falling back to the page cache where
     /// the filesystem refuses the write) or through the page cache.
     fn part(
         &mut self,
@@ -527,7 +528,7 @@ impl Writer<'_> {
         use std::os::unix::fs::FileExt;
         let buf = self
             .buf
-            .get_or_insert_with(|| AlignedBuf::new(PIECE as usize));
+            .get_or_insert_with(|| AlignedBuf::new(SLICE as usize));
         let buf = &mut buf.bytes_mut()[..len as usize];
         self.src.read_exact_at(buf, from).map_err(|e| {
             let what = match e.kind() {
@@ -569,14 +570,14 @@ impl CopyAhead {
         let dst = dup(out.file(), out.name())?;
         let at = out.position();
         // Past the page cache as the output's own appends, or not at all.
-        let direct = out.is_staged();
-        let gate = Arc::new(Gate::new(len));
-        let shared = Arc::clone(&gate);
+        let direct = out.is_buffered();
+        let allowance = Arc::new(Allowance::new(len));
+        let shared = Arc::clone(&allowance);
         let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
             .name("copy-ahead".into())
             .spawn(move || {
-                let mut copied = copy_pieces(&src, offset, (&dst, at), &shared, direct);
+                let mut copied = copy_slices(&src, offset, (&dst, at), &shared, direct);
                 copied.error = copied.error.map(|e| e.within(&names));
                 copied
             })
@@ -585,7 +586,7 @@ impl CopyAhead {
             at,
             offset,
             len,
-            gate,
+            allowance,
             thread: Some(thread),
         })
     }
@@ -641,9 +642,9 @@ mod tests {
         let f = File::open(&src).expect("open");
         let mut out =
             OutputFile::create(&dir.path().join("out"), &OutputOptions::default()).expect("create");
-        // As pbf-copy: the header waits in the stage while the copy ahead
+        // As pbf-copy: the header waits in the buffer while the copy ahead
         // writes past it.
-        out.stage_appends();
+        out.buffer_appends();
         out.write_all(head).expect("head");
         (dir, f, src, out)
     }
@@ -705,7 +706,7 @@ mod tests {
         let (dir, f, src, mut out) = setup(200_000, b"H");
         let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
         // The file holds what the thread copied behind the header, which
-        // waits in the stage.
+        // waits in the buffer.
         let bytes = fs::read(&src).expect("src");
         let copied = |out: &OutputFile| {
             let now = fs::read(format!("/proc/self/fd/{}", out.file().as_raw_fd())).expect("read");
@@ -741,7 +742,7 @@ mod tests {
         let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
         ahead.allow(300_000);
         ahead.allow(2000);
-        assert_eq!(ahead.gate.lock().allowed, 199_000);
+        assert_eq!(ahead.allowance.lock().allowed, 199_000);
         let landed = ahead.land(&mut out, 199_000).expect("land");
         assert_eq!((landed.kept, landed.dropped), (199_000, 0));
         assert!(landed.stopped_by.is_none(), "{landed:?}");
@@ -791,7 +792,7 @@ mod tests {
     #[test]
     fn whole_blocks_are_written_past_the_page_cache_with_the_same_bytes() {
         let (dir, f, src, mut out) = setup((1 << 20) + 5000, b"HEAD12345");
-        let direct = out.is_staged();
+        let direct = out.is_buffered();
         let len = (1 << 20) + 4000;
         let ahead = CopyAhead::start(&out, &f, &src, 1000, len).expect("start");
         ahead.allow(3000);
@@ -814,7 +815,7 @@ mod tests {
     }
 
     #[test]
-    fn an_output_not_staged_is_copied_ahead_through_the_page_cache() {
+    fn an_output_not_buffered_is_copied_ahead_through_the_page_cache() {
         let dir = tempfile::tempdir().expect("dir");
         let src = dir.path().join("src");
         let bytes: Vec<u8> = (0..(1u32 << 20) + 5000).map(|i| (i % 251) as u8).collect();
@@ -835,11 +836,11 @@ mod tests {
     }
 
     #[test]
-    fn pieces_at_odd_allowances_make_the_same_bytes() {
-        let len = 3 * PIECE as usize + 12_345;
+    fn slices_at_odd_allowances_make_the_same_bytes() {
+        let len = 3 * SLICE as usize + 12_345;
         let (dir, f, src, mut out) = setup(len + 100, b"HEAD123");
         let ahead = CopyAhead::start(&out, &f, &src, 100, len as u64).expect("start");
-        // Allowances at odd offsets: pieces of every length, most of them
+        // Allowances at odd offsets: slices of every length, most of them
         // starting and ending inside a block.
         for through in (100..len as u64).step_by(777_777) {
             ahead.allow(through);

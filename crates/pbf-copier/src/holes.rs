@@ -20,9 +20,10 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use crate::frames;
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
-use pbf_output::{Punched, frames, punch_hole};
+use pbf_output::{Punched, punch_hole};
 use pbf_stream::PlanHeader;
 
 use crate::Options;
@@ -98,7 +99,7 @@ impl SpoolHoles {
     }
 
     /// The `-v` words: bytes freed, and ranges the filesystem kept.
-    pub fn summary(&self) -> String {
+    pub fn verbose_words(&self) -> String {
         match self.unsupported {
             0 => format!("{} spool bytes freed", self.freed),
             n => format!(
@@ -193,7 +194,7 @@ mod tests {
             let end = bytes.len() / block * block;
             assert!(after[head..end].iter().all(|&b| b == 0));
         }
-        assert!(holes.summary().contains("spool bytes freed"));
+        assert!(holes.verbose_words().contains("spool bytes freed"));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod ahead;
+pub mod frames;
 pub mod holes;
 mod sources;
 
@@ -34,9 +35,9 @@ use pbf_format::Key;
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
-use pbf_output::{CopyStats, OutputFile, OutputOptions, frames};
+use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
-pub use sources::{CopySources, Source};
+pub use sources::CopySources;
 
 /// The help texts that differ between the tools.
 #[derive(Clone, Copy, Debug)]
@@ -154,7 +155,7 @@ pub struct Options {
     pub keep_spools: bool,
     /// Not `--no-space-check`: refuse an output its filesystem cannot hold.
     pub space_check: bool,
-    /// How many times `-v` was given: once for the summary, twice for its internals.
+    /// How many times `-v` was given: once for what was done, twice for its internals too.
     pub verbose: u8,
     /// `-q`.
     pub quiet: bool,
@@ -568,7 +569,7 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
     // as it is for the shell and what it starts. It is told its job's
     // group, which the terminal's foreground is while the job draws. Ctrl-Z
     // stops the job's group only: the check is stopped and continued with
-    // us (pbf_output::cleanup).
+    // us (pbf_cli::signals).
     let mut check = Process::new("/bin/sh");
     check
         .arg("-c")
@@ -588,7 +589,7 @@ fn run_check(cmd: &str, path: &Path, out_name: &str) -> pbf_output::Result<()> {
                 .map_err(std::io::Error::from)
         });
     }
-    let (mut child, stopped_on_signal) = pbf_output::cleanup::spawn_in_group(&mut check)
+    let (mut child, stopped_on_signal) = pbf_cli::signals::spawn_in_group(&mut check)
         .map_err(|e| pbf_output::Error::io("--check-cmd: starting /bin/sh", e))?;
     let status = child
         .wait()

@@ -1,12 +1,10 @@
-//! The files a plan reads from. Every ordinary source is checked against the
-//! size, mtime and ctime the plan recorded before anything is written (a file
-//! that changed since it was indexed would be copied at stale offsets), and
-//! again once everything was read, before the output is put in place
+//! The files a plan reads from, as a copier reads them: the plan's
+//! [`SourceFiles`] (every ordinary source checked against the size, mtime
+//! and ctime the plan recorded before anything is written, a spool checked
+//! against its size as each range is read), checked again once everything
+//! was read, before the output is put in place
 //! ([`CopySources::check_unchanged`]: a file rewritten in place while it was
-//! read gave bytes part old, part new). Spool
-//! sources are written by `pbf-merge` while the plan streams, so they grow:
-//! each is opened on first use and every range is checked against its size
-//! at the moment it is read.
+//! read gave bytes part old, part new), and the spools' removal.
 //!
 //! A spool is useless once its plan has been executed, or has failed: with
 //! [`CopySources::remove_spools`], a spool that proves to be one when it is first
@@ -19,66 +17,52 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use pbf_format::frame::BlobType;
-use pbf_stream::{PlanHeader, SourceRef, check_source, check_unchanged};
+use pbf_stream::{PlanHeader, SourceFiles};
 
 use pbf_output::cleanup::{Registration, remove_on_signal};
 use pbf_output::{Error, ErrorKind, Result};
 
-/// One source of a plan.
+/// A spool of the plan, and what the copier did with it.
 #[derive(Debug)]
-pub struct Source {
-    /// Id used by the plan's ops.
-    pub id: u32,
-    /// Path as the plan names it.
-    pub path: PathBuf,
-    /// A growing spool file written by pbf-merge.
-    pub spool: bool,
-    /// The plan's record of it: what it must still be at the end.
-    recorded: SourceRef,
-    file: Option<File>,
-    /// Ranges read from a spool, for [`CopySources::finish_spools`].
+struct Spool {
+    id: u32,
+    path: PathBuf,
+    /// Ranges read, for [`CopySources::finish_spools`].
     used: Vec<(u64, u64)>,
     /// Removes the spool on a signal, once it proved to be one.
     on_signal: Option<Registration>,
 }
 
-/// All sources of a plan, by id, as a copier reads them: byte ranges
-/// checked against the plan (a spool against its size when the range is
-/// asked for), spools opened on first use and removed once copied.
+/// The plan's source files and its spools' removal.
 #[derive(Debug)]
 pub struct CopySources {
-    list: Vec<Source>,
+    files: SourceFiles,
+    spools: Vec<Spool>,
     remove_spools: bool,
     /// [`CopySources::finish_spools`] ran: the drop leaves spools alone.
     finished: bool,
+}
+
+/// A plan source's error, named by the source.
+fn stream_error(e: pbf_stream::Error) -> Error {
+    Error::new("", ErrorKind::Stream(e))
 }
 
 impl CopySources {
     /// Check and open every non-spool source of `plan` (spools are opened
     /// when first used).
     pub fn open(plan: &PlanHeader) -> Result<CopySources> {
-        let mut list = Vec::with_capacity(plan.sources.len());
-        for s in &plan.sources {
-            let file = if s.spool {
-                None
-            } else {
-                Some(
-                    check_source(&s.file)
-                        .map_err(|e| Error::new(s.name(), ErrorKind::Stream(e)))?,
-                )
-            };
-            list.push(Source {
-                id: s.id,
-                path: s.file.path.clone(),
-                spool: s.spool,
-                recorded: s.clone(),
-                file,
-                used: Vec::new(),
-                on_signal: None,
-            });
-        }
+        let files = SourceFiles::open(&plan.sources).map_err(stream_error)?;
+        let spools = plan.sources.iter().filter(|s| s.spool);
+        let spools = spools.map(|s| Spool {
+            id: s.id,
+            path: s.file.path.clone(),
+            used: Vec::new(),
+            on_signal: None,
+        });
         Ok(CopySources {
-            list,
+            spools: spools.collect(),
+            files,
             remove_spools: false,
             finished: false,
         })
@@ -99,7 +83,7 @@ impl CopySources {
     pub fn finish_spools(&mut self) -> Vec<(PathBuf, String)> {
         let mut kept = Vec::new();
         self.finished = true;
-        for src in self.list.iter_mut().filter(|s| s.spool) {
+        for src in &mut self.spools {
             src.on_signal = None;
             let unused_and_gone =
                 src.used.is_empty() && std::fs::symlink_metadata(&src.path).is_err();
@@ -119,48 +103,39 @@ impl CopySources {
     /// checked: its size, mtime and ctime must still be the plan's. Called
     /// once every byte was read, before the output is put in place.
     pub fn check_unchanged(&self) -> Result<()> {
-        for src in self.list.iter().filter(|s| !s.spool) {
-            if let Some(file) = &src.file {
-                check_unchanged(&src.recorded.file, file)
-                    .map_err(|e| Error::new(src.recorded.name(), ErrorKind::Stream(e)))?;
-            }
-        }
-        Ok(())
+        self.files.check_unchanged().map_err(stream_error)
     }
 
     /// Every source path (for refusing an output that is one of them).
     pub fn paths(&self) -> Vec<PathBuf> {
-        self.list.iter().map(|s| s.path.clone()).collect()
+        let paths = self.files.iter().map(|s| s.recorded.file.path.clone());
+        paths.collect()
     }
 
     /// The spool sources.
     pub fn spools(&self) -> impl Iterator<Item = &Path> {
-        self.list
-            .iter()
-            .filter(|s| s.spool)
-            .map(|s| s.path.as_path())
+        self.spools.iter().map(|s| s.path.as_path())
     }
 
     /// True when source `id` is a spool (false for an unknown id, which
     /// [`CopySources::range`] refuses).
     pub fn is_spool(&self, id: u32) -> bool {
-        self.list.iter().any(|s| s.id == id && s.spool)
+        self.spools.iter().any(|s| s.id == id)
     }
 
     /// The open non-spool sources with their ids (spools are not open yet).
     pub fn files(&self) -> impl Iterator<Item = (u32, &File, &Path)> {
-        self.list
-            .iter()
-            .filter(|s| !s.spool)
-            .filter_map(|s| Some((s.id, s.file.as_ref()?, s.path.as_path())))
+        let ordinary = self.files.iter().filter(|s| !s.recorded.spool);
+        ordinary.filter_map(|s| {
+            let file = s.opened()?.file();
+            Some((s.recorded.id, file, s.recorded.file.path.as_path()))
+        })
     }
 
     /// The sum of the sizes of the non-spool sources (a progress estimate).
     pub fn known_bytes(&self) -> u64 {
-        self.list
-            .iter()
-            .filter_map(|s| s.file.as_ref())
-            .filter_map(|f| f.metadata().ok())
+        self.files()
+            .filter_map(|(_, f, _)| f.metadata().ok())
             .map(|m| m.len())
             .sum()
     }
@@ -168,50 +143,16 @@ impl CopySources {
     /// The open file and path of source `id`, for reading `offset..offset+len`.
     /// A spool is opened now if needed and must already hold the range.
     pub fn range(&mut self, id: u32, offset: u64, len: u64) -> Result<(&File, &Path)> {
-        let src = self
-            .list
-            .iter_mut()
-            .find(|s| s.id == id)
-            .ok_or_else(|| Error::invalid("plan", format!("op names unknown source {id}")))?;
-        if src.spool {
-            let name = src.path.display().to_string();
-            if src.file.is_none() {
-                // A FIFO would block the open: a spool is a regular file.
-                if std::fs::metadata(&src.path).is_ok_and(|m| !m.is_file()) {
-                    return Err(Error::invalid(name, "spool is not a regular file"));
-                }
-                let f = File::open(&src.path)
-                    .map_err(|e| Error::io(format!("{name}: open spool"), e))?;
-                src.file = Some(f);
-                if self.remove_spools && starts_with_data_frame(&src.path) {
-                    src.on_signal = remove_on_signal(&src.path).ok();
-                }
-            }
-            let size = src
-                .file
-                .as_ref()
-                .map(|f| f.metadata())
-                .transpose()
-                .map_err(|e| Error::io(format!("{name}: stat spool"), e))?
-                .map_or(0, |m| m.len());
-            let end = offset.saturating_add(len);
-            src.used.push((offset, end));
-            if end > size {
-                return Err(Error::invalid(
-                    name,
-                    format!(
-                        "spool holds {size} bytes, the plan copies {offset}..{end} (pbf-merge died or the spool was truncated?)"
-                    ),
-                ));
+        if let Some(spool) = self.spools.iter_mut().find(|s| s.id == id) {
+            let first = spool.used.is_empty();
+            spool.used.push((offset, offset.saturating_add(len)));
+            if first && self.remove_spools && starts_with_data_frame(&spool.path) {
+                spool.on_signal = remove_on_signal(&spool.path).ok();
             }
         }
-        match &src.file {
-            Some(f) => Ok((f, src.path.as_path())),
-            None => Err(Error::invalid(
-                src.path.display().to_string(),
-                "source not open",
-            )),
-        }
+        let source = self.files.range(id, offset, len).map_err(stream_error)?;
+        let file = source.file().map_err(stream_error)?.file();
+        Ok((file, source.recorded.file.path.as_path()))
     }
 }
 
@@ -222,7 +163,7 @@ impl Drop for CopySources {
         if !self.remove_spools || self.finished {
             return;
         }
-        for src in self.list.iter_mut().filter(|s| s.spool) {
+        for src in &mut self.spools {
             if starts_with_data_frame(&src.path) {
                 let _ = std::fs::remove_file(&src.path);
             }

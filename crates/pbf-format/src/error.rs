@@ -42,8 +42,8 @@ pub enum ErrorKind {
     Malformed(String),
     /// A valid but unsupported feature (lzma or bzip2 blobs, for example).
     Unsupported(String),
-    /// Not a PBF file at all: what it seems to be and how to convert it.
-    NotPbf(String),
+    /// Not a PBF file at all: what it seems to be.
+    NotPbf(crate::sniff::NotPbf),
 }
 
 /// Shorthand for results of this crate.
@@ -125,7 +125,7 @@ impl fmt::Display for ErrorKind {
             }
             ErrorKind::Malformed(m) => write!(f, "{m}"),
             ErrorKind::Unsupported(m) => write!(f, "unsupported: {m}"),
-            ErrorKind::NotPbf(m) => f.write_str(m),
+            ErrorKind::NotPbf(kind) => write!(f, "{kind}"),
         }
     }
 }

@@ -264,6 +264,16 @@ pub fn encode_frame(
     Ok(out)
 }
 
+/// Whether `head`, a file's first bytes (at least 15 of them), starts a PBF
+/// file: a BlobHeader length within the limit, then the BlobHeader of an
+/// `OSMHeader` blob. For readers of JSON streams given a PBF file instead.
+pub fn starts_like_pbf(head: &[u8]) -> bool {
+    let Some((prefix, rest)) = head.split_first_chunk::<4>() else {
+        return false;
+    };
+    u32::from_be_bytes(*prefix) <= MAX_HEADER_LEN && rest.starts_with(b"\x0a\x09OSMHeader")
+}
+
 /// An open PBF file read with `pread`.
 #[derive(Debug)]
 pub struct PbfFile {
@@ -285,6 +295,12 @@ impl PbfFile {
             .in_file(path));
         }
         let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
+        PbfFile::from_file(file, path)
+    }
+
+    /// A file opened already (and checked: a stream's source), read as
+    /// [`PbfFile::open`] reads it.
+    pub fn from_file(file: File, path: &Path) -> Result<PbfFile> {
         let meta = file.metadata().map_err(|e| Error::from(e).in_file(path))?;
         if !meta.is_file() {
             return Err(Error::malformed(
@@ -660,6 +676,15 @@ mod tests {
         f.write_all(bytes).expect("write");
         let pf = PbfFile::open(&dir).expect("open");
         (dir, pf)
+    }
+
+    #[test]
+    fn a_pbf_start_is_told_from_text_and_other_frames() {
+        assert!(starts_like_pbf(b"\0\0\0\x0d\x0a\x09OSMHeader\x18"));
+        assert!(!starts_like_pbf(b"\0\0\0\x0d\x0a\x07OSMData\x18"));
+        assert!(!starts_like_pbf(b"\0\x01\0\x01\x0a\x09OSMHeader"));
+        assert!(!starts_like_pbf(b"{\"type\":\"source\""));
+        assert!(!starts_like_pbf(b"\0\0\0"));
     }
 
     #[test]

@@ -5,103 +5,63 @@
 
 use prost::Message;
 
-use crate::compress::decode_blob;
+use crate::compress::{Compression, decode_blob, encode_blob};
 use crate::error::{Error, ErrorKind, Result};
-use crate::frame::{BlobType, FrameHeader, MAX_HEADER_LEN, PbfFile, parse_blob_header};
-use crate::sniff::{SNIFF_LEN, advice, identify};
+use crate::frame::{
+    BlobType, FrameHeader, MAX_HEADER_LEN, PbfFile, encode_frame, parse_blob_header,
+};
+use crate::sniff::{NotPbf, SNIFF_LEN, identify};
 
 /// Feature every output declares: our sort order.
 pub const SORT_FEATURE: &str = "Sort.Type_then_ID";
 
-/// A bounding box in nanodegrees: the `HeaderBBox` message itself (prost
-/// attributes) and, with the `serde` feature, the stream record (each a
-/// string beyond 2^53 in magnitude, which only a damaged header holds).
+/// A bounding box in nanodegrees: the `HeaderBBox` message itself.
 #[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct BBox {
     /// West edge.
     #[prost(sint64, required, tag = "1")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub left: i64,
     /// East edge.
     #[prost(sint64, required, tag = "2")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub right: i64,
     /// North edge.
     #[prost(sint64, required, tag = "3")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub top: i64,
     /// South edge.
     #[prost(sint64, required, tag = "4")]
-    #[cfg_attr(feature = "serde", serde(with = "crate::ijson::int"))]
     pub bottom: i64,
 }
 
 /// The OSMHeader: the `HeaderBlock` message itself (prost attributes, so
-/// decoding and encoding copy no field) and, with the `serde` feature, the
-/// header record of both streams (serde attributes; the field names are the
-/// wire format). A new field is added here and nowhere else.
+/// decoding and encoding copy no field). The streams' header records hold
+/// this type through pbf-stream's serde view of it, which the compiler
+/// holds to these fields.
 #[derive(Clone, PartialEq, Eq, prost::Message)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Header {
     /// Bounding box, if any.
     #[prost(message, optional, tag = "1")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub bbox: Option<BBox>,
     /// Features a reader must support.
     #[prost(string, repeated, tag = "4")]
-    #[cfg_attr(feature = "serde", serde(default))]
     pub required_features: Vec<String>,
     /// Features a reader may use.
     #[prost(string, repeated, tag = "5")]
-    #[cfg_attr(feature = "serde", serde(default))]
     pub optional_features: Vec<String>,
     /// The program that wrote the file.
     #[prost(string, optional, tag = "16")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub writingprogram: Option<String>,
     /// Data source.
     #[prost(string, optional, tag = "17")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub source: Option<String>,
     /// Replication timestamp, seconds since the epoch
     /// (`osmosis_replication_timestamp`).
     #[prost(int64, optional, tag = "32")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            default,
-            with = "crate::ijson::opt_int",
-            skip_serializing_if = "Option::is_none"
-        )
-    )]
     pub replication_timestamp: Option<i64>,
     /// Replication sequence number (`osmosis_replication_sequence_number`).
     #[prost(int64, optional, tag = "33")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            default,
-            with = "crate::ijson::opt_int",
-            skip_serializing_if = "Option::is_none"
-        )
-    )]
     pub replication_sequence_number: Option<i64>,
     /// Replication base URL (`osmosis_replication_base_url`).
     #[prost(string, optional, tag = "34")]
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
     pub replication_base_url: Option<String>,
 }
 
@@ -158,8 +118,7 @@ pub fn read_file_header(
     let first = match frames.next() {
         Some(r) => r.map_err(|e| not_pbf(file).unwrap_or(e))?,
         None => {
-            let empty = "empty (0 bytes), not a PBF file: nothing to sort";
-            return Err(Error::new(ErrorKind::NotPbf(empty.to_owned())).in_file(path));
+            return Err(Error::new(ErrorKind::NotPbf(NotPbf::Empty)).in_file(path));
         }
     };
     if first.blob_type != BlobType::OsmHeader {
@@ -182,11 +141,11 @@ pub fn read_file_header(
 fn not_pbf(file: &PbfFile) -> Option<Error> {
     let len = file.size().min(SNIFF_LEN as u64) as usize;
     let head = file.read_exact_at(0, len, "file start").ok()?;
-    let msg = match identify(&head) {
-        Some(kind) => advice(kind, &file.path().display().to_string()),
-        None => format!("unknown data, not a PBF file: {}", no_frame_start(file)?),
+    let kind = match identify(&head) {
+        Some(kind) => kind,
+        None => NotPbf::Unknown(no_frame_start(file)?),
     };
-    Some(Error::new(ErrorKind::NotPbf(msg)).in_file(file.path()))
+    Some(Error::new(ErrorKind::NotPbf(kind)).in_file(file.path()))
 }
 
 /// Why the first bytes of `file` cannot be the first frame of a PBF file,
@@ -246,6 +205,13 @@ pub fn read_header_frame(file: &PbfFile, fh: &FrameHeader) -> Result<Header> {
 /// Encode a HeaderBlock (uncompressed).
 pub fn encode_header(h: &Header) -> Vec<u8> {
     h.encode_to_vec()
+}
+
+/// The whole OSMHeader frame for `h`, its blob compressed with
+/// `compression`: what a writer starts a file with.
+pub fn encode_header_frame(h: &Header, compression: Compression) -> Result<Vec<u8>> {
+    let blob = encode_blob(&encode_header(h), compression)?;
+    encode_frame(&BlobType::OsmHeader, None, &blob)
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! The OpenStreetMap PBF format, and nothing else: no command line, no JSON.
-//! With the `serde` feature, the header and the object kind derive serde in
-//! the shape the pbf-stream records use ([`ijson`] keeps every number exact
-//! in a double), so the stream holds these types rather than copies.
+//! With the `serde` feature, the object kind and a blob's tie ends derive
+//! serde, so the stream records hold these types rather than copies.
 //!
 //! Layers, from the file upwards:
 //! - [`frame`]: the framing (4-byte length, BlobHeader, Blob), read with `pread`,
@@ -29,8 +28,6 @@ pub mod error;
 pub mod frame;
 pub mod hash;
 pub mod header;
-#[cfg(feature = "serde")]
-pub mod ijson;
 pub mod indexdata;
 pub mod key;
 pub mod padding;

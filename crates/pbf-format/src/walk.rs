@@ -50,7 +50,7 @@ const MAX_CHAIN_FRAMES: usize = 2048;
 /// read. A file of small blobs (a few hundred bytes a frame) has more
 /// frames per region than a chain holds: one `pread` per frame was most of
 /// the walk's system time there.
-const RUN_CHUNK: usize = 64 << 10;
+const CHUNK: usize = 64 << 10;
 /// A frame shorter than this is small: the next one is read with a chunk.
 const SMALL_FRAME: u64 = 4 << 10;
 
@@ -202,9 +202,9 @@ enum Step {
     Probe(u64),
     /// The BlobHeader of the frame at this offset, longer than its probe.
     Header(u64, Vec<u8>),
-    /// [`RUN_CHUNK`] bytes from the frame at this offset, which follows a
+    /// [`CHUNK`] bytes from the frame at this offset, which follows a
     /// small one: the frames they hold whole are taken from one read.
-    Run(u64),
+    Chunk(u64),
 }
 
 /// One region's chain of frames, each starting where the previous one ends.
@@ -228,7 +228,7 @@ impl Chain {
             Step::Search(at) => self.after_search(file, at, got?),
             Step::Probe(at) => self.after_probe(file, at, got?),
             Step::Header(at, probe) => self.after_header(file, at, probe, got?),
-            Step::Run(at) => self.after_run(file, at, got?),
+            Step::Chunk(at) => self.after_chunk(file, at, got?),
         }
     }
 
@@ -271,10 +271,10 @@ impl Chain {
         self.push(file, fh)
     }
 
-    /// Take the frames that the bytes of a run read at `at` hold, each
+    /// Take the frames that the bytes of a chunk read at `at` hold, each
     /// decoded from its probe as [`Chain::after_probe`] decodes it, and
     /// ask for the rest of the chain.
-    fn after_run(&mut self, file: &PbfFile, at: u64, got: usize) -> Option<Read> {
+    fn after_chunk(&mut self, file: &PbfFile, at: u64, got: usize) -> Option<Read> {
         let buf = std::mem::take(&mut self.buf);
         let mut offset = at;
         let next = loop {
@@ -318,15 +318,15 @@ impl Chain {
         next < self.end && self.frames.len() < MAX_CHAIN_FRAMES
     }
 
-    /// The read of the frame at `at`: a run of [`RUN_CHUNK`] bytes after a
+    /// The read of the frame at `at`: a chunk of [`CHUNK`] bytes after a
     /// small frame (a file of small blobs has thousands of frames in a
     /// chain, and a read each was most of the walk's time there), else its
     /// probe.
     fn read_after(&self, file: &PbfFile, at: u64, small: bool) -> Read {
         match small {
             true => {
-                let len = (file.size() - at).min(RUN_CHUNK as u64) as usize;
-                (Step::Run(at), at, len)
+                let len = (file.size() - at).min(CHUNK as u64) as usize;
+                (Step::Chunk(at), at, len)
             }
             false => (Step::Probe(at), at, file.probe_len(at)),
         }
@@ -363,7 +363,7 @@ struct UringWalk<'a> {
     cur: u64,
     ready: VecDeque<Result<FrameHeader>>,
     /// The bytes read last where no chain reached, and their offset.
-    run: (u64, Vec<u8>),
+    chunk: (u64, Vec<u8>),
     /// The length of the frame read there last.
     last_len: u64,
     stats: WalkStats,
@@ -389,7 +389,7 @@ impl<'a> UringWalk<'a> {
             in_flight: 0,
             cur: 0,
             ready: VecDeque::new(),
-            run: (0, Vec::new()),
+            chunk: (0, Vec::new()),
             last_len: 0,
             stats: WalkStats::default(),
             finished: false,
@@ -511,7 +511,7 @@ impl<'a> UringWalk<'a> {
 
     fn read_one(&mut self) {
         self.stats.by_pread += 1;
-        let r = self.header_from_run(self.cur);
+        let r = self.header_from_chunk(self.cur);
         match &r {
             Ok(fh) => {
                 self.cur = fh.end();
@@ -524,25 +524,25 @@ impl<'a> UringWalk<'a> {
 
     /// The frame header at `offset`, as [`PbfFile::frame_header_at`] reads
     /// it, from the same bytes: after a small frame they come from a chunk
-    /// read of [`RUN_CHUNK`] bytes, which serves the frames after it too.
+    /// read of [`CHUNK`] bytes, which serves the frames after it too.
     /// Everything else (a large frame before, a BlobHeader past the probe,
     /// a chunk that cannot be read) goes to `frame_header_at` itself.
-    fn header_from_run(&mut self, offset: u64) -> Result<FrameHeader> {
+    fn header_from_chunk(&mut self, offset: u64) -> Result<FrameHeader> {
         let len = self.file.probe_len(offset);
-        let (at, buf) = &self.run;
+        let (at, buf) = &self.chunk;
         let held = offset >= *at && offset + len as u64 <= at + buf.len() as u64;
         if !held {
             if self.last_len == 0 || self.last_len >= SMALL_FRAME {
                 return self.file.frame_header_at(offset);
             }
-            let want = (self.file.size() - offset).min(RUN_CHUNK as u64) as usize;
+            let want = (self.file.size() - offset).min(CHUNK as u64) as usize;
             match self.file.read_exact_at(offset, want, "frame length") {
-                Ok(buf) => self.run = (offset, buf),
+                Ok(buf) => self.chunk = (offset, buf),
                 Err(_) => return self.file.frame_header_at(offset),
             }
         }
-        let start = (offset - self.run.0) as usize;
-        let probe = &self.run.1[start..start + len];
+        let start = (offset - self.chunk.0) as usize;
+        let probe = &self.chunk.1[start..start + len];
         let header_len = self.file.probed_header_len(offset, probe)? as usize;
         match probe.get(4..4 + header_len) {
             Some(header) => self.file.frame_from_probe(offset, probe, header),
@@ -798,13 +798,13 @@ mod tests {
         assert_eq!(stats.from_chains, MAX_CHAIN_FRAMES as u64, "{stats:?}");
     }
 
-    /// After a small frame a chain reads a run of them at once: a chain of
-    /// tiny frames takes a read per [`RUN_CHUNK`] bytes, not per frame.
+    /// After a small frame a chain reads a chunk of them at once: a chain of
+    /// tiny frames takes a read per [`CHUNK`] bytes, not per frame.
     #[test]
-    fn chains_of_small_frames_read_runs() {
+    fn chains_of_small_frames_read_chunks() {
         let frames = vec![(1u8, 300usize, false); 2 * MAX_CHAIN_FRAMES];
         let bytes = random_file(&frames, 0);
-        let path = temp_file("runs", &bytes);
+        let path = temp_file("chunks", &bytes);
         let opts = WalkOptions {
             depth: 4,
             region_len: Some(bytes.len() as u64 / 4 + 1),
@@ -812,9 +812,9 @@ mod tests {
         let stats = assert_same(&path, opts);
         std::fs::remove_file(path).ok();
         assert!(stats.from_chains >= MAX_CHAIN_FRAMES as u64, "{stats:?}");
-        let runs = bytes.len().div_ceil(RUN_CHUNK) as u64;
-        // Each region: a search, a probe of its first frame, then runs.
-        assert!(stats.ring_reads <= 4 * 2 + runs + 4, "{stats:?}");
+        let chunks = bytes.len().div_ceil(CHUNK) as u64;
+        // Each region: a search, a probe of its first frame, then chunks.
+        assert!(stats.ring_reads <= 4 * 2 + chunks + 4, "{stats:?}");
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! The inputs of a merge op: the plan's sources opened and identity-checked,
-//! each input frame validated against the plan before anything is merged,
+//! The inputs of a merge op: the files of its sources (a plan's
+//! [`SourceFiles`]), each input frame validated against the plan before anything is merged,
 //! and the loading of blobs into sorted [`Block`]s: one blob alone, or many
 //! small ones gathered into one block (a load), read from the file in large
-//! pieces and decoded on the pool.
+//! stretches and decoded on the pool.
 //!
 //! Equal keys are ordered by timestamp, then in input order, so every
 //! element carries a rank ([`Order::rank`]): its timestamp and its blob's
@@ -19,7 +19,7 @@ use pbf_format::compress::with_decoded;
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::scan::Summary;
 use pbf_format::{Key, compress, indexdata};
-use pbf_stream::{MergeInput, MergeOp, SourceRef, check_source};
+use pbf_stream::{MergeInput, MergeOp, SourceFiles};
 use rayon::prelude::*;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -27,45 +27,9 @@ use crate::graph::{self, Clock, Span};
 use crate::progress::{self, Progress};
 use crate::sorted::{Block, Order};
 
-/// Runs of blobs a load of many small blobs is decoded in, at least,
+/// Parts a load of many small blobs is decoded in, at least,
 /// whatever the number of threads.
-const DECODE_RUNS: usize = 32;
-
-/// The plan's source files, opened once and shared by the decoding threads.
-#[derive(Debug, Default)]
-pub struct SourceFiles {
-    files: HashMap<u32, Arc<PbfFile>>,
-}
-
-impl SourceFiles {
-    /// Open every source of a plan. Ordinary sources must still have the size
-    /// and mtime the plan recorded; spool sources (still growing) are opened
-    /// as they are, and every frame read from them is checked against the
-    /// file's size at that moment.
-    pub fn open(sources: &[SourceRef]) -> Result<SourceFiles> {
-        let mut files = HashMap::new();
-        for src in sources {
-            if !src.spool {
-                check_source(&src.file)?;
-            }
-            // Named in messages as given to pbf-index.
-            let file = PbfFile::open(&src.file.path)?.named(src.name());
-            if !src.spool && file.size() != src.file.size {
-                return Err(Error::plan(
-                    file.path(),
-                    0,
-                    format!("size changed to {} bytes while opening", file.size()),
-                ));
-            }
-            files.insert(src.id, Arc::new(file));
-        }
-        Ok(SourceFiles { files })
-    }
-
-    fn get(&self, id: u32) -> Option<&Arc<PbfFile>> {
-        self.files.get(&id)
-    }
-}
+const DECODE_PARTS: usize = 32;
 
 /// The entry of every input blob is held while its op is merged, and
 /// counted against the budget.
@@ -104,11 +68,11 @@ pub(crate) struct InputBlob {
     file: u32,
 }
 
-/// Frames whose headers or bodies are read in one piece: at most this many
+/// Frames whose headers or bodies are read in one stretch: at most this many
 /// bytes, with gaps of at most [`READ_GAP`] between frames.
-pub(crate) const READ_PIECE: u64 = 4 << 20;
+pub(crate) const READ_STRETCH: u64 = 4 << 20;
 
-/// The largest gap between two frames read in one piece.
+/// The largest gap between two frames read in one stretch.
 const READ_GAP: u64 = 64 << 10;
 
 /// Bytes of a frame's start read to check its header (as
@@ -143,10 +107,7 @@ impl OpFiles {
         let source = |i: &u32| op.inputs[*i as usize].source;
         for run in order.chunk_by(|a, b| source(a) == source(b)) {
             let input = &op.inputs[run[0] as usize];
-            let file = sources.get(input.source).ok_or_else(|| {
-                let m = format!("source {} is not open", input.source);
-                Error::plan(Path::new("<plan>"), input.offset, m)
-            })?;
+            let file = sources.file(input.source)?;
             files.index.insert(input.source, files.files.len() as u32);
             files.files.push(Arc::clone(file));
         }
@@ -156,12 +117,12 @@ impl OpFiles {
     /// Read and check the frame headers of the inputs `order` lists (a
     /// stretch of [`file_order`], the first of which has position
     /// `position`): headers of frames close together are read in one
-    /// piece.
+    /// stretch.
     pub fn read(&self, op: &MergeOp, order: &[u32], position: u32) -> Result<Vec<InputBlob>> {
         let mut blobs = Vec::with_capacity(order.len());
         let mut at = 0;
         while at < order.len() {
-            let piece = header_piece(op, &order[at..]);
+            let stretch = header_stretch(op, &order[at..]);
             let first = &op.inputs[order[at] as usize];
             // `of` refused an op naming a source that is not open.
             let index = self.index.get(&first.source).copied().ok_or_else(|| {
@@ -169,15 +130,15 @@ impl OpFiles {
                 Error::new(ErrorKind::Internal(m))
             })?;
             let file = &self.files[index as usize];
-            let bytes = match piece.len() {
+            let bytes = match stretch.len() {
                 1 => Vec::new(),
-                _ => read_piece(
+                _ => read_stretch(
                     file,
                     first.offset,
-                    op.inputs[order[at + piece.len() - 1] as usize].offset + PROBE,
+                    op.inputs[order[at + stretch.len() - 1] as usize].offset + PROBE,
                 )?,
             };
-            for (position, &i) in (position + at as u32..).zip(piece) {
+            for (position, &i) in (position + at as u32..).zip(stretch) {
                 let input = &op.inputs[i as usize];
                 let from = (input.offset - first.offset) as usize;
                 let frame = file
@@ -185,7 +146,7 @@ impl OpFiles {
                     .frame_header_in(input.offset, bytes.get(from..).unwrap_or_default())?;
                 blobs.push(checked(file, &frame, input, position, index)?);
             }
-            at += piece.len();
+            at += stretch.len();
         }
         Ok(blobs)
     }
@@ -200,22 +161,22 @@ impl OpFiles {
     }
 }
 
-/// The inputs (in position order) whose headers are read in one piece with
+/// The inputs (in position order) whose headers are read in one stretch with
 /// the first: same source, each close to the one before, all within
-/// [`READ_PIECE`].
-fn header_piece<'a>(op: &MergeOp, order: &'a [u32]) -> &'a [u32] {
+/// [`READ_STRETCH`].
+fn header_stretch<'a>(op: &MergeOp, order: &'a [u32]) -> &'a [u32] {
     let input = |i: u32| &op.inputs[i as usize];
-    piece(order, |first, prev, next| {
+    stretch(order, |first, prev, next| {
         let (first, prev, next) = (input(first), input(prev), input(next));
         next.source == first.source
             && next.offset.saturating_sub(prev.offset) <= READ_GAP
-            && next.offset + PROBE - first.offset <= READ_PIECE
+            && next.offset + PROBE - first.offset <= READ_STRETCH
     })
 }
 
 /// The longest start of `items` (at least one) in which each item is
 /// `close(first, previous, item)`.
-fn piece(items: &[u32], close: impl Fn(u32, u32, u32) -> bool) -> &[u32] {
+fn stretch(items: &[u32], close: impl Fn(u32, u32, u32) -> bool) -> &[u32] {
     let mut n = 1;
     while n < items.len() && close(items[0], items[n - 1], items[n]) {
         n += 1;
@@ -224,7 +185,7 @@ fn piece(items: &[u32], close: impl Fn(u32, u32, u32) -> bool) -> &[u32] {
 }
 
 /// Bytes `from..to` of a file, or as many of them as it has.
-fn read_piece(file: &PbfFile, from: u64, to: u64) -> Result<Vec<u8>> {
+fn read_stretch(file: &PbfFile, from: u64, to: u64) -> Result<Vec<u8>> {
     let to = to.min(file.size());
     Ok(file.read_exact_at(from, to.saturating_sub(from) as usize, "frames")?)
 }
@@ -340,7 +301,7 @@ impl Inputs {
 
     /// Read, decompress and decode the blobs of a load, check each against
     /// the plan, and return their elements sorted by (key, rank). A load of
-    /// several blobs is read in pieces of frames close together, decoded on
+    /// several blobs is read in stretches of frames close together, decoded on
     /// the pool, and gathered into one block.
     pub fn load(&self, load: &[u32]) -> Result<Block> {
         if let [one] = load {
@@ -355,10 +316,10 @@ impl Inputs {
         let mut clock = Clock::start();
         let mut span = Span::default();
         while at < load.len() {
-            let piece = self.body_piece(&load[at..]);
-            at += piece.len();
-            let first = &self.blobs[piece[0] as usize];
-            let last = &self.blobs[piece[piece.len() - 1] as usize];
+            let stretch = self.body_stretch(&load[at..]);
+            at += stretch.len();
+            let first = &self.blobs[stretch[0] as usize];
+            let last = &self.blobs[stretch[stretch.len() - 1] as usize];
             let bytes = self.files[first.file as usize]
                 .read_exact_at(
                     first.offset,
@@ -367,21 +328,24 @@ impl Inputs {
                 )
                 .map_err(|e| e.at(first.offset))?;
             span = span.then(Span::task(clock.elapsed()));
-            // Runs of blobs decoded each into columns of its own on the
-            // pool, a few per thread and at least DECODE_RUNS, then
+            // Parts of the blobs decoded each into columns of its own on the
+            // pool, a few per thread and at least DECODE_PARTS, then
             // appended in order.
-            let runs = (4 * rayon::current_num_threads()).max(DECODE_RUNS);
-            let run = piece.len().div_ceil(runs);
-            let decoded: Vec<(Result<Columns>, u64)> = piece
-                .par_chunks(run)
-                .map(|run| {
+            let count = (4 * rayon::current_num_threads()).max(DECODE_PARTS);
+            let part = stretch.len().div_ceil(count);
+            let decoded: Vec<(Result<Columns>, u64)> = stretch
+                .par_chunks(part)
+                .map(|part| {
                     let clock = Clock::start();
-                    (self.decode_run(run, &bytes, first.offset), clock.elapsed())
+                    (
+                        self.decode_part(part, &bytes, first.offset),
+                        clock.elapsed(),
+                    )
                 })
                 .collect();
             clock = Clock::start();
-            let runs = decoded.iter().map(|d| Span::task(d.1));
-            span = span.then(runs.fold(Span::default(), Span::beside));
+            let tasks = decoded.iter().map(|d| Span::task(d.1));
+            span = span.then(tasks.fold(Span::default(), Span::beside));
             for (columns, _) in decoded {
                 parts.push(columns?);
             }
@@ -400,25 +364,25 @@ impl Inputs {
         block
     }
 
-    /// The blobs of a load (from its start) read in one piece: frames of
+    /// The blobs of a load (from its start) read in one stretch: frames of
     /// one file in file order, each close after the one before, all within
-    /// [`READ_PIECE`] (or a single frame).
-    fn body_piece<'a>(&self, load: &'a [u32]) -> &'a [u32] {
+    /// [`READ_STRETCH`] (or a single frame).
+    fn body_stretch<'a>(&self, load: &'a [u32]) -> &'a [u32] {
         let blob = |i: u32| &self.blobs[i as usize];
-        piece(load, |first, prev, next| {
+        stretch(load, |first, prev, next| {
             let (first, prev, next) = (blob(first), blob(prev), blob(next));
             let prev_end = prev.offset + prev.frame_len();
             next.file == first.file
                 && next.offset >= prev_end
                 && next.offset - prev_end <= READ_GAP
-                && next.offset + next.frame_len() - first.offset <= READ_PIECE
+                && next.offset + next.frame_len() - first.offset <= READ_STRETCH
         })
     }
 
-    /// Decode blobs `run` of the frames `bytes` read from `offset` into one
+    /// Decode blobs `part` of the frames `bytes` read from `offset` into one
     /// set of columns.
-    fn decode_run(&self, run: &[u32], bytes: &[u8], offset: u64) -> Result<Columns> {
-        let blobs = run.iter().map(|&i| &self.blobs[i as usize]);
+    fn decode_part(&self, part: &[u32], bytes: &[u8], offset: u64) -> Result<Columns> {
+        let blobs = part.iter().map(|&i| &self.blobs[i as usize]);
         let objects = blobs.clone().map(|b| b.elements as usize).sum();
         let mut columns = Columns::with_capacity(objects);
         let mut decoder = Decoder::default();

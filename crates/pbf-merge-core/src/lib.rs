@@ -4,7 +4,7 @@
 //!
 //! How a run is merged:
 //! 1. every input frame header is read and checked against the plan
-//!    ([`SourceFiles`] checked every source's identity when it was opened);
+//!    ([`pbf_stream::SourceFiles`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
 //!    non-overlapping blobs ([`chains::partition_by`]); a chain is one sorted
 //!    stream that holds one load at a time (plus one read ahead): a blob,
@@ -60,13 +60,12 @@ use pbf_format::Keep;
 use pbf_format::block::EncodeOptions;
 use pbf_format::compress::Compression;
 use pbf_format::scan::Summary;
-use pbf_stream::MergeOp;
+use pbf_stream::{MergeOp, SourceFiles};
 use rayon::ThreadPool;
 
 pub use error::{Error, ErrorKind, Result};
 pub use flight::{Flight, Ready};
 pub use graph::Span;
-pub use input::SourceFiles;
 use progress::Meter;
 pub use progress::{Phase, Progress};
 pub use spool::Spool;
@@ -203,7 +202,7 @@ pub struct Prepared {
 /// How a prepared op starts.
 enum Start {
     /// The runs fit the budget as they are.
-    Ready(Vec<Run>),
+    Fits(Vec<Run>),
     /// Batches of small blobs must be sorted into compact runs, or runs
     /// spilled into fewer runs, first.
     MustSpill(Vec<Run>, Budget),
@@ -212,7 +211,7 @@ enum Start {
 impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let start = match &self.start {
-            Start::Ready(r) => format!("{} runs", r.len()),
+            Start::Fits(r) => format!("{} runs", r.len()),
             Start::MustSpill(r, _) => format!("{} runs to spill", r.len()),
         };
         f.debug_struct("Prepared")
@@ -228,7 +227,7 @@ impl Prepared {
     /// that must sort batches or spill takes the whole budget.
     pub fn memory(&self, memory: u64) -> u64 {
         match self.start {
-            Start::Ready(_) => (self.stats.held + self.stats.final_memory).min(memory),
+            Start::Fits(_) => (self.stats.held + self.stats.final_memory).min(memory),
             Start::MustSpill(..) => memory,
         }
     }
@@ -301,7 +300,7 @@ impl Merger {
         stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
         let start = if budget.fits(&runs) && stats.batches < 2 {
             stats.final_memory = Run::memory_of(&runs);
-            Start::Ready(runs)
+            Start::Fits(runs)
         } else {
             Start::MustSpill(runs, budget)
         };
@@ -356,7 +355,7 @@ impl Merger {
             stats.elements_in,
         );
         let (runs, side_by_side) = match prepared.start {
-            Start::Ready(runs) => (runs, 1),
+            Start::Fits(runs) => (runs, 1),
             Start::MustSpill(runs, budget) => {
                 let runs = self.compact(runs, budget, &mut stats)?;
                 let runs = self.fit(runs, budget, &mut stats)?;

@@ -1,7 +1,7 @@
 //! One merge in pieces: the key space of a merge's runs is cut into key
 //! ranges, each range of every run is merged on a thread of its own.
 //! Output blocks: each piece checks the order of its elements and keeps
-//! what [`Keep`] keeps, and hands them in batches to one block writer on the
+//! what [`Keep`] keeps, and hands them in parcels to one block writer on the
 //! calling thread, piece after piece. The writer alone cuts blocks, from
 //! the same elements in the same order as one merge gives it, so the
 //! blocks are cut where one merge cuts them, byte for byte; it reads one
@@ -26,7 +26,7 @@ use crate::merge::{self, Sink};
 use crate::run::Run;
 use crate::sorted::{Block, Item, Order};
 use crate::stream::{Loader, Stream};
-use crate::writer::{Batch, BlockWriter, Target, repeats};
+use crate::writer::{BlockWriter, Parcel, Target, repeats};
 use crate::{Merged, Merger, lock};
 use pbf_format::Keep;
 use pbf_format::key::packed_same_object as same_object;
@@ -37,10 +37,10 @@ const LOADS_PER_PIECE: usize = 1;
 /// The most pieces of one merge.
 const MAX_PIECES: usize = 64;
 
-/// Elements a piece sends to the writer at a time (a batch).
+/// Elements a piece sends to the writer at a time (a parcel).
 const CHUNK: usize = 4096;
 
-/// Batches a piece may have queued before it waits for the writer.
+/// Parcels a piece may have queued before it waits for the writer.
 const QUEUED: usize = 4;
 
 /// The boundaries that cut `runs` into pieces of about
@@ -184,15 +184,15 @@ fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
     quantiles(samples, pieces)
 }
 
-/// Sends a piece's merged elements to the writer in batches, checking
+/// Sends a piece's merged elements to the writer in parcels, checking
 /// their order and keeping what [`Keep`] keeps on the piece's thread: a
 /// piece holds every version of its objects, so a repeat never spans
-/// pieces, and the writer checks where one batch meets the next. A batch
+/// pieces, and the writer checks where one parcel meets the next. A parcel
 /// goes when the next object starts, so its last object can still give
 /// way to a newer version (`--latest`).
 struct PieceSink<'a> {
-    tx: &'a SyncSender<Result<Batch>>,
-    batch: Batch,
+    tx: &'a SyncSender<Result<Parcel>>,
+    parcel: Parcel,
     /// Per stream: the block it gave last, by address, and its slot.
     by_stream: Vec<(usize, u32)>,
     keep: Keep,
@@ -206,22 +206,22 @@ struct PieceSink<'a> {
 impl PieceSink<'_> {
     fn send(&mut self) -> Result<()> {
         self.by_stream.iter_mut().for_each(|s| *s = (0, u32::MAX));
-        let batch = std::mem::take(&mut self.batch);
+        let parcel = std::mem::take(&mut self.parcel);
         self.tx
-            .send(Ok(batch))
+            .send(Ok(parcel))
             .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
     }
 
     /// The object pushed last is the newest of its kind and id: left out
     /// when deleted and deleted ones are.
     fn end_object(&mut self) {
-        let Some(&(slot, object)) = self.batch.objects.last() else {
+        let Some(&(slot, object)) = self.parcel.objects.last() else {
             return;
         };
-        let columns = &self.batch.sources[slot as usize];
+        let columns = &self.parcel.sources[slot as usize];
         if self.drops_deleted && columns.get(object as usize).deleted() {
-            self.batch.orders.pop();
-            self.batch.objects.pop();
+            self.parcel.orders.pop();
+            self.parcel.objects.pop();
             self.dropped += 1;
         }
     }
@@ -229,7 +229,7 @@ impl PieceSink<'_> {
     /// Send what is left once the piece is merged.
     fn finish(&mut self) -> Result<()> {
         self.end_object();
-        match self.batch.orders.is_empty() {
+        match self.parcel.orders.is_empty() {
             true => Ok(()),
             false => self.send(),
         }
@@ -249,12 +249,12 @@ impl Sink for PieceSink<'_> {
         self.last = Some(key);
         if older {
             // The newer version takes the place of the last one pushed.
-            self.batch.orders.pop();
-            self.batch.objects.pop();
+            self.parcel.orders.pop();
+            self.parcel.objects.pop();
             self.dropped += 1;
         } else {
             self.end_object();
-            if self.batch.orders.len() >= CHUNK {
+            if self.parcel.orders.len() >= CHUNK {
                 self.send()?;
             }
         }
@@ -266,14 +266,14 @@ impl Sink for PieceSink<'_> {
         let slot = match self.by_stream[stream] {
             (last, slot) if last == address => slot,
             _ => {
-                let slot = self.batch.sources.len() as u32;
-                self.batch.sources.push(Arc::clone(columns));
+                let slot = self.parcel.sources.len() as u32;
+                self.parcel.sources.push(Arc::clone(columns));
                 self.by_stream[stream] = (address, slot);
                 slot
             }
         };
-        self.batch.orders.push(order);
-        self.batch.objects.push((slot, object));
+        self.parcel.orders.push(order);
+        self.parcel.objects.push((slot, object));
         Ok(())
     }
 }
@@ -374,10 +374,10 @@ impl Merger {
         let spans = Mutex::new(Span::default());
         let clock = Clock::start();
         let (dropped, keep, drops_deleted) = (AtomicU64::new(0), w.keep, w.drops_deleted());
-        let each = |p: usize, (loads, tx): (PieceLoads, SyncSender<Result<Batch>>)| {
+        let each = |p: usize, (loads, tx): (PieceLoads, SyncSender<Result<Parcel>>)| {
             let mut sink = PieceSink {
                 tx: &tx,
-                batch: Batch::default(),
+                parcel: Parcel::default(),
                 by_stream: Vec::new(),
                 keep,
                 drops_deleted,
@@ -524,13 +524,13 @@ fn loader(
 
 /// Give the writer every piece's elements, piece after piece.
 fn write_pieces<T: Target>(
-    receivers: Vec<Receiver<Result<Batch>>>,
+    receivers: Vec<Receiver<Result<Parcel>>>,
     w: &mut BlockWriter<T>,
 ) -> Result<()> {
     for rx in receivers {
         // A piece's queue closes when the piece is done.
-        for batch in rx {
-            w.push_batch(batch?)?;
+        for parcel in rx {
+            w.push_parcel(parcel?)?;
         }
     }
     Ok(())
@@ -539,10 +539,11 @@ fn write_pieces<T: Target>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Options;
     use crate::writer::{BlockFormat, Cut, Encoded};
-    use crate::{Options, SourceFiles};
     use pbf_format::block::{BLOCK_SLACK, Columns, Element, EncodeOptions, Info, Node, Obj, Way};
     use pbf_format::compress::Compression;
+    use pbf_stream::SourceFiles;
     use proptest::prelude::*;
 
     /// An element of kind `way` (else node) with a tag telling copies apart.

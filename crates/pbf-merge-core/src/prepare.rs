@@ -10,8 +10,9 @@ use rayon::ThreadPool;
 use crate::chains::{self, Chains};
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Tasks;
-use crate::input::{InputBlob, Inputs, OpFiles, READ_PIECE, SourceFiles};
+use crate::input::{InputBlob, Inputs, OpFiles, READ_STRETCH};
 use crate::progress::Progress;
+use pbf_stream::SourceFiles;
 
 /// Inputs of a merge op from which its chains are found on a thread of
 /// their own.
@@ -25,11 +26,11 @@ const PART_INPUTS: usize = 1024;
 const PARTS: usize = 8;
 
 /// Parts an op's headers are read in, at most, within a memory budget of
-/// `memory` bytes: each part reads up to [`READ_PIECE`] at a time, and the
+/// `memory` bytes: each part reads up to [`READ_STRETCH`] at a time, and the
 /// parts together read at most a sixteenth of the budget at once (one part
 /// however small).
 pub(crate) fn parts_within(memory: u64) -> usize {
-    let parts = memory / 16 / READ_PIECE;
+    let parts = memory / 16 / READ_STRETCH;
     (parts as usize).clamp(1, PARTS)
 }
 

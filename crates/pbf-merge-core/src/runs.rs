@@ -4,7 +4,7 @@
 //! [`SMALL`] (a sorted file of tiny blobs costs a load per megabyte, not a
 //! decode, a channel and a stream block per blob). The blobs of every
 //! smaller chain are gathered, in file order, into batches of up to
-//! [`Budget::batch`] bytes: each batch is read in large pieces, decoded on
+//! [`Budget::batch`] bytes: each batch is read in large stretches, decoded on
 //! the pool into one block and sorted there, and merged as one run. A
 //! shuffled file of five objects per blob is thus a handful of sorted runs
 //! instead of half a million chains of one blob, each with its own stream,

@@ -5,12 +5,12 @@
 //! pool while the merge goes on. Encoded blocks come back through a FIFO of
 //! at most `in_flight` pending results, a bounded reorder buffer that keeps
 //! output order, and go to a [`Target`]: the spool or a spill file. Items
-//! come one at a time from a merge, or in batches from the pieces of one
-//! ([`BlockWriter::push_batch`]), already checked and deduplicated there;
+//! come one at a time from a merge, or in parcels from the pieces of one
+//! ([`BlockWriter::push_parcel`]), already checked and deduplicated there;
 //! either way the blocks are cut at the same items.
 //!
 //! A block being filled holds references to objects of decoded input blobs
-//! and spill packets ([`Columns`]) (or to the batches holding them), and
+//! and spill packets ([`Columns`]) (or to the parcels holding them), and
 //! keeps those alive until it is encoded.
 
 use std::collections::VecDeque;
@@ -212,16 +212,16 @@ impl<T: Target> BlockWriter<T> {
         Ok(())
     }
 
-    /// Add merged elements in bulk: `batch` must be in (key, rank) order
+    /// Add merged elements in bulk: `parcel` must be in (key, rank) order
     /// within itself and hold what [`Keep`] keeps (as a piece's merge
     /// checks them, [`crate::pieces`]); it is checked against the elements
     /// before it here. Blocks are cut where [`BlockWriter::push`]
-    /// cuts them, and they refer to the batch's elements in place, so the
+    /// cuts them, and they refer to the parcel's elements in place, so the
     /// writer touches one order per element and the block's keys are
     /// summed up where it is encoded.
-    pub fn push_batch(&mut self, batch: Batch) -> Result<()> {
-        let batch = Arc::new(batch);
-        let orders = &batch.orders;
+    pub fn push_parcel(&mut self, parcel: Parcel) -> Result<()> {
+        let parcel = Arc::new(parcel);
+        let orders = &parcel.orders;
         let Some(first) = orders.first() else {
             return Ok(());
         };
@@ -233,7 +233,7 @@ impl<T: Target> BlockWriter<T> {
         if let Some(last) = self.last.filter(|_| self.keep == Keep::Latest) {
             if same_object(last.0, first.key) {
                 return Err(Error::new(ErrorKind::Internal(format!(
-                    "{} in two batches",
+                    "{} in two parcels",
                     Key::from_packed(first.key)
                 ))));
             }
@@ -243,7 +243,7 @@ impl<T: Target> BlockWriter<T> {
         for (i, order) in orders.iter().enumerate().skip(start) {
             if self.block.len > 0 && self.full(order) {
                 if i > from {
-                    self.block.slices.push((Arc::clone(&batch), from, i));
+                    self.block.slices.push((Arc::clone(&parcel), from, i));
                 }
                 self.submit()?;
                 from = i;
@@ -253,7 +253,7 @@ impl<T: Target> BlockWriter<T> {
         if orders.len() > from {
             self.block
                 .slices
-                .push((Arc::clone(&batch), from, orders.len()));
+                .push((Arc::clone(&parcel), from, orders.len()));
         }
         self.written += (orders.len() - start) as u64;
         Ok(())
@@ -318,9 +318,9 @@ struct Held {
     stream: usize,
 }
 
-/// Merged elements handed to the writer at once ([`BlockWriter::push_batch`]).
+/// Merged elements handed to the writer at once ([`BlockWriter::push_parcel`]).
 #[derive(Default)]
-pub(crate) struct Batch {
+pub(crate) struct Parcel {
     /// The decoded blocks the elements are objects of.
     pub sources: Vec<Arc<Columns>>,
     /// Each element's order.
@@ -329,7 +329,7 @@ pub(crate) struct Batch {
     pub objects: Vec<(u32, u32)>,
 }
 
-impl Batch {
+impl Parcel {
     fn views(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = Obj<'_>> {
         self.objects[range]
             .iter()
@@ -364,9 +364,9 @@ struct Pending {
     /// The elements in order: (slot in `sources`, object), when pushed one
     /// at a time.
     items: Vec<(u32, u32)>,
-    /// The elements in order as ranges of batches, when pushed in batches
+    /// The elements in order as ranges of parcels, when pushed in parcels
     /// (whose keys are summed up when the block is encoded).
-    slices: Vec<(Arc<Batch>, usize, usize)>,
+    slices: Vec<(Arc<Parcel>, usize, usize)>,
     /// The decoded blobs and packets that `items` refer to.
     sources: Vec<Arc<Columns>>,
     /// Per input stream of the merge: the block it gave last, by address,
@@ -422,7 +422,7 @@ impl Pending {
         }
     }
 
-    /// Sum up the keys of a block pushed in batches.
+    /// Sum up the keys of a block pushed in parcels.
     fn sum_up_keys(&mut self, keep_blob: bool) {
         let slices = std::mem::take(&mut self.slices);
         let mut orders = slices

@@ -5,11 +5,11 @@
 //! a range read into memory (a copy from the source's cached pages) and
 //! written directly costs the one copy and leaves no dirty pages
 //! (bench/RESULTS-scaling-disk.md). The copy ahead (`pbf_copier::ahead`)
-//! and an output's staged appends ([`crate::OutputFile::stage_appends`])
+//! and an output's buffered appends ([`crate::OutputFile::buffer_appends`])
 //! write this way. Only whole aligned blocks go directly; a partial block
 //! goes through the page cache with exactly its bytes, so a writer never
 //! overwrites the rest of a block that another writer (a copy ahead
-//! thread, the stage) fills.
+//! thread, the buffer) fills.
 
 use std::fs::File;
 use std::io;

@@ -34,7 +34,8 @@ pub enum ErrorKind {
     },
     /// A PBF frame could not be read or written.
     Format(pbf_format::Error),
-    /// A plan source is not the file that was indexed.
+    /// A plan source cannot be read as the plan says (it changed since it
+    /// was indexed, or a spool does not hold a range).
     Stream(pbf_stream::Error),
     /// The output's filesystem cannot hold what the plan copies (the
     /// context names its directory).

@@ -15,24 +15,23 @@
 //!   stream cannot be taken back, so one that fails after its first byte
 //!   ends with [`STREAM_POISON`], which makes every reader fail too.
 //! - [`cleanup`]: SIGINT, SIGTERM and SIGHUP remove every registered temporary
-//!   file before the process dies of the signal. SIGKILL cannot be caught: an
+//!   file and poison a registered stream before the process dies of the
+//!   signal, in the process's one handler. SIGKILL cannot be caught: an
 //!   unnamed temporary output leaves nothing then, a named one stays, but its
 //!   name can never be taken for the output.
 //! - [`copy_range`]: `copy_file_range(2)` in 1 GiB calls, falling back to
 //!   `pread`/`pwrite` (or `write` for a pipe) when the kernel refuses, with
 //!   [`CopyStats`] telling how many bytes went which way.
 //! - [`direct`]: writes past the page cache (`O_DIRECT`), which a copier's
-//!   staged appends ([`OutputFile::stage_appends`]) and its copy ahead use:
+//!   buffered appends ([`OutputFile::buffer_appends`]) and its copy ahead use:
 //!   one copy of each byte from the source's cached pages, and no dirty
 //!   pages of the output for the kernel to write back and reclaim.
-//! - [`frames`]: the frames we write ourselves: the OSMHeader built from a
-//!   plan's header record, and data-frame BlobHeaders carrying indexdata,
-//!   always under 128 bytes (older libosmium rejects longer ones).
 //!
 //! ```no_run
 //! use std::fs::File;
 //! use std::path::Path;
-//! use pbf_output::{OutputFile, OutputOptions, frames};
+//! use pbf_format::header::{Header, encode_header_frame};
+//! use pbf_output::{OutputFile, OutputOptions};
 //!
 //! # fn main() -> pbf_output::Result<()> {
 //! let input = Path::new("in.osm.pbf");
@@ -42,7 +41,8 @@
 //!     ..OutputOptions::default()
 //! };
 //! let mut out = OutputFile::create(Path::new("out.osm.pbf"), &opts)?;
-//! out.write_all(&frames::header_frame(&Default::default())?)?;
+//! let header = encode_header_frame(&Header::default(), Default::default()).expect("header");
+//! out.write_all(&header)?;
 //! out.copy_from(&src, input, 120, 4096)?; // whole frames of the input
 //! eprintln!("{} bytes in the kernel", out.stats().kernel_bytes);
 //! out.commit()?; // without this, dropping `out` removes the temporary file
@@ -51,13 +51,12 @@
 //! ```
 #![deny(missing_docs)]
 
+mod buffer;
 pub mod cleanup;
 pub mod direct;
 mod error;
-pub mod frames;
 mod output;
 mod range;
-mod stage;
 mod temp;
 
 pub use error::{Error, ErrorKind, Result};

@@ -13,10 +13,10 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::buffer::DirectBuffer;
 use crate::cleanup;
 use crate::error::{Error, ErrorKind, Result};
 use crate::range::{CopyStats, copy_range, read_exact};
-use crate::stage::Stage;
 use crate::temp::Temp;
 
 /// What an output may replace.
@@ -51,8 +51,8 @@ pub struct OutputFile {
     handed: u64,
     stats: CopyStats,
     /// Appends gathered and written past the page cache
-    /// ([`OutputFile::stage_appends`]).
-    stage: Option<Stage>,
+    /// ([`OutputFile::buffer_appends`]).
+    buffer: Option<DirectBuffer>,
 }
 
 /// A check of the complete output, given its temporary path
@@ -148,7 +148,7 @@ impl OutputFile {
             pos: 0,
             handed: 0,
             stats: CopyStats::default(),
-            stage: None,
+            buffer: None,
         })
     }
 
@@ -182,7 +182,7 @@ impl OutputFile {
             pos: 0,
             handed: 0,
             stats: CopyStats::default(),
-            stage: None,
+            buffer: None,
         }
     }
 
@@ -262,9 +262,9 @@ impl OutputFile {
 
     /// Record `len` bytes written at [`OutputFile::position`] through
     /// [`OutputFile::file`] by the caller (e.g. a clone), counted as kernel
-    /// bytes. Appends still staged go to the file first.
+    /// bytes. Appends still buffered go to the file first.
     pub fn advance(&mut self, len: u64) -> Result<()> {
-        self.flush_stage()?;
+        self.flush_buffer()?;
         self.started();
         self.pos += len;
         self.stats.kernel_bytes += len;
@@ -274,9 +274,9 @@ impl OutputFile {
     /// Record `len` bytes written at [`OutputFile::position`] by a copy on
     /// another handle of the file (the copier's copy ahead), copied as
     /// `stats` says. That copy handed each of its steps to the disk itself
-    /// ([`start_writeback`]). Appends still staged go to the file first.
+    /// ([`start_writeback`]). Appends still buffered go to the file first.
     pub fn add_copied(&mut self, len: u64, stats: CopyStats) -> Result<()> {
-        self.flush_stage()?;
+        self.flush_buffer()?;
         self.started();
         self.pos += len;
         self.handed = self.pos;
@@ -289,75 +289,75 @@ impl OutputFile {
 
     /// From now on, gather what [`OutputFile::write_all`] and
     /// [`OutputFile::copy_from`] append in memory and write it past the
-    /// page cache a stage (8 MiB) at a time, in whole blocks: a range is
+    /// page cache a buffer (8 MiB) at a time, in whole blocks: a range is
     /// read once from the source's cached pages, and the output leaves no
     /// dirty pages behind (see [`crate::direct`]). False, and nothing
     /// changes, for standard output and where the filesystem has no direct
     /// writes; a filesystem that refuses a direct write gets the page cache
     /// from then on. Until [`OutputFile::flush`] or the commit the file
-    /// lacks the bytes still staged: a caller writing through
+    /// lacks the bytes still buffered: a caller writing through
     /// [`OutputFile::file`] does so past [`OutputFile::position`] and
     /// reports with [`OutputFile::advance`] or [`OutputFile::add_copied`],
     /// which write them first.
-    pub fn stage_appends(&mut self) -> bool {
-        if let (None, Target::Temp { temp, .. }) = (&self.stage, &self.target) {
-            self.stage = Stage::open(temp.file());
+    pub fn buffer_appends(&mut self) -> bool {
+        if let (None, Target::Temp { temp, .. }) = (&self.buffer, &self.target) {
+            self.buffer = DirectBuffer::open(temp.file());
         }
-        self.stage.is_some()
+        self.buffer.is_some()
     }
 
-    /// True while appends are staged and written past the page cache
-    /// ([`OutputFile::stage_appends`]): a copy beside them (the copy
+    /// True while appends are buffered and written past the page cache
+    /// ([`OutputFile::buffer_appends`]): a copy beside them (the copy
     /// ahead) writes that way too.
-    pub fn is_staged(&self) -> bool {
-        self.stage.as_ref().is_some_and(Stage::works)
+    pub fn is_buffered(&self) -> bool {
+        self.buffer.as_ref().is_some_and(DirectBuffer::works)
     }
 
-    /// Write what is staged, so the file holds every byte before the
+    /// Write what is buffered, so the file holds every byte before the
     /// position and [`OutputFile::stats`] tells how all of them went.
     pub fn flush(&mut self) -> Result<()> {
-        self.flush_stage().map_err(|e| e.within(&self.name))
+        self.flush_buffer().map_err(|e| e.within(&self.name))
     }
 
-    fn flush_stage(&mut self) -> Result<()> {
-        let (Some(stage), Target::Temp { temp, .. }) = (&mut self.stage, &self.target) else {
+    fn flush_buffer(&mut self) -> Result<()> {
+        let (Some(buffer), Target::Temp { temp, .. }) = (&mut self.buffer, &self.target) else {
             return Ok(());
         };
-        let flushed = stage.flush(temp.file());
+        let flushed = buffer.flush(temp.file());
         self.tally();
         flushed
     }
 
-    /// Count how the stage's copies went out.
+    /// Count how the buffer's copies went out.
     fn tally(&mut self) {
-        if let Some(stage) = &mut self.stage {
-            let t = stage.take_tally();
+        if let Some(buffer) = &mut self.buffer {
+            let t = buffer.take_tally();
             self.stats.direct_bytes += t.direct;
             self.stats.fallback_bytes += t.cache;
             self.stats.fallbacks += t.refusals;
         }
     }
 
-    /// Append `len` bytes (of a copy when `copy`) through the stage, when
+    /// Append `len` bytes (of a copy when `copy`) through the buffer, when
     /// there is one: false (nothing done) when there is none. `put` as in
-    /// [`Stage::append`]. Errors name no file: the caller's do.
-    fn append_staged(
+    /// [`DirectBuffer::append`]. Errors name no file: the caller's do.
+    fn append_buffered(
         &mut self,
         len: u64,
         copy: bool,
         put: impl FnMut(&mut [u8], u64) -> Result<()>,
     ) -> Result<bool> {
-        let (Some(stage), Target::Temp { temp, .. }) = (&mut self.stage, &self.target) else {
+        let (Some(buffer), Target::Temp { temp, .. }) = (&mut self.buffer, &self.target) else {
             return Ok(false);
         };
-        let appended = stage.append(temp.file(), (self.pos, len), copy, put);
+        let appended = buffer.append(temp.file(), (self.pos, len), copy, put);
         self.tally();
         appended?;
-        if !self.is_staged() {
+        if !self.is_buffered() {
             // Refused: what is held goes through the page cache, and so
             // does everything after it.
-            self.flush_stage()?;
-            self.stage = None;
+            self.flush_buffer()?;
+            self.buffer = None;
         }
         Ok(true)
     }
@@ -378,9 +378,9 @@ impl OutputFile {
         self.pos = 0;
         self.handed = 0;
         self.stats = CopyStats::default();
-        if let Some(stage) = &mut self.stage {
-            stage.discard();
-            stage.take_tally();
+        if let Some(buffer) = &mut self.buffer {
+            buffer.discard();
+            buffer.take_tally();
         }
         Ok(())
     }
@@ -399,11 +399,11 @@ impl OutputFile {
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
         self.started();
         let len = bytes.len() as u64;
-        let staged = self.append_staged(len, false, |buf, done| {
+        let buffered = self.append_buffered(len, false, |buf, done| {
             buf.copy_from_slice(&bytes[done as usize..done as usize + buf.len()]);
             Ok(())
         });
-        let written = match staged {
+        let written = match buffered {
             Ok(true) => Ok(()),
             Ok(false) => match &self.target {
                 Target::Temp { temp, .. } => temp.file().write_all_at(bytes, self.pos),
@@ -434,8 +434,8 @@ impl OutputFile {
         }
     }
 
-    /// Append `len` bytes of `src` from `offset`: through the stage when
-    /// appends are staged, else in the kernel when it can. `src_name` names
+    /// Append `len` bytes of `src` from `offset`: through the buffer when
+    /// appends are buffered, else in the kernel when it can. `src_name` names
     /// the source in errors.
     pub fn copy_from(&mut self, src: &File, src_name: &Path, offset: u64, len: u64) -> Result<()> {
         self.started();
@@ -447,7 +447,7 @@ impl OutputFile {
             ))
         };
         let put = |buf: &mut [u8], done| read_exact(src, buf, offset + done, len - done);
-        match self.append_staged(len, true, put) {
+        match self.append_buffered(len, true, put) {
             Ok(true) => {}
             Ok(false) => {
                 let dst_off = (!self.is_stream()).then_some(self.pos);
@@ -1030,15 +1030,15 @@ mod tests {
         );
     }
 
-    /// Run the same appends on a staged and an unstaged output: ranges of
+    /// Run the same appends on a buffered and an unbuffered output: ranges of
     /// a source of every length (within a block, across blocks and across
-    /// stages), bytes from memory, bytes another handle writes past the
+    /// buffers), bytes from memory, bytes another handle writes past the
     /// position (`advance`), and a restart.
-    fn appends(dir: &Path, src: &Path, staged: bool) -> (Vec<u8>, CopyStats) {
-        let out = dir.join(if staged { "staged" } else { "kernel" });
+    fn appends(dir: &Path, src: &Path, buffered: bool) -> (Vec<u8>, CopyStats) {
+        let out = dir.join(if buffered { "buffered" } else { "kernel" });
         let mut o = OutputFile::create(&out, &opts(false, &[])).expect("create");
-        if staged && !o.stage_appends() {
-            eprintln!("SKIPPED: no O_DIRECT on {}: staged as not", dir.display());
+        if buffered && !o.buffer_appends() {
+            eprintln!("SKIPPED: no O_DIRECT on {}: buffered as not", dir.display());
         }
         let f = File::open(src).expect("open");
         let size = f.metadata().expect("stat").len();
@@ -1075,34 +1075,34 @@ mod tests {
     }
 
     #[test]
-    fn staged_appends_make_the_bytes_of_appends_through_the_kernel() {
+    fn buffered_appends_make_the_bytes_of_appends_through_the_kernel() {
         let dir = tempfile::tempdir().expect("dir");
         let src = dir.path().join("src");
         let bytes: Vec<u8> = (0..20u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
         fs::write(&src, &bytes).expect("src");
         let (kernel, kernel_stats) = appends(dir.path(), &src, false);
-        let (staged, staged_stats) = appends(dir.path(), &src, true);
+        let (buffered, buffered_stats) = appends(dir.path(), &src, true);
         assert!(
-            kernel == staged,
+            kernel == buffered,
             "{} and {} bytes",
             kernel.len(),
-            staged.len()
+            buffered.len()
         );
         assert_eq!(kernel_stats.direct_bytes, 0);
-        assert_eq!(kernel_stats.copied(), staged_stats.copied());
-        if staged_stats.direct_bytes > 0 {
-            assert_eq!(staged_stats.kernel_bytes, 6 * 3, "{staged_stats:?}");
+        assert_eq!(kernel_stats.copied(), buffered_stats.copied());
+        if buffered_stats.direct_bytes > 0 {
+            assert_eq!(buffered_stats.kernel_bytes, 6 * 3, "{buffered_stats:?}");
         }
     }
 
     #[test]
-    fn a_staged_copy_from_a_short_source_names_it_and_the_range() {
+    fn a_buffered_copy_from_a_short_source_names_it_and_the_range() {
         let dir = tempfile::tempdir().expect("dir");
         let src = dir.path().join("src");
         fs::write(&src, b"0123456789").expect("src");
         let f = File::open(&src).expect("open");
         let mut o = OutputFile::create(&dir.path().join("out"), &opts(false, &[])).expect("out");
-        if !o.stage_appends() {
+        if !o.buffer_appends() {
             eprintln!("SKIPPED: no O_DIRECT on {}", dir.path().display());
             return;
         }
@@ -1110,7 +1110,7 @@ mod tests {
         let err = o.copy_from(&f, &src, 4, 10).expect_err("short").to_string();
         assert!(err.contains("bytes 4..14") && err.contains("src"), "{err}");
         assert!(err.contains("offset 10"), "{err}");
-        // The stage holds nothing of the failed copy: an output that goes on
+        // The buffer holds nothing of the failed copy: an output that goes on
         // stays whole.
         o.write_all(b"def").expect("write");
         o.commit().expect("commit");

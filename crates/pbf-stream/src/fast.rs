@@ -13,9 +13,9 @@
 //! damaged ones). The merge op's inputs are written without serde too, in
 //! that same form, which the tests compare with serde's.
 
+use crate::ijson::{self, MAX_EXACT};
 use pbf_format::Kind;
 use pbf_format::compress::Codec;
-use pbf_format::ijson::{self, MAX_EXACT};
 use pbf_format::scan::Ties;
 
 use crate::Counts;
@@ -491,8 +491,8 @@ pub(crate) mod tests {
             let line = written(&b);
             let fast = blob(&line);
             // Ids beyond 2^53 are strings, which only serde reads.
-            let exact = pbf_format::ijson::is_exact(b.first.id)
-                && pbf_format::ijson::is_exact(b.last.id);
+            let exact = ijson::is_exact(b.first.id)
+                && ijson::is_exact(b.last.id);
             prop_assert_eq!(fast.is_some(), exact, "{}", String::from_utf8_lossy(&line));
             if let Some(fast) = fast {
                 prop_assert_eq!(fast, b);
@@ -522,7 +522,7 @@ pub(crate) mod tests {
             let line = written_merge(&m);
             let fast = merge(&line);
             let keys = m.inputs.iter().flat_map(|i| [i.first, i.last]).chain([m.first, m.last]);
-            let exact = keys.into_iter().all(|k| pbf_format::ijson::is_exact(k.id));
+            let exact = keys.into_iter().all(|k| ijson::is_exact(k.id));
             prop_assert_eq!(fast.is_some(), exact, "{}", String::from_utf8_lossy(&line));
             if let Some(fast) = fast {
                 prop_assert_eq!(fast, m);
@@ -558,7 +558,7 @@ pub(crate) mod tests {
         keys: [KeyRecord; 2],
         serde: Vec<u8>,
     ) -> Result<(), TestCaseError> {
-        let exact = keys.iter().all(|k| pbf_format::ijson::is_exact(k.id));
+        let exact = keys.iter().all(|k| ijson::is_exact(k.id));
         let mut out = Vec::new();
         prop_assert_eq!(write(&mut out), exact);
         match exact {

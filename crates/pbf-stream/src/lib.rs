@@ -14,7 +14,9 @@
 //! version, require the `end` record (a stream that stops without one means an
 //! upstream stage died), ignore unknown fields, and report errors with line
 //! numbers. [`check_source`] verifies that a file is still the one indexed, and
-//! [`check_unchanged`] that it did not change while it was read.
+//! [`check_unchanged`] that it did not change while it was read;
+//! [`SourceFiles`] holds a plan's sources open, so checked, for every stage
+//! that reads them.
 //! Every number is exact in an IEEE double ([`ijson`]), so a stream survives
 //! jq or any other JSON tool a user puts between two stages.
 #![deny(missing_docs)]
@@ -22,6 +24,7 @@
 mod counts;
 mod error;
 mod fast;
+pub mod ijson;
 mod lines;
 mod order;
 mod records;
@@ -29,7 +32,6 @@ mod source;
 
 pub use counts::{Counts, plural};
 pub use error::{Error, ErrorKind};
-pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_PIECE, PlanReader, StreamTime, Writer};
-pub use pbf_format::ijson;
+pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_CHUNK, PlanReader, StreamTime, Writer};
 pub use records::*;
-pub use source::{check_source, check_unchanged, ctime, mtime};
+pub use source::{SourceFile, SourceFiles, check_source, check_unchanged, ctime, mtime};

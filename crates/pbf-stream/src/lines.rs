@@ -136,7 +136,7 @@ impl<R: BufRead> LineReader<R> {
             .inner
             .fill_buf()
             .map_err(|e| Error::from(e).at_line(1))?;
-        if !pbf_format::sniff::starts_like_pbf(head) {
+        if !pbf_format::frame::starts_like_pbf(head) {
             return Ok(());
         }
         Err(Error::invalid(
@@ -297,8 +297,8 @@ fn unsupported(schema: &str, version: u32) -> Error {
     ))
 }
 
-/// The pieces a long merge op is written in ([`Writer::write_merge`]).
-pub const MERGE_PIECE: usize = 64 * 1024;
+/// The chunks a long merge op is written in ([`Writer::write_merge`]).
+pub const MERGE_CHUNK: usize = 64 * 1024;
 
 /// Writes records, one JSON object per line.
 #[derive(Debug)]
@@ -358,8 +358,8 @@ impl<W: Write> Writer<W> {
     /// `write(&PlanRecord::Merge(op))` writes for the op of these fields,
     /// without holding the op or its whole line. A file of small blobs in
     /// random order is one merge op of millions of blobs (2.3 million
-    /// inputs, a 400 MB line), so the line goes out in pieces of about
-    /// [`MERGE_PIECE`] bytes.
+    /// inputs, a 400 MB line), so the line goes out in chunks of about
+    /// [`MERGE_CHUNK`] bytes.
     pub fn write_merge(
         &mut self,
         first: KeyRecord,
@@ -391,7 +391,7 @@ impl<W: Write> Writer<W> {
                 serde_json::to_writer(&mut self.line, &input)
                     .map_err(|e| Error::new(ErrorKind::Json(e)))?;
             }
-            if self.line.len() >= MERGE_PIECE {
+            if self.line.len() >= MERGE_CHUNK {
                 self.writing.stop(started);
                 self.inner.write_all(&self.line)?;
                 self.line.clear();

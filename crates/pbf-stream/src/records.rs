@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use pbf_format::compress::Codec;
-use pbf_format::header::Header;
+use pbf_format::header::{BBox, Header};
 use pbf_format::scan::{Summary, Ties};
 use pbf_format::{Key, Kind};
 use serde::{Deserialize, Serialize};
@@ -88,6 +88,7 @@ pub struct HeaderRecord {
     /// Offset of the OSMHeader frame.
     pub offset: u64,
     /// The decoded OSMHeader.
+    #[serde(with = "HeaderFields")]
     pub header: Header,
 }
 
@@ -136,6 +137,7 @@ pub struct SourceRecord {
     #[serde(flatten)]
     pub file: FileIdentity,
     /// The file's OSMHeader.
+    #[serde(with = "HeaderFields")]
     pub header: Header,
     /// Keys read ahead: the smallest key of a data frame found near each of
     /// a few evenly spaced offsets, in offset order. A hint for watching
@@ -371,6 +373,7 @@ pub struct SortedThrough {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputHeader {
     /// The OSMHeader to write to the output.
+    #[serde(with = "HeaderFields")]
     pub header: Header,
     /// The plan's [`PlanHeader::copy_bytes`], once planned after an early
     /// plan record (optional).
@@ -407,6 +410,7 @@ pub struct PlanHeader {
     /// The files ops read from.
     pub sources: Vec<SourceRef>,
     /// The OSMHeader to write to the output.
+    #[serde(with = "HeaderFields")]
     pub header: Header,
     /// Written before the blobs were all read (`pbf-overlap --sources`):
     /// the ops are not known yet, and a copier may start copying on a guess
@@ -553,5 +557,106 @@ impl PlanEnd {
         self.ops += 1;
         self.merge_inputs += inputs;
         self.elements += elements;
+    }
+}
+
+/// The OSMHeader as the header records write it: serde's view of
+/// [`Header`], whose derive builds a `Header` from every field listed here,
+/// so a field added to it and not here fails to compile. Integers beyond
+/// 2^53 (only a damaged header holds them) are strings ([`ijson`]).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Header")]
+struct HeaderFields {
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_bbox")]
+    bbox: Option<BBox>,
+    #[serde(default)]
+    required_features: Vec<String>,
+    #[serde(default)]
+    optional_features: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    writingprogram: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ijson::opt_int"
+    )]
+    replication_timestamp: Option<i64>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "ijson::opt_int"
+    )]
+    replication_sequence_number: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replication_base_url: Option<String>,
+}
+
+/// The bounding box of [`HeaderFields`], in nanodegrees.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "BBox")]
+struct BBoxFields {
+    #[serde(with = "ijson::int")]
+    left: i64,
+    #[serde(with = "ijson::int")]
+    right: i64,
+    #[serde(with = "ijson::int")]
+    top: i64,
+    #[serde(with = "ijson::int")]
+    bottom: i64,
+}
+
+/// `Option<BBox>` through [`BBoxFields`].
+mod opt_bbox {
+    use super::{BBox, BBoxFields};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    struct Out<'a>(#[serde(with = "BBoxFields")] &'a BBox);
+
+    #[derive(Deserialize)]
+    struct In(#[serde(with = "BBoxFields")] BBox);
+
+    pub fn serialize<S: Serializer>(b: &Option<BBox>, s: S) -> Result<S::Ok, S::Error> {
+        b.as_ref().map(Out).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BBox>, D::Error> {
+        Ok(Option::<In>::deserialize(d)?.map(|b| b.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_record_is_the_osmheader_field_by_field() {
+        let far = (1 << 53) + 1;
+        let header = Header {
+            bbox: Some(BBox {
+                left: -far,
+                right: 2,
+                top: 3,
+                bottom: -4,
+            }),
+            required_features: vec!["DenseNodes".into()],
+            replication_sequence_number: Some(far),
+            ..Header::default()
+        };
+        let record = OutputHeader {
+            header,
+            copy_bytes: None,
+        };
+        let line = serde_json::to_string(&record).expect("serialize");
+        assert_eq!(
+            line,
+            r#"{"header":{"bbox":{"left":"-9007199254740993","right":2,"top":3,"bottom":-4},"required_features":["DenseNodes"],"optional_features":[],"replication_sequence_number":"9007199254740993"}}"#
+        );
+        let back: OutputHeader = serde_json::from_str(&line).expect("deserialize");
+        assert_eq!(back, record);
+        let bare: OutputHeader = serde_json::from_str(r#"{"header":{}}"#).expect("defaults");
+        assert_eq!(bare.header, Header::default());
     }
 }

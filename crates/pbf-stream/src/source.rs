@@ -4,6 +4,8 @@
 //! stage opens it ([`check_source`]), and once more when a copier has read
 //! everything and is about to put its output in place ([`check_unchanged`]),
 //! which catches a file rewritten in place while the stages read it.
+//! [`SourceFiles`] holds a plan's sources open on those checks, in the one
+//! shape pbf-merge and the copiers share.
 //!
 //! The ctime is what makes the check worth having: a rewrite that keeps the
 //! size (`dd conv=notrunc`) and puts the mtime back (`touch -d`) still moves
@@ -14,9 +16,12 @@
 
 use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use pbf_format::frame::PbfFile;
 
 use crate::error::{Error, ErrorKind};
-use std::path::Path;
 
 use crate::records::{FileIdentity, SourceRef};
 
@@ -117,6 +122,121 @@ pub fn check_unchanged(src: &FileIdentity, file: &File) -> Result<(), Error> {
         src.name(),
         differs.join(", ")
     ))))
+}
+
+/// The files a plan reads from, by id: the one shape in which pbf-merge
+/// and the copiers hold them. Each ordinary source is opened and checked
+/// against the plan's record ([`check_source`]) when this is opened; a
+/// spool, which `pbf-merge` writes while the plan streams, is opened when
+/// first read ([`SourceFiles::file`]), and a range read from it is checked
+/// against its size at that moment ([`SourceFiles::range`]).
+#[derive(Debug)]
+pub struct SourceFiles {
+    list: Vec<SourceFile>,
+}
+
+/// One source of a plan: its record and, once open, its file.
+#[derive(Debug)]
+pub struct SourceFile {
+    /// The plan's record of it: what it must still be at the end.
+    pub recorded: SourceRef,
+    /// Named in messages as given to pbf-index ([`SourceRef::name`]).
+    file: OnceLock<Arc<PbfFile>>,
+}
+
+impl SourceFiles {
+    /// Open and check every ordinary source of a plan.
+    pub fn open(sources: &[SourceRef]) -> Result<SourceFiles, Error> {
+        let mut list = Vec::with_capacity(sources.len());
+        for s in sources {
+            let source = SourceFile {
+                recorded: s.clone(),
+                file: OnceLock::new(),
+            };
+            if !s.spool {
+                let file = check_source(&s.file)?;
+                let file = PbfFile::from_file(file, &s.file.path).map_err(format_error)?;
+                let _ = source.file.set(Arc::new(file.named(s.name())));
+            }
+            list.push(source);
+        }
+        Ok(SourceFiles { list })
+    }
+
+    /// Every source, in the plan's order.
+    pub fn iter(&self) -> impl Iterator<Item = &SourceFile> {
+        self.list.iter()
+    }
+
+    /// Source `id`, refused when the plan names no such source.
+    pub fn source(&self, id: u32) -> Result<&SourceFile, Error> {
+        let found = self.list.iter().find(|s| s.recorded.id == id);
+        found.ok_or_else(|| Error::invalid(format!("plan: op names unknown source {id}")))
+    }
+
+    /// The open file of source `id`; a spool is opened now if needed.
+    pub fn file(&self, id: u32) -> Result<&Arc<PbfFile>, Error> {
+        self.source(id)?.file()
+    }
+
+    /// The file of source `id` for reading `offset..offset + len`: a spool
+    /// must hold the range now.
+    pub fn range(&self, id: u32, offset: u64, len: u64) -> Result<&SourceFile, Error> {
+        let source = self.source(id)?;
+        if source.recorded.spool {
+            let name = source.recorded.file.path.display();
+            let size = source.file()?.file().metadata().map_err(Error::from)?.len();
+            let end = offset.saturating_add(len);
+            if end > size {
+                return Err(Error::invalid(format!(
+                    "{name}: spool holds {size} bytes, the plan copies {offset}..{end} \
+                     (pbf-merge died or the spool was truncated?)"
+                )));
+            }
+        }
+        Ok(source)
+    }
+
+    /// Check that no ordinary source changed since it was opened: its
+    /// size, mtime and ctime must still be the plan's ([`check_unchanged`]).
+    pub fn check_unchanged(&self) -> Result<(), Error> {
+        for s in self.list.iter().filter(|s| !s.recorded.spool) {
+            if let Some(file) = s.opened() {
+                check_unchanged(&s.recorded.file, file.file())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SourceFile {
+    /// The file, opened now if it is a spool not read before (a FIFO would
+    /// block the open: a spool must be a regular file).
+    pub fn file(&self) -> Result<&Arc<PbfFile>, Error> {
+        if let Some(file) = self.file.get() {
+            return Ok(file);
+        }
+        let s = &self.recorded;
+        let path = &s.file.path;
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            let msg = format!("{}: spool is not a regular file", path.display());
+            return Err(Error::invalid(msg));
+        }
+        let file = File::open(path)
+            .map_err(|e| Error::invalid(format!("{}: open spool: {e}", path.display())))?;
+        let file = PbfFile::from_file(file, path).map_err(format_error)?;
+        Ok(self.file.get_or_init(|| Arc::new(file.named(s.name()))))
+    }
+
+    /// The file, if it is open.
+    pub fn opened(&self) -> Option<&Arc<PbfFile>> {
+        self.file.get()
+    }
+}
+
+/// A source that could not be opened as a PBF file (the error names it).
+fn format_error(e: pbf_format::Error) -> Error {
+    Error::invalid(e.to_string())
 }
 
 /// What differs between the recorded identity and the file's, in words

@@ -375,7 +375,7 @@ fn records_round_trip_through_the_writer() {
 }
 
 /// A merge op written input by input is the line `write` makes of the
-/// whole op, whether it fits one piece or takes many.
+/// whole op, whether it fits one chunk or takes many.
 #[test]
 fn a_merge_op_written_input_by_input_is_the_same_line() {
     let key = |id: i64| KeyRecord {
@@ -403,20 +403,20 @@ fn a_merge_op_written_input_by_input_is_the_same_line() {
         };
         let mut whole = Writer::new(Vec::new());
         whole.write(&PlanRecord::Merge(op)).expect("write");
-        let mut pieces = Writer::new(Vec::new());
-        pieces
+        let mut chunks = Writer::new(Vec::new());
+        chunks
             .write_merge(key(0), key(1 << 60), 77, inputs)
             .expect("write_merge");
-        let (whole, pieces) = (
+        let (whole, chunks) = (
             whole.finish().expect("whole"),
-            pieces.finish().expect("pieces"),
+            chunks.finish().expect("chunks"),
         );
         assert!(
-            n < 2000 || pieces.len() > 2 * MERGE_PIECE,
+            n < 2000 || chunks.len() > 2 * MERGE_CHUNK,
             "{}",
-            pieces.len()
+            chunks.len()
         );
-        assert_eq!(String::from_utf8(pieces), String::from_utf8(whole));
+        assert_eq!(String::from_utf8(chunks), String::from_utf8(whole));
     }
 }
 
@@ -509,7 +509,7 @@ fn plan_with_merge(n: u64) -> (String, MergeOp) {
     (text, op)
 }
 
-/// A merge line of megabytes is read while it arrives, in pieces: it reads
+/// A merge line of megabytes is read while it arrives, in chunks: it reads
 /// as the op written, from a reader that gives a few bytes at a time too;
 /// in another form (serde's, with spaces) it reads the same; damaged, its
 /// error names its line.
@@ -531,7 +531,7 @@ fn long_merge_lines_read_whole_in_any_form() {
 }
 
 /// A merge line that never ends is refused at the longest line, whether
-/// read in pieces or not.
+/// read in chunks or not.
 #[test]
 fn an_endless_merge_line_is_refused() {
     struct Endless(usize);

@@ -70,7 +70,8 @@ fn data_frame(ids: &[i64], indexdata: impl Fn(&[u8]) -> Option<Vec<u8>>) -> Vec<
 
 /// A file of a header frame and data frames.
 fn write_pbf(path: &Path, header: &Header, frames: &[Vec<u8>]) {
-    let mut bytes = pbf_output::frames::header_frame(header).expect("header frame");
+    let mut bytes =
+        pbf_format::header::encode_header_frame(header, Default::default()).expect("header frame");
     for f in frames {
         bytes.extend_from_slice(f);
     }

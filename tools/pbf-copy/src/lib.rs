@@ -18,12 +18,13 @@ use anyhow::{Context, Result};
 use clap::{Arg, ArgMatches, Command};
 use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
+use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
 use pbf_copier::{CopySources, Help, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
-use pbf_output::{CopyStats, OutputFile, frames};
+use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::{CopyOp, StreamTime};
 
 use recompress::recompress_range;
@@ -162,7 +163,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     });
     let mut job = Job::open(m)?;
     if !m.get_flag("kernel-copy") {
-        job.out.stage_appends();
+        job.out.buffer_appends();
     }
     let mut head = OutputHead::new(&job.plan.header().header);
     // What the plan copies as it is goes into the output byte for byte;
@@ -375,7 +376,7 @@ fn report(
             stats.fallback_bytes,
             stats.fallbacks,
             stats.written_bytes,
-            holes.summary(),
+            holes.verbose_words(),
             written as f64 / copying.max(1e-9) / 1e6
         ),
     );

@@ -29,7 +29,7 @@ use pbf_format::frame::{
 };
 use pbf_format::indexdata;
 
-use pbf_output::frames::{check_data_frame, frame_at, frame_reader};
+use pbf_copier::frames::{check_data_frame, frame_at, frame_reader};
 use pbf_output::{Error, ErrorKind, OutputFile, Result};
 
 /// The indexdata for the i-th frame of a range, re-compressed into a Blob

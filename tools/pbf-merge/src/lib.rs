@@ -17,9 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
 use pbf_format::compress::Compression;
-use pbf_merge_core::{
-    Flight, MergeStats, Merger, Options, Ready, SourceFiles, Span, Spool, WrittenFrame,
-};
+use pbf_merge_core::{Flight, MergeStats, Merger, Options, Ready, Span, Spool, WrittenFrame};
 mod alloc;
 mod ops;
 
@@ -28,7 +26,7 @@ use pbf_cli::{lock, plural};
 use pbf_format::{Keep, Key, Kind};
 use pbf_stream::{
     CopyOp, Counts, FileIdentity, FrameKeys, KeyRecord, MergeOp, PlanEnd, PlanHeader, PlanReader,
-    PlanRecord, SourceRef, StreamTime, Writer,
+    PlanRecord, SourceFiles, SourceRef, StreamTime, Writer,
 };
 
 const NAME: &str = "pbf-merge";

@@ -24,9 +24,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use pbf_copier as copier;
+use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
 use pbf_copier::{Copied, CopySources, Help, Job, OutputHead, Step};
-use pbf_output::{CopyStats, OutputFile, frames};
+use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::CopyOp;
 
 use cloner::{CloneStats, Cloner, SourceRange};
@@ -448,7 +449,7 @@ fn report(
             pbf_cli::plural(c.padding_frames, "frame"),
             stats.written_bytes,
             percent(c.cloned, c.cloned + copied),
-            holes.summary(),
+            holes.verbose_words(),
         ),
     );
 }

@@ -16,10 +16,8 @@ use pbf_format::frame::{self, PbfFile};
 use pbf_format::header::{self, Header};
 use pbf_format::indexdata;
 use pbf_format::scan::Accumulator;
-use pbf_merge_core::{
-    Flight, MergeStats, Merger, Options, Ready, SourceFiles, Spool, WrittenFrame,
-};
-use pbf_stream::{FileIdentity, MergeInput, MergeOp, SourceRef};
+use pbf_merge_core::{Flight, MergeStats, Merger, Options, Ready, Spool, WrittenFrame};
+use pbf_stream::{FileIdentity, MergeInput, MergeOp, SourceFiles, SourceRef};
 
 /// One input blob: its elements in stored order and whether to use DenseNodes.
 #[derive(Clone, Debug)]

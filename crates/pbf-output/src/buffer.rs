@@ -1,7 +1,7 @@
 //! An output's appends gathered in memory and written past the page cache a
-//! stage at a time ([`crate::OutputFile::stage_appends`]). A copier's ranges
-//! are short and never aligned, so each is read into the stage at its place
-//! in the output, and the stage goes to the file in whole aligned blocks
+//! buffer at a time ([`crate::OutputFile::buffer_appends`]). A copier's ranges
+//! are short and never aligned, so each is read into the buffer at its place
+//! in the output, and the buffer goes to the file in whole aligned blocks
 //! once full; what is left when the output must show its bytes (a commit,
 //! another writer's turn) goes out exactly, its partial last block through
 //! the page cache, and the next append reads that block back.
@@ -12,12 +12,12 @@ use std::os::unix::fs::FileExt;
 use crate::direct::{ALIGN, AlignedBuf, Direct};
 use crate::error::{Error, Result};
 
-/// Bytes of one stage: one direct write each.
-pub(crate) const STAGE: usize = 8 << 20;
+/// Bytes of one buffer: one direct write each.
+pub(crate) const BUFFER_LEN: usize = 8 << 20;
 
-/// The stage of one output.
+/// The buffer of one output.
 #[derive(Debug)]
-pub(crate) struct Stage {
+pub(crate) struct DirectBuffer {
     direct: Direct,
     buf: AlignedBuf,
     /// Output offset of the buffer's first byte, a multiple of [`ALIGN`].
@@ -29,14 +29,14 @@ pub(crate) struct Stage {
     holding: bool,
     /// Bytes of copies (not of memory) held and not yet written.
     held_copies: u64,
-    /// How the copies written so far went out, until [`Stage::take_tally`].
+    /// How the copies written so far went out, until [`DirectBuffer::take_tally`].
     tally: Tally,
 }
 
-/// How the bytes of copies went from the stage to the file.
+/// How the bytes of copies went from the buffer to the file.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Tally {
-    /// In stages written past the page cache.
+    /// In whole buffers written past the page cache.
     pub(crate) direct: u64,
     /// Through the page cache: held when the filesystem refused a direct
     /// write, or in a flush of less than a block.
@@ -45,12 +45,12 @@ pub(crate) struct Tally {
     pub(crate) refusals: u64,
 }
 
-impl Stage {
-    /// A stage for `file`; `None` where its filesystem has no direct writes.
-    pub(crate) fn open(file: &File) -> Option<Stage> {
-        Some(Stage {
+impl DirectBuffer {
+    /// A buffer for `file`; `None` where its filesystem has no direct writes.
+    pub(crate) fn open(file: &File) -> Option<DirectBuffer> {
+        Some(DirectBuffer {
             direct: Direct::open(file)?,
-            buf: AlignedBuf::new(STAGE),
+            buf: AlignedBuf::new(BUFFER_LEN),
             base: 0,
             held: 0,
             holding: false,
@@ -67,7 +67,7 @@ impl Stage {
 
     /// Append `len` bytes at `pos`, the output's position, of a copy when
     /// `copy` (else from memory): `put(buf, done)` puts the bytes from
-    /// `done` on into `buf`, whole. On an error the stage holds nothing
+    /// `done` on into `buf`, whole. On an error the buffer holds nothing
     /// past `pos`, so an output that goes on stays whole.
     pub(crate) fn append(
         &mut self,
@@ -85,7 +85,7 @@ impl Stage {
             if self.base == base {
                 (self.held, self.held_copies) = (held, copies);
             } else {
-                // A full stage went out past `pos`, and with it the bytes
+                // A full buffer went out past `pos`, and with it the bytes
                 // before `pos`: the next append reads its block back.
                 self.discard();
             }
@@ -102,14 +102,14 @@ impl Stage {
     ) -> Result<()> {
         let mut done = 0u64;
         while done < len {
-            let n = (len - done).min((STAGE - self.held) as u64) as usize;
+            let n = (len - done).min((BUFFER_LEN - self.held) as u64) as usize;
             put(&mut self.buf.bytes_mut()[self.held..self.held + n], done)?;
             self.held += n;
             self.held_copies += if copy { n as u64 } else { 0 };
             done += n as u64;
-            if self.held == STAGE {
-                self.write(file, STAGE)?;
-                self.base += STAGE as u64;
+            if self.held == BUFFER_LEN {
+                self.write(file, BUFFER_LEN)?;
+                self.base += BUFFER_LEN as u64;
                 self.held = 0;
             }
         }

@@ -1,36 +1,30 @@
-//! The frames an output tool writes itself rather than copies: the new
-//! OSMHeader, and passthrough data frames re-framed with indexdata, one
-//! copy op at a time. BlobHeaders are encoded, and their length checked,
-//! by the one frame writer ([`pbf_format::frame::put_frame_prefix`]).
+//! The frames a copier writes itself rather than copies: the new
+//! OSMHeader, and the data frames of a plan's copy ops re-framed with
+//! indexdata (`--add-indexdata`), one op at a time, the same for both
+//! copiers. BlobHeaders are encoded, and their length checked, by the one
+//! frame writer ([`pbf_format::frame::put_frame_prefix`]).
 
 use std::fs::File;
 use std::path::Path;
 
 use pbf_format::Key;
-use pbf_format::compress::{Compression, encode_blob};
-use pbf_format::frame::{BlobType, FrameHeader, FrameReader, encode_frame, frame_prefix};
-use pbf_format::header::{Header, encode_header};
+use pbf_format::frame::{BlobType, FrameHeader, FrameReader, frame_prefix};
+use pbf_format::header::{Header, encode_header_frame};
 use pbf_format::indexdata;
 use pbf_format::scan::Summary;
 use pbf_stream::{CopyOp, FrameKeys};
 
-use crate::error::{Error, ErrorKind, Result};
+use pbf_output::{Error, ErrorKind, Result};
 
 /// The OSMHeader frame for a plan's header record, zlib-compressed.
 pub fn header_frame(h: &Header) -> Result<Vec<u8>> {
-    header_frame_with(h, Compression::default())
-}
-
-/// The OSMHeader frame for `h`, compressed with `compression`.
-pub fn header_frame_with(h: &Header, compression: Compression) -> Result<Vec<u8>> {
-    let format = |e| Error::new("writing the OSMHeader", ErrorKind::Format(e));
-    let blob = encode_blob(&encode_header(h), compression).map_err(format)?;
-    encode_frame(&BlobType::OsmHeader, None, &blob).map_err(format)
+    encode_header_frame(h, Default::default())
+        .map_err(|e| Error::new("writing the OSMHeader", ErrorKind::Format(e)))
 }
 
 /// The frame reader over `file` at its size now: a spool grows while it is
 /// read, and each range the plan copies from it was checked against its
-/// size when it was asked for (`pbf_copier::CopySources::range`).
+/// size when it was asked for ([`crate::CopySources::range`]).
 pub fn frame_reader<'a>(file: &'a File, path: &'a Path) -> Result<FrameReader<'a>> {
     let size = file
         .metadata()
@@ -150,7 +144,7 @@ mod tests {
     use super::*;
     use pbf_format::Kind;
     use pbf_format::compress::decode_blob;
-    use pbf_format::frame::{BlobStart, MAX_WRITTEN_HEADER_LEN, parse_blob_header};
+    use pbf_format::frame::{BlobStart, MAX_WRITTEN_HEADER_LEN, encode_frame, parse_blob_header};
     use pbf_format::header::decode_header;
     use std::io::Write;
 
