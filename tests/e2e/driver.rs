@@ -404,7 +404,7 @@ fn tmpdir_on_another_filesystem_holds_the_spool() {
     );
     let err = stderr(&o);
     // pbf-merge's -v summary names the spool it wrote.
-    let spool_in = format!("duplicates dropped, in {}/", mnt.path().display());
+    let spool_in = format!(" dropped), in {}/", mnt.path().display());
     assert!(
         err.contains(&spool_in),
         "the spool is not under --tmpdir: {err}"

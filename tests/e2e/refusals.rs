@@ -285,7 +285,11 @@ fn paths() -> Vec<Refusal> {
         ),
         (
             &["in.osm.pbf", "in.osm.pbf", "-o", "x.osm.pbf"],
-            "given twice",
+            "in.osm.pbf: given twice: its objects would be written twice",
+        ),
+        (
+            &["in.osm.pbf", "./in.osm.pbf", "-o", "x.osm.pbf"],
+            "./in.osm.pbf (as in.osm.pbf): given twice",
         ),
         (
             &["--tmpdir", "/proc", "in.osm.pbf", "-o", "x.osm.pbf"],

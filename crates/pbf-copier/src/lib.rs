@@ -309,8 +309,8 @@ impl Copied {
                 pbf_cli::warn(
                     name,
                     format!(
-                        "notice: {out}: the inputs hold history, so it does (every version \
-                         of each object); --latest writes their current state"
+                        "notice: {out}: the inputs hold history, so the output does too \
+                         (every version of each object); --latest writes their current state"
                     ),
                 );
             }
@@ -324,8 +324,8 @@ impl Copied {
             name,
             format!(
                 "warning: {out}: {n} {} the type and id of the one before {}, which \
-                 osm2pgsql refuses: --dedupe drops exact repeats, --latest keeps only the \
-                 newest version of each object",
+                 osm2pgsql refuses: --latest keeps only the newest version of each object \
+                 (--dedupe drops only exact repeats)",
                 if n == 1 {
                     "object repeats"
                 } else {

@@ -146,6 +146,8 @@ pub fn render_tool(t: &Tool) -> Result<String, Error> {
     };
     let mut page = String::new();
     page.push_str(&section(clap_mangen::Man::render_title, true)?);
+    // No hyphenation: an option split at a line's end cannot be copied.
+    page.push_str(".nh\n");
     page.push_str(&section(clap_mangen::Man::render_name_section, false)?);
     page.push_str(&synopsis(&(t.command)()));
     let body = replace_marker(

@@ -404,7 +404,7 @@ fn short_summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     }
     let s = &t.stats;
     format!(
-        "{} of {}: {} objects in, {} out, {} duplicates dropped, in {} ({:.3} s)",
+        "{} of {}: {} objects in, {} out ({} dropped), in {} ({:.3} s)",
         plural(t.merges, "merge"),
         plural(s.inputs, "blob"),
         s.elements_in,
@@ -426,7 +426,7 @@ fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
     }
     let s = &t.stats;
     format!(
-        "{} of {}: {} elements in, {} out, {} duplicates dropped; at most {}, {} of small \
+        "{} of {}: {} objects in, {} out ({} dropped); at most {}, {} of small \
          blobs sorted into {} in memory ({} bytes) and {} ({}, {} bytes spilled); {}, {} bytes \
          (and {} of alignment padding) in {} ({:.3} s); available parallelism {:.1} ({:.3} s of task CPU time over a \
          critical path of {:.3} s); {}",
