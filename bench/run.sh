@@ -74,7 +74,7 @@ Environment (defaults in brackets):
                         [interleaved sorted]
   BENCH_RECOMPRESS      1: the recompression row on the sorted shape, with the
                         inflate and deflate floors beside it [1]
-  BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -v run, each
+  BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -vv run, each
                         stage's time parsing and serialising JSON Lines [manyblobs]
   BENCH_PARALLELISM_SHAPES shapes with a row of the merge's available
                         parallelism: one pbf-merge -v run each
@@ -507,8 +507,8 @@ run_parallelism() { # SHAPE IN
     printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$WORK/parallelism.tsv"
 }
 
-# One untimed `pbf-sort -v` on IN: each stage's own time and the time it
-# spent parsing and serialising the streams, as STAGE, SECONDS, PARSING,
+# One untimed `pbf-sort -vv` on IN: each stage's own time (the first time
+# its line gives) and the time it spent parsing and serialising the streams, as STAGE, SECONDS, PARSING,
 # SERIALISING rows in $WORK/streams-SHAPE.tsv.
 run_streams() { # SHAPE IN
     local out=$WORK/streams.osm.pbf tsv=$WORK/streams-$1.tsv
@@ -519,8 +519,8 @@ run_streams() { # SHAPE IN
     fi
     local cmd
     cmd=$(sort_cmd "$2" "$out")
-    if ! bash -c "${cmd/ -q / -v }" 2>"$WORK/streams.log"; then
-        echo "streams-$1: pbf-sort -v failed (see $WORK/streams.log)" >>"$NOTES"
+    if ! bash -c "${cmd/ -q / -vv }" 2>"$WORK/streams.log"; then
+        echo "streams-$1: pbf-sort -vv failed (see $WORK/streams.log)" >>"$NOTES"
         rm -f "$out"
         return 0
     fi
@@ -531,7 +531,7 @@ run_streams() { # SHAPE IN
         stage=${line%%:*}
         head=${line%%; streams: *}
         tail=${line##*; streams: }
-        secs=$(grep -oE '[0-9]+\.[0-9]+ ?s\b' <<<"$head" | tail -n 1 | tr -d ' s')
+        secs=$(grep -oE '[0-9]+\.[0-9]+ ?s\b' <<<"$head" | head -n 1 | tr -d ' s')
         ser=${tail##*, }
         printf '%s\t%s\t%s\t%s\n' "$stage" "$secs" "${tail%% s parsing*}" "${ser%% s serialising}"
     done <"$WORK/streams.log" >"$tsv"
