@@ -6,7 +6,7 @@
 # at every N under /usr/bin/time -v, `osmium sort` once on the interleaved and
 # small-blob inputs when osmium is on PATH, and prints a markdown table: wall
 # seconds, peak RSS and, where the input is merged, the available
-# parallelism that `pbf-merge -v -j N` reports for it, and the sorted input's
+# parallelism that `pbf-merge -vv -j N` reports for it, and the sorted input's
 # copy floor (`pbf-gen copy`: copy_file_range and fsync). With CORES_BASE, the
 # driver and tools of another build run beside them, alternating, on the same
 # inputs. Needs only the release binaries (target/release), the repository's
@@ -80,11 +80,11 @@ timed() { # CMD...
                 END { printf "%.2f %d\n", w, r / 1024 }' "$t"
 }
 
-# The available parallelism pbf-merge -v reports for IN at -j N.
+# The available parallelism pbf-merge -vv reports for IN at -j N.
 parallelism() { # IN N
     local spool=$WORK/cores.spool
     rm -f "$spool"
-    pbf-index -q -j "$2" "$1" | pbf-overlap -q | pbf-merge -v -j "$2" --spool "$spool" \
+    pbf-index -q -j "$2" "$1" | pbf-overlap -q | pbf-merge -vv -j "$2" --spool "$spool" \
         2>"$WORK/cores-merge.err" >/dev/null || { echo failed; rm -f "$spool"; return; }
     rm -f "$spool"
     grep -o 'available parallelism [0-9.]*' "$WORK/cores-merge.err" | awk '{ print $3 }' | tail -n 1

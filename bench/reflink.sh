@@ -157,7 +157,7 @@ main() {
 
     rm -f "$out"
     local vline
-    vline=$(pbf-reflink -v -o "$out" "$plan" 2>&1 >/dev/null)
+    vline=$(pbf-reflink -vv -o "$out" "$plan" 2>&1 >/dev/null)
     local cloned_pct shared_pct reflink_verdict
     cloned_pct=$(grep -o '[0-9.]* % of range bytes cloned' <<<"$vline" | cut -d' ' -f1)
     shared_pct=$(shared_percent "$out")

@@ -77,7 +77,7 @@ Environment (defaults in brackets):
   BENCH_STREAM_SHAPES   shapes with a streams table: one pbf-sort -vv run, each
                         stage's time parsing and serialising JSON Lines [manyblobs]
   BENCH_PARALLELISM_SHAPES shapes with a row of the merge's available
-                        parallelism: one pbf-merge -v run each
+                        parallelism: one pbf-merge -vv run each
                         [interleaved shuffled smallblobs]
   BENCH_OSMIUM_MEMORY_KB memory osmium sort may use, in KiB: a run that would
                         need more is reported as not run, with the figures
@@ -160,17 +160,17 @@ find_sort() {
     fi
 }
 
-# Verbose (each stage's -v line goes to stderr, a few lines in all), so
-# pbf-copy says how much it copied ahead and dropped.
+# Verbose twice (each stage's -vv line goes to stderr, a few lines in all),
+# so pbf-copy says how much it copied ahead and dropped.
 sort_cmd() { # IN OUT
     if [[ $SORT_KIND == "pbf-sort driver ($ROOT/pbf-sort)" ]]; then
-        printf '%q -v -O %q -o %q' "$ROOT/pbf-sort" "$1" "$2"
+        printf '%q -vv -O %q -o %q' "$ROOT/pbf-sort" "$1" "$2"
     elif [[ $SORT_KIND == pbf-sort* ]]; then
-        printf 'pbf-sort -v -O %q -o %q' "$1" "$2"
+        printf 'pbf-sort -vv -O %q -o %q' "$1" "$2"
     else
         local merge=""
         if have pbf-merge; then merge="pbf-merge --spool $(printf %q "$2.spool") |"; fi
-        printf 'set -o pipefail; pbf-index -q %q | pbf-overlap | %s pbf-copy -v -O -o %q; rm -f %q' \
+        printf 'set -o pipefail; pbf-index -q %q | pbf-overlap | %s pbf-copy -vv -O -o %q; rm -f %q' \
             "$1" "$merge" "$2" "$2.spool"
     fi
 }
@@ -366,7 +366,7 @@ row() { # TABLE IN SIZE TOOL RUN VERDICT
         "$T_WALL" "$T_RSS" "$T_STATUS" "$6" >>"$ROWS"
 }
 
-# The copy ahead of the pbf-sort run just timed, from pbf-copy's -v line
+# The copy ahead of the pbf-sort run just timed, from pbf-copy's -vv line
 # ("copied ahead: N bytes kept, M bytes dropped") in its stderr: table,
 # size, run, input bytes, kept, dropped; "-" and "-" when pbf-copy did not
 # copy ahead (no early plan record, or another copier).
@@ -485,7 +485,7 @@ input_for() { # SHAPE SIZE
 
 # ------------------------------------------------------------- runs
 
-# One untimed `pbf-merge -v` (default -j) on IN's plan: the merge's available
+# One untimed `pbf-merge -vv` (default -j) on IN's plan: the merge's available
 # parallelism (task CPU time over critical path, see pbf-merge(1)) as a
 # SHAPE, FIGURE, CPU SECONDS, PATH SECONDS row in $WORK/parallelism.tsv.
 PARALLELISM_SHAPES=${BENCH_PARALLELISM_SHAPES:-interleaved shuffled smallblobs}
@@ -493,9 +493,9 @@ run_parallelism() { # SHAPE IN
     local spool=$WORK/parallelism.spool line
     have pbf-merge || { echo "parallelism-$1: not run: pbf-merge missing" >>"$NOTES"; return 0; }
     rm -f "$spool"
-    if ! pbf-index -q "$2" | pbf-overlap -q | pbf-merge -v --spool "$spool" \
+    if ! pbf-index -q "$2" | pbf-overlap -q | pbf-merge -vv --spool "$spool" \
         >/dev/null 2>"$WORK/parallelism.log"; then
-        echo "parallelism-$1: pbf-merge -v failed (see $WORK/parallelism.log)" >>"$NOTES"
+        echo "parallelism-$1: pbf-merge -vv failed (see $WORK/parallelism.log)" >>"$NOTES"
     fi
     rm -f "$spool"
     local figures
@@ -519,7 +519,7 @@ run_streams() { # SHAPE IN
     fi
     local cmd
     cmd=$(sort_cmd "$2" "$out")
-    if ! bash -c "${cmd/ -q / -vv }" 2>"$WORK/streams.log"; then
+    if ! bash -c "$cmd" 2>"$WORK/streams.log"; then
         echo "streams-$1: pbf-sort -vv failed (see $WORK/streams.log)" >>"$NOTES"
         rm -f "$out"
         return 0
@@ -879,7 +879,7 @@ try:
     rows = [l.rstrip("\n").split("\t") for l in open(path) if l.startswith(table + "\t")]
 except FileNotFoundError:
     rows = []
-print("Copied ahead by `pbf-copy` in each pbf-sort run (its `-v` line), then kept or dropped:")
+print("Copied ahead by `pbf-copy` in each pbf-sort run (its `-vv` line), then kept or dropped:")
 print()
 if not rows:
     print("- no pbf-sort run")
@@ -1004,7 +1004,7 @@ report() {
             fi
             if [[ -s $WORK/streams-$shape.tsv ]]; then
                 echo
-                echo "### Streams (one \`pbf-sort -v\` run, after the timed ones)"
+                echo "### Streams (one \`pbf-sort -vv\` run, after the timed ones)"
                 echo
                 render_streams "$WORK/streams-$shape.tsv"
             fi
@@ -1042,7 +1042,7 @@ report() {
             echo
             echo "## Merge: available parallelism"
             echo
-            echo "pbf-merge -v on each merge shape's plan (task CPU time over critical path; see pbf-merge(1))."
+            echo "pbf-merge -vv on each merge shape's plan (task CPU time over critical path; see pbf-merge(1))."
             echo
             echo "| shape | available parallelism | task CPU | critical path |"
             echo "|---|---|---|---|"
