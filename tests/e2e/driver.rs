@@ -550,8 +550,10 @@ fn dry_run_prints_a_command_that_runs_as_printed() {
         let out = d.join(args[args.len() - 1]);
         assert!(!out.exists(), "--dry-run wrote the output");
         assert_no_temporaries(d, "--dry-run");
+        // Run from elsewhere: the script goes where it was printed, whose
+        // paths it names.
         let mut sh = Command::new("bash");
-        sh.current_dir(d)
+        sh.current_dir(&tmp)
             .env("PATH", tools_path())
             .args(["-c", &printed]);
         let o = run_with_input(sh, if *stdin { &bytes } else { b"" });
