@@ -59,7 +59,7 @@ pub struct Input {
 }
 
 impl Input {
-    /// Nothing read yet; parsing is timed when `timed` (for -v).
+    /// Nothing read yet; parsing is timed when `timed` (for -vv).
     pub fn new(blobs: Purpose, timed: bool) -> Input {
         Input {
             sources: Vec::new(),

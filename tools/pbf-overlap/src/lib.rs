@@ -220,9 +220,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     };
     let out = Box::new(pbf_cli::stdout());
     let sources = m.get_one::<u32>("sources").copied();
-    let mut plan = PlanOut::new(out, made, sources, pbf_cli::verbosity(m) > 0);
+    let mut plan = PlanOut::new(out, made, sources, pbf_cli::verbosity(m) > 1);
     let blobs = plan::Blobs::new(keep);
-    let mut input = Input::new(Purpose::Plan(blobs), pbf_cli::verbosity(m) > 0);
+    let mut input = Input::new(Purpose::Plan(blobs), pbf_cli::verbosity(m) > 1);
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if !m.get_flag("quiet") {
@@ -297,7 +297,7 @@ fn index_names(m: &ArgMatches) -> Vec<String> {
 /// For `--check`: the input, and the `--objects-of` index when given.
 fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
     let purpose = Purpose::Check(check::Judge::default());
-    let mut input = Input::new(purpose, pbf_cli::verbosity(m) > 0);
+    let mut input = Input::new(purpose, pbf_cli::verbosity(m) > 1);
     input.read_all(&index_names(m), &mut |_| Ok(()))?;
     let Some(arg) = m.get_one::<String>("objects-of") else {
         return Ok((input, None));
@@ -324,7 +324,7 @@ struct PlanOut {
 
 impl PlanOut {
     /// A plan written to `out`; serialising is timed when `timed` (for
-    /// -v: a clock read per record adds up).
+    /// -vv: a clock read per record adds up).
     fn new(
         out: Box<dyn std::io::Write>,
         made: header::Made,
