@@ -61,8 +61,7 @@
         pkgs.osmium-tool
         # The man page lint.
         pkgs.mandoc
-        # script(1): the progress tests run pbf-merge on a pseudo terminal;
-        # getopt(1): the driver parses its options with it.
+        # script(1): the progress tests run pbf-merge on a pseudo terminal.
         pkgs.util-linux
         # GNU time: the fault tests measure each run's peak RSS.
         pkgs.time
@@ -116,17 +115,14 @@
           checkType = "debug";
 
           # The driver's PATH: this package's stages first, then exactly the
-          # commands the script runs (getopt from util-linux; cat, mkdir, rm,
-          # stat, tee from coreutils).
+          # commands the script runs (cat, dirname, mkdir, rm, stat, tee from
+          # coreutils).
           postInstall = ''
             install -Dm755 pbf-sort $out/bin/pbf-sort
             wrapProgram $out/bin/pbf-sort \
               --prefix PATH : $out/bin \
               --suffix PATH : ${
-                lib.makeBinPath [
-                  pkgs.coreutils
-                  pkgs.util-linux
-                ]
+                lib.makeBinPath [ pkgs.coreutils ]
               }
             installManPage man/*.1 man/*.5
             # Generated from the clap definitions and committed (make man).

@@ -3,7 +3,7 @@ complete -c pbf-copy -l recompress -d 'Re-compress every copied blob: zlib[:0-9]
 zstd\t'zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)'
 lz4\t'lz4'
 none\t'uncompressed'"
-complete -c pbf-copy -s j -l jobs -d 'Threads for --recompress [default: all cores]' -r
+complete -c pbf-copy -s j -l jobs -d 'Threads for --recompress [default: all cores]' -r -f
 complete -c pbf-copy -s o -l output -d 'Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)' -r -F
 complete -c pbf-copy -l tmpdir -d 'Write the temporary file in DIR instead of beside OUT; DIR must be on OUT\'s filesystem' -r -F
 complete -c pbf-copy -l check-cmd -d 'Before OUT is written, run CMD with sh -c on the complete, fsynced output under a temporary name, which CMD gets as $1: OUT is written only when CMD exits 0; otherwise the output is removed, an existing OUT is left as it was, and the exit status is 1 (pbf-sort --check passes its check this way). Not with -o -' -r

@@ -31,18 +31,24 @@ _pbf__index() {
 
     case "${cmd}" in
         pbf__index)
-            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --given --driver-help --driver-summary --driver-check --io --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -v -q -h -V --jobs --decode --trust-indexdata --validate --given --driver-help --driver-summary --driver-args --io --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --jobs)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 -j)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --trust-indexdata)
@@ -57,7 +63,7 @@ _pbf__index() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --driver-check)
+                --driver-args)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -31,7 +31,7 @@ _pbf__merge() {
 
     case "${cmd}" in
         pbf__merge)
-            opts="-j -v -q -h -V --spool --tmpdir --memory --jobs --compression --align --dedupe --latest --indexdata --validate --verbose --quiet --progress --no-progress --help --version"
+            opts="-j -v -q -h -V --spool --tmpdir --memory --jobs --compression --align --dedupe --latest --indexdata --verbose --quiet --progress --no-progress --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -50,11 +50,17 @@ _pbf__merge() {
                     return 0
                     ;;
                 --jobs)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 -j)
-                    COMPREPLY=($(compgen -f "${cur}"))
+                    COMPREPLY=("${cur}")
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o nospace
+                    fi
                     return 0
                     ;;
                 --compression)

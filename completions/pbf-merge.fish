@@ -2,7 +2,7 @@
 complete -c pbf-merge -l spool -d 'Spool file to create (it must not exist) [default: a new file in --tmpdir, else $TMPDIR]. The copier removes it once it has read it (pbf-copy --keep-spools keeps it); it is removed here on an error or SIGINT/SIGTERM/SIGHUP, and at the end when no op merged anything' -r -F
 complete -c pbf-merge -l tmpdir -d 'Make the spool, under a new name, and the merge\'s spills in DIR [default: $TMPDIR]' -r -F
 complete -c pbf-merge -l memory -d 'Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept in memory and 64 bytes per input blob; encoding buffers of a few blocks per thread come on top' -r
-complete -c pbf-merge -s j -l jobs -d 'Worker threads for decoding, encoding and compression [default: all cores]' -r
+complete -c pbf-merge -s j -l jobs -d 'Worker threads for decoding, encoding and compression [default: all cores]' -r -f
 complete -c pbf-merge -l compression -d 'Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied blobs keep their own; osmium 1.15 cannot read zstd' -r -f -a "zlib\t'zlib:0 to zlib:9; zlib is zlib:6 (the default)'
 zstd\t'zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)'
 lz4\t'lz4'
@@ -11,7 +11,6 @@ complete -c pbf-merge -l align -d 'Start each merge op\'s frames in the spool at
 complete -c pbf-merge -l dedupe -d 'Drop repeated (type, id, version), keeping the one that sorts first'
 complete -c pbf-merge -l latest -d 'Keep only the newest version of each object: the highest version, then the later timestamp, then the later input; none where that one is deleted'
 complete -c pbf-merge -l indexdata -d 'Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by default: the copiers copy these frames as they are, and osmconvert 0.9 (osmctools) reads only BlobHeaders of 11 to 17 bytes; pbf-copy --add-indexdata writes indexdata into the output from the plan\'s keys'
-complete -c pbf-merge -l validate -d 'Check the option values and exit: 0 when they are valid, 2 with the reason otherwise; no plan is read (pbf-sort checks its options this way before it starts a stage)'
 complete -c pbf-merge -s v -l verbose -d 'Print the merges\' objects in and out and the spool path on standard error; given twice (-vv), a summary of the merges instead (with the chains, batches and spills, the time spent parsing and serialising the plan stream and the merge\'s available parallelism: the merge tasks\' CPU time over the longest chain of tasks that had to run one after another, about how many cores the merge could keep busy; see AVAILABLE PARALLELISM in pbf-merge(1))'
 complete -c pbf-merge -s q -l quiet -d 'No progress bar; nothing on standard error but errors'
 complete -c pbf-merge -l progress -d 'Draw a progress bar on stderr even when it is not a terminal (or under -q)'

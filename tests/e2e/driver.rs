@@ -1085,7 +1085,7 @@ fn summary_json_is_refused_where_it_cannot_work() {
         ),
         (
             &["--dry-run", "--summary-json", file, input, "-o", out],
-            "the --dry-run script writes no summary",
+            "'--dry-run' cannot be used with '--summary-json <FILE>'",
         ),
     ];
     for (args, needle) in cases {

@@ -208,26 +208,31 @@ fn option_values() -> Vec<Refusal> {
         (&["-j", "0"], "'0'"),
         (
             &["--copier", "fast"],
-            "--copier must be auto, copy or reflink",
+            "invalid value 'fast' for '--copier <WHICH>'",
         ),
         (
             &["-q", "-v"],
-            "-q/--quiet and -v/--verbose exclude each other",
+            "the argument '--quiet' cannot be used with '--verbose",
         ),
-        (&["-qv"], "exclude each other"),
+        (&["-qv"], "cannot be used with"),
         (&["--merge-cmd", "pbf-mrge"], "merge stage 'pbf-mrge'"),
-        // getopt(1)'s words.
-        (&["--bogus"], "unrecognized option '--bogus'"),
+        (&["--bogus"], "unexpected argument '--bogus' found"),
         // A long option a letter away from one is named.
         (
             &["--lastest"],
-            "unrecognized option '--lastest' (did you mean --latest?)",
+            "unexpected argument '--lastest' found; a similar argument exists: '--latest'",
         ),
-        (&["--ovewrite"], "(did you mean --overwrite?)"),
-        (&["-Z"], "invalid option -- 'Z'"),
+        (&["--ovewrite"], "a similar argument exists: '--overwrite'"),
+        (&["-Z"], "unexpected argument '-Z' found"),
         // One output, as for osmium and GNU sort.
-        (&["-o", "other.osm.pbf"], "-o/--output given twice"),
-        (&["--output=-"], "-o/--output given twice"),
+        (
+            &["-o", "other.osm.pbf"],
+            "'--output <OUTPUT>' cannot be used multiple times",
+        ),
+        (
+            &["--output=-"],
+            "'--output <OUTPUT>' cannot be used multiple times",
+        ),
     ];
     let mut rows = vec![];
     for (extra, needle) in cases {
@@ -415,7 +420,7 @@ fn every_tool_refuses_before_any_work_in_the_drivers_words() {
     for tool in ["pbf-index", "pbf-merge", "pbf-copy"] {
         rows.push(Refusal::new(tool, &["-j", "0", "in.osm.pbf"], 2, &["'0'"]));
     }
-    let memory = ["--validate", "--memory", "0"];
+    let memory = ["--memory", "0"];
     rows.push(Refusal::new("pbf-merge", &memory, 2, &["64k"]));
     for copier in ["pbf-copy", "pbf-reflink"] {
         let exists = ["-o", "exists.osm.pbf"];
@@ -960,7 +965,7 @@ fn a_missing_stage_program_is_named_with_how_to_get_it() {
     let (marker_script, marker) = marker_stage(d);
     let marker_script = marker_script.to_str().expect("utf-8").to_owned();
     // A PATH with the toolkit's programs but `missing`, and the test's own
-    // directories that hold none of them (bash, getopt).
+    // directories that hold none of them (bash, coreutils).
     let system: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .filter(|dir| !dir.join("pbf-index").exists())
         .collect();

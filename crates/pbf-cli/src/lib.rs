@@ -355,6 +355,21 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
+/// The smallest `--memory`: the smallest budget the merge is tested with
+/// (tests/e2e/merge.rs spills every few blocks at 64k). A budget of 0 has no
+/// meaning, and one below this would spill after every block.
+const MIN_MEMORY: u64 = 64 << 10;
+
+/// Parse `--memory` (pbf-merge's, and the driver's for it): a size of
+/// at least [`MIN_MEMORY`].
+pub fn parse_budget(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    if n < MIN_MEMORY {
+        return Err(format!("{s} is below the smallest budget, 64k"));
+    }
+    Ok(n)
+}
+
 /// The parser of a compression option (`pbf-merge --compression`, `pbf-copy
 /// --recompress`, and the driver's `--compression` for its completions):
 /// any form [`pbf_format::compress::Compression`] parses, and the codec names
@@ -414,6 +429,7 @@ pub fn jobs_arg(help: &'static str) -> clap::Arg {
         .short('j')
         .long("jobs")
         .value_name("N")
+        .value_hint(clap::ValueHint::Other)
         .help(help)
         .allow_negative_numbers(true)
         .value_parser(parse_jobs)

@@ -62,7 +62,7 @@ pub struct Report<'a> {
     /// in bytes; null where the kernel does not say.
     pub peak_rss_bytes: Option<u64>,
     /// What the tool counted, as its `-v` line; absent when it gave none
-    /// (a usage error, `pbf-merge --validate`).
+    /// (a usage error).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counters: Option<Box<RawValue>>,
 }

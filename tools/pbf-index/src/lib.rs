@@ -186,18 +186,18 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
-            Arg::new("driver-check")
-                .long("driver-check")
+            Arg::new("driver-args")
+                .long("driver-args")
                 .help_heading(DRIVER_HEADING)
-                .value_name("FIELD")
-                .num_args(1..)
+                .value_name("ARG")
+                .num_args(0..)
+                .allow_hyphen_values(true)
                 .exclusive(true)
                 .value_parser(value_parser!(std::ffi::OsString))
                 .help(
-                    "Check the files a pbf-sort run writes (output=FILE overwrite=1 tmpdir=DIR \
-                     summary_json=FILE input=FILE...), and exit: 0 when it can write them, 2 \
-                     with one line naming the first it cannot (pbf-sort asks before a stage \
-                     starts)",
+                    "Parse a pbf-sort command line (every ARG after this option) and judge the \
+                     files it names, and exit: 0 with its options as bash assignments, 2 with \
+                     one line naming what cannot work (pbf-sort asks before a stage starts)",
                 ),
         )
         .arg(
@@ -286,10 +286,17 @@ fn for_the_driver(m: &ArgMatches) -> Result<Option<ExitCode>> {
     use pbf_cli::driver;
     let printed = if m.get_flag("driver-help") {
         driver::help().into_bytes()
-    } else if let Some(words) = m.get_many::<std::ffi::OsString>("driver-check") {
-        let run = driver::run::Run::from_words(words.map(|w| w.as_os_str()))?;
-        driver::check::files(&run.fields)?;
-        Vec::new()
+    } else if let Some(words) = m.get_many::<std::ffi::OsString>("driver-args") {
+        // Inputs that are files must be PBF, judged as --validate judges them.
+        let is_pbf = |f: &Path| validate(std::iter::once((f, f))).map(drop);
+        match driver::args::parse(words.cloned(), is_pbf) {
+            Ok(assignments) => assignments,
+            Err(e) => {
+                // The driver's command line: the line is the driver's.
+                pbf_cli::warn("pbf-sort", format!("error: {}", pbf_cli::one_line(&e)));
+                return Ok(Some(ExitCode::from(2)));
+            }
+        }
     } else if let Some(paths) = m.get_many::<PathBuf>("driver-summary") {
         let paths: Vec<&PathBuf> = paths.collect();
         driver::summary::write(paths[0], paths[1])?;

@@ -108,7 +108,7 @@ pub fn command() -> Command {
                      per thread come on top",
                 )
                 .default_value("1G")
-                .value_parser(parse_budget),
+                .value_parser(pbf_cli::parse_budget),
         )
         .arg(
             pbf_cli::jobs_arg("Worker threads for decoding, encoding and compression [default: all cores]"),
@@ -161,16 +161,6 @@ pub fn command() -> Command {
                      --add-indexdata writes indexdata into the output from the plan's keys",
                 )
                 .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("validate")
-                .long("validate")
-                .help(
-                    "Check the option values and exit: 0 when they are valid, 2 with the \
-                     reason otherwise; no plan is read (pbf-sort checks its options this way \
-                     before it starts a stage)",
-                )
-                .action(ArgAction::SetTrue),
         );
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print the merges' objects in and out and the spool path on standard error; given \
@@ -187,9 +177,6 @@ pub fn command() -> Command {
 
 /// Run with parsed arguments.
 pub fn run(m: &ArgMatches) -> Result<ExitCode> {
-    if m.get_flag("validate") {
-        return Ok(ExitCode::SUCCESS);
-    }
     alloc::keep_freed_memory();
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = pbf_cli::verbosity(m);
@@ -540,20 +527,6 @@ impl Progress {
 fn oldest_label(flying: &VecDeque<(u64, u64)>) -> Option<String> {
     let &(n, blobs) = flying.front()?;
     Some(format!("merging {} (op {n})", plural(blobs, "blob")))
-}
-
-/// The smallest `--memory`: the smallest budget the merge is tested with
-/// (tests/e2e/merge.rs spills every few blocks at 64k). A budget of 0 has no
-/// meaning, and one below this would spill after every block.
-const MIN_MEMORY: u64 = 64 << 10;
-
-/// Parse `--memory`: a size of at least [`MIN_MEMORY`].
-fn parse_budget(s: &str) -> std::result::Result<u64, String> {
-    let n = pbf_cli::parse_size(s)?;
-    if n < MIN_MEMORY {
-        return Err(format!("{s} is below the smallest budget, 64k"));
-    }
-    Ok(n)
 }
 
 /// The plan stream this stage writes.

@@ -1,19 +1,13 @@
 //! The files a `pbf-sort` run reads and writes, judged before a stage
-//! starts (its `--driver-check`): the inputs it reads as they are named,
-//! and the output, `--tmpdir`, the directory of temporary files for `-o -`,
-//! `--keep-plan` and `--summary-json`. A file the run could not use as
-//! given is a [`crate::Usage`] error, which the driver says again as its own
-//! (exit 2). Whether an input is PBF is `pbf-index --validate`'s to judge.
+//! starts (as its command line is parsed: [`super::args`]): the inputs it
+//! reads as they are named, and the output, `--tmpdir`, the directory of
+//! temporary files for `-o -`, `--keep-plan` and `--summary-json`. A file
+//! the run could not use as given is a [`crate::Usage`] error (exit 2).
+//! Whether an input is PBF is `pbf-index --validate`'s to judge.
 //!
 //! It also refuses, unless `--no-space-check`, a copy of standard input
 //! that cannot fit where it is saved, and an output that the inputs' sizes
 //! alone show cannot fit beside it.
-//!
-//! The driver names them in [`super::run`] fields: `output`, `overwrite`
-//! (1 for `-O`), `tmpdir`, `keep_plan`, `summary_json`, `space_check` (0
-//! for `--no-space-check`), `stdin_size` (when standard input is a regular
-//! file), `dedupe` and `latest` (1 for the options) and each `input` as
-//! given.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -22,40 +16,62 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use super::run::Fields;
-
 /// Names a PBF output must not end in, lower case: they say another format.
 const OTHER_FORMATS: &[&str] = &[
     "osm", "osh", "osc", "opl", "o5m", "o5c", "xml", "gz", "bz2", "xz", "zst",
 ];
 
-/// Refuse what the run described by `facts` could not read or write.
-pub fn files(facts: &Fields) -> Result<()> {
-    let output = facts.get("output").unwrap_or_default();
-    let inputs = facts.all("input");
+/// What a run reads and writes, as its command line names them.
+#[derive(Debug, Default)]
+pub struct Files<'a> {
+    /// `-o`, `-` for standard output.
+    pub output: &'a OsStr,
+    /// As given, `-` for standard input.
+    pub inputs: Vec<&'a OsStr>,
+    /// `-O`.
+    pub overwrite: bool,
+    /// `--tmpdir`.
+    pub tmpdir: Option<&'a OsStr>,
+    /// `--keep-plan`.
+    pub keep_plan: Option<&'a OsStr>,
+    /// `--summary-json`.
+    pub summary_json: Option<&'a OsStr>,
+    /// Not `--no-space-check`.
+    pub space_check: bool,
+    /// The size of standard input, when it is a regular file.
+    pub stdin_size: Option<u64>,
+    /// `--dedupe`.
+    pub dedupe: bool,
+    /// `--latest`.
+    pub latest: bool,
+}
+
+/// Refuse what the run of `run` could not read or write.
+pub fn files(run: &Files) -> Result<()> {
+    let (output, inputs) = (run.output, &run.inputs);
     for &input in inputs.iter().filter(|&&i| i != "-") {
         check_input(input)?;
     }
     if output != "-" {
-        check_output(output, &inputs, facts.flag("overwrite"))?;
+        check_output(output, inputs, run.overwrite)?;
     }
-    let saved = check_temporary(facts.get("tmpdir"), output)?;
-    let room_asked = inputs.contains(&OsStr::new("-")) && facts.flag("space_check");
-    if let Some(size) = facts.number("stdin_size")?.filter(|_| room_asked) {
+    let saved = check_temporary(run.tmpdir, output)?;
+    let room_asked = inputs.contains(&OsStr::new("-")) && run.space_check;
+    if let Some(size) = run.stdin_size.filter(|_| room_asked) {
         room_for_stdin(&saved, size)?;
     }
-    if output != "-" && facts.flag("space_check") && !facts.flag("latest") {
-        room_for_output(output, &inputs, facts)?;
+    if output != "-" && run.space_check && !run.latest {
+        room_for_output(run)?;
     }
     // The driver makes it where there is none, in a directory that is.
-    if let Some(keep) = facts.get("keep_plan") {
+    if let Some(keep) = run.keep_plan {
         match Path::new(keep).exists() {
             true => writable_dir("--keep-plan", keep)?,
             false => writable_dir("--keep-plan", directory_of(keep))?,
         }
     }
-    if let Some(summary) = facts.get("summary_json") {
-        check_summary(summary, output, &inputs)?;
+    if let Some(summary) = run.summary_json {
+        check_summary(summary, output, inputs)?;
     }
     Ok(())
 }
@@ -235,23 +251,24 @@ const OUTPUT_SHARE: u64 = 4;
 /// input, known before any is indexed. `--latest` may leave out most of a
 /// history file: its output is known only once planned (the copier checks
 /// it then).
-fn room_for_output(output: &OsStr, inputs: &[&OsStr], facts: &Fields) -> Result<()> {
-    let stdin = facts
-        .number("stdin_size")?
-        .filter(|_| inputs.contains(&OsStr::new("-")));
-    let sizes: Vec<u64> = inputs
+fn room_for_output(run: &Files) -> Result<()> {
+    let stdin = run
+        .stdin_size
+        .filter(|_| run.inputs.contains(&OsStr::new("-")));
+    let sizes: Vec<u64> = run
+        .inputs
         .iter()
         .filter(|&&i| i != "-")
         .filter_map(|i| std::fs::metadata(i).ok().filter(|m| m.is_file()))
         .map(|m| m.len())
         .chain(stdin)
         .collect();
-    let inputs_need = match facts.flag("dedupe") {
+    let inputs_need = match run.dedupe {
         true => sizes.iter().copied().max().unwrap_or(0),
         false => sizes.iter().sum(),
     } / OUTPUT_SHARE;
     let needed = inputs_need + stdin.unwrap_or(0);
-    let dir = directory_of(output);
+    let dir = directory_of(run.output);
     let Some(free) = crate::paths::free_bytes(Path::new(dir)) else {
         return Ok(());
     };
@@ -276,9 +293,11 @@ fn directory_of(file: &OsStr) -> &OsStr {
     }
 }
 
-/// True when `a` and `b` are one existing file (as bash's `-ef`).
-fn same_file(a: &OsStr, b: &OsStr) -> bool {
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
+/// True when `a` and `b` are one existing file (as bash's `-ef`), `-`
+/// standard input.
+pub(super) fn same_file(a: &OsStr, b: &OsStr) -> bool {
+    let stdin = |f| [f, OsStr::new("/dev/stdin")][usize::from(f == "-")];
+    match (std::fs::metadata(stdin(a)), std::fs::metadata(stdin(b))) {
         (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
         _ => false,
     }
@@ -296,17 +315,30 @@ fn refuse(name: &OsStr, why: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::run::Run;
     use super::*;
 
-    /// The line refusing the run described by `words`, if any.
+    /// The line refusing the run of `words` (`NAME=VALUE`, as the fields
+    /// of [`Files`] are named), if any.
     fn refused(words: &[&str]) -> Option<String> {
-        let bytes: Vec<u8> = words
-            .iter()
-            .flat_map(|w| [w.as_bytes(), b"\0"].concat())
-            .collect();
-        let run = Run::parse(&bytes).expect("fields");
-        files(&run.fields).err().map(|e| e.to_string())
+        let mut run = Files::default();
+        for word in words {
+            let (name, value) = word.split_once('=').expect("NAME=VALUE");
+            let (text, on) = (Some(OsStr::new(value)), value == "1");
+            match name {
+                "output" => run.output = OsStr::new(value),
+                "input" => run.inputs.push(OsStr::new(value)),
+                "overwrite" => run.overwrite = on,
+                "tmpdir" => run.tmpdir = text,
+                "keep_plan" => run.keep_plan = text,
+                "summary_json" => run.summary_json = text,
+                "space_check" => run.space_check = on,
+                "stdin_size" => run.stdin_size = Some(value.parse().expect("size")),
+                "dedupe" => run.dedupe = on,
+                "latest" => run.latest = on,
+                _ => panic!("{name}"),
+            }
+        }
+        files(&run).err().map(|e| e.to_string())
     }
 
     #[test]

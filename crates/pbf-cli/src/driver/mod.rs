@@ -3,24 +3,15 @@
 //! options.
 //!
 //! - [`command`]: its command line as a clap [`Command`], the one source of
-//!   its help (`pbf-sort --help`: `pbf-index --driver-help`) and of its
-//!   shell completions (`pbf-man`);
-//! - [`check`]: the files the run reads and writes, judged before a stage
-//!   starts (`pbf-index --driver-check`);
+//!   its help (`pbf-sort --help`: `pbf-index --driver-help`), of its shell
+//!   completions and man page (`pbf-man`), and of its parsing;
+//! - [`args`]: the command line parsed and its files judged ([`check`])
+//!   before a stage starts (`pbf-index --driver-args`);
 //! - [`summary`]: the `--summary-json` object (`pbf-index
 //!   --driver-summary`), from the driver's description of the run
 //!   ([`run`]: NUL-terminated fields) and the stages' reports.
-//!
-//! The script parses its options with getopt(1): its `long=` list is what
-//! it parses, and nothing in Rust parses its command line. The `Command`
-//! declares the same options with their help, and what a completion needs
-//! that the script cannot say: which values name files or directories, and
-//! the fixed values of `--copier` and `--compression`. `pbf-man`'s
-//! `tests/driver.rs` holds it to the script: every long option of the
-//! getopt list is here and nothing else is, with the same short form and a
-//! value exactly where getopt wants one, and the `--copier` and
-//! `--compression` values the driver and `pbf-merge` accept.
 
+pub mod args;
 pub mod check;
 pub mod run;
 pub mod summary;
@@ -32,8 +23,8 @@ const ABOUT: &str = "Sort OpenStreetMap PBF files into Sort.Type_then_ID order";
 
 const AFTER: &str = "The stages: pbf-index INPUT... | pbf-overlap | pbf-merge | pbf-copy -o \
     OUTPUT (or pbf-reflink); blobs that overlap no other are copied without decoding.\n\n\
-    Options are parsed by getopt(1): -Oqo OUT, -oOUT, abbreviated long options, '--' before an \
-    INPUT starting with '-'. A replacement CMD is split at blanks (no quotes or pipes) and also \
+    Options combine as in every tool of the toolkit: -Oqo OUT, -oOUT, abbreviated long options, \
+    '--' before an INPUT starting with '-'. A replacement CMD is split at blanks (no quotes or pipes) and also \
     gets the arguments of the stage it replaces: \"pbf-merge --memory 4G\" works; other commands \
     need a script (see pbf-sort(1)).\n\n\
     Exit status: 0 success, 1 failure (no output is left behind), 2 usage error (an input not PBF \
@@ -98,28 +89,29 @@ pub fn command() -> Command {
             "Before OUTPUT is put in place, decode it in full and check its order and, but for \
              --dedupe and --latest, its objects per kind against the inputs' (not with -o -)",
         ))
+        .arg(crate::jobs_arg(
+            "Worker threads for indexing and merging [default: all cores]",
+        ))
         .arg(
             value(
-                "jobs",
-                "N",
+                "memory",
+                "SIZE",
                 ValueHint::Other,
-                "Worker threads for indexing and merging [default: all cores]",
+                "Memory budget of the merge stage, such as 512M or 4G [default: 1G]",
             )
-            .short('j'),
+            .value_parser(crate::parse_budget),
         )
-        .arg(value(
-            "memory",
-            "SIZE",
-            ValueHint::Other,
-            "Memory budget of the merge stage, such as 512M or 4G [default: 1G]",
-        ))
-        .arg(choice(
-            "compression",
-            "C",
-            "Compression of merged blobs: zlib[:0-9], zstd[:1-22], lz4, none (osmium 1.15 \
-             reads no zstd) [default: zlib:6]",
-            compressions(),
-        ))
+        .arg(
+            Arg::new("compression")
+                .long("compression")
+                .value_name("C")
+                .help(
+                    "Compression of merged blobs: zlib[:0-9], zstd[:1-22], lz4, none (osmium \
+                     1.15 reads no zstd) [default: zlib:6]",
+                )
+                .value_parser(crate::compression_parser())
+                .hide_possible_values(true),
+        )
         .arg(flag(
             "recompress",
             "Give copied blobs that compression too (pbf-copy re-compresses each on every \
@@ -136,18 +128,22 @@ pub fn command() -> Command {
             ValueHint::Other,
             "writingprogram of the output header",
         ))
-        .arg(choice(
-            "copier",
-            "WHICH",
-            "auto: pbf-reflink where the output's filesystem can clone, else pbf-copy; copy; \
-             reflink (or fail) [default: auto]",
-            [
-                PossibleValue::new("auto")
-                    .help("pbf-reflink where the output's filesystem can clone, else pbf-copy"),
-                PossibleValue::new("copy").help("pbf-copy"),
-                PossibleValue::new("reflink").help("pbf-reflink, or fail"),
-            ],
-        ))
+        .arg(
+            Arg::new("copier")
+                .long("copier")
+                .value_name("WHICH")
+                .help(
+                    "auto: pbf-reflink where the output's filesystem can clone, else pbf-copy; \
+                     copy; reflink (or fail) [default: auto]",
+                )
+                .value_parser([
+                    PossibleValue::new("auto")
+                        .help("pbf-reflink where the output's filesystem can clone, else pbf-copy"),
+                    PossibleValue::new("copy").help("pbf-copy"),
+                    PossibleValue::new("reflink").help("pbf-reflink, or fail"),
+                ])
+                .hide_possible_values(true),
+        )
         .arg(value(
             "tmpdir",
             "DIR",
@@ -167,13 +163,16 @@ pub fn command() -> Command {
             "Write even where the filesystem reports too little free space (the copier, and \
              the copy of standard input, check it before writing)",
         ))
-        .arg(value(
-            "summary-json",
-            "FILE",
-            ValueHint::FilePath,
-            "Write the run to FILE as one JSON object, also when it fails (see pbf-sort(1)); \
+        .arg(
+            value(
+                "summary-json",
+                "FILE",
+                ValueHint::FilePath,
+                "Write the run to FILE as one JSON object, also when it fails (see pbf-sort(1)); \
              an existing FILE is replaced only when it is a previous summary; not with --dry-run",
-        ))
+            )
+            .conflicts_with("dry-run"),
+        )
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
         .arg(
             flag(
@@ -215,29 +214,6 @@ pub fn command() -> Command {
         ))
 }
 
-/// An option whose value is one of `values` (a completion offers them; this
-/// `Command` parses nothing, so they need not be every spelling the driver
-/// accepts, and the help names the spellings instead).
-fn choice<const N: usize>(
-    id: &'static str,
-    name: &'static str,
-    help: &'static str,
-    values: [PossibleValue; N],
-) -> Arg {
-    Arg::new(id)
-        .long(id)
-        .value_name(name)
-        .help(help)
-        .value_parser(values)
-        .hide_possible_values(true)
-}
-
-/// The forms of `--compression` a completion offers: the codec names the
-/// tools' parser offers ([`pbf_cli::compression_parser`]).
-fn compressions() -> [PossibleValue; 4] {
-    crate::CompressionParser::names()
-}
-
 /// The driver's help, as `pbf-sort --help` prints it.
 pub fn help() -> String {
     command().render_help().to_string()
@@ -248,7 +224,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_help_names_every_option_and_what_getopt_and_exit_statuses_mean() {
+    fn the_help_names_every_option_how_they_combine_and_what_exit_statuses_mean() {
         let help = help();
         assert!(
             help.contains("Usage: pbf-sort [OPTIONS] INPUT... -o OUTPUT"),
@@ -260,7 +236,7 @@ mod tests {
             }
         }
         assert!(
-            help.contains("getopt(1)") && help.contains("Exit status: 0"),
+            help.contains("-Oqo OUT") && help.contains("Exit status: 0"),
             "{help}"
         );
         command().debug_assert();

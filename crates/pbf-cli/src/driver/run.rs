@@ -1,6 +1,5 @@
 //! The driver's description of its run: what only `pbf-sort` knows of it,
-//! read by [`super::check`] (the files it names) and [`super::summary`]
-//! (the `--summary-json` object).
+//! read by [`super::summary`] (the `--summary-json` object).
 //!
 //! The driver is a bash script, which can write any word it holds but no
 //! JSON, so it describes the run as NUL-terminated `NAME=VALUE` fields (the
@@ -41,17 +40,6 @@ impl Run {
     pub fn read(path: &Path) -> Result<Run> {
         let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
         Run::parse(&bytes).with_context(|| format!("{}", path.display()))
-    }
-
-    /// The description in `words`, one field each (arguments, which hold
-    /// any byte but NUL, as fields do).
-    pub fn from_words<'a>(words: impl IntoIterator<Item = &'a OsStr>) -> Result<Run> {
-        let mut bytes = Vec::new();
-        for word in words {
-            bytes.extend_from_slice(word.as_bytes());
-            bytes.push(0);
-        }
-        Run::parse(&bytes)
     }
 
     /// The description in `bytes`.
