@@ -19,7 +19,8 @@ use std::ops::Range;
 
 use super::Info;
 use super::columns::{Columns, MemberColumn, NO_USER, Object, Span};
-use crate::wire::{self, Reader, Value};
+use crate::scan::element_kind;
+use crate::wire::{self, Reader, Value, each_varint};
 use crate::{Error, Kind, Result};
 
 /// Decode a decompressed PrimitiveBlock into columns of their own, objects
@@ -53,8 +54,7 @@ impl Decoder {
     pub fn decode_into(&mut self, data: &[u8], out: &mut Columns) -> Result<Range<usize>> {
         let start = out.objects.len();
         self.groups.clear();
-        let block = BlockFields::parse(data, out, &mut self.groups)?;
-        let ctx = Context::new(&block)?;
+        let ctx = block_fields(data, out, &mut self.groups)?;
         self.parse_groups(data)?;
         out.objects.reserve(self.count(data));
         let mut from = 0;
@@ -81,12 +81,9 @@ impl Decoder {
         for group in &self.groups {
             let mut r = Reader::new(&data[group.clone()]);
             while let Some((n, v)) = r.field()? {
-                let what = match n {
-                    1 => "Node",
-                    2 => "DenseNodes",
-                    3 => "Way",
-                    4 => "Relation",
-                    5 => "ChangeSet",
+                let what = match (n, element_kind(n)) {
+                    (2, _) => "DenseNodes",
+                    (_, Some((_, what))) => what,
                     _ => continue,
                 };
                 let b = wire::expect_bytes(v, what)?;
@@ -124,25 +121,6 @@ fn to_u32(n: usize) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::malformed(format!("{n} entries in one block")))
 }
 
-/// Call `f` with every value of a repeated varint field, packed or not.
-fn each_varint(v: Value<'_>, what: &str, mut f: impl FnMut(u64)) -> Result<()> {
-    match v {
-        Value::Varint(x) => f(x),
-        Value::Bytes(b) => {
-            let mut r = Reader::new(b);
-            while !r.is_empty() {
-                f(r.varint()?);
-            }
-        }
-        Value::Fixed(_) => {
-            return Err(Error::malformed(format!(
-                "{what}: expected a varint or packed field"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Number of varints in a packed array (its bytes without a continuation bit).
 fn packed_len(v: &Value<'_>) -> usize {
     match v {
@@ -151,61 +129,49 @@ fn packed_len(v: &Value<'_>) -> usize {
     }
 }
 
-/// The scalar fields of a PrimitiveBlock; its string table is copied into
-/// the columns while they are read.
-struct BlockFields {
-    /// The table's first entry in the columns, and its number of entries.
-    first_string: u32,
-    strings: u32,
-    granularity: Option<i32>,
-    date_granularity: Option<i32>,
-    lat_offset: Option<i64>,
-    lon_offset: Option<i64>,
-}
-
-impl BlockFields {
-    /// Read the block's fields, copy its string table into `out`, and give
-    /// the group messages' places in `data` to `groups`.
-    fn parse(
-        data: &[u8],
-        out: &mut Columns,
-        groups: &mut Vec<Range<usize>>,
-    ) -> Result<BlockFields> {
-        let mut b = BlockFields {
-            first_string: to_u32(out.strings.len())?,
-            strings: 0,
-            granularity: None,
-            date_granularity: None,
-            lat_offset: None,
-            lon_offset: None,
-        };
-        let base = data.as_ptr() as usize;
-        let mut r = Reader::new(data);
-        while let Some((n, v)) = r.field()? {
-            match n {
-                1 => string_table(wire::expect_bytes(v, "StringTable")?, out)?,
-                2 => {
-                    let group = wire::expect_bytes(v, "PrimitiveGroup")?;
-                    let at = group.as_ptr() as usize - base;
-                    groups.push(at..at + group.len());
-                }
-                17 => b.granularity = Some(wire::expect_varint(v, "granularity")? as i32),
-                18 => b.date_granularity = Some(wire::expect_varint(v, "date_granularity")? as i32),
-                19 => b.lat_offset = Some(wire::expect_varint(v, "lat_offset")? as i64),
-                20 => b.lon_offset = Some(wire::expect_varint(v, "lon_offset")? as i64),
-                _ => {}
+/// Read the block's fields, copy its string table into `out`, and give
+/// the group messages' places in `data` to `groups`.
+fn block_fields(data: &[u8], out: &mut Columns, groups: &mut Vec<Range<usize>>) -> Result<Context> {
+    let first_string = to_u32(out.strings.len())?;
+    let (mut granularity, mut date_granularity) = (100i32, 1000i32);
+    let (mut lat_offset, mut lon_offset) = (0i64, 0i64);
+    let base = data.as_ptr() as usize;
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        match n {
+            1 => string_table(wire::expect_bytes(v, "StringTable")?, out)?,
+            2 => {
+                let group = wire::expect_bytes(v, "PrimitiveGroup")?;
+                let at = group.as_ptr() as usize - base;
+                groups.push(at..at + group.len());
             }
+            17 => granularity = wire::expect_varint(v, "granularity")? as i32,
+            18 => date_granularity = wire::expect_varint(v, "date_granularity")? as i32,
+            19 => lat_offset = wire::expect_varint(v, "lat_offset")? as i64,
+            20 => lon_offset = wire::expect_varint(v, "lon_offset")? as i64,
+            _ => {}
         }
-        if out.strings.len() == b.first_string as usize {
-            // Index 0 is the conventional empty string; accept it without a table.
-            let at = to_u32(out.data.len())?;
-            out.strings.push((at, at));
-        }
-        // Leave u32::MAX to NO_USER.
-        let end = to_u32(out.strings.len() + 1)?;
-        b.strings = end - 1 - b.first_string;
-        Ok(b)
     }
+    if granularity <= 0 || date_granularity <= 0 {
+        return Err(Error::malformed(format!(
+            "block granularity {granularity} / date_granularity {date_granularity} not positive"
+        )));
+    }
+    if out.strings.len() == first_string as usize {
+        // Index 0 is the conventional empty string; accept it without a table.
+        let at = to_u32(out.data.len())?;
+        out.strings.push((at, at));
+    }
+    // Leave u32::MAX to NO_USER.
+    let end = to_u32(out.strings.len() + 1)?;
+    Ok(Context {
+        first_string,
+        strings: end - 1 - first_string,
+        granularity: i64::from(granularity),
+        lat_offset,
+        lon_offset,
+        date_granularity: i64::from(date_granularity),
+    })
 }
 
 /// Copy a StringTable message to the end of `out.data` and add its strings
@@ -240,24 +206,6 @@ struct Context {
 }
 
 impl Context {
-    fn new(block: &BlockFields) -> Result<Context> {
-        let granularity = block.granularity.unwrap_or(100);
-        let date_granularity = block.date_granularity.unwrap_or(1000);
-        if granularity <= 0 || date_granularity <= 0 {
-            return Err(Error::malformed(format!(
-                "block granularity {granularity} / date_granularity {date_granularity} not positive"
-            )));
-        }
-        Ok(Context {
-            first_string: block.first_string,
-            strings: block.strings,
-            granularity: i64::from(granularity),
-            lat_offset: block.lat_offset.unwrap_or(0),
-            lon_offset: block.lon_offset.unwrap_or(0),
-            date_granularity: i64::from(date_granularity),
-        })
-    }
-
     /// A checked string index of the block, as an index of the columns.
     fn string(&self, index: u32) -> Result<u32> {
         if index < self.strings {
