@@ -511,8 +511,11 @@ fn decode_changeset(data: &[u8]) -> Result<Object> {
     Ok(object(Kind::Changeset, id, None))
 }
 
+/// How a stored DenseInfo value reads, widened to `i64`.
+type ReadValue = fn(u64) -> i64;
+
 /// The DenseInfo arrays in field order, and how a stored value reads.
-const DENSE_INFO: [(&str, fn(u64) -> i64); 6] = [
+const DENSE_INFO: [(&str, ReadValue); 6] = [
     ("version", |x| i64::from(x as i32)),
     ("timestamp", wire::decode_zigzag),
     ("changeset", wire::decode_zigzag),
