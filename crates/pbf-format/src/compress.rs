@@ -52,21 +52,22 @@ impl Compression {
 /// The data field of a Blob, as read: how its bytes are stored. A blob does
 /// not record the level it was compressed at, so reading yields a `Codec`
 /// and writing takes a [`Compression`] (a codec and a level); the names are
-/// this enum's in both directions.
+/// this enum's in both directions. Each codec's value is its Blob field
+/// number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Codec {
     /// `raw` (field 1).
-    Raw,
+    Raw = 1,
     /// `zlib_data` (field 3).
-    Zlib,
+    Zlib = 3,
     /// `lzma_data` (field 4), read as unsupported.
-    Lzma,
+    Lzma = 4,
     /// `OBSOLETE_bzip2_data` (field 5), read as unsupported.
-    Bzip2,
+    Bzip2 = 5,
     /// `lz4_data` (field 6).
-    Lz4,
+    Lz4 = 6,
     /// `zstd_data` (field 7).
-    Zstd,
+    Zstd = 7,
 }
 
 impl Codec {
@@ -87,27 +88,12 @@ impl Codec {
 
     /// The codec of Blob field number `field`, if it is a data field.
     pub fn from_field(field: u32) -> Option<Codec> {
-        Some(match field {
-            1 => Codec::Raw,
-            3 => Codec::Zlib,
-            4 => Codec::Lzma,
-            5 => Codec::Bzip2,
-            6 => Codec::Lz4,
-            7 => Codec::Zstd,
-            _ => return None,
-        })
+        Codec::ALL.into_iter().find(|c| c.field() == field)
     }
 
     /// The Blob field number of the data.
     pub fn field(self) -> u32 {
-        match self {
-            Codec::Raw => 1,
-            Codec::Zlib => 3,
-            Codec::Lzma => 4,
-            Codec::Bzip2 => 5,
-            Codec::Lz4 => 6,
-            Codec::Zstd => 7,
-        }
+        self as u32
     }
 
     /// The name used in the index stream and in messages ("raw", "zlib",

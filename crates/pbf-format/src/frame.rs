@@ -375,27 +375,6 @@ impl PbfFile {
         self.frames().frame_header_at(offset)
     }
 
-    /// How many bytes [`PbfFile::frame_header_at`] reads first at `offset`:
-    /// the length prefix and, for most frames, the whole BlobHeader.
-    pub(crate) fn probe_len(&self, offset: u64) -> usize {
-        self.frames().probe_len(offset)
-    }
-
-    /// See [`FrameReader::probed_header_len`].
-    pub(crate) fn probed_header_len(&self, offset: u64, probe: &[u8]) -> Result<u32> {
-        self.frames().probed_header_len(offset, probe)
-    }
-
-    /// See [`FrameReader::frame_from_probe`].
-    pub(crate) fn frame_from_probe(
-        &self,
-        offset: u64,
-        probe: &[u8],
-        header: &[u8],
-    ) -> Result<FrameHeader> {
-        self.frames().frame_from_probe(offset, probe, header)
-    }
-
     /// Read the Blob message of a frame.
     pub fn read_body(&self, fh: &FrameHeader) -> Result<Vec<u8>> {
         self.read_exact_at(fh.body_offset(), fh.datasize as usize, "Blob")
@@ -580,13 +559,13 @@ impl FrameReader<'_> {
 
     /// How many bytes [`FrameReader::frame_header_at`] reads first at
     /// `offset`: the length prefix and, for most frames, the whole BlobHeader.
-    fn probe_len(&self, offset: u64) -> usize {
+    pub(crate) fn probe_len(&self, offset: u64) -> usize {
         (self.size.saturating_sub(offset)).min(HEADER_PROBE as u64) as usize
     }
 
     /// The BlobHeader length at the start of a probe read at `offset`, checked
     /// against the limit. The BlobHeader itself may extend past the probe.
-    fn probed_header_len(&self, offset: u64, probe: &[u8]) -> Result<u32> {
+    pub(crate) fn probed_header_len(&self, offset: u64, probe: &[u8]) -> Result<u32> {
         let Some(&prefix) = probe.first_chunk::<4>() else {
             return Err(self.truncated("frame length", 4, probe.len() as u64, offset));
         };
@@ -605,7 +584,12 @@ impl FrameReader<'_> {
     /// Decode the frame at `offset` from its probe (see
     /// [`FrameReader::probe_len`]) and its BlobHeader bytes, and check that
     /// the frame ends by `size`.
-    fn frame_from_probe(&self, offset: u64, probe: &[u8], header: &[u8]) -> Result<FrameHeader> {
+    pub(crate) fn frame_from_probe(
+        &self,
+        offset: u64,
+        probe: &[u8],
+        header: &[u8],
+    ) -> Result<FrameHeader> {
         let fail = |e: Error| e.at(offset).in_file(self.path);
         let (blob_type, indexdata, datasize) = parse_blob_header(header).map_err(fail)?;
         let body = probe.get(4 + header.len()..).unwrap_or_default();

@@ -142,21 +142,8 @@ fn stored_zlib(data: &[u8]) -> Vec<u8> {
         out.extend_from_slice(&(!n).to_le_bytes());
         out.extend_from_slice(chunk);
     }
-    out.extend_from_slice(&adler32(data).to_be_bytes());
+    out.extend_from_slice(&libdeflater::adler32(data).to_be_bytes());
     out
-}
-
-fn adler32(data: &[u8]) -> u32 {
-    let (mut a, mut b) = (1u32, 0u32);
-    for chunk in data.chunks(5552) {
-        for &x in chunk {
-            a += u32::from(x);
-            b += a;
-        }
-        a %= 65_521;
-        b %= 65_521;
-    }
-    (b << 16) | a
 }
 
 /// True when [`frame`] can build a frame of exactly `len` bytes: every

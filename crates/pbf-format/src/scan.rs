@@ -167,22 +167,25 @@ pub(crate) fn scan_block_checked(data: &[u8]) -> Result<Option<Summary>> {
 fn scan_group(data: &[u8], acc: &mut Accumulator) -> Result<()> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
-        match n {
-            1 => acc.push(scan_object(wire::expect_bytes(v, "Node")?, Kind::Node)?),
-            2 => scan_dense(wire::expect_bytes(v, "DenseNodes")?, acc)?,
-            3 => acc.push(scan_object(wire::expect_bytes(v, "Way")?, Kind::Way)?),
-            4 => acc.push(scan_object(
-                wire::expect_bytes(v, "Relation")?,
-                Kind::Relation,
-            )?),
-            5 => acc.push(scan_object(
-                wire::expect_bytes(v, "ChangeSet")?,
-                Kind::Changeset,
-            )?),
-            _ => {}
+        if n == 2 {
+            scan_dense(wire::expect_bytes(v, "DenseNodes")?, acc)?;
+        } else if let Some((kind, what)) = element_kind(n) {
+            acc.push(scan_object(wire::expect_bytes(v, what)?, kind)?);
         }
     }
     Ok(())
+}
+
+/// The kind and message name of PrimitiveGroup field `n`, but for
+/// DenseNodes (field 2).
+pub(crate) fn element_kind(n: u32) -> Option<(Kind, &'static str)> {
+    match n {
+        1 => Some((Kind::Node, "Node")),
+        3 => Some((Kind::Way, "Way")),
+        4 => Some((Kind::Relation, "Relation")),
+        5 => Some((Kind::Changeset, "ChangeSet")),
+        _ => None,
+    }
 }
 
 /// One Node, Way, Relation or ChangeSet message: id (field 1) and Info.version.
@@ -229,7 +232,7 @@ fn scan_dense(data: &[u8], acc: &mut Accumulator) -> Result<()> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
-            1 => repeated(v, &mut ids, wire::decode_zigzag)?,
+            1 => wire::each_varint(v, "DenseNodes.id", |x| ids.push(wire::decode_zigzag(x)))?,
             5 => versions = Some(dense_versions(wire::expect_bytes(v, "DenseInfo")?)?),
             _ => {}
         }
@@ -257,28 +260,10 @@ fn dense_versions(data: &[u8]) -> Result<Vec<u32>> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         if n == 1 {
-            repeated(v, &mut out, |x| key_version(x as i32))?;
+            wire::each_varint(v, "DenseInfo.version", |x| out.push(key_version(x as i32)))?;
         }
     }
     Ok(out)
-}
-
-/// A repeated varint field, packed or not.
-fn repeated<T>(v: Value<'_>, out: &mut Vec<T>, f: impl Fn(u64) -> T) -> Result<()> {
-    match v {
-        Value::Bytes(b) => {
-            for x in wire::packed(b) {
-                out.push(f(x?));
-            }
-        }
-        Value::Varint(x) => out.push(f(x)),
-        Value::Fixed(_) => {
-            return Err(Error::malformed(
-                "repeated varint field with fixed wire type",
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

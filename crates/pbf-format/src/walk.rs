@@ -198,13 +198,12 @@ enum Step {
     Done,
     /// Looking for the region's first frame in the bytes at this offset.
     Search(u64),
-    /// The first bytes of the frame at this offset (see `PbfFile::probe_len`).
-    Probe(u64),
     /// The BlobHeader of the frame at this offset, longer than its probe.
     Header(u64, Vec<u8>),
-    /// [`CHUNK`] bytes from the frame at this offset, which follows a
-    /// small one: the frames they hold whole are taken from one read.
-    Chunk(u64),
+    /// Bytes from the frame at this offset: its probe (see
+    /// `FrameReader::probe_len`), or [`CHUNK`] bytes after a small frame,
+    /// whose frames held whole are all taken from the one read.
+    Frames(u64),
 }
 
 /// One region's chain of frames, each starting where the previous one ends.
@@ -226,35 +225,21 @@ impl Chain {
         match step {
             Step::Done => None,
             Step::Search(at) => self.after_search(file, at, got?),
-            Step::Probe(at) => self.after_probe(file, at, got?),
             Step::Header(at, probe) => self.after_header(file, at, probe, got?),
-            Step::Chunk(at) => self.after_chunk(file, at, got?),
+            Step::Frames(at) => self.after_frames(file, at, got?),
         }
     }
 
     fn after_search(&mut self, file: &PbfFile, at: u64, got: usize) -> Option<Read> {
         let buf = &self.buf[..got];
         if let Some(c) = find_candidate(file, at, buf, self.end) {
-            return Some((Step::Probe(c), c, file.probe_len(c)));
+            return Some(frames_read(file, c, false));
         }
         let next = at + got.saturating_sub(SEARCH_OVERLAP) as u64;
         if next <= at || next >= self.end.min(self.start + MAX_SEARCH) {
             return None;
         }
         Some(search_read(file, next, self.end))
-    }
-
-    fn after_probe(&mut self, file: &PbfFile, at: u64, got: usize) -> Option<Read> {
-        if got != file.probe_len(at) {
-            return None;
-        }
-        let hl = file.probed_header_len(at, &self.buf).ok()? as usize;
-        if 4 + hl > got {
-            let probe = std::mem::take(&mut self.buf);
-            return Some((Step::Header(at, probe), at + 4, hl));
-        }
-        let fh = file.frame_from_probe(at, &self.buf, &self.buf[4..4 + hl]);
-        self.push(file, fh.ok()?)
     }
 
     fn after_header(
@@ -267,47 +252,43 @@ impl Chain {
         if got != self.buf.len() {
             return None;
         }
-        let fh = file.frame_from_probe(at, &probe, &self.buf).ok()?;
-        self.push(file, fh)
+        let fh = file.frames().frame_from_probe(at, &probe, &self.buf).ok()?;
+        let (next, small) = (fh.end(), fh.frame_len() < SMALL_FRAME);
+        self.keep(fh).then(|| frames_read(file, next, small))
     }
 
-    /// Take the frames that the bytes of a chunk read at `at` hold, each
-    /// decoded from its probe as [`Chain::after_probe`] decodes it, and
-    /// ask for the rest of the chain.
-    fn after_chunk(&mut self, file: &PbfFile, at: u64, got: usize) -> Option<Read> {
+    /// Take the frames that the bytes read at `at` hold whole, each decoded
+    /// from its probe, and ask for the rest of the chain: after a small
+    /// frame the bytes that follow it, else the next frame's probe.
+    fn after_frames(&mut self, file: &PbfFile, at: u64, got: usize) -> Option<Read> {
+        let frames = file.frames();
         let buf = std::mem::take(&mut self.buf);
         let mut offset = at;
         let next = loop {
             let start = (offset - at) as usize;
             let Some(probe) = buf
                 .get(start..got)
-                .and_then(|b| b.get(..file.probe_len(offset)))
+                .and_then(|b| b.get(..frames.probe_len(offset)))
             else {
                 // Not held whole: read on from here, unless nothing was.
-                break (offset > at).then(|| self.read_after(file, offset, true));
+                break (offset > at).then(|| frames_read(file, offset, true));
             };
-            let hl = file.probed_header_len(offset, probe).ok()? as usize;
+            let hl = frames.probed_header_len(offset, probe).ok()? as usize;
             let Some(header) = probe.get(4..4 + hl) else {
                 break Some((Step::Header(offset, probe.to_vec()), offset + 4, hl));
             };
-            let fh = file.frame_from_probe(offset, probe, header).ok()?;
+            let fh = frames.frame_from_probe(offset, probe, header).ok()?;
             let small = fh.frame_len() < SMALL_FRAME;
             offset = fh.end();
             if !self.keep(fh) {
                 break None;
             }
             if !small {
-                break Some(self.read_after(file, offset, false));
+                break Some(frames_read(file, offset, false));
             }
         };
         self.buf = buf;
         next
-    }
-
-    /// Keep a frame and ask for the next one while it starts in the region.
-    fn push(&mut self, file: &PbfFile, fh: FrameHeader) -> Option<Read> {
-        let (next, small) = (fh.end(), fh.frame_len() < SMALL_FRAME);
-        self.keep(fh).then(|| self.read_after(file, next, small))
     }
 
     /// Keep a frame; true when the chain goes on after it: the next frame
@@ -317,20 +298,17 @@ impl Chain {
         self.frames.push(fh);
         next < self.end && self.frames.len() < MAX_CHAIN_FRAMES
     }
+}
 
-    /// The read of the frame at `at`: a chunk of [`CHUNK`] bytes after a
-    /// small frame (a file of small blobs has thousands of frames in a
-    /// chain, and a read each was most of the walk's time there), else its
-    /// probe.
-    fn read_after(&self, file: &PbfFile, at: u64, small: bool) -> Read {
-        match small {
-            true => {
-                let len = (file.size() - at).min(CHUNK as u64) as usize;
-                (Step::Chunk(at), at, len)
-            }
-            false => (Step::Probe(at), at, file.probe_len(at)),
-        }
-    }
+/// The read of the frame at `at`: a chunk of [`CHUNK`] bytes after a small
+/// frame (a file of small blobs has thousands of frames in a chain, and a
+/// read each was most of the walk's time there), else its probe.
+fn frames_read(file: &PbfFile, at: u64, small: bool) -> Read {
+    let len = match small {
+        true => (file.size() - at).min(CHUNK as u64) as usize,
+        false => file.frames().probe_len(at),
+    };
+    (Step::Frames(at), at, len)
 }
 
 /// A search read at `at` for a frame starting before `end`.
@@ -414,7 +392,7 @@ impl<'a> UringWalk<'a> {
         chain.end = (start + self.region_len).min(self.file.size());
         chain.frames.clear();
         let read = if region == 0 {
-            (Step::Probe(0), 0, self.file.probe_len(0))
+            frames_read(self.file, 0, false)
         } else {
             search_read(self.file, start, chain.end)
         };
@@ -525,29 +503,24 @@ impl<'a> UringWalk<'a> {
     /// The frame header at `offset`, as [`PbfFile::frame_header_at`] reads
     /// it, from the same bytes: after a small frame they come from a chunk
     /// read of [`CHUNK`] bytes, which serves the frames after it too.
-    /// Everything else (a large frame before, a BlobHeader past the probe,
-    /// a chunk that cannot be read) goes to `frame_header_at` itself.
+    /// Everything else (a large frame before, a chunk that cannot be read)
+    /// goes to `frame_header_at` itself.
     fn header_from_chunk(&mut self, offset: u64) -> Result<FrameHeader> {
-        let len = self.file.probe_len(offset);
+        let frames = self.file.frames();
         let (at, buf) = &self.chunk;
-        let held = offset >= *at && offset + len as u64 <= at + buf.len() as u64;
-        if !held {
+        let len = frames.probe_len(offset) as u64;
+        if offset < *at || offset + len > at + buf.len() as u64 {
             if self.last_len == 0 || self.last_len >= SMALL_FRAME {
-                return self.file.frame_header_at(offset);
+                return frames.frame_header_at(offset);
             }
             let want = (self.file.size() - offset).min(CHUNK as u64) as usize;
-            match self.file.read_exact_at(offset, want, "frame length") {
+            match frames.read_exact_at(offset, want, "frame length") {
                 Ok(buf) => self.chunk = (offset, buf),
-                Err(_) => return self.file.frame_header_at(offset),
+                Err(_) => return frames.frame_header_at(offset),
             }
         }
         let start = (offset - self.chunk.0) as usize;
-        let probe = &self.chunk.1[start..start + len];
-        let header_len = self.file.probed_header_len(offset, probe)? as usize;
-        match probe.get(4..4 + header_len) {
-            Some(header) => self.file.frame_from_probe(offset, probe, header),
-            None => self.file.frame_header_at(offset),
-        }
+        frames.frame_header_in(offset, &self.chunk.1[start..])
     }
 
     /// Stitch the front region and start the region `depth` places after it.

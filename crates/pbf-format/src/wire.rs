@@ -222,6 +222,25 @@ pub fn packed(bytes: &[u8]) -> impl Iterator<Item = Result<u64>> + '_ {
     std::iter::from_fn(move || if r.is_empty() { None } else { Some(r.varint()) })
 }
 
+/// Call `f` with every value of a repeated varint field, packed or not.
+pub fn each_varint(v: Value<'_>, what: &str, mut f: impl FnMut(u64)) -> Result<()> {
+    match v {
+        Value::Varint(x) => f(x),
+        Value::Bytes(b) => {
+            let mut r = Reader::new(b);
+            while !r.is_empty() {
+                f(r.varint()?);
+            }
+        }
+        Value::Fixed(_) => {
+            return Err(Error::malformed(format!(
+                "{what}: expected a varint or packed field"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The payload of a length-delimited field, or an error naming the field.
 pub fn expect_bytes<'a>(v: Value<'a>, what: &str) -> Result<&'a [u8]> {
     match v {

@@ -58,6 +58,18 @@ fn each_once(order: &[u32], n: usize) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
+/// Whether columns holding arrays of the summed [`Columns::sizes`] fit the
+/// columns' 32-bit indexes.
+fn fit(sizes: impl IntoIterator<Item = [usize; 6]>) -> bool {
+    let mut sum = [0usize; 6];
+    for s in sizes {
+        for (total, n) in sum.iter_mut().zip(s) {
+            *total = total.saturating_add(n);
+        }
+    }
+    sum.iter().all(|&n| u32::try_from(n).is_ok())
+}
+
 /// Append `items` to `to` and give their span there.
 fn append<T: Copy>(to: &mut Vec<T>, items: &[T]) -> Span {
     let start = to.len() as u32;
@@ -179,45 +191,29 @@ impl Columns {
     /// leaves `self` as it was, when the result would not fit the columns'
     /// 32-bit indexes.
     pub fn append(&mut self, from: &Columns) -> bool {
-        let fits = |now: usize, more: usize| u32::try_from(now + more).is_ok();
-        if !(fits(self.data.len(), from.string_bytes().0.len())
-            && fits(self.strings.len(), from.strings.len())
-            && fits(self.tags.len(), from.tags.len())
-            && fits(self.refs.len(), from.refs.len())
-            && fits(self.locations.len(), from.locations.len())
-            && fits(self.members.len(), from.members.len()))
-        {
+        let mut here = self.sizes();
+        here[0] = self.data.len();
+        if !fit([here, from.sizes()]) {
             return false;
         }
         let first = self.take_strings(from);
-        let string = |i: u32| moved(i, first);
-        let shift = |s: Span, by: usize| Span {
-            start: s.start + by as u32,
-            end: s.end + by as u32,
-        };
-        let (tags, refs) = (self.tags.len(), self.refs.len());
-        let (locations, members) = (self.locations.len(), self.members.len());
-        self.objects.extend(from.objects.iter().map(|o| Object {
-            info: o.info.map(|i| i.map_user(string)),
-            tags: shift(o.tags, tags),
-            items: match o.kind {
-                Kind::Way => shift(o.items, refs),
-                Kind::Relation => shift(o.items, members),
-                _ => o.items,
-            },
-            locations: shift(o.locations, locations),
-            ..*o
-        }));
-        let tag = |&(k, v): &(u32, u32)| (string(k), string(v));
-        self.tags.extend(from.tags.iter().map(tag));
-        self.refs.extend_from_slice(&from.refs);
-        self.locations.extend_from_slice(&from.locations);
-        self.members
-            .extend(from.members.iter().map(|m| MemberColumn {
-                role: string(m.role),
-                ..*m
-            }));
+        for &o in &from.objects {
+            self.push_moved(from, o, first);
+        }
         true
+    }
+
+    /// How many string bytes, strings, tags, way refs, locations and
+    /// members the objects take, to check that a copy fits ([`fit`]).
+    fn sizes(&self) -> [usize; 6] {
+        [
+            self.string_bytes().0.len(),
+            self.strings.len(),
+            self.tags.len(),
+            self.refs.len(),
+            self.locations.len(),
+            self.members.len(),
+        ]
     }
 
     /// The bytes the string table spans (not the rest of its block), and
@@ -250,15 +246,7 @@ impl Columns {
     /// `None` when the result would not fit the columns' 32-bit indexes.
     /// Panics when `order` is not a permutation of the objects.
     pub fn gather(parts: &[Columns], order: &[u32]) -> Option<Columns> {
-        let fits = |n: usize| u32::try_from(n).is_ok();
-        let sum = |f: fn(&Columns) -> usize| parts.iter().map(f).sum::<usize>();
-        if !(fits(sum(|p| p.string_bytes().0.len()))
-            && fits(sum(|p| p.strings.len()))
-            && fits(sum(|p| p.tags.len()))
-            && fits(sum(|p| p.refs.len()))
-            && fits(sum(|p| p.locations.len()))
-            && fits(sum(|p| p.members.len())))
-        {
+        if !fit(parts.iter().map(Columns::sizes)) {
             return None;
         }
         let mut out = Columns::with_room(parts);
@@ -272,8 +260,7 @@ impl Columns {
                 Some(start)
             })
             .collect();
-        let total = sum(|p| p.objects.len());
-        for i in each_once(order, total) {
+        for i in each_once(order, parts.iter().map(Columns::len).sum()) {
             let p = starts.partition_point(|&s| s <= i) - 1;
             let (part, first) = (&parts[p], firsts[p]);
             out.push_moved(part, part.objects[i - starts[p]], first);

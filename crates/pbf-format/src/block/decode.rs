@@ -19,7 +19,8 @@ use std::ops::Range;
 
 use super::Info;
 use super::columns::{Columns, MemberColumn, NO_USER, Object, Span};
-use crate::wire::{self, Reader, Value};
+use crate::scan::element_kind;
+use crate::wire::{self, Reader, Value, each_varint};
 use crate::{Error, Kind, Result};
 
 /// Decode a decompressed PrimitiveBlock into columns of their own, objects
@@ -53,8 +54,7 @@ impl Decoder {
     pub fn decode_into(&mut self, data: &[u8], out: &mut Columns) -> Result<Range<usize>> {
         let start = out.objects.len();
         self.groups.clear();
-        let block = BlockFields::parse(data, out, &mut self.groups)?;
-        let ctx = Context::new(&block)?;
+        let ctx = block_fields(data, out, &mut self.groups)?;
         self.parse_groups(data)?;
         out.objects.reserve(self.count(data));
         let mut from = 0;
@@ -81,12 +81,9 @@ impl Decoder {
         for group in &self.groups {
             let mut r = Reader::new(&data[group.clone()]);
             while let Some((n, v)) = r.field()? {
-                let what = match n {
-                    1 => "Node",
-                    2 => "DenseNodes",
-                    3 => "Way",
-                    4 => "Relation",
-                    5 => "ChangeSet",
+                let what = match (n, element_kind(n)) {
+                    (2, _) => "DenseNodes",
+                    (_, Some((_, what))) => what,
                     _ => continue,
                 };
                 let b = wire::expect_bytes(v, what)?;
@@ -124,25 +121,6 @@ fn to_u32(n: usize) -> Result<u32> {
     u32::try_from(n).map_err(|_| Error::malformed(format!("{n} entries in one block")))
 }
 
-/// Call `f` with every value of a repeated varint field, packed or not.
-fn each_varint(v: Value<'_>, what: &str, mut f: impl FnMut(u64)) -> Result<()> {
-    match v {
-        Value::Varint(x) => f(x),
-        Value::Bytes(b) => {
-            let mut r = Reader::new(b);
-            while !r.is_empty() {
-                f(r.varint()?);
-            }
-        }
-        Value::Fixed(_) => {
-            return Err(Error::malformed(format!(
-                "{what}: expected a varint or packed field"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Number of varints in a packed array (its bytes without a continuation bit).
 fn packed_len(v: &Value<'_>) -> usize {
     match v {
@@ -151,61 +129,49 @@ fn packed_len(v: &Value<'_>) -> usize {
     }
 }
 
-/// The scalar fields of a PrimitiveBlock; its string table is copied into
-/// the columns while they are read.
-struct BlockFields {
-    /// The table's first entry in the columns, and its number of entries.
-    first_string: u32,
-    strings: u32,
-    granularity: Option<i32>,
-    date_granularity: Option<i32>,
-    lat_offset: Option<i64>,
-    lon_offset: Option<i64>,
-}
-
-impl BlockFields {
-    /// Read the block's fields, copy its string table into `out`, and give
-    /// the group messages' places in `data` to `groups`.
-    fn parse(
-        data: &[u8],
-        out: &mut Columns,
-        groups: &mut Vec<Range<usize>>,
-    ) -> Result<BlockFields> {
-        let mut b = BlockFields {
-            first_string: to_u32(out.strings.len())?,
-            strings: 0,
-            granularity: None,
-            date_granularity: None,
-            lat_offset: None,
-            lon_offset: None,
-        };
-        let base = data.as_ptr() as usize;
-        let mut r = Reader::new(data);
-        while let Some((n, v)) = r.field()? {
-            match n {
-                1 => string_table(wire::expect_bytes(v, "StringTable")?, out)?,
-                2 => {
-                    let group = wire::expect_bytes(v, "PrimitiveGroup")?;
-                    let at = group.as_ptr() as usize - base;
-                    groups.push(at..at + group.len());
-                }
-                17 => b.granularity = Some(wire::expect_varint(v, "granularity")? as i32),
-                18 => b.date_granularity = Some(wire::expect_varint(v, "date_granularity")? as i32),
-                19 => b.lat_offset = Some(wire::expect_varint(v, "lat_offset")? as i64),
-                20 => b.lon_offset = Some(wire::expect_varint(v, "lon_offset")? as i64),
-                _ => {}
+/// Read the block's fields, copy its string table into `out`, and give
+/// the group messages' places in `data` to `groups`.
+fn block_fields(data: &[u8], out: &mut Columns, groups: &mut Vec<Range<usize>>) -> Result<Context> {
+    let first_string = to_u32(out.strings.len())?;
+    let (mut granularity, mut date_granularity) = (100i32, 1000i32);
+    let (mut lat_offset, mut lon_offset) = (0i64, 0i64);
+    let base = data.as_ptr() as usize;
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        match n {
+            1 => string_table(wire::expect_bytes(v, "StringTable")?, out)?,
+            2 => {
+                let group = wire::expect_bytes(v, "PrimitiveGroup")?;
+                let at = group.as_ptr() as usize - base;
+                groups.push(at..at + group.len());
             }
+            17 => granularity = wire::expect_varint(v, "granularity")? as i32,
+            18 => date_granularity = wire::expect_varint(v, "date_granularity")? as i32,
+            19 => lat_offset = wire::expect_varint(v, "lat_offset")? as i64,
+            20 => lon_offset = wire::expect_varint(v, "lon_offset")? as i64,
+            _ => {}
         }
-        if out.strings.len() == b.first_string as usize {
-            // Index 0 is the conventional empty string; accept it without a table.
-            let at = to_u32(out.data.len())?;
-            out.strings.push((at, at));
-        }
-        // Leave u32::MAX to NO_USER.
-        let end = to_u32(out.strings.len() + 1)?;
-        b.strings = end - 1 - b.first_string;
-        Ok(b)
     }
+    if granularity <= 0 || date_granularity <= 0 {
+        return Err(Error::malformed(format!(
+            "block granularity {granularity} / date_granularity {date_granularity} not positive"
+        )));
+    }
+    if out.strings.len() == first_string as usize {
+        // Index 0 is the conventional empty string; accept it without a table.
+        let at = to_u32(out.data.len())?;
+        out.strings.push((at, at));
+    }
+    // Leave u32::MAX to NO_USER.
+    let end = to_u32(out.strings.len() + 1)?;
+    Ok(Context {
+        first_string,
+        strings: end - 1 - first_string,
+        granularity: i64::from(granularity),
+        lat_offset,
+        lon_offset,
+        date_granularity: i64::from(date_granularity),
+    })
 }
 
 /// Copy a StringTable message to the end of `out.data` and add its strings
@@ -240,24 +206,6 @@ struct Context {
 }
 
 impl Context {
-    fn new(block: &BlockFields) -> Result<Context> {
-        let granularity = block.granularity.unwrap_or(100);
-        let date_granularity = block.date_granularity.unwrap_or(1000);
-        if granularity <= 0 || date_granularity <= 0 {
-            return Err(Error::malformed(format!(
-                "block granularity {granularity} / date_granularity {date_granularity} not positive"
-            )));
-        }
-        Ok(Context {
-            first_string: block.first_string,
-            strings: block.strings,
-            granularity: i64::from(granularity),
-            lat_offset: block.lat_offset.unwrap_or(0),
-            lon_offset: block.lon_offset.unwrap_or(0),
-            date_granularity: i64::from(date_granularity),
-        })
-    }
-
     /// A checked string index of the block, as an index of the columns.
     fn string(&self, index: u32) -> Result<u32> {
         if index < self.strings {
@@ -320,13 +268,6 @@ struct Scratch {
     dense: DenseColumns,
 }
 
-impl Scratch {
-    fn clear_tags(&mut self) {
-        self.keys.clear();
-        self.vals.clear();
-    }
-}
-
 /// Decode one element message of a group (`n`: its field number) and add
 /// its objects to `out`.
 fn decode_element(
@@ -362,69 +303,6 @@ fn dense_ids(data: &[u8]) -> usize {
     n
 }
 
-/// The Info fields of a node, way or relation, merged over occurrences.
-#[derive(Default)]
-struct InfoFields {
-    version: Option<i32>,
-    timestamp: Option<i64>,
-    changeset: Option<i64>,
-    uid: Option<i32>,
-    user_sid: Option<u32>,
-    visible: Option<bool>,
-}
-
-impl InfoFields {
-    fn merge(&mut self, data: &[u8]) -> Result<()> {
-        let mut r = Reader::new(data);
-        while let Some((n, v)) = r.field()? {
-            let x = || wire::expect_varint(v, "Info field");
-            match n {
-                1 => self.version = Some(x()? as i32),
-                2 => self.timestamp = Some(x()? as i64),
-                3 => self.changeset = Some(x()? as i64),
-                4 => self.uid = Some(x()? as i32),
-                5 => self.user_sid = Some(x()? as u32),
-                6 => self.visible = Some(x()? != 0),
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn decode(&self, ctx: &Context) -> Result<Info<u32>> {
-        let user = match self.user_sid {
-            Some(sid) => ctx.string(sid)?,
-            None => NO_USER,
-        };
-        Ok(Info {
-            version: self.version.unwrap_or(-1),
-            timestamp_ms: ctx.timestamp(self.timestamp.unwrap_or(0)),
-            changeset: self.changeset.unwrap_or(0),
-            uid: self.uid.unwrap_or(0),
-            user,
-            visible: self.visible,
-        })
-    }
-}
-
-/// Merge an Info occurrence into `info`.
-fn merge_info(info: &mut Option<InfoFields>, v: Value<'_>) -> Result<()> {
-    info.get_or_insert_with(InfoFields::default)
-        .merge(wire::expect_bytes(v, "Info")?)
-}
-
-fn decode_info(info: &Option<InfoFields>, ctx: &Context) -> Result<Option<Info<u32>>> {
-    info.as_ref().map(|i| i.decode(ctx)).transpose()
-}
-
-/// Tag keys (field 2) and values (field 3) of a node, way or relation.
-fn tag_field(n: u32, v: Value<'_>, s: &mut Scratch) -> Result<()> {
-    match n {
-        2 => each_varint(v, "keys", |x| s.keys.push(x as u32)),
-        _ => each_varint(v, "vals", |x| s.vals.push(x as u32)),
-    }
-}
-
 /// An object with no tags, refs or members yet.
 fn object(kind: Kind, id: i64, info: Option<Info<u32>>) -> Object {
     Object {
@@ -439,73 +317,111 @@ fn object(kind: Kind, id: i64, info: Option<Info<u32>>) -> Object {
     }
 }
 
-fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<Object> {
-    s.clear_tags();
-    let (mut id, mut lat, mut lon, mut info) = (0, 0, 0, None);
-    let mut r = Reader::new(data);
-    while let Some((n, v)) = r.field()? {
-        match n {
-            1 => id = wire::decode_zigzag(wire::expect_varint(v, "Node.id")?),
-            2 | 3 => tag_field(n, v, s)?,
-            4 => merge_info(&mut info, v)?,
-            8 => lat = wire::decode_zigzag(wire::expect_varint(v, "Node.lat")?),
-            9 => lon = wire::decode_zigzag(wire::expect_varint(v, "Node.lon")?),
-            _ => {}
-        }
-    }
-    let mut o = object(Kind::Node, id, decode_info(&info, ctx)?);
-    (o.lat, o.lon) = (ctx.lat(lat), ctx.lon(lon));
-    o.tags = ctx.tags(&s.keys, &s.vals, &mut out.tags)?;
-    Ok(o)
-}
-
-fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<Object> {
-    s.clear_tags();
-    s.lat.clear();
-    s.lon.clear();
-    s.refs.clear();
+/// Decode a Node, Way or Relation message: the fields all three have (id,
+/// zigzag coded for a node; tags; Info, merged over occurrences) here, the
+/// fields of its kind by `field`.
+fn decode_object(
+    kind: Kind,
+    data: &[u8],
+    ctx: &Context,
+    s: &mut Scratch,
+    out: &mut Columns,
+    mut field: impl FnMut(u32, Value<'_>, &mut Scratch) -> Result<()>,
+) -> Result<Object> {
+    s.keys.clear();
+    s.vals.clear();
     let (mut id, mut info) = (0, None);
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
-            1 => id = wire::expect_varint(v, "Way.id")? as i64,
-            2 | 3 => tag_field(n, v, s)?,
-            4 => merge_info(&mut info, v)?,
-            8 => {
-                let refs = &mut s.refs;
-                refs.reserve(packed_len(&v));
-                let mut acc = refs.last().copied().unwrap_or(0i64);
-                each_varint(v, "Way.refs", |x| {
-                    acc = acc.wrapping_add(wire::decode_zigzag(x));
-                    refs.push(acc);
-                })?
-            }
-            9 => each_varint(v, "Way.lat", |x| s.lat.push(wire::decode_zigzag(x)))?,
-            10 => each_varint(v, "Way.lon", |x| s.lon.push(wire::decode_zigzag(x)))?,
-            _ => {}
+            1 => id = wire::expect_varint(v, ["Node.id", "Way.id", "Relation.id"][kind.index()])?,
+            2 => each_varint(v, "keys", |x| s.keys.push(x as u32))?,
+            3 => each_varint(v, "vals", |x| s.vals.push(x as u32))?,
+            4 => merge_info(&mut info, wire::expect_bytes(v, "Info")?)?,
+            _ => field(n, v, s)?,
         }
     }
-    let locations = span(&mut out.locations, |locations| {
-        way_locations(id, s.refs.len(), &s.lat, &s.lon, ctx, locations)
-    })?;
-    let mut o = object(Kind::Way, id, decode_info(&info, ctx)?);
+    let id = match kind {
+        Kind::Node => wire::decode_zigzag(id),
+        _ => id as i64,
+    };
+    let info = match info {
+        Some(i) => {
+            let user = i.user.map_or(Ok(NO_USER), |sid| ctx.string(sid))?;
+            let timestamp_ms = ctx.timestamp(i.timestamp_ms);
+            Some(Info {
+                timestamp_ms,
+                ..i.map_user(|_| user)
+            })
+        }
+        None => None,
+    };
+    let mut o = object(kind, id, info);
     o.tags = ctx.tags(&s.keys, &s.vals, &mut out.tags)?;
-    o.items = span(&mut out.refs, |refs| {
-        refs.extend_from_slice(&s.refs);
-        Ok(())
-    })?;
-    o.locations = locations;
     Ok(o)
 }
 
-fn way_locations(
-    id: i64,
-    refs: usize,
-    lats: &[i64],
-    lons: &[i64],
-    ctx: &Context,
-    out: &mut Vec<(i64, i64)>,
-) -> Result<()> {
+/// Merge an Info occurrence into `info`: the fields it has replace those
+/// read before, a field never read is its default. The user is a string
+/// index of the block and the timestamp as stored, until decoded.
+fn merge_info(info: &mut Option<Info<Option<u32>>>, data: &[u8]) -> Result<()> {
+    let info = info.get_or_insert(Info {
+        version: -1,
+        timestamp_ms: 0,
+        changeset: 0,
+        uid: 0,
+        user: None,
+        visible: None,
+    });
+    let mut r = Reader::new(data);
+    while let Some((n, v)) = r.field()? {
+        let x = || wire::expect_varint(v, "Info field");
+        match n {
+            1 => info.version = x()? as i32,
+            2 => info.timestamp_ms = x()? as i64,
+            3 => info.changeset = x()? as i64,
+            4 => info.uid = x()? as i32,
+            5 => info.user = Some(x()? as u32),
+            6 => info.visible = Some(x()? != 0),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<Object> {
+    let (mut lat, mut lon) = (0, 0);
+    let mut o = decode_object(Kind::Node, data, ctx, s, out, |n, v, _| {
+        match n {
+            8 => lat = wire::decode_zigzag(wire::expect_varint(v, "Node.lat")?),
+            9 => lon = wire::decode_zigzag(wire::expect_varint(v, "Node.lon")?),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    (o.lat, o.lon) = (ctx.lat(lat), ctx.lon(lon));
+    Ok(o)
+}
+
+fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -> Result<Object> {
+    s.lat.clear();
+    s.lon.clear();
+    s.refs.clear();
+    let mut o = decode_object(Kind::Way, data, ctx, s, out, |n, v, s| match n {
+        8 => {
+            let refs = &mut s.refs;
+            refs.reserve(packed_len(&v));
+            let mut acc = refs.last().copied().unwrap_or(0i64);
+            each_varint(v, "Way.refs", |x| {
+                acc = acc.wrapping_add(wire::decode_zigzag(x));
+                refs.push(acc);
+            })
+        }
+        9 => each_varint(v, "Way.lat", |x| s.lat.push(wire::decode_zigzag(x))),
+        10 => each_varint(v, "Way.lon", |x| s.lon.push(wire::decode_zigzag(x))),
+        _ => Ok(()),
+    })?;
+    let (id, refs, lats, lons) = (o.id, s.refs.len(), &s.lat, &s.lon);
     if lats.len() != lons.len() || (!lats.is_empty() && lats.len() != refs) {
         return Err(Error::malformed(format!(
             "way {id}: {refs} refs but {} lats and {} lons",
@@ -514,13 +430,19 @@ fn way_locations(
         )));
     }
     let (mut lat, mut lon) = (0i64, 0i64);
-    let locations = lats.iter().zip(lons).map(|(&d_lat, &d_lon)| {
-        lat = lat.wrapping_add(d_lat);
-        lon = lon.wrapping_add(d_lon);
-        (ctx.lat(lat), ctx.lon(lon))
-    });
-    out.extend(locations);
-    Ok(())
+    o.locations = span(&mut out.locations, |locations| {
+        locations.extend(lats.iter().zip(lons).map(|(&d_lat, &d_lon)| {
+            lat = lat.wrapping_add(d_lat);
+            lon = lon.wrapping_add(d_lon);
+            (ctx.lat(lat), ctx.lon(lon))
+        }));
+        Ok(())
+    })?;
+    o.items = span(&mut out.refs, |refs| {
+        refs.extend_from_slice(&s.refs);
+        Ok(())
+    })?;
+    Ok(o)
 }
 
 fn decode_relation(
@@ -529,32 +451,22 @@ fn decode_relation(
     s: &mut Scratch,
     out: &mut Columns,
 ) -> Result<Object> {
-    s.clear_tags();
     s.roles.clear();
     s.types.clear();
     s.memids.clear();
-    let (mut id, mut info) = (0, None);
-    let mut r = Reader::new(data);
-    while let Some((n, v)) = r.field()? {
-        match n {
-            1 => id = wire::expect_varint(v, "Relation.id")? as i64,
-            2 | 3 => tag_field(n, v, s)?,
-            4 => merge_info(&mut info, v)?,
-            8 => each_varint(v, "Relation.roles_sid", |x| s.roles.push(x as i32))?,
-            9 => {
-                let mut acc = s.memids.last().copied().unwrap_or(0i64);
-                each_varint(v, "Relation.memids", |x| {
-                    acc = acc.wrapping_add(wire::decode_zigzag(x));
-                    s.memids.push(acc);
-                })?
-            }
-            10 => each_varint(v, "Relation.types", |x| s.types.push(x as i32))?,
-            _ => {}
+    let mut o = decode_object(Kind::Relation, data, ctx, s, out, |n, v, s| match n {
+        8 => each_varint(v, "Relation.roles_sid", |x| s.roles.push(x as i32)),
+        9 => {
+            let mut acc = s.memids.last().copied().unwrap_or(0i64);
+            each_varint(v, "Relation.memids", |x| {
+                acc = acc.wrapping_add(wire::decode_zigzag(x));
+                s.memids.push(acc);
+            })
         }
-    }
-    let mut o = object(Kind::Relation, id, decode_info(&info, ctx)?);
-    o.tags = ctx.tags(&s.keys, &s.vals, &mut out.tags)?;
-    o.items = span(&mut out.members, |out| members(id, s, ctx, out))?;
+        10 => each_varint(v, "Relation.types", |x| s.types.push(x as i32)),
+        _ => Ok(()),
+    })?;
+    o.items = span(&mut out.members, |out| members(o.id, s, ctx, out))?;
     Ok(o)
 }
 
@@ -599,6 +511,19 @@ fn decode_changeset(data: &[u8]) -> Result<Object> {
     Ok(object(Kind::Changeset, id, None))
 }
 
+/// How a stored DenseInfo value reads, widened to `i64`.
+type ReadValue = fn(u64) -> i64;
+
+/// The DenseInfo arrays in field order, and how a stored value reads.
+const DENSE_INFO: [(&str, ReadValue); 6] = [
+    ("version", |x| i64::from(x as i32)),
+    ("timestamp", wire::decode_zigzag),
+    ("changeset", wire::decode_zigzag),
+    ("uid", |x| i64::from(wire::decode_zigzag32(x))),
+    ("user_sid", |x| i64::from(wire::decode_zigzag32(x))),
+    ("visible", |x| i64::from(x != 0)),
+];
+
 /// The arrays of one DenseNodes message, delta coded as stored.
 #[derive(Default)]
 struct DenseColumns {
@@ -607,64 +532,47 @@ struct DenseColumns {
     lon: Vec<i64>,
     keys_vals: Vec<i32>,
     has_info: bool,
-    version: Vec<i32>,
-    timestamp: Vec<i64>,
-    changeset: Vec<i64>,
-    uid: Vec<i32>,
-    user_sid: Vec<i32>,
-    visible: Vec<bool>,
+    /// The DenseInfo arrays, as [`DENSE_INFO`] lists them.
+    info: [Vec<i64>; 6],
 }
 
 impl DenseColumns {
     fn read(&mut self, data: &[u8]) -> Result<()> {
-        self.clear();
+        self.has_info = false;
+        for column in [&mut self.id, &mut self.lat, &mut self.lon] {
+            column.clear();
+        }
+        self.keys_vals.clear();
+        self.info.iter_mut().for_each(Vec::clear);
         let mut r = Reader::new(data);
         while let Some((n, v)) = r.field()? {
-            match n {
-                1 => each_varint(v, "DenseNodes.id", |x| self.id.push(wire::decode_zigzag(x)))?,
+            let (what, column) = match n {
+                1 => ("DenseNodes.id", &mut self.id),
                 5 => {
                     self.has_info = true;
-                    self.read_info(wire::expect_bytes(v, "DenseInfo")?)?
+                    self.read_info(wire::expect_bytes(v, "DenseInfo")?)?;
+                    continue;
                 }
-                8 => each_varint(v, "DenseNodes.lat", |x| {
-                    self.lat.push(wire::decode_zigzag(x))
-                })?,
-                9 => each_varint(v, "DenseNodes.lon", |x| {
-                    self.lon.push(wire::decode_zigzag(x))
-                })?,
-                10 => each_varint(v, "DenseNodes.keys_vals", |x| self.keys_vals.push(x as i32))?,
-                _ => {}
-            }
+                8 => ("DenseNodes.lat", &mut self.lat),
+                9 => ("DenseNodes.lon", &mut self.lon),
+                10 => {
+                    let keys_vals = &mut self.keys_vals;
+                    each_varint(v, "DenseNodes.keys_vals", |x| keys_vals.push(x as i32))?;
+                    continue;
+                }
+                _ => continue,
+            };
+            each_varint(v, what, |x| column.push(wire::decode_zigzag(x)))?;
         }
         Ok(())
-    }
-
-    fn clear(&mut self) {
-        self.has_info = false;
-        self.id.clear();
-        self.lat.clear();
-        self.lon.clear();
-        self.keys_vals.clear();
-        self.version.clear();
-        self.timestamp.clear();
-        self.changeset.clear();
-        self.uid.clear();
-        self.user_sid.clear();
-        self.visible.clear();
     }
 
     fn read_info(&mut self, data: &[u8]) -> Result<()> {
         let mut r = Reader::new(data);
         while let Some((n, v)) = r.field()? {
-            let what = "DenseInfo";
-            match n {
-                1 => each_varint(v, what, |x| self.version.push(x as i32))?,
-                2 => each_varint(v, what, |x| self.timestamp.push(wire::decode_zigzag(x)))?,
-                3 => each_varint(v, what, |x| self.changeset.push(wire::decode_zigzag(x)))?,
-                4 => each_varint(v, what, |x| self.uid.push(wire::decode_zigzag32(x)))?,
-                5 => each_varint(v, what, |x| self.user_sid.push(wire::decode_zigzag32(x)))?,
-                6 => each_varint(v, what, |x| self.visible.push(x != 0))?,
-                _ => {}
+            let i = (n as usize).wrapping_sub(1);
+            if let (Some(&(_, read)), Some(column)) = (DENSE_INFO.get(i), self.info.get_mut(i)) {
+                each_varint(v, "DenseInfo", |x| column.push(read(x)))?;
             }
         }
         Ok(())
@@ -679,15 +587,8 @@ impl DenseColumns {
                 self.lon.len()
             )));
         }
-        let lengths = [
-            ("version", self.version.len()),
-            ("timestamp", self.timestamp.len()),
-            ("changeset", self.changeset.len()),
-            ("uid", self.uid.len()),
-            ("user_sid", self.user_sid.len()),
-            ("visible", self.visible.len()),
-        ];
-        for (name, len) in lengths {
+        for ((name, _), column) in DENSE_INFO.iter().zip(&self.info) {
+            let len = column.len();
             if self.has_info && len != 0 && len != n {
                 return Err(Error::malformed(format!(
                     "dense info: {len} {name} entries for {n} nodes"
@@ -699,19 +600,23 @@ impl DenseColumns {
 
     fn decode(&self, ctx: &Context, out: &mut Columns) -> Result<()> {
         self.check()?;
-        let mut infos = DenseInfoDecoder::default();
         let mut keys_vals = KeysVals {
             rest: self.keys_vals.iter(),
         };
-        let (mut id, mut lat, mut lon) = (0i64, 0i64, 0i64);
+        // The running sums of the delta-coded columns (DenseInfo's
+        // timestamp, changeset, uid and user_sid among them).
+        let (mut id, mut lat, mut lon, mut info) = (0i64, 0i64, 0i64, [0i64; 6]);
         for (i, ((&d_id, &d_lat), &d_lon)) in
             self.id.iter().zip(&self.lat).zip(&self.lon).enumerate()
         {
             id = id.wrapping_add(d_id);
             lat = lat.wrapping_add(d_lat);
             lon = lon.wrapping_add(d_lon);
+            for (sum, column) in info.iter_mut().zip(&self.info).take(5).skip(1) {
+                *sum = sum.wrapping_add(column.get(i).copied().unwrap_or_default());
+            }
             let info = match self.has_info {
-                true => Some(infos.next(self, i, ctx)?),
+                true => Some(self.info(i, &info, ctx)?),
                 false => None,
             };
             let mut o = object(Kind::Node, id, info);
@@ -720,6 +625,25 @@ impl DenseColumns {
             out.objects.push(o);
         }
         keys_vals.finish()
+    }
+
+    /// The metadata of node `i`, whose delta-coded fields sum to `sums`.
+    /// Each array is either absent (empty: every node gets the default) or
+    /// one entry per node.
+    fn info(&self, i: usize, sums: &[i64; 6], ctx: &Context) -> Result<Info<u32>> {
+        let [version, _, _, _, user_sid, visible] = &self.info;
+        let user = match user_sid.is_empty() {
+            true => NO_USER,
+            false => ctx.string_i32(sums[4] as i32)?,
+        };
+        Ok(Info {
+            version: version.get(i).map_or(-1, |&v| v as i32),
+            timestamp_ms: ctx.timestamp(sums[1]),
+            changeset: sums[2],
+            uid: sums[3] as i32,
+            user,
+            visible: visible.get(i).map(|&v| v != 0),
+        })
     }
 }
 
@@ -753,39 +677,4 @@ impl KeysVals<'_> {
             ))),
         }
     }
-}
-
-/// Undoes the delta coding of `DenseInfo`, one node at a time. Each array is
-/// either absent (empty: every node gets the default) or one entry per node.
-#[derive(Default)]
-struct DenseInfoDecoder {
-    timestamp: i64,
-    changeset: i64,
-    uid: i32,
-    user_sid: i32,
-}
-
-impl DenseInfoDecoder {
-    fn next(&mut self, c: &DenseColumns, i: usize, ctx: &Context) -> Result<Info<u32>> {
-        self.timestamp = self.timestamp.wrapping_add(at(&c.timestamp, i));
-        self.changeset = self.changeset.wrapping_add(at(&c.changeset, i));
-        self.uid = self.uid.wrapping_add(at(&c.uid, i));
-        self.user_sid = self.user_sid.wrapping_add(at(&c.user_sid, i));
-        let user = match c.user_sid.is_empty() {
-            true => NO_USER,
-            false => ctx.string_i32(self.user_sid)?,
-        };
-        Ok(Info {
-            version: c.version.get(i).copied().unwrap_or(-1),
-            timestamp_ms: ctx.timestamp(self.timestamp),
-            changeset: self.changeset,
-            uid: self.uid,
-            user,
-            visible: c.visible.get(i).copied(),
-        })
-    }
-}
-
-fn at<T: Copy + Default>(values: &[T], i: usize) -> T {
-    values.get(i).copied().unwrap_or_default()
 }

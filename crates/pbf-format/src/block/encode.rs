@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use super::columns::{Columns, NO_USER};
-use super::{BLOCK_SLACK, EncodeOptions, Info, Obj, prefetched};
+use super::{BLOCK_SLACK, EncodeOptions, Obj, prefetched};
 use crate::Kind;
 use crate::hash::FxBuild;
 use crate::wire::{
@@ -32,20 +32,18 @@ use crate::wire::{
 pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
     let first = FirstPass::read(elements);
     let mut out = Vec::with_capacity(first.bound);
-    let table_len = first.strings.message_len();
-    first.strings.write(&mut out, table_len);
+    first.strings.write(&mut out);
     let scale = first.scale;
     let mut e = Encoder {
         scale,
-        sids: &first.sids,
-        next: 0,
+        sids: Sids(first.sids.iter()),
         s: Scratch::default(),
     };
     let dense = opts.dense_nodes;
     for run in elements.chunk_by(|a, b| group_class(a, dense) == group_class(b, dense)) {
         e.group(run, dense, &mut out);
     }
-    debug_assert_eq!(e.next, first.sids.len(), "every string written");
+    debug_assert_eq!(e.sids.0.len(), 0, "every string written");
     if scale.granularity != 100 {
         put_varint_field(&mut out, 17, 1);
     }
@@ -334,18 +332,10 @@ impl<'a> StringTable<'a> {
         })
     }
 
-    /// Bytes of the StringTable message.
-    fn message_len(&self) -> usize {
-        self.strings
-            .iter()
-            .map(|s| bytes_field_len(1, s.len()))
-            .sum()
-    }
-
-    /// Write the StringTable message (of `len` bytes) as the block's
-    /// field 1.
-    fn write(&self, out: &mut Vec<u8>, len: usize) {
-        bytes_head(out, 1, len);
+    /// Write the StringTable message as the block's field 1.
+    fn write(&self, out: &mut Vec<u8>) {
+        let len = self.strings.iter().map(|s| bytes_field_len(1, s.len()));
+        bytes_head(out, 1, len.sum());
         for s in &self.strings {
             put_bytes(out, 1, s);
         }
@@ -369,22 +359,28 @@ struct Scratch {
     dense_info: [Vec<u8>; 6],
 }
 
+/// The first pass's string indexes, read in writing order.
+struct Sids<'p>(std::slice::Iter<'p, u32>);
+
+impl Sids<'_> {
+    /// The index of the next string written (the first pass recorded it).
+    fn next(&mut self) -> u32 {
+        *self.0.next().expect("the first pass recorded every string")
+    }
+
+    /// The same as an `int32` of the wire.
+    fn next_i32(&mut self) -> i32 {
+        i32::try_from(self.next()).unwrap_or(i32::MAX)
+    }
+}
+
 struct Encoder<'p> {
     scale: Scale,
-    /// String indexes from the first pass, and the next one to write.
-    sids: &'p [u32],
-    next: usize,
+    sids: Sids<'p>,
     s: Scratch,
 }
 
 impl Encoder<'_> {
-    /// The index of the next string written (the first pass recorded it).
-    fn sid(&mut self) -> u32 {
-        let sid = self.sids[self.next];
-        self.next += 1;
-        sid
-    }
-
     /// Append one PrimitiveGroup (block field 2) holding `run`.
     fn group(&mut self, run: &[Obj<'_>], dense: bool, out: &mut Vec<u8>) {
         if dense && run.first().is_some_and(|o| o.kind() == Kind::Node) {
@@ -412,19 +408,17 @@ impl Encoder<'_> {
     /// `keys` and `vals`, and field 4 (Info) into `info` (left empty
     /// without metadata).
     fn common(&mut self, element: Obj<'_>) {
-        let mut keys = std::mem::take(&mut self.s.keys);
-        let mut vals = std::mem::take(&mut self.s.vals);
-        keys.clear();
-        vals.clear();
-        for _ in 0..element.tag_count() {
-            put_varint(&mut keys, u64::from(self.sid()));
-            put_varint(&mut vals, u64::from(self.sid()));
+        let s = &mut self.s;
+        for column in [&mut s.keys, &mut s.vals, &mut s.info] {
+            column.clear();
         }
-        (self.s.keys, self.s.vals) = (keys, vals);
-        self.s.info.clear();
+        for _ in 0..element.tag_count() {
+            put_varint(&mut s.keys, u64::from(self.sids.next()));
+            put_varint(&mut s.vals, u64::from(self.sids.next()));
+        }
         if let Some(info) = element.info() {
-            let user = self.sid();
-            let out = &mut self.s.info;
+            let user = self.sids.next();
+            let out = &mut s.info;
             if info.version != -1 {
                 put_varint_field(out, 1, int(i64::from(info.version)));
             }
@@ -493,22 +487,18 @@ impl Encoder<'_> {
 
     fn relation(&mut self, relation: Obj<'_>, group: &mut Vec<u8>) {
         self.common(relation);
-        let mut roles = std::mem::take(&mut self.s.a);
-        roles.clear();
-        let (types, ids) = (&mut self.s.b, &mut self.s.c);
-        types.clear();
-        ids.clear();
+        let s = &mut self.s;
+        let (roles, types, ids) = (&mut s.a, &mut s.b, &mut s.c);
+        for column in [&mut *roles, &mut *types, &mut *ids] {
+            column.clear();
+        }
         let mut prev = 0i64;
         for (kind, id, _) in relation.members() {
             put_varint(types, kind as u64);
             put_varint(ids, encode_zigzag(id.wrapping_sub(prev)));
             prev = id;
+            put_varint(roles, int(i64::from(self.sids.next_i32())));
         }
-        for _ in 0..relation.member_count() {
-            let role = i32::try_from(self.sid()).unwrap_or(i32::MAX);
-            put_varint(&mut roles, int(i64::from(role)));
-        }
-        self.s.a = roles;
         let s = &self.s;
         message(
             group,
@@ -531,139 +521,75 @@ impl Encoder<'_> {
     fn dense(&mut self, run: &[Obj<'_>], out: &mut Vec<u8>) {
         let has_tags = run.iter().any(|e| e.tag_count() != 0);
         let has_info = run.first().and_then(|e| e.info_flags()).is_some();
-        let mut sids = Sids {
-            sids: self.sids,
-            next: self.next,
-        };
-        let mut cols = DenseWriter::new(&mut self.s);
-        for &element in run {
-            if element.kind() == Kind::Node {
-                cols.node(element, self.scale, has_tags, &mut sids);
-            }
-        }
-        self.next = sids.next;
-        cols.finish(has_info, out);
-    }
-}
-
-/// The first pass's string indexes, read in order by [`DenseWriter`].
-struct Sids<'p> {
-    sids: &'p [u32],
-    next: usize,
-}
-
-impl Sids<'_> {
-    fn next_i32(&mut self) -> i32 {
-        let sid = self.sids[self.next];
-        self.next += 1;
-        i32::try_from(sid).unwrap_or(i32::MAX)
-    }
-}
-
-/// The columns of a DenseNodes message being written.
-struct DenseWriter<'s> {
-    id: &'s mut Vec<u8>,
-    lat: &'s mut Vec<u8>,
-    lon: &'s mut Vec<u8>,
-    keys_vals: &'s mut Vec<u8>,
-    info: &'s mut [Vec<u8>; 6],
-    prev: Prev,
-}
-
-/// Previous values of the delta-coded columns.
-#[derive(Default)]
-struct Prev {
-    id: i64,
-    lat: i64,
-    lon: i64,
-    timestamp: i64,
-    changeset: i64,
-    uid: i32,
-    user_sid: i32,
-}
-
-impl<'s> DenseWriter<'s> {
-    fn new(s: &'s mut Scratch) -> DenseWriter<'s> {
-        let w = DenseWriter {
-            id: &mut s.a,
-            lat: &mut s.b,
-            lon: &mut s.c,
-            keys_vals: &mut s.keys,
-            info: &mut s.dense_info,
-            prev: Prev::default(),
-        };
-        for column in [&mut *w.id, &mut *w.lat, &mut *w.lon, &mut *w.keys_vals] {
+        let (scale, sids, s) = (self.scale, &mut self.sids, &mut self.s);
+        let (ids, lats, lons, keys_vals) = (&mut s.a, &mut s.b, &mut s.c, &mut s.keys);
+        for column in [&mut *ids, &mut *lats, &mut *lons, &mut *keys_vals] {
             column.clear();
         }
-        w.info.iter_mut().for_each(Vec::clear);
-        w
-    }
-
-    fn node(&mut self, node: Obj<'_>, scale: Scale, tags: bool, sids: &mut Sids<'_>) {
-        let p = &mut self.prev;
-        let id = node.id();
-        let (lat, lon) = node.position();
-        let (lat, lon) = (scale.coord(lat), scale.coord(lon));
-        put_varint(self.id, encode_zigzag(id.wrapping_sub(p.id)));
-        put_varint(self.lat, encode_zigzag(lat.wrapping_sub(p.lat)));
-        put_varint(self.lon, encode_zigzag(lon.wrapping_sub(p.lon)));
-        (p.id, p.lat, p.lon) = (id, lat, lon);
-        if tags {
-            for _ in 0..node.tag_count() {
-                put_varint(self.keys_vals, int(i64::from(sids.next_i32())));
-                put_varint(self.keys_vals, int(i64::from(sids.next_i32())));
+        s.dense_info.iter_mut().for_each(Vec::clear);
+        // The previous values of the delta-coded columns: id, lat, lon, and
+        // DenseInfo's timestamp, changeset, uid and user_sid.
+        let (mut id, mut lat, mut lon) = (0i64, 0i64, 0i64);
+        let mut prev = (0i64, 0i64, 0i32, 0i32);
+        for &node in run.iter().filter(|o| o.kind() == Kind::Node) {
+            let (now_lat, now_lon) = node.position();
+            let now = (node.id(), scale.coord(now_lat), scale.coord(now_lon));
+            put_varint(ids, encode_zigzag(now.0.wrapping_sub(id)));
+            put_varint(lats, encode_zigzag(now.1.wrapping_sub(lat)));
+            put_varint(lons, encode_zigzag(now.2.wrapping_sub(lon)));
+            (id, lat, lon) = now;
+            if has_tags {
+                for _ in 0..2 * node.tag_count() {
+                    put_varint(keys_vals, int(i64::from(sids.next_i32())));
+                }
+                put_varint(keys_vals, 0);
             }
-            put_varint(self.keys_vals, 0);
+            let Some(info) = node.info() else { continue };
+            let [version, timestamp, changeset, uid, user, visible] = &mut s.dense_info;
+            let now = (
+                scale.timestamp(info.timestamp_ms),
+                info.changeset,
+                info.uid,
+                sids.next_i32(),
+            );
+            put_varint(version, int(i64::from(info.version)));
+            put_varint(timestamp, encode_zigzag(now.0.wrapping_sub(prev.0)));
+            put_varint(changeset, encode_zigzag(now.1.wrapping_sub(prev.1)));
+            put_varint(uid, encode_zigzag32(now.2.wrapping_sub(prev.2)));
+            put_varint(user, encode_zigzag32(now.3.wrapping_sub(prev.3)));
+            if let Some(v) = info.visible {
+                put_varint(visible, u64::from(v));
+            }
+            prev = now;
         }
-        if let Some(info) = node.info() {
-            let user_sid = sids.next_i32();
-            self.info(info, scale, user_sid);
-        }
+        dense_group(s, has_info, out);
     }
+}
 
-    fn info(&mut self, info: Info<&[u8]>, scale: Scale, user_sid: i32) {
-        let p = &mut self.prev;
-        let [version, timestamp, changeset, uid, user, visible] = &mut *self.info;
-        let ts = scale.timestamp(info.timestamp_ms);
-        put_varint(version, int(i64::from(info.version)));
-        put_varint(timestamp, encode_zigzag(ts.wrapping_sub(p.timestamp)));
-        put_varint(
-            changeset,
-            encode_zigzag(info.changeset.wrapping_sub(p.changeset)),
-        );
-        put_varint(uid, encode_zigzag32(info.uid.wrapping_sub(p.uid)));
-        put_varint(user, encode_zigzag32(user_sid.wrapping_sub(p.user_sid)));
-        if let Some(v) = info.visible {
-            put_varint(visible, u64::from(v));
-        }
-        (p.timestamp, p.changeset, p.uid, p.user_sid) = (ts, info.changeset, info.uid, user_sid);
+/// Append the group: field 2 holding the DenseNodes message of the
+/// columns in `s`, every length counted before anything is written.
+fn dense_group(s: &Scratch, has_info: bool, out: &mut Vec<u8>) {
+    let info: [Field<'_>; 6] =
+        std::array::from_fn(|i| Field::Packed(i as u32 + 1, &s.dense_info[i]));
+    let info_len: usize = info.iter().map(|f| f.len()).sum();
+    let fields = [
+        Field::Packed(1, &s.a),
+        Field::Packed(8, &s.b),
+        Field::Packed(9, &s.c),
+        Field::Packed(10, &s.keys),
+    ];
+    let info_field = if has_info {
+        bytes_field_len(5, info_len)
+    } else {
+        0
+    };
+    let body = fields.iter().map(|f| f.len()).sum::<usize>() + info_field;
+    bytes_head(out, 2, bytes_field_len(2, body));
+    bytes_head(out, 2, body);
+    fields[0].write(out);
+    if has_info {
+        bytes_head(out, 5, info_len);
+        info.iter().for_each(|f| f.write(out));
     }
-
-    /// Append the group: field 2 holding the DenseNodes message, every
-    /// length counted before anything is written.
-    fn finish(self, has_info: bool, out: &mut Vec<u8>) {
-        let info: [Field<'_>; 6] =
-            std::array::from_fn(|i| Field::Packed(i as u32 + 1, &self.info[i]));
-        let info_len: usize = info.iter().map(|f| f.len()).sum();
-        let fields = [
-            Field::Packed(1, self.id),
-            Field::Packed(8, self.lat),
-            Field::Packed(9, self.lon),
-            Field::Packed(10, self.keys_vals),
-        ];
-        let info_field = if has_info {
-            bytes_field_len(5, info_len)
-        } else {
-            0
-        };
-        let body = fields.iter().map(|f| f.len()).sum::<usize>() + info_field;
-        bytes_head(out, 2, bytes_field_len(2, body));
-        bytes_head(out, 2, body);
-        fields[0].write(out);
-        if has_info {
-            bytes_head(out, 5, info_len);
-            info.iter().for_each(|f| f.write(out));
-        }
-        fields[1..].iter().for_each(|f| f.write(out));
-    }
+    fields[1..].iter().for_each(|f| f.write(out));
 }

@@ -9,7 +9,7 @@
 //! decoder in [`crate::block`] does: Info fields merged over occurrences,
 //! DenseInfo timestamps delta-coded, times the block's `date_granularity`.
 
-use super::{object_id, repeated};
+use super::{element_kind, object_id};
 use crate::error::{Error, Result};
 use crate::key::{Key, Kind, key_version, tie_seconds};
 use crate::wire::{self, Reader, Value};
@@ -108,19 +108,12 @@ impl TieOrder {
 fn group(data: &[u8], granularity: i64, order: &mut TieOrder) -> Result<()> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
-        let kind = match n {
-            1 => Kind::Node,
-            2 => {
-                dense(wire::expect_bytes(v, "DenseNodes")?, granularity, order)?;
-                continue;
-            }
-            3 => Kind::Way,
-            4 => Kind::Relation,
-            5 => Kind::Changeset,
-            _ => continue,
-        };
-        let (key, tie) = object(wire::expect_bytes(v, kind.name())?, kind, granularity)?;
-        order.push(key, tie);
+        if n == 2 {
+            dense(wire::expect_bytes(v, "DenseNodes")?, granularity, order)?;
+        } else if let Some((kind, what)) = element_kind(n) {
+            let (key, tie) = object(wire::expect_bytes(v, what)?, kind, granularity)?;
+            order.push(key, tie);
+        }
     }
     Ok(())
 }
@@ -168,7 +161,7 @@ fn dense(data: &[u8], granularity: i64, order: &mut TieOrder) -> Result<()> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
-            1 => repeated(v, &mut ids, wire::decode_zigzag)?,
+            1 => wire::each_varint(v, "DenseNodes.id", |x| ids.push(wire::decode_zigzag(x)))?,
             5 => {
                 has_info = true;
                 let info = wire::expect_bytes(v, "DenseInfo")?;
@@ -205,8 +198,10 @@ fn dense_info(data: &[u8], versions: &mut Vec<i32>, timestamps: &mut Vec<i64>) -
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
-            1 => repeated(v, versions, |x| x as i32)?,
-            2 => repeated(v, timestamps, wire::decode_zigzag)?,
+            1 => wire::each_varint(v, "DenseInfo.version", |x| versions.push(x as i32))?,
+            2 => wire::each_varint(v, "DenseInfo.timestamp", |x| {
+                timestamps.push(wire::decode_zigzag(x))
+            })?,
             _ => {}
         }
     }
