@@ -77,63 +77,28 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
 /// The merge op on `line`, when it has exactly the written form.
 pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
     let mut c = Cursor { rest: line };
-    c.tag(MERGE_HEAD)?;
-    let (inputs, (first, last, elements)) = match c.take(b"]") {
-        true => (Vec::new(), after_inputs(c)?),
-        false => inputs_then_fields(c.rest)?,
-    };
-    Some(MergeOp {
+    c.tag(br#"{"type":"merge","inputs":["#)?;
+    // A written input takes at least 150 bytes.
+    let mut inputs = Vec::with_capacity(line.len() / 150 + 1);
+    if !c.take(b"]") {
+        loop {
+            inputs.push(c.merge_input()?);
+            if c.take(b"]") {
+                break;
+            }
+            c.tag(b",")?;
+        }
+    }
+    let first = c.field(br#","first":"#, Cursor::key)?;
+    let last = c.field(br#","last":"#, Cursor::key)?;
+    let elements = c.field(br#","elements":"#, Cursor::unsigned)?;
+    c.tag(b"}")?;
+    c.rest.is_empty().then_some(MergeOp {
         inputs,
         first,
         last,
         elements,
     })
-}
-
-/// How a merge op in the written form begins, up to its first input.
-const MERGE_HEAD: &[u8] = br#"{"type":"merge","inputs":["#;
-
-/// What follows the list of inputs.
-const AFTER_INPUTS: &[u8] = br#"],"first":"#;
-
-/// Whole inputs, the end of the list and the fields after it: a merge op
-/// after its start.
-fn inputs_then_fields(rest: &[u8]) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
-    // The last one: the fields after the list hold no bracket.
-    let end = find_last(rest, AFTER_INPUTS)?;
-    let inputs = inputs_of(&rest[..end])?;
-    let fields = after_inputs(Cursor {
-        rest: &rest[end + 1..],
-    })?;
-    Some((inputs, fields))
-}
-
-/// The fields after the list of inputs, which end the record.
-fn after_inputs(mut c: Cursor<'_>) -> Option<(KeyRecord, KeyRecord, u64)> {
-    let first = c.field(br#","first":"#, Cursor::key)?;
-    let last = c.field(br#","last":"#, Cursor::key)?;
-    let elements = c.field(br#","elements":"#, Cursor::unsigned)?;
-    c.tag(b"}")?;
-    c.rest.is_empty().then_some((first, last, elements))
-}
-
-/// The inputs of a list: whole inputs separated by commas, nothing else.
-fn inputs_of(list: &[u8]) -> Option<Vec<MergeInput>> {
-    let mut c = Cursor { rest: list };
-    // A written input takes at least 150 bytes.
-    let mut inputs = Vec::with_capacity(list.len() / 150 + 1);
-    loop {
-        inputs.push(c.merge_input()?);
-        if c.rest.is_empty() {
-            return Some(inputs);
-        }
-        c.tag(b",")?;
-    }
-}
-
-/// Where `needle` last occurs in `hay`.
-fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).rposition(|w| w == needle)
 }
 
 /// Append the blob record `b` to `out` as serde writes it (with its
@@ -225,10 +190,7 @@ fn write_key(out: &mut Vec<u8>, k: KeyRecord) {
     out.extend_from_slice(br#"{"kind":""#);
     out.extend_from_slice(k.kind.name().as_bytes());
     out.extend_from_slice(br#"","id":"#);
-    if k.id < 0 {
-        out.push(b'-');
-    }
-    decimal(out, k.id.unsigned_abs());
+    decimal(out, k.id);
     number(out, br#","version":"#, u64::from(k.version));
     out.push(b'}');
 }
@@ -239,19 +201,9 @@ fn number(out: &mut Vec<u8>, tag: &[u8], n: u64) {
     decimal(out, n);
 }
 
-/// `n` in decimal digits.
-fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+/// `n` in decimal digits, as serde_json writes it.
+fn decimal(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// The unread rest of a line.
