@@ -53,7 +53,7 @@ impl From<KeyRecord> for Key {
     }
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
