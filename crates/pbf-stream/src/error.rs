@@ -12,8 +12,7 @@ pub struct Error {
 
 /// The cause of an [`Error`].
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Reading or writing failed.
     Io(io::Error),
     /// A line is not a valid record.
@@ -30,7 +29,7 @@ pub enum ErrorKind {
 
 impl Error {
     /// A new error.
-    pub fn new(kind: ErrorKind) -> Error {
+    pub(crate) fn new(kind: ErrorKind) -> Error {
         Error { line: None, kind }
     }
 
@@ -43,11 +42,6 @@ impl Error {
     pub fn at_line(mut self, line: u64) -> Error {
         self.line.get_or_insert(line);
         self
-    }
-
-    /// The cause.
-    pub fn kind(&self) -> &ErrorKind {
-        &self.kind
     }
 
     /// True when this error only echoes a failure upstream: the stream was

@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::io::{BufRead, Read, Write};
-use std::ops::AddAssign;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -27,13 +26,6 @@ pub struct StreamTime {
     pub parsing: Duration,
     /// Serialising records written.
     pub writing: Duration,
-}
-
-impl AddAssign for StreamTime {
-    fn add_assign(&mut self, other: StreamTime) {
-        self.parsing += other.parsing;
-        self.writing += other.writing;
-    }
 }
 
 impl fmt::Display for StreamTime {
@@ -459,15 +451,7 @@ impl<R: BufRead> IndexReader<R> {
     fn check(&mut self, rec: &IndexRecord) -> Result<(), Error> {
         match (rec, &mut self.section) {
             (IndexRecord::Source(s), Section::None) => {
-                if s.schema != INDEX_SCHEMA {
-                    return Err(Error::invalid(format!(
-                        "expected schema {INDEX_SCHEMA}, found {}",
-                        s.schema
-                    )));
-                }
-                if s.version != SCHEMA_VERSION {
-                    return Err(unsupported(&s.schema, s.version));
-                }
+                check_schema(&s.schema, s.version, INDEX_SCHEMA)?;
                 self.sections += 1;
                 self.section = Section::Open {
                     blobs: 0,
@@ -542,18 +526,13 @@ impl<R: BufRead> PlanReader<R> {
     pub fn new(inner: R) -> Result<PlanReader<R>, Error> {
         let mut lines = LineReader::new(inner);
         let header = match lines.next_record::<PlanRecord>()? {
-            Some(PlanRecord::Plan(h)) => h,
-            Some(_) => {
-                return Err(
-                    Error::invalid("plan stream does not start with a plan record")
-                        .at_line(lines.line()),
-                );
-            }
-            None => {
-                return Err(Error::new(ErrorKind::EmptyStream("plan")).at_line(1));
-            }
+            Some(PlanRecord::Plan(h)) => check_header(h),
+            Some(_) => Err(Error::invalid(
+                "plan stream does not start with a plan record",
+            )),
+            None => Err(Error::new(ErrorKind::EmptyStream("plan"))),
         };
-        check_header(&header).map_err(|e| e.at_line(1))?;
+        let header = header.map_err(|e| e.at_line(lines.line()))?;
         let order = OrderCheck::new(&header.sources);
         Ok(PlanReader {
             lines,
@@ -695,20 +674,27 @@ impl<R: BufRead> PlanReader<R> {
     }
 }
 
-fn check_header(h: &PlanHeader) -> Result<(), Error> {
-    if h.schema != PLAN_SCHEMA {
-        return Err(Error::invalid(format!(
-            "expected schema {PLAN_SCHEMA}, found {}",
-            h.schema
-        )));
-    }
-    if h.version != SCHEMA_VERSION {
-        return Err(unsupported(&h.schema, h.version));
-    }
+/// The plan record, refused when its schema is not this reader's or it
+/// lists a source id twice.
+fn check_header(h: PlanHeader) -> Result<PlanHeader, Error> {
+    check_schema(&h.schema, h.version, PLAN_SCHEMA)?;
     for (i, s) in h.sources.iter().enumerate() {
         if h.sources[..i].iter().any(|t| t.id == s.id) {
             return Err(Error::invalid(format!("source id {} listed twice", s.id)));
         }
+    }
+    Ok(h)
+}
+
+/// Refuse a header record of another schema (`want`) or major version.
+fn check_schema(schema: &str, version: u32, want: &str) -> Result<(), Error> {
+    if schema != want {
+        return Err(Error::invalid(format!(
+            "expected schema {want}, found {schema}"
+        )));
+    }
+    if version != SCHEMA_VERSION {
+        return Err(unsupported(schema, version));
     }
     Ok(())
 }
