@@ -603,9 +603,7 @@ impl<R: BufRead> PlanReader<R> {
                     ));
                 }
                 self.header.header = h.header.clone();
-                if h.copy_bytes.is_some() {
-                    self.header.copy_bytes = h.copy_bytes;
-                }
+                self.header.copy_bytes = h.copy_bytes.or(self.header.copy_bytes);
             }
             PlanRecord::Copy(c) => {
                 self.check_range(c.source, c.offset, c.length)?;

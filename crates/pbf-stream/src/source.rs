@@ -246,29 +246,21 @@ fn differences(src: &FileIdentity, meta: &Metadata) -> Vec<String> {
     if meta.len() != src.size {
         differs.push(format!("size {} -> {}", src.size, meta.len()));
     }
-    let now = mtime(meta);
-    if now != (src.mtime, src.mtime_nsec) {
-        differs.push(format!(
-            "mtime {} -> {}",
-            time(src.mtime, src.mtime_nsec),
-            time(now.0, now.1)
-        ));
-    }
-    if let Some(sec) = src.ctime {
-        let now = ctime(meta);
-        let nsec = src.ctime_nsec.unwrap_or(now.1);
-        if now != (sec, nsec) {
-            differs.push(format!(
-                "ctime {} -> {}",
-                time(sec, nsec),
-                time(now.0, now.1)
-            ));
+    let times = [
+        ("mtime", Some(src.mtime), Some(src.mtime_nsec), mtime(meta)),
+        ("ctime", src.ctime, src.ctime_nsec, ctime(meta)),
+    ];
+    for (what, sec, nsec, now) in times {
+        let Some(sec) = sec else { continue };
+        let was = (sec, nsec.unwrap_or(now.1));
+        if was != now {
+            differs.push(format!("{what} {} -> {}", time(was), time(now)));
         }
     }
     differs
 }
 
-fn time(sec: i64, nsec: u32) -> String {
+fn time((sec, nsec): (i64, u32)) -> String {
     format!("{sec}.{nsec:09}")
 }
 
