@@ -33,7 +33,7 @@ impl Error {
         Error { line: None, kind }
     }
 
-    /// An [`ErrorKind::Invalid`] error.
+    /// An error in what the stream says (or in a file it names), in `msg`.
     pub fn invalid(msg: impl Into<String>) -> Error {
         Error::new(ErrorKind::Invalid(msg.into()))
     }
