@@ -1,20 +1,49 @@
 //! Objects per kind, as the streams write them: `{"node":N,"way":N,
 //! "relation":N}` plus `"changeset":N` when there are any. The counts are the
 //! `[u64; 4]` indexed by [`Kind::index`] that the scanner and the merge
-//! engine produce, and the object's keys are [`Kind::name`], so the shape
-//! follows `Kind` and nothing names a kind twice.
+//! engine produce; the object's keys are [`Kind::name`]'s words (the fast
+//! writer writes them from `Kind`, and its tests hold the two to agree).
 
 use std::fmt;
 use std::ops::Index;
 
 use pbf_format::Kind;
-use serde::de::{self, MapAccess, Visitor};
-use serde::ser::SerializeMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 /// Objects per kind, indexed by [`Kind`].
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Fields", into = "Fields")]
 pub struct Counts([u64; 4]);
+
+/// The written form of [`Counts`]. Unknown keys are ignored, like unknown
+/// fields everywhere in the streams; changesets are rare in PBF, so a zero
+/// count of them is left out.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "Counts")]
+struct Fields {
+    node: u64,
+    way: u64,
+    relation: u64,
+    #[serde(default, skip_serializing_if = "crate::records::is_zero")]
+    changeset: u64,
+}
+
+impl From<Fields> for Counts {
+    fn from(f: Fields) -> Counts {
+        Counts([f.node, f.way, f.relation, f.changeset])
+    }
+}
+
+impl From<Counts> for Fields {
+    fn from(Counts([node, way, relation, changeset]): Counts) -> Fields {
+        Fields {
+            node,
+            way,
+            relation,
+            changeset,
+        }
+    }
+}
 
 impl Counts {
     /// From an array indexed by [`Kind::index`].
@@ -40,26 +69,11 @@ impl Counts {
     }
 }
 
-/// Changesets are rare in PBF: the streams leave a zero count out.
-fn written_when_zero(k: Kind) -> bool {
-    k != Kind::Changeset
-}
-
 impl Index<Kind> for Counts {
     type Output = u64;
 
     fn index(&self, k: Kind) -> &u64 {
         &self.0[k.index()]
-    }
-}
-
-impl fmt::Debug for Counts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut s = f.debug_struct("Counts");
-        for k in Kind::ALL {
-            s.field(k.name(), &self[k]);
-        }
-        s.finish()
     }
 }
 
@@ -85,60 +99,6 @@ pub fn plural(n: u64, noun: &str) -> String {
         (1, _) => format!("1 {noun}"),
         (n, true) => format!("{n} {noun}es"),
         (n, false) => format!("{n} {noun}s"),
-    }
-}
-
-impl Serialize for Counts {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let written = Kind::ALL
-            .into_iter()
-            .filter(|&k| self[k] != 0 || written_when_zero(k));
-        let mut map = s.serialize_map(None)?;
-        for k in written {
-            map.serialize_entry(k.name(), &self[k])?;
-        }
-        map.end()
-    }
-}
-
-impl<'de> Deserialize<'de> for Counts {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
-        d.deserialize_map(CountsVisitor)
-    }
-}
-
-struct CountsVisitor;
-
-impl<'de> Visitor<'de> for CountsVisitor {
-    type Value = Counts;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("struct Counts")
-    }
-
-    /// Every kind once; unknown keys are ignored, like unknown fields
-    /// everywhere in the streams.
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Counts, A::Error> {
-        let mut seen: [Option<u64>; 4] = [None; 4];
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            let Some(k) = Kind::ALL.into_iter().find(|k| k.name() == key) else {
-                map.next_value::<de::IgnoredAny>()?;
-                continue;
-            };
-            if seen[k.index()].is_some() {
-                return Err(de::Error::duplicate_field(k.name()));
-            }
-            seen[k.index()] = Some(map.next_value()?);
-        }
-        let mut counts = [0; 4];
-        for k in Kind::ALL {
-            counts[k.index()] = match seen[k.index()] {
-                Some(n) => n,
-                None if written_when_zero(k) => return Err(de::Error::missing_field(k.name())),
-                None => 0,
-            };
-        }
-        Ok(Counts(counts))
     }
 }
 

@@ -12,31 +12,28 @@ pub struct Error {
 
 /// The cause of an [`Error`].
 #[derive(Debug)]
-#[non_exhaustive]
-pub enum ErrorKind {
+pub(crate) enum ErrorKind {
     /// Reading or writing failed.
     Io(io::Error),
     /// A line is not a valid record.
     Json(serde_json::Error),
-    /// A line is longer than [`crate::MAX_LINE`].
-    LineTooLong,
-    /// Records are in an order the schema forbids, or a count disagrees.
+    /// Records are in an order the schema forbids, a count disagrees, a
+    /// line is longer than [`crate::MAX_LINE`], or a file named in the
+    /// stream is not the file that was indexed.
     Invalid(String),
     /// The stream ended without its `end` record.
     MissingEnd,
     /// The stream holds no record at all ("index" or "plan").
     EmptyStream(&'static str),
-    /// A file named in the stream is not the file that was indexed.
-    SourceChanged(String),
 }
 
 impl Error {
     /// A new error.
-    pub fn new(kind: ErrorKind) -> Error {
+    pub(crate) fn new(kind: ErrorKind) -> Error {
         Error { line: None, kind }
     }
 
-    /// An [`ErrorKind::Invalid`] error.
+    /// An error in what the stream says (or in a file it names), in `msg`.
     pub fn invalid(msg: impl Into<String>) -> Error {
         Error::new(ErrorKind::Invalid(msg.into()))
     }
@@ -45,11 +42,6 @@ impl Error {
     pub fn at_line(mut self, line: u64) -> Error {
         self.line.get_or_insert(line);
         self
-    }
-
-    /// The cause.
-    pub fn kind(&self) -> &ErrorKind {
-        &self.kind
     }
 
     /// True when this error only echoes a failure upstream: the stream was
@@ -71,6 +63,12 @@ impl From<io::Error> for Error {
     }
 }
 
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Error {
+        Error::new(ErrorKind::Json(e))
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // An empty stream has no line to name.
@@ -80,7 +78,6 @@ impl fmt::Display for Error {
         match &self.kind {
             ErrorKind::Io(e) => write!(f, "{e}"),
             ErrorKind::Json(e) => write!(f, "invalid record: {}", json_cause(e, self.line)),
-            ErrorKind::LineTooLong => write!(f, "line longer than {} bytes", crate::MAX_LINE),
             ErrorKind::Invalid(m) => write!(f, "{m}"),
             ErrorKind::EmptyStream(what) => {
                 write!(f, "empty {what} stream (upstream stage died?)")
@@ -89,7 +86,6 @@ impl fmt::Display for Error {
                 f,
                 "stream ended without an end record (upstream stage died?)"
             ),
-            ErrorKind::SourceChanged(m) => write!(f, "{m}"),
         }
     }
 }
@@ -107,10 +103,9 @@ fn json_cause(e: &serde_json::Error, stream_line: Option<u64>) -> String {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // A JSON error's words are in this error's own (see `json_cause`).
         match &self.kind {
             ErrorKind::Io(e) => Some(e),
-            // Its words are in this error's own (see `json_cause`).
-            ErrorKind::Json(_) => None,
             _ => None,
         }
     }

@@ -29,25 +29,16 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
     let length = c.field(br#","length":"#, Cursor::unsigned)?;
     c.tag(br#","compression":"#)?;
     let compression = Codec::from_name(c.string()?);
-    let raw_size = match c.take(br#","raw_size":"#) {
-        true => Some(c.unsigned()?),
-        false => None,
-    };
+    let raw_size = c.optional(br#","raw_size":"#, Cursor::unsigned)?;
     let first = c.field(br#","first":"#, Cursor::key)?;
     let last = c.field(br#","last":"#, Cursor::key)?;
     let counts = c.field(br#","counts":"#, Cursor::counts)?;
     let sorted = c.field(br#","sorted":"#, Cursor::boolean)?;
     let repeats = c.take(br#","repeats":true"#);
     let versions_unsorted = c.take(br#","versions_unsorted":true"#);
-    let duplicate_ids = match c.take(br#","duplicate_ids":"#) {
-        true => c.unsigned()?,
-        false => 0,
-    };
+    let duplicate_ids = c.optional(br#","duplicate_ids":"#, Cursor::unsigned)?;
     let negative_ids = c.take(br#","negative_ids":true"#);
-    let ties = match c.take(br#","ties":{"first":"#) {
-        true => Some(c.ties()?),
-        false => None,
-    };
+    let ties = c.optional(br#","ties":{"first":"#, Cursor::ties)?;
     c.tag(br#","from":"#)?;
     let from = match c.string()? {
         "indexdata" => KeysFrom::Indexdata,
@@ -67,7 +58,7 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
         sorted,
         repeats,
         versions_unsorted,
-        duplicate_ids,
+        duplicate_ids: duplicate_ids.unwrap_or(0),
         negative_ids,
         ties,
         from,
@@ -77,63 +68,28 @@ pub(crate) fn blob(line: &[u8]) -> Option<BlobRecord> {
 /// The merge op on `line`, when it has exactly the written form.
 pub(crate) fn merge(line: &[u8]) -> Option<MergeOp> {
     let mut c = Cursor { rest: line };
-    c.tag(MERGE_HEAD)?;
-    let (inputs, (first, last, elements)) = match c.take(b"]") {
-        true => (Vec::new(), after_inputs(c)?),
-        false => inputs_then_fields(c.rest)?,
-    };
-    Some(MergeOp {
+    c.tag(br#"{"type":"merge","inputs":["#)?;
+    // A written input takes at least 150 bytes.
+    let mut inputs = Vec::with_capacity(line.len() / 150 + 1);
+    if !c.take(b"]") {
+        loop {
+            inputs.push(c.merge_input()?);
+            if c.take(b"]") {
+                break;
+            }
+            c.tag(b",")?;
+        }
+    }
+    let first = c.field(br#","first":"#, Cursor::key)?;
+    let last = c.field(br#","last":"#, Cursor::key)?;
+    let elements = c.field(br#","elements":"#, Cursor::unsigned)?;
+    c.tag(b"}")?;
+    c.rest.is_empty().then_some(MergeOp {
         inputs,
         first,
         last,
         elements,
     })
-}
-
-/// How a merge op in the written form begins, up to its first input.
-const MERGE_HEAD: &[u8] = br#"{"type":"merge","inputs":["#;
-
-/// What follows the list of inputs.
-const AFTER_INPUTS: &[u8] = br#"],"first":"#;
-
-/// Whole inputs, the end of the list and the fields after it: a merge op
-/// after its start.
-fn inputs_then_fields(rest: &[u8]) -> Option<(Vec<MergeInput>, (KeyRecord, KeyRecord, u64))> {
-    // The last one: the fields after the list hold no bracket.
-    let end = find_last(rest, AFTER_INPUTS)?;
-    let inputs = inputs_of(&rest[..end])?;
-    let fields = after_inputs(Cursor {
-        rest: &rest[end + 1..],
-    })?;
-    Some((inputs, fields))
-}
-
-/// The fields after the list of inputs, which end the record.
-fn after_inputs(mut c: Cursor<'_>) -> Option<(KeyRecord, KeyRecord, u64)> {
-    let first = c.field(br#","first":"#, Cursor::key)?;
-    let last = c.field(br#","last":"#, Cursor::key)?;
-    let elements = c.field(br#","elements":"#, Cursor::unsigned)?;
-    c.tag(b"}")?;
-    c.rest.is_empty().then_some((first, last, elements))
-}
-
-/// The inputs of a list: whole inputs separated by commas, nothing else.
-fn inputs_of(list: &[u8]) -> Option<Vec<MergeInput>> {
-    let mut c = Cursor { rest: list };
-    // A written input takes at least 150 bytes.
-    let mut inputs = Vec::with_capacity(list.len() / 150 + 1);
-    loop {
-        inputs.push(c.merge_input()?);
-        if c.rest.is_empty() {
-            return Some(inputs);
-        }
-        c.tag(b",")?;
-    }
-}
-
-/// Where `needle` last occurs in `hay`.
-fn find_last(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).rposition(|w| w == needle)
 }
 
 /// Append the blob record `b` to `out` as serde writes it (with its
@@ -156,18 +112,11 @@ pub(crate) fn write_blob(out: &mut Vec<u8>, b: &BlobRecord) -> bool {
     write_key(out, b.first);
     out.extend_from_slice(br#","last":"#);
     write_key(out, b.last);
-    out.extend_from_slice(br#","counts":"#);
-    let mut open = b'{';
-    for kind in Kind::ALL {
-        let n = b.counts[kind];
-        if n == 0 && kind == Kind::Changeset {
-            continue;
-        }
-        out.extend_from_slice(&[open, b'"']);
-        out.extend_from_slice(kind.name().as_bytes());
-        out.extend_from_slice(b"\":");
-        decimal(out, n);
-        open = b',';
+    number(out, br#","counts":{"node":"#, b.counts[Kind::Node]);
+    number(out, br#","way":"#, b.counts[Kind::Way]);
+    number(out, br#","relation":"#, b.counts[Kind::Relation]);
+    if b.counts[Kind::Changeset] > 0 {
+        number(out, br#","changeset":"#, b.counts[Kind::Changeset]);
     }
     out.extend_from_slice(match b.sorted {
         true => br#"},"sorted":true"#.as_slice(),
@@ -225,10 +174,7 @@ fn write_key(out: &mut Vec<u8>, k: KeyRecord) {
     out.extend_from_slice(br#"{"kind":""#);
     out.extend_from_slice(k.kind.name().as_bytes());
     out.extend_from_slice(br#"","id":"#);
-    if k.id < 0 {
-        out.push(b'-');
-    }
-    decimal(out, k.id.unsigned_abs());
+    decimal(out, k.id);
     number(out, br#","version":"#, u64::from(k.version));
     out.push(b'}');
 }
@@ -239,19 +185,9 @@ fn number(out: &mut Vec<u8>, tag: &[u8], n: u64) {
     decimal(out, n);
 }
 
-/// `n` in decimal digits.
-fn decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+/// `n` in decimal digits, as serde_json writes it.
+fn decimal(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// The unread rest of a line.
@@ -275,6 +211,19 @@ impl<'a> Cursor<'a> {
     fn field<T>(&mut self, tag: &[u8], read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
         self.tag(tag)?;
         read(self)
+    }
+
+    /// When `tag` comes next, skip it and read what follows it (`None`
+    /// when that fails); else `Some(None)`.
+    fn optional<T>(
+        &mut self,
+        tag: &[u8],
+        read: impl FnOnce(&mut Self) -> Option<T>,
+    ) -> Option<Option<T>> {
+        match self.take(tag) {
+            true => read(self).map(Some),
+            false => Some(None),
+        }
     }
 
     /// Skip `tag`, which must come next.
@@ -332,18 +281,10 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A kind's name as a string: the strings [`Cursor::string`] reads
-    /// that equal one, compared in place (two a key, four keys a blob or
-    /// merge input record).
+    /// A kind's name as a string.
     fn kind(&mut self) -> Option<Kind> {
-        let body = self.rest.strip_prefix(b"\"")?;
-        Kind::ALL.into_iter().find_map(|k| {
-            let rest = body
-                .strip_prefix(k.name().as_bytes())?
-                .strip_prefix(b"\"")?;
-            self.rest = rest;
-            Some(k)
-        })
+        let name = self.string()?;
+        Kind::ALL.into_iter().find(|k| k.name() == name)
     }
 
     /// One input of a merge op, as [`MergeInput`] declares its fields.
@@ -390,30 +331,17 @@ impl<'a> Cursor<'a> {
     /// `{"node":N,"way":N,"relation":N}` and `,"changeset":N` before the
     /// brace when there are any, as [`Counts`] writes them.
     fn counts(&mut self) -> Option<Counts> {
-        let mut counts = [0u64; 4];
-        let mut open = b'{';
-        for (n, kind) in counts.iter_mut().zip(Kind::ALL) {
-            if !self.name(open, kind.name()) {
-                if kind == Kind::Changeset {
-                    break;
-                }
-                return None;
-            }
-            *n = self.unsigned()?;
-            open = b',';
-        }
+        let node = self.field(br#"{"node":"#, Cursor::unsigned)?;
+        let way = self.field(br#","way":"#, Cursor::unsigned)?;
+        let relation = self.field(br#","relation":"#, Cursor::unsigned)?;
+        let changeset = self.optional(br#","changeset":"#, Cursor::unsigned)?;
         self.tag(b"}")?;
-        Some(Counts::from_array(counts))
-    }
-
-    /// Skip `open`, then `name` in quotes and a colon, when they come next.
-    fn name(&mut self, open: u8, name: &str) -> bool {
-        let rest = self.rest;
-        let found = self.take(&[open, b'"']) && self.take(name.as_bytes()) && self.take(b"\":");
-        if !found {
-            self.rest = rest;
-        }
-        found
+        Some(Counts::from_array([
+            node,
+            way,
+            relation,
+            changeset.unwrap_or(0),
+        ]))
     }
 }
 

@@ -75,18 +75,12 @@ impl Visitor<'_> for IntVisitor {
     }
 
     fn visit_i64<E: de::Error>(self, n: i64) -> Result<i64, E> {
-        if is_exact(n) {
-            Ok(n)
-        } else {
-            Err(too_large(n))
-        }
+        is_exact(n).then_some(n).ok_or_else(|| too_large(n))
     }
 
     fn visit_u64<E: de::Error>(self, n: u64) -> Result<i64, E> {
-        match i64::try_from(n) {
-            Ok(n) => self.visit_i64(n),
-            Err(_) => Err(too_large(n)),
-        }
+        let n = i64::try_from(n).map_err(|_| too_large(n))?;
+        self.visit_i64(n)
     }
 
     /// A tool that rewrites numbers may print `5.0` for 5: accept integral

@@ -31,7 +31,7 @@ mod records;
 mod source;
 
 pub use counts::{Counts, plural};
-pub use error::{Error, ErrorKind};
+pub use error::Error;
 pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_CHUNK, PlanReader, StreamTime, Writer};
 pub use records::*;
 pub use source::{SourceFile, SourceFiles, check_source, check_unchanged, ctime, mtime};

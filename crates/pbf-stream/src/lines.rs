@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::io::{BufRead, Read, Write};
-use std::ops::AddAssign;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -27,13 +26,6 @@ pub struct StreamTime {
     pub parsing: Duration,
     /// Serialising records written.
     pub writing: Duration,
-}
-
-impl AddAssign for StreamTime {
-    fn add_assign(&mut self, other: StreamTime) {
-        self.parsing += other.parsing;
-        self.writing += other.writing;
-    }
 }
 
 impl fmt::Display for StreamTime {
@@ -112,19 +104,42 @@ impl<R: BufRead> LineReader<R> {
         self.line
     }
 
-    /// The next non-empty line without its newline, or `None` at EOF. A
-    /// stream that starts as a PBF file does is refused at its first line
-    /// in words that say so, not as JSON that does not parse.
+    /// The next non-empty line without its newline (and carriage
+    /// returns), or `None` at EOF. A stream that starts as a PBF file does
+    /// is refused at its first line in words that say so, not as JSON that
+    /// does not parse.
     pub fn next_line(&mut self) -> Result<Option<&[u8]>, Error> {
         if self.line == 0 {
             self.refuse_pbf()?;
         }
         loop {
-            self.start_line();
-            if !self.fill_line()? {
+            // A merge op of millions of blobs is one line of hundreds of
+            // megabytes: its buffer is not kept for the short lines after it.
+            if self.buf.capacity() > KEEP_LINE_BUFFER {
+                self.buf = Vec::new();
+            }
+            self.buf.clear();
+            self.line += 1;
+            // At most one byte past MAX_LINE is buffered: `take` bounds the
+            // line, and `read_until` finds the newline with the standard
+            // library's word-at-a-time search (a byte loop took a tenth of
+            // pbf-overlap's time on an index of small blobs).
+            let room = (MAX_LINE + 1) as u64;
+            let read = (&mut self.inner)
+                .take(room)
+                .read_until(b'\n', &mut self.buf);
+            read.map_err(|e| Error::from(e).at_line(self.line))?;
+            if self.buf.len() > MAX_LINE {
+                let msg = format!("line longer than {MAX_LINE} bytes");
+                return Err(Error::invalid(msg).at_line(self.line));
+            }
+            if self.buf.is_empty() {
                 return Ok(None);
             }
-            if self.end_line() {
+            while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
+                self.buf.pop();
+            }
+            if !self.buf.is_empty() {
                 return Ok(Some(&self.buf));
             }
         }
@@ -147,43 +162,6 @@ impl<R: BufRead> LineReader<R> {
         .at_line(1))
     }
 
-    /// Start reading the next line into an empty `buf`.
-    fn start_line(&mut self) {
-        // A merge op of millions of blobs is one line of hundreds of
-        // megabytes: its buffer is not kept for the short lines after it.
-        if self.buf.capacity() > KEEP_LINE_BUFFER {
-            self.buf = Vec::new();
-        }
-        self.buf.clear();
-        self.line += 1;
-    }
-
-    /// Drop the newline (and carriage returns) at the end of `buf`; true
-    /// when a line is left.
-    fn end_line(&mut self) -> bool {
-        while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
-            self.buf.pop();
-        }
-        !self.buf.is_empty()
-    }
-
-    /// Read up to and with the next newline into the empty `buf`; false
-    /// at EOF with nothing read. At most one byte past [`MAX_LINE`] is
-    /// buffered: `take` bounds the line, and `read_until` finds the newline
-    /// with the standard library's word-at-a-time search (a byte loop took
-    /// a tenth of pbf-overlap's time on an index of small blobs).
-    fn fill_line(&mut self) -> Result<bool, Error> {
-        let room = (MAX_LINE + 1) as u64;
-        (&mut self.inner)
-            .take(room)
-            .read_until(b'\n', &mut self.buf)
-            .map_err(|e| Error::from(e).at_line(self.line))?;
-        if self.buf.len() > MAX_LINE {
-            return Err(Error::new(ErrorKind::LineTooLong).at_line(self.line));
-        }
-        Ok(!self.buf.is_empty())
-    }
-
     /// Parse the next record, or `None` at EOF.
     pub fn next_record<T: for<'de> Deserialize<'de>>(&mut self) -> Result<Option<T>, Error> {
         self.next_parsed(|line| serde_json::from_slice::<T>(line))
@@ -197,18 +175,11 @@ impl<R: BufRead> LineReader<R> {
         if self.next_line()?.is_none() {
             return Ok(None);
         }
-        self.parse_line(parse).map(Some)
-    }
-
-    /// Parse the line in `buf` with `parse`.
-    fn parse_line<T>(
-        &mut self,
-        parse: impl FnOnce(&[u8]) -> serde_json::Result<T>,
-    ) -> Result<T, Error> {
         let started = self.parsing.start();
         let parsed = parse(&self.buf);
         self.parsing.stop(started);
-        parsed.map_err(|e| explain(&self.buf, e).at_line(self.line))
+        let err = |e| explain(&self.buf, e).at_line(self.line);
+        parsed.map(Some).map_err(err)
     }
 }
 
@@ -228,10 +199,10 @@ const BLOB_START: &[u8] = br#"{"type":"blob","#;
 /// Every other line takes the general path.
 fn parse_index_record(line: &[u8]) -> serde_json::Result<IndexRecord> {
     if line.starts_with(BLOB_START) {
-        if let Some(b) = crate::fast::blob(line) {
-            return Ok(IndexRecord::Blob(b));
-        }
-        return serde_json::from_slice::<BlobRecord>(line).map(IndexRecord::Blob);
+        let fast = crate::fast::blob(line).map(Ok);
+        return fast
+            .unwrap_or_else(|| serde_json::from_slice(line))
+            .map(IndexRecord::Blob);
     }
     serde_json::from_slice(line)
 }
@@ -247,10 +218,10 @@ const MERGE_START: &[u8] = br#"{"type":"merge","#;
 /// ([`crate::fast`]), three times as fast.
 pub(crate) fn parse_plan_record(line: &[u8]) -> serde_json::Result<PlanRecord> {
     if line.starts_with(MERGE_START) {
-        if let Some(m) = crate::fast::merge(line) {
-            return Ok(PlanRecord::Merge(m));
-        }
-        return serde_json::from_slice::<MergeOp>(line).map(PlanRecord::Merge);
+        let fast = crate::fast::merge(line).map(Ok);
+        return fast
+            .unwrap_or_else(|| serde_json::from_slice(line))
+            .map(PlanRecord::Merge);
     }
     serde_json::from_slice(line)
 }
@@ -341,8 +312,7 @@ impl<W: Write> Writer<W> {
     pub fn write<T: Serialize>(&mut self, record: &T) -> Result<(), Error> {
         let started = self.writing.start();
         self.line.clear();
-        serde_json::to_writer(&mut self.line, record)
-            .map_err(|e| Error::new(ErrorKind::Json(e)))?;
+        serde_json::to_writer(&mut self.line, record)?;
         self.end_line(started)
     }
 
@@ -376,7 +346,7 @@ impl<W: Write> Writer<W> {
             last,
             elements,
         });
-        let around = serde_json::to_vec(&head).map_err(|e| Error::new(ErrorKind::Json(e)))?;
+        let around = serde_json::to_vec(&head)?;
         let at = around
             .windows(2)
             .position(|w| w == b"[]")
@@ -388,8 +358,7 @@ impl<W: Write> Writer<W> {
                 self.line.push(b',');
             }
             if !crate::fast::write_merge_input(&mut self.line, &input) {
-                serde_json::to_writer(&mut self.line, &input)
-                    .map_err(|e| Error::new(ErrorKind::Json(e)))?;
+                serde_json::to_writer(&mut self.line, &input)?;
             }
             if self.line.len() >= MERGE_CHUNK {
                 self.writing.stop(started);
@@ -462,11 +431,6 @@ impl<R: BufRead> IndexReader<R> {
         self.lines.parse_time()
     }
 
-    /// Number of sections started so far.
-    pub fn sections(&self) -> u64 {
-        self.sections
-    }
-
     /// The next record; `None` at the end of the stream (after an `end` record).
     pub fn next_record(&mut self) -> Result<Option<IndexRecord>, Error> {
         let line = self.lines.line() + 1;
@@ -487,15 +451,7 @@ impl<R: BufRead> IndexReader<R> {
     fn check(&mut self, rec: &IndexRecord) -> Result<(), Error> {
         match (rec, &mut self.section) {
             (IndexRecord::Source(s), Section::None) => {
-                if s.schema != INDEX_SCHEMA {
-                    return Err(Error::invalid(format!(
-                        "expected schema {INDEX_SCHEMA}, found {}",
-                        s.schema
-                    )));
-                }
-                if s.version != SCHEMA_VERSION {
-                    return Err(unsupported(&s.schema, s.version));
-                }
+                check_schema(&s.schema, s.version, INDEX_SCHEMA)?;
                 self.sections += 1;
                 self.section = Section::Open {
                     blobs: 0,
@@ -570,18 +526,13 @@ impl<R: BufRead> PlanReader<R> {
     pub fn new(inner: R) -> Result<PlanReader<R>, Error> {
         let mut lines = LineReader::new(inner);
         let header = match lines.next_record::<PlanRecord>()? {
-            Some(PlanRecord::Plan(h)) => h,
-            Some(_) => {
-                return Err(
-                    Error::invalid("plan stream does not start with a plan record")
-                        .at_line(lines.line()),
-                );
-            }
-            None => {
-                return Err(Error::new(ErrorKind::EmptyStream("plan")).at_line(1));
-            }
+            Some(PlanRecord::Plan(h)) => check_header(h),
+            Some(_) => Err(Error::invalid(
+                "plan stream does not start with a plan record",
+            )),
+            None => Err(Error::new(ErrorKind::EmptyStream("plan"))),
         };
-        check_header(&header).map_err(|e| e.at_line(1))?;
+        let header = header.map_err(|e| e.at_line(lines.line()))?;
         let order = OrderCheck::new(&header.sources);
         Ok(PlanReader {
             lines,
@@ -652,9 +603,7 @@ impl<R: BufRead> PlanReader<R> {
                     ));
                 }
                 self.header.header = h.header.clone();
-                if h.copy_bytes.is_some() {
-                    self.header.copy_bytes = h.copy_bytes;
-                }
+                self.header.copy_bytes = h.copy_bytes.or(self.header.copy_bytes);
             }
             PlanRecord::Copy(c) => {
                 self.check_range(c.source, c.offset, c.length)?;
@@ -723,20 +672,27 @@ impl<R: BufRead> PlanReader<R> {
     }
 }
 
-fn check_header(h: &PlanHeader) -> Result<(), Error> {
-    if h.schema != PLAN_SCHEMA {
-        return Err(Error::invalid(format!(
-            "expected schema {PLAN_SCHEMA}, found {}",
-            h.schema
-        )));
-    }
-    if h.version != SCHEMA_VERSION {
-        return Err(unsupported(&h.schema, h.version));
-    }
+/// The plan record, refused when its schema is not this reader's or it
+/// lists a source id twice.
+fn check_header(h: PlanHeader) -> Result<PlanHeader, Error> {
+    check_schema(&h.schema, h.version, PLAN_SCHEMA)?;
     for (i, s) in h.sources.iter().enumerate() {
         if h.sources[..i].iter().any(|t| t.id == s.id) {
             return Err(Error::invalid(format!("source id {} listed twice", s.id)));
         }
+    }
+    Ok(h)
+}
+
+/// Refuse a header record of another schema (`want`) or major version.
+fn check_schema(schema: &str, version: u32, want: &str) -> Result<(), Error> {
+    if schema != want {
+        return Err(Error::invalid(format!(
+            "expected schema {want}, found {schema}"
+        )));
+    }
+    if version != SCHEMA_VERSION {
+        return Err(unsupported(schema, version));
     }
     Ok(())
 }

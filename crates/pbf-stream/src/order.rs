@@ -54,7 +54,7 @@ impl OrderCheck {
         let (first, last) = range(op.first, op.last);
         self.keys("copy op", first, last)?;
         check_frames(op, first, last)?;
-        self.take(Reading::Copy, (op.source, op.offset, op.length), line)?;
+        self.take(None, (op.source, op.offset, op.length), line)?;
         self.before = Some((last, line));
         Ok(())
     }
@@ -90,14 +90,10 @@ impl OrderCheck {
         for run in order.chunk_by(follows) {
             let (source, offset, _) = range(run[0]);
             let length = run.iter().map(|&i| range(i).2).sum();
-            let whole = self.take(
-                Reading::MergeInput(run[0] as usize + 1),
-                (source, offset, length),
-                line,
-            );
+            let whole = self.take(Some(run[0]), (source, offset, length), line);
             if whole.is_err() {
                 for &i in run {
-                    self.take(Reading::MergeInput(i as usize + 1), range(i), line)?;
+                    self.take(Some(i), range(i), line)?;
                 }
                 whole?;
             }
@@ -122,11 +118,12 @@ impl OrderCheck {
         }
     }
 
-    /// Record `length` bytes at `offset` of `source` as read by `what` on
-    /// `line`, refusing bytes read before.
+    /// Record `length` bytes at `offset` of `source` as read on `line` by
+    /// merge op input `input` (`None`: a copy op), refusing bytes read
+    /// before.
     fn take(
         &mut self,
-        what: Reading,
+        input: Option<u32>,
         (source, offset, length): (u32, u64, u64),
         line: u64,
     ) -> Result<(), Error> {
@@ -140,7 +137,7 @@ impl OrderCheck {
         for (start, span) in before.into_iter().chain(after) {
             if start < end && offset < span.end {
                 let name = self.names.get(&source).map_or("?", String::as_str);
-                return Err(read_twice(what, name, (offset, end), (start, span)));
+                return Err(read_twice(input, name, (offset, end), (start, span)));
             }
         }
         let mut span = Span {
@@ -163,24 +160,6 @@ impl OrderCheck {
         }
         read.insert(start, span);
         Ok(())
-    }
-}
-
-/// What reads a byte range, for messages (named only when one is refused,
-/// so a merge op of millions of inputs formats nothing).
-#[derive(Clone, Copy, Debug)]
-enum Reading {
-    Copy,
-    /// The input's number in its merge op, from 1.
-    MergeInput(usize),
-}
-
-impl std::fmt::Display for Reading {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Reading::Copy => f.write_str("copy op"),
-            Reading::MergeInput(n) => write!(f, "merge op input {n}"),
-        }
     }
 }
 
@@ -214,12 +193,19 @@ fn check_frames(op: &CopyOp, first: Key, last: Key) -> Result<(), Error> {
     Ok(())
 }
 
+/// `input`: the index of the merge op input that reads the bytes (`None`:
+/// a copy op), named only when a range is refused, so a merge op of
+/// millions of inputs formats nothing.
 fn read_twice(
-    what: Reading,
+    input: Option<u32>,
     source: &str,
     (offset, end): (u64, u64),
     (start, span): (u64, Span),
 ) -> Error {
+    let what = match input {
+        None => "copy op".to_owned(),
+        Some(i) => format!("merge op input {}", u64::from(i) + 1),
+    };
     let who = match span.lines {
         (a, b) if a == b => format!("the op on line {a}"),
         (a, b) => format!("the ops on lines {a}..{b}"),

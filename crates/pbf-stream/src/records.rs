@@ -53,7 +53,7 @@ impl From<KeyRecord> for Key {
     }
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
@@ -277,11 +277,8 @@ mod codec_name {
     use pbf_format::compress::Codec;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    /// How `None` is written.
-    pub const UNKNOWN: &str = "unknown";
-
     pub fn serialize<S: Serializer>(c: &Option<Codec>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(c.map_or(UNKNOWN, Codec::name))
+        s.serialize_str(super::codec_name(*c))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Codec>, D::Error> {
@@ -292,7 +289,7 @@ mod codec_name {
 
 /// The name a blob record writes for `compression` (`unknown` for none).
 pub fn codec_name(compression: Option<Codec>) -> &'static str {
-    compression.map_or(codec_name::UNKNOWN, Codec::name)
+    compression.map_or("unknown", Codec::name)
 }
 
 /// The `end` record of an index section.
@@ -612,18 +609,15 @@ mod opt_bbox {
     use super::{BBox, BBoxFields};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    #[derive(Serialize)]
-    struct Out<'a>(#[serde(with = "BBoxFields")] &'a BBox);
-
-    #[derive(Deserialize)]
-    struct In(#[serde(with = "BBoxFields")] BBox);
+    #[derive(Serialize, Deserialize)]
+    struct Wrap(#[serde(with = "BBoxFields")] BBox);
 
     pub fn serialize<S: Serializer>(b: &Option<BBox>, s: S) -> Result<S::Ok, S::Error> {
-        b.as_ref().map(Out).serialize(s)
+        b.map(Wrap).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<BBox>, D::Error> {
-        Ok(Option::<In>::deserialize(d)?.map(|b| b.0))
+        Ok(Option::<Wrap>::deserialize(d)?.map(|b| b.0))
     }
 }
 

@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 
 use pbf_format::frame::PbfFile;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 
 use crate::records::{FileIdentity, SourceRef};
 
@@ -91,8 +91,7 @@ impl SourceRef {
 /// are those in the stream.
 pub fn check_source(src: &FileIdentity) -> Result<File, Error> {
     let path = &src.path;
-    let changed =
-        |why: String| Error::new(ErrorKind::SourceChanged(format!("{}: {why}", src.name())));
+    let changed = |why: String| Error::invalid(format!("{}: {why}", src.name()));
     // Refuse a FIFO or device before opening it: opening a FIFO blocks until
     // a writer appears, so a plan naming one would hang the stage.
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
@@ -117,11 +116,11 @@ pub fn check_unchanged(src: &FileIdentity, file: &File) -> Result<(), Error> {
     if differs.is_empty() {
         return Ok(());
     }
-    Err(Error::new(ErrorKind::SourceChanged(format!(
+    Err(Error::invalid(format!(
         "{}: changed during the run ({}): what was read of it may be part old, part new",
         src.name(),
         differs.join(", ")
-    ))))
+    )))
 }
 
 /// The files a plan reads from, by id: the one shape in which pbf-merge
@@ -247,29 +246,21 @@ fn differences(src: &FileIdentity, meta: &Metadata) -> Vec<String> {
     if meta.len() != src.size {
         differs.push(format!("size {} -> {}", src.size, meta.len()));
     }
-    let now = mtime(meta);
-    if now != (src.mtime, src.mtime_nsec) {
-        differs.push(format!(
-            "mtime {} -> {}",
-            time(src.mtime, src.mtime_nsec),
-            time(now.0, now.1)
-        ));
-    }
-    if let Some(sec) = src.ctime {
-        let now = ctime(meta);
-        let nsec = src.ctime_nsec.unwrap_or(now.1);
-        if now != (sec, nsec) {
-            differs.push(format!(
-                "ctime {} -> {}",
-                time(sec, nsec),
-                time(now.0, now.1)
-            ));
+    let times = [
+        ("mtime", Some(src.mtime), Some(src.mtime_nsec), mtime(meta)),
+        ("ctime", src.ctime, src.ctime_nsec, ctime(meta)),
+    ];
+    for (what, sec, nsec, now) in times {
+        let Some(sec) = sec else { continue };
+        let was = (sec, nsec.unwrap_or(now.1));
+        if was != now {
+            differs.push(format!("{what} {} -> {}", time(was), time(now)));
         }
     }
     differs
 }
 
-fn time(sec: i64, nsec: u32) -> String {
+fn time((sec, nsec): (i64, u32)) -> String {
     format!("{sec}.{nsec:09}")
 }
 
