@@ -1,8 +1,9 @@
 //! One merge in pieces: the key space of a merge's runs is cut into key
-//! ranges, each range of every run is merged on a thread of its own.
+//! ranges, each range of every run is merged on a thread of its own (a
+//! merge not cut is one piece, on the calling thread).
 //! Output blocks: each piece checks the order of its elements and keeps
-//! what [`Keep`] keeps, and hands them in parcels to one block writer on the
-//! calling thread, piece after piece. The writer alone cuts blocks, from
+//! what [`pbf_format::Keep`] keeps ([`Parcels`]), and hands them in parcels
+//! to one block writer on the calling thread, piece after piece. The writer alone cuts blocks, from
 //! the same elements in the same order as one merge gives it, so the
 //! blocks are cut where one merge cuts them, byte for byte; it reads one
 //! order per element, and the encoding task sums up each block's keys.
@@ -16,29 +17,24 @@
 //! break). A load that spans a boundary is decoded once and shared by the
 //! pieces on either side, each taking its keys of it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::{Clock, Span, Tasks};
-use crate::merge::{self, Sink};
+use crate::merge;
 use crate::run::Run;
-use crate::sorted::{Block, Item, Order};
+use crate::sorted::Block;
 use crate::stream::{Loader, Stream};
-use crate::writer::{BlockWriter, Parcel, Target, repeats};
+use crate::writer::{BlockWriter, Parcel, Parcels, Target};
 use crate::{Merged, Merger, lock};
-use pbf_format::Keep;
-use pbf_format::key::packed_same_object as same_object;
 
 /// Loads per run a piece holds on average, at least.
 const LOADS_PER_PIECE: usize = 1;
 
 /// The most pieces of one merge.
 const MAX_PIECES: usize = 64;
-
-/// Elements a piece sends to the writer at a time (a parcel).
-const CHUNK: usize = 4096;
 
 /// Parcels a piece may have queued before it waits for the writer.
 const QUEUED: usize = 4;
@@ -184,100 +180,6 @@ fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
     quantiles(samples, pieces)
 }
 
-/// Sends a piece's merged elements to the writer in parcels, checking
-/// their order and keeping what [`Keep`] keeps on the piece's thread: a
-/// piece holds every version of its objects, so a repeat never spans
-/// pieces, and the writer checks where one parcel meets the next. A parcel
-/// goes when the next object starts, so its last object can still give
-/// way to a newer version (`--latest`).
-struct PieceSink<'a> {
-    tx: &'a SyncSender<Result<Parcel>>,
-    parcel: Parcel,
-    /// Per stream: the block it gave last, by address, and its slot.
-    by_stream: Vec<(usize, u32)>,
-    keep: Keep,
-    /// Deleted newest versions are left out (the output's writer).
-    drops_deleted: bool,
-    last: Option<(u128, u64)>,
-    /// Repeats dropped.
-    dropped: u64,
-}
-
-impl PieceSink<'_> {
-    fn send(&mut self) -> Result<()> {
-        self.by_stream.iter_mut().for_each(|s| *s = (0, u32::MAX));
-        let parcel = std::mem::take(&mut self.parcel);
-        self.tx
-            .send(Ok(parcel))
-            .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
-    }
-
-    /// The object pushed last is the newest of its kind and id: left out
-    /// when deleted and deleted ones are.
-    fn end_object(&mut self) {
-        let Some(&(slot, object)) = self.parcel.objects.last() else {
-            return;
-        };
-        let columns = &self.parcel.sources[slot as usize];
-        if self.drops_deleted && columns.get(object as usize).deleted() {
-            self.parcel.orders.pop();
-            self.parcel.objects.pop();
-            self.dropped += 1;
-        }
-    }
-
-    /// Send what is left once the piece is merged.
-    fn finish(&mut self) -> Result<()> {
-        self.end_object();
-        match self.parcel.orders.is_empty() {
-            true => Ok(()),
-            false => self.send(),
-        }
-    }
-}
-
-impl Sink for PieceSink<'_> {
-    fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
-        let key = order.merge_key();
-        if repeats(self.last, key, self.keep)? {
-            self.dropped += 1;
-            return Ok(());
-        }
-        let older = self
-            .last
-            .is_some_and(|l| self.keep == Keep::Latest && same_object(l.0, key.0));
-        self.last = Some(key);
-        if older {
-            // The newer version takes the place of the last one pushed.
-            self.parcel.orders.pop();
-            self.parcel.objects.pop();
-            self.dropped += 1;
-        } else {
-            self.end_object();
-            if self.parcel.orders.len() >= CHUNK {
-                self.send()?;
-            }
-        }
-        let Item(columns, object) = element;
-        if self.by_stream.len() <= stream {
-            self.by_stream.resize(stream + 1, (0, u32::MAX));
-        }
-        let address = Arc::as_ptr(columns) as usize;
-        let slot = match self.by_stream[stream] {
-            (last, slot) if last == address => slot,
-            _ => {
-                let slot = self.parcel.sources.len() as u32;
-                self.parcel.sources.push(Arc::clone(columns));
-                self.by_stream[stream] = (address, slot);
-                slot
-            }
-        };
-        self.parcel.orders.push(order);
-        self.parcel.objects.push((slot, object));
-        Ok(())
-    }
-}
-
 /// Pieces taken in order by threads of their own until none is left or
 /// `stop` is set: piece `p` is `jobs[p]`.
 struct Turns<J> {
@@ -349,6 +251,24 @@ impl Merger {
         Ok((blocks, cuts, tasks.span().then(Span::task(clock.elapsed()))))
     }
 
+    /// K-way merge `runs` into the writer `w` on the calling thread (loads
+    /// and encodes on the pool) and finish it: one piece, of every key.
+    pub(crate) fn merge_runs<T: Target>(
+        &self,
+        runs: Vec<Run>,
+        mut w: BlockWriter<T>,
+        before_tail: &mut dyn FnMut(),
+    ) -> Result<Merged<T>> {
+        let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
+        let loads = plan(&runs, &[], None).pop().unwrap_or_default();
+        let (keep, drops_deleted) = (w.keep, w.drops_deleted());
+        let mut send = |parcel| w.push_parcel(parcel);
+        let mut sink = Parcels::new(keep, drops_deleted, &mut send);
+        let span = self.merge_piece(&runs, &[], 0, loads, &mut sink)?;
+        before_tail();
+        Merged::of(w, span)
+    }
+
     /// Merge `runs` in pieces cut at `cuts` (see [`boundaries`]; with
     /// `loaded`, the runs' one load each, see [`Merger::load_and_cut`]), up
     /// to `side_by_side` pieces at once, into the writer `w` on this thread.
@@ -373,20 +293,11 @@ impl Merger {
         let turns = Turns::new(jobs);
         let spans = Mutex::new(Span::default());
         let clock = Clock::start();
-        let (dropped, keep, drops_deleted) = (AtomicU64::new(0), w.keep, w.drops_deleted());
+        let (keep, drops_deleted) = (w.keep, w.drops_deleted());
         let each = |p: usize, (loads, tx): (PieceLoads, SyncSender<Result<Parcel>>)| {
-            let mut sink = PieceSink {
-                tx: &tx,
-                parcel: Parcel::default(),
-                by_stream: Vec::new(),
-                keep,
-                drops_deleted,
-                last: None,
-                dropped: 0,
-            };
-            let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink, PieceSink::finish);
-            dropped.fetch_add(sink.dropped, Ordering::Relaxed);
-            match merged {
+            let mut send = |parcel| tx.send(Ok(parcel)).map_err(|_| stopped());
+            let mut sink = Parcels::new(keep, drops_deleted, &mut send);
+            match self.merge_piece(&runs, cuts, p, loads, &mut sink) {
                 Ok(span) => beside(&spans, span),
                 // The writer meets the error in this piece's turn.
                 Err(e) => {
@@ -400,17 +311,8 @@ impl Merger {
             written
         });
         written?;
-        let dropped = w.dropped + dropped.into_inner();
-        let (elements, encodes) = (w.written, Arc::clone(&w.tasks));
-        let target = w.finish()?;
-        let writer = Span::task(clock.elapsed());
         let pieces = *lock(&spans);
-        Ok(Merged {
-            target,
-            written: elements,
-            dropped,
-            span: pieces.then(writer).then(encodes.span()),
-        })
+        Merged::of(w, pieces.then(Span::task(clock.elapsed())))
     }
 
     /// Merge `runs` in pieces as [`Merger::merge_pieces`] does, but each
@@ -432,19 +334,11 @@ impl Merger {
             (0..turns.jobs.len()).map(|_| Mutex::new(None)).collect();
         let each = |p: usize, loads: PieceLoads| {
             let mut w = writer();
-            let merged = self
-                .merge_piece(&runs, cuts, p, loads, &mut w, |_| Ok(()))
-                .and_then(|span| {
-                    w.add_held()?;
-                    let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
-                    let target = w.finish()?;
-                    Ok(Merged {
-                        target,
-                        written,
-                        dropped,
-                        span: span.then(encodes.span()),
-                    })
-                });
+            let (keep, drops_deleted) = (w.keep, w.drops_deleted());
+            let mut send = |parcel| w.push_parcel(parcel);
+            let mut sink = Parcels::new(keep, drops_deleted, &mut send);
+            let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink);
+            let merged = merged.and_then(|span| Merged::of(w, span));
             if merged.is_err() {
                 turns.stop.store(true, Ordering::Relaxed);
             }
@@ -465,15 +359,14 @@ impl Merger {
     }
 
     /// Merge piece `p` of `runs` (cut at `cuts`), reading `loads`, into
-    /// `sink`, and `end` it; returns the span of its loads and merge.
-    fn merge_piece<S: Sink>(
+    /// `sink`, and finish it; returns the span of its loads and merge.
+    fn merge_piece(
         &self,
         runs: &[Arc<Run>],
         cuts: &[u128],
         p: usize,
         loads: PieceLoads,
-        sink: &mut S,
-        end: impl FnOnce(&mut S) -> Result<()>,
+        sink: &mut Parcels<'_>,
     ) -> Result<Span> {
         let lo = match p {
             0 => 0,
@@ -495,9 +388,13 @@ impl Merger {
             .collect();
         let clock = Clock::start();
         merge::merge(streams, sink)?;
-        end(sink)?;
+        sink.finish()?;
         Ok(tasks.span().then(Span::task(clock.elapsed())))
     }
+}
+
+fn stopped() -> Error {
+    Error::new(ErrorKind::Internal("merge stopped".into()))
 }
 
 /// Add `span` beside those in `spans`.
@@ -540,7 +437,9 @@ fn write_pieces<T: Target>(
 mod tests {
     use super::*;
     use crate::Options;
+    use crate::sorted::Order;
     use crate::writer::{BlockFormat, Cut, Encoded};
+    use pbf_format::Keep;
     use pbf_format::block::{BLOCK_SLACK, Columns, Element, EncodeOptions, Info, Node, Obj, Way};
     use pbf_format::compress::Compression;
     use pbf_stream::SourceFiles;
