@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::{Clock, Span, Tasks};
@@ -180,56 +180,58 @@ fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
     quantiles(samples, pieces)
 }
 
-/// Pieces taken in order by threads of their own until none is left or
-/// `stop` is set: piece `p` is `jobs[p]`.
-struct Turns<J> {
-    jobs: Vec<Mutex<Option<J>>>,
-    next: AtomicUsize,
-    stop: AtomicBool,
-}
-
-impl<J: Send> Turns<J> {
-    fn new(jobs: Vec<J>) -> Turns<J> {
-        Turns {
-            jobs: jobs.into_iter().map(|j| Mutex::new(Some(j))).collect(),
-            next: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-        }
-    }
-
-    /// Run `each` on every piece, on up to `threads` threads, while
-    /// `meanwhile` runs on this one; returns what `meanwhile` returns.
-    fn run<R>(
-        &self,
-        threads: usize,
-        each: impl Fn(usize, J) + Sync,
-        meanwhile: impl FnOnce() -> R,
-    ) -> R {
-        std::thread::scope(|s| {
-            for _ in 0..threads.clamp(1, self.jobs.len().max(1)) {
-                s.spawn(|| self.take_turns(&each));
-            }
-            meanwhile()
-        })
-    }
-
-    fn take_turns(&self, each: &impl Fn(usize, J)) {
+/// Run `each` on every job, taken in order by up to `threads` threads of
+/// their own, while `meanwhile` runs on this one; no job starts once one
+/// or `meanwhile` failed. Returns each job's result, in job order, or the
+/// first error (that of `meanwhile` first).
+pub(crate) fn in_turns<J: Send, R: Send>(
+    jobs: Vec<J>,
+    threads: usize,
+    each: impl Fn(usize, J) -> Result<R> + Sync,
+    meanwhile: impl FnOnce() -> Result<()>,
+) -> Result<Vec<R>> {
+    let jobs: Vec<Mutex<Option<J>>> = jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let results: Vec<Mutex<Option<Result<R>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+    let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let take_turns = || {
         loop {
-            let p = self.next.fetch_add(1, Ordering::Relaxed);
-            if p >= self.jobs.len() || self.stop.load(Ordering::Relaxed) {
+            let p = next.fetch_add(1, Ordering::Relaxed);
+            // A job taken is run or dropped, never left waiting: a job's
+            // end may be what another thread waits for.
+            let job = jobs.get(p).and_then(|j| lock(j).take());
+            let Some(job) = job.filter(|_| !stop.load(Ordering::Relaxed)) else {
                 return;
+            };
+            let result = each(p, job);
+            if result.is_err() {
+                stop.store(true, Ordering::Relaxed);
             }
-            let taken = lock(&self.jobs[p]).take();
-            match taken {
-                Some(job) => each(p, job),
-                None => return,
-            }
+            *lock(&results[p]) = Some(result);
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
+            s.spawn(take_turns);
+        }
+        let done = meanwhile();
+        if done.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        done
+    })?;
+    let mut done = Vec::with_capacity(results.len());
+    let mut missing = false;
+    for result in results {
+        match result.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(result) => done.push(result?),
+            None => missing = true,
         }
     }
+    match missing {
+        true => Err(Error::new(ErrorKind::Internal("a task was not run".into()))),
+        false => Ok(done),
+    }
 }
-
-/// A piece's merge, for [`Merger::merge_pieces_apart`].
-type PieceResult<T> = Mutex<Option<Result<Merged<T>>>>;
 
 impl Merger {
     /// Decode the one load of each of `runs` on the pool and find the keys
@@ -290,28 +292,22 @@ impl Merger {
                 (loads, tx)
             })
             .collect();
-        let turns = Turns::new(jobs);
-        let spans = Mutex::new(Span::default());
         let clock = Clock::start();
         let (keep, drops_deleted) = (w.keep, w.drops_deleted());
         let each = |p: usize, (loads, tx): (PieceLoads, SyncSender<Result<Parcel>>)| {
             let mut send = |parcel| tx.send(Ok(parcel)).map_err(|_| stopped());
             let mut sink = Parcels::new(keep, drops_deleted, &mut send);
             match self.merge_piece(&runs, cuts, p, loads, &mut sink) {
-                Ok(span) => beside(&spans, span),
+                Ok(span) => Ok(span),
                 // The writer meets the error in this piece's turn.
                 Err(e) => {
                     let _ = tx.send(Err(e));
+                    Err(stopped())
                 }
             }
         };
-        let written = turns.run(side_by_side, each, || {
-            let written = write_pieces(receivers, &mut w);
-            turns.stop.store(true, Ordering::Relaxed);
-            written
-        });
-        written?;
-        let pieces = *lock(&spans);
+        let spans = in_turns(jobs, side_by_side, each, || write_pieces(receivers, &mut w))?;
+        let pieces = spans.into_iter().fold(Span::default(), Span::beside);
         Merged::of(w, pieces.then(Span::task(clock.elapsed())))
     }
 
@@ -329,32 +325,16 @@ impl Merger {
         side_by_side: usize,
     ) -> Result<(Vec<Merged<T>>, Span)> {
         let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
-        let turns = Turns::new(plan(&runs, cuts, loaded));
-        let results: Vec<PieceResult<T>> =
-            (0..turns.jobs.len()).map(|_| Mutex::new(None)).collect();
         let each = |p: usize, loads: PieceLoads| {
             let mut w = writer();
             let (keep, drops_deleted) = (w.keep, w.drops_deleted());
             let mut send = |parcel| w.push_parcel(parcel);
             let mut sink = Parcels::new(keep, drops_deleted, &mut send);
             let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink);
-            let merged = merged.and_then(|span| Merged::of(w, span));
-            if merged.is_err() {
-                turns.stop.store(true, Ordering::Relaxed);
-            }
-            *lock(&results[p]) = Some(merged);
+            merged.and_then(|span| Merged::of(w, span))
         };
-        turns.run(side_by_side, each, || ());
-        let mut span = Span::default();
-        let mut merged = Vec::with_capacity(results.len());
-        for result in results {
-            let result = result.into_inner().unwrap_or_else(|e| e.into_inner());
-            let piece = result.ok_or_else(|| {
-                Error::new(ErrorKind::Internal("a piece was not merged".into()))
-            })??;
-            span = span.beside(piece.span);
-            merged.push(piece);
-        }
+        let merged = in_turns(plan(&runs, cuts, loaded), side_by_side, each, || Ok(()))?;
+        let span = merged.iter().fold(Span::default(), |s, m| s.beside(m.span));
         Ok((merged, span))
     }
 
@@ -395,12 +375,6 @@ impl Merger {
 
 fn stopped() -> Error {
     Error::new(ErrorKind::Internal("merge stopped".into()))
-}
-
-/// Add `span` beside those in `spans`.
-fn beside(spans: &Mutex<Span>, span: Span) {
-    let mut spans = lock(spans);
-    *spans = spans.beside(span);
 }
 
 /// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for
