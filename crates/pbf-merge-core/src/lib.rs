@@ -83,7 +83,6 @@ pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
-use stream::Stream;
 use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
 
 /// How to merge.
@@ -394,31 +393,6 @@ impl Merger {
         Ok((merged.target, stats))
     }
 
-    /// K-way merge `runs` into the writer `w` on the calling thread (loads
-    /// and encodes on the pool) and finish it.
-    pub(crate) fn merge_runs<T: Target>(
-        &self,
-        runs: Vec<Run>,
-        mut w: BlockWriter<T>,
-        before_tail: &mut dyn FnMut(),
-    ) -> Result<Merged<T>> {
-        let loads = Arc::new(graph::Tasks::default());
-        let streams = self.streams(runs, &loads);
-        let clock = Clock::start();
-        merge::merge(streams, &mut w)?;
-        before_tail();
-        w.add_held()?;
-        let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
-        let target = w.finish()?;
-        let heap = Span::task(clock.elapsed());
-        Ok(Merged {
-            target,
-            written,
-            dropped,
-            span: loads.span().then(heap).then(encodes.span()),
-        })
-    }
-
     /// How many pieces of a merge of `runs` may be merged at once within
     /// `limit` bytes, one more than the pool's threads at most (1: one
     /// merge). With n pieces at once a run holds at most 2n of its loads
@@ -443,12 +417,6 @@ impl Merger {
             .last()
             .unwrap_or(1)
     }
-
-    fn streams(&self, runs: Vec<Run>, loads: &Arc<graph::Tasks>) -> Vec<Stream> {
-        runs.into_iter()
-            .map(|r| Stream::new(r.loaders(), Arc::clone(&self.pool), Arc::clone(loads)))
-            .collect()
-    }
 }
 
 /// What one k-way merge wrote.
@@ -457,6 +425,20 @@ pub(crate) struct Merged<T> {
     pub written: u64,
     pub dropped: u64,
     pub span: Span,
+}
+
+impl<T: Target> Merged<T> {
+    /// What `w` wrote, once finished, after the merge of `span`.
+    pub fn of(w: BlockWriter<T>, span: Span) -> Result<Merged<T>> {
+        let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
+        let target = w.finish()?;
+        Ok(Merged {
+            target,
+            written,
+            dropped,
+            span: span.then(encodes.span()),
+        })
+    }
 }
 
 /// The frames an op appended to the spool, reported to the caller in order,

@@ -7,25 +7,12 @@
 //! side thus cost a few comparisons per stretch, not per element.
 
 use crate::error::Result;
-use crate::sorted::{Block, Item, Order};
+use crate::sorted::{Block, Order};
 use crate::stream::Stream;
-use crate::writer::{BlockWriter, Target};
-
-/// Where merged elements go: the block writer, or a piece's queue to it
-/// ([`crate::pieces`]).
-pub(crate) trait Sink {
-    /// The next element, from the merge's input `stream`.
-    fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()>;
-}
-
-impl<T: Target> Sink for BlockWriter<T> {
-    fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
-        BlockWriter::push(self, order, element, stream)
-    }
-}
+use crate::writer::Parcels;
 
 /// Merge the streams into `out` in (key, rank) order.
-pub(crate) fn merge<S: Sink>(streams: Vec<Stream>, out: &mut S) -> Result<()> {
+pub(crate) fn merge(streams: Vec<Stream>, out: &mut Parcels<'_>) -> Result<()> {
     let mut cursors = Vec::with_capacity(streams.len());
     let mut heads = Heads::with_capacity(streams.len());
     for (i, mut stream) in streams.into_iter().enumerate() {
@@ -134,12 +121,12 @@ impl Heads {
 
 /// Give the writer every element of one stream (number `index`) below
 /// `bound`; returns the stream's new head, or `None` when it is exhausted.
-fn drain<S: Sink>(
+fn drain(
     block: &mut Block,
     stream: &mut Stream,
     index: usize,
     bound: Option<(u128, u64)>,
-    out: &mut S,
+    out: &mut Parcels<'_>,
 ) -> Result<Option<(u128, u64)>> {
     loop {
         for _ in 0..gallop(block.rest(), bound) {
@@ -190,7 +177,7 @@ pub(crate) fn gallop(items: &[Order], bound: Option<(u128, u64)>) -> usize {
 mod tests {
     use super::*;
     use crate::sorted::tests::node;
-    use crate::writer::{BlockFormat, Cut, Encoded};
+    use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
     use pbf_format::Keep;
     use std::sync::Arc;
 
@@ -303,7 +290,10 @@ mod tests {
             approx: 1 << 20,
         };
         let mut w = BlockWriter::new(Collect(Vec::new()), format, cut, keep, pool);
-        merge(streams, &mut w).expect("merge");
+        let mut send = |p| w.push_parcel(p);
+        let mut out = Parcels::new(keep, false, &mut send);
+        merge(streams, &mut out).expect("merge");
+        out.finish().expect("last parcel");
         w.finish().expect("finish").0
     }
 

@@ -1,8 +1,9 @@
 //! One merge in pieces: the key space of a merge's runs is cut into key
-//! ranges, each range of every run is merged on a thread of its own.
+//! ranges, each range of every run is merged on a thread of its own (a
+//! merge not cut is one piece, on the calling thread).
 //! Output blocks: each piece checks the order of its elements and keeps
-//! what [`Keep`] keeps, and hands them in parcels to one block writer on the
-//! calling thread, piece after piece. The writer alone cuts blocks, from
+//! what [`pbf_format::Keep`] keeps ([`Parcels`]), and hands them in parcels
+//! to one block writer on the calling thread, piece after piece. The writer alone cuts blocks, from
 //! the same elements in the same order as one merge gives it, so the
 //! blocks are cut where one merge cuts them, byte for byte; it reads one
 //! order per element, and the encoding task sums up each block's keys.
@@ -16,29 +17,24 @@
 //! break). A load that spans a boundary is decoded once and shared by the
 //! pieces on either side, each taking its keys of it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::{Clock, Span, Tasks};
-use crate::merge::{self, Sink};
+use crate::merge;
 use crate::run::Run;
-use crate::sorted::{Block, Item, Order};
+use crate::sorted::Block;
 use crate::stream::{Loader, Stream};
-use crate::writer::{BlockWriter, Parcel, Target, repeats};
+use crate::writer::{BlockWriter, Parcel, Parcels, Target};
 use crate::{Merged, Merger, lock};
-use pbf_format::Keep;
-use pbf_format::key::packed_same_object as same_object;
 
 /// Loads per run a piece holds on average, at least.
 const LOADS_PER_PIECE: usize = 1;
 
 /// The most pieces of one merge.
 const MAX_PIECES: usize = 64;
-
-/// Elements a piece sends to the writer at a time (a parcel).
-const CHUNK: usize = 4096;
 
 /// Parcels a piece may have queued before it waits for the writer.
 const QUEUED: usize = 4;
@@ -184,150 +180,58 @@ fn cuts_of(blocks: &[Arc<Block>]) -> Vec<u128> {
     quantiles(samples, pieces)
 }
 
-/// Sends a piece's merged elements to the writer in parcels, checking
-/// their order and keeping what [`Keep`] keeps on the piece's thread: a
-/// piece holds every version of its objects, so a repeat never spans
-/// pieces, and the writer checks where one parcel meets the next. A parcel
-/// goes when the next object starts, so its last object can still give
-/// way to a newer version (`--latest`).
-struct PieceSink<'a> {
-    tx: &'a SyncSender<Result<Parcel>>,
-    parcel: Parcel,
-    /// Per stream: the block it gave last, by address, and its slot.
-    by_stream: Vec<(usize, u32)>,
-    keep: Keep,
-    /// Deleted newest versions are left out (the output's writer).
-    drops_deleted: bool,
-    last: Option<(u128, u64)>,
-    /// Repeats dropped.
-    dropped: u64,
-}
-
-impl PieceSink<'_> {
-    fn send(&mut self) -> Result<()> {
-        self.by_stream.iter_mut().for_each(|s| *s = (0, u32::MAX));
-        let parcel = std::mem::take(&mut self.parcel);
-        self.tx
-            .send(Ok(parcel))
-            .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
-    }
-
-    /// The object pushed last is the newest of its kind and id: left out
-    /// when deleted and deleted ones are.
-    fn end_object(&mut self) {
-        let Some(&(slot, object)) = self.parcel.objects.last() else {
-            return;
-        };
-        let columns = &self.parcel.sources[slot as usize];
-        if self.drops_deleted && columns.get(object as usize).deleted() {
-            self.parcel.orders.pop();
-            self.parcel.objects.pop();
-            self.dropped += 1;
-        }
-    }
-
-    /// Send what is left once the piece is merged.
-    fn finish(&mut self) -> Result<()> {
-        self.end_object();
-        match self.parcel.orders.is_empty() {
-            true => Ok(()),
-            false => self.send(),
-        }
-    }
-}
-
-impl Sink for PieceSink<'_> {
-    fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
-        let key = order.merge_key();
-        if repeats(self.last, key, self.keep)? {
-            self.dropped += 1;
-            return Ok(());
-        }
-        let older = self
-            .last
-            .is_some_and(|l| self.keep == Keep::Latest && same_object(l.0, key.0));
-        self.last = Some(key);
-        if older {
-            // The newer version takes the place of the last one pushed.
-            self.parcel.orders.pop();
-            self.parcel.objects.pop();
-            self.dropped += 1;
-        } else {
-            self.end_object();
-            if self.parcel.orders.len() >= CHUNK {
-                self.send()?;
-            }
-        }
-        let Item(columns, object) = element;
-        if self.by_stream.len() <= stream {
-            self.by_stream.resize(stream + 1, (0, u32::MAX));
-        }
-        let address = Arc::as_ptr(columns) as usize;
-        let slot = match self.by_stream[stream] {
-            (last, slot) if last == address => slot,
-            _ => {
-                let slot = self.parcel.sources.len() as u32;
-                self.parcel.sources.push(Arc::clone(columns));
-                self.by_stream[stream] = (address, slot);
-                slot
-            }
-        };
-        self.parcel.orders.push(order);
-        self.parcel.objects.push((slot, object));
-        Ok(())
-    }
-}
-
-/// Pieces taken in order by threads of their own until none is left or
-/// `stop` is set: piece `p` is `jobs[p]`.
-struct Turns<J> {
-    jobs: Vec<Mutex<Option<J>>>,
-    next: AtomicUsize,
-    stop: AtomicBool,
-}
-
-impl<J: Send> Turns<J> {
-    fn new(jobs: Vec<J>) -> Turns<J> {
-        Turns {
-            jobs: jobs.into_iter().map(|j| Mutex::new(Some(j))).collect(),
-            next: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
-        }
-    }
-
-    /// Run `each` on every piece, on up to `threads` threads, while
-    /// `meanwhile` runs on this one; returns what `meanwhile` returns.
-    fn run<R>(
-        &self,
-        threads: usize,
-        each: impl Fn(usize, J) + Sync,
-        meanwhile: impl FnOnce() -> R,
-    ) -> R {
-        std::thread::scope(|s| {
-            for _ in 0..threads.clamp(1, self.jobs.len().max(1)) {
-                s.spawn(|| self.take_turns(&each));
-            }
-            meanwhile()
-        })
-    }
-
-    fn take_turns(&self, each: &impl Fn(usize, J)) {
+/// Run `each` on every job, taken in order by up to `threads` threads of
+/// their own, while `meanwhile` runs on this one; no job starts once one
+/// or `meanwhile` failed. Returns each job's result, in job order, or the
+/// first error (that of `meanwhile` first).
+pub(crate) fn in_turns<J: Send, R: Send>(
+    jobs: Vec<J>,
+    threads: usize,
+    each: impl Fn(usize, J) -> Result<R> + Sync,
+    meanwhile: impl FnOnce() -> Result<()>,
+) -> Result<Vec<R>> {
+    let jobs: Vec<Mutex<Option<J>>> = jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let results: Vec<Mutex<Option<Result<R>>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+    let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let take_turns = || {
         loop {
-            let p = self.next.fetch_add(1, Ordering::Relaxed);
-            if p >= self.jobs.len() || self.stop.load(Ordering::Relaxed) {
+            let p = next.fetch_add(1, Ordering::Relaxed);
+            // A job taken is run or dropped, never left waiting: a job's
+            // end may be what another thread waits for.
+            let job = jobs.get(p).and_then(|j| lock(j).take());
+            let Some(job) = job.filter(|_| !stop.load(Ordering::Relaxed)) else {
                 return;
+            };
+            let result = each(p, job);
+            if result.is_err() {
+                stop.store(true, Ordering::Relaxed);
             }
-            let taken = lock(&self.jobs[p]).take();
-            match taken {
-                Some(job) => each(p, job),
-                None => return,
-            }
+            *lock(&results[p]) = Some(result);
+        }
+    };
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
+            s.spawn(take_turns);
+        }
+        let done = meanwhile();
+        if done.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        done
+    })?;
+    let mut done = Vec::with_capacity(results.len());
+    let mut missing = false;
+    for result in results {
+        match result.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            Some(result) => done.push(result?),
+            None => missing = true,
         }
     }
+    match missing {
+        true => Err(Error::new(ErrorKind::Internal("a task was not run".into()))),
+        false => Ok(done),
+    }
 }
-
-/// A piece's merge, for [`Merger::merge_pieces_apart`].
-type PieceResult<T> = Mutex<Option<Result<Merged<T>>>>;
 
 impl Merger {
     /// Decode the one load of each of `runs` on the pool and find the keys
@@ -347,6 +251,24 @@ impl Merger {
         let clock = Clock::start();
         let cuts = cuts_of(&blocks);
         Ok((blocks, cuts, tasks.span().then(Span::task(clock.elapsed()))))
+    }
+
+    /// K-way merge `runs` into the writer `w` on the calling thread (loads
+    /// and encodes on the pool) and finish it: one piece, of every key.
+    pub(crate) fn merge_runs<T: Target>(
+        &self,
+        runs: Vec<Run>,
+        mut w: BlockWriter<T>,
+        before_tail: &mut dyn FnMut(),
+    ) -> Result<Merged<T>> {
+        let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
+        let loads = plan(&runs, &[], None).pop().unwrap_or_default();
+        let (keep, drops_deleted) = (w.keep, w.drops_deleted());
+        let mut send = |parcel| w.push_parcel(parcel);
+        let mut sink = Parcels::new(keep, drops_deleted, &mut send);
+        let span = self.merge_piece(&runs, &[], 0, loads, &mut sink)?;
+        before_tail();
+        Merged::of(w, span)
     }
 
     /// Merge `runs` in pieces cut at `cuts` (see [`boundaries`]; with
@@ -370,47 +292,23 @@ impl Merger {
                 (loads, tx)
             })
             .collect();
-        let turns = Turns::new(jobs);
-        let spans = Mutex::new(Span::default());
         let clock = Clock::start();
-        let (dropped, keep, drops_deleted) = (AtomicU64::new(0), w.keep, w.drops_deleted());
+        let (keep, drops_deleted) = (w.keep, w.drops_deleted());
         let each = |p: usize, (loads, tx): (PieceLoads, SyncSender<Result<Parcel>>)| {
-            let mut sink = PieceSink {
-                tx: &tx,
-                parcel: Parcel::default(),
-                by_stream: Vec::new(),
-                keep,
-                drops_deleted,
-                last: None,
-                dropped: 0,
-            };
-            let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink, PieceSink::finish);
-            dropped.fetch_add(sink.dropped, Ordering::Relaxed);
-            match merged {
-                Ok(span) => beside(&spans, span),
+            let mut send = |parcel| tx.send(Ok(parcel)).map_err(|_| stopped());
+            let mut sink = Parcels::new(keep, drops_deleted, &mut send);
+            match self.merge_piece(&runs, cuts, p, loads, &mut sink) {
+                Ok(span) => Ok(span),
                 // The writer meets the error in this piece's turn.
                 Err(e) => {
                     let _ = tx.send(Err(e));
+                    Err(stopped())
                 }
             }
         };
-        let written = turns.run(side_by_side, each, || {
-            let written = write_pieces(receivers, &mut w);
-            turns.stop.store(true, Ordering::Relaxed);
-            written
-        });
-        written?;
-        let dropped = w.dropped + dropped.into_inner();
-        let (elements, encodes) = (w.written, Arc::clone(&w.tasks));
-        let target = w.finish()?;
-        let writer = Span::task(clock.elapsed());
-        let pieces = *lock(&spans);
-        Ok(Merged {
-            target,
-            written: elements,
-            dropped,
-            span: pieces.then(writer).then(encodes.span()),
-        })
+        let spans = in_turns(jobs, side_by_side, each, || write_pieces(receivers, &mut w))?;
+        let pieces = spans.into_iter().fold(Span::default(), Span::beside);
+        Merged::of(w, pieces.then(Span::task(clock.elapsed())))
     }
 
     /// Merge `runs` in pieces as [`Merger::merge_pieces`] does, but each
@@ -427,53 +325,28 @@ impl Merger {
         side_by_side: usize,
     ) -> Result<(Vec<Merged<T>>, Span)> {
         let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
-        let turns = Turns::new(plan(&runs, cuts, loaded));
-        let results: Vec<PieceResult<T>> =
-            (0..turns.jobs.len()).map(|_| Mutex::new(None)).collect();
         let each = |p: usize, loads: PieceLoads| {
             let mut w = writer();
-            let merged = self
-                .merge_piece(&runs, cuts, p, loads, &mut w, |_| Ok(()))
-                .and_then(|span| {
-                    w.add_held()?;
-                    let (written, dropped, encodes) = (w.written, w.dropped, Arc::clone(&w.tasks));
-                    let target = w.finish()?;
-                    Ok(Merged {
-                        target,
-                        written,
-                        dropped,
-                        span: span.then(encodes.span()),
-                    })
-                });
-            if merged.is_err() {
-                turns.stop.store(true, Ordering::Relaxed);
-            }
-            *lock(&results[p]) = Some(merged);
+            let (keep, drops_deleted) = (w.keep, w.drops_deleted());
+            let mut send = |parcel| w.push_parcel(parcel);
+            let mut sink = Parcels::new(keep, drops_deleted, &mut send);
+            let merged = self.merge_piece(&runs, cuts, p, loads, &mut sink);
+            merged.and_then(|span| Merged::of(w, span))
         };
-        turns.run(side_by_side, each, || ());
-        let mut span = Span::default();
-        let mut merged = Vec::with_capacity(results.len());
-        for result in results {
-            let result = result.into_inner().unwrap_or_else(|e| e.into_inner());
-            let piece = result.ok_or_else(|| {
-                Error::new(ErrorKind::Internal("a piece was not merged".into()))
-            })??;
-            span = span.beside(piece.span);
-            merged.push(piece);
-        }
+        let merged = in_turns(plan(&runs, cuts, loaded), side_by_side, each, || Ok(()))?;
+        let span = merged.iter().fold(Span::default(), |s, m| s.beside(m.span));
         Ok((merged, span))
     }
 
     /// Merge piece `p` of `runs` (cut at `cuts`), reading `loads`, into
-    /// `sink`, and `end` it; returns the span of its loads and merge.
-    fn merge_piece<S: Sink>(
+    /// `sink`, and finish it; returns the span of its loads and merge.
+    fn merge_piece(
         &self,
         runs: &[Arc<Run>],
         cuts: &[u128],
         p: usize,
         loads: PieceLoads,
-        sink: &mut S,
-        end: impl FnOnce(&mut S) -> Result<()>,
+        sink: &mut Parcels<'_>,
     ) -> Result<Span> {
         let lo = match p {
             0 => 0,
@@ -495,15 +368,13 @@ impl Merger {
             .collect();
         let clock = Clock::start();
         merge::merge(streams, sink)?;
-        end(sink)?;
+        sink.finish()?;
         Ok(tasks.span().then(Span::task(clock.elapsed())))
     }
 }
 
-/// Add `span` beside those in `spans`.
-fn beside(spans: &Mutex<Span>, span: Span) {
-    let mut spans = lock(spans);
-    *spans = spans.beside(span);
+fn stopped() -> Error {
+    Error::new(ErrorKind::Internal("merge stopped".into()))
 }
 
 /// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for
@@ -540,7 +411,9 @@ fn write_pieces<T: Target>(
 mod tests {
     use super::*;
     use crate::Options;
+    use crate::sorted::Order;
     use crate::writer::{BlockFormat, Cut, Encoded};
+    use pbf_format::Keep;
     use pbf_format::block::{BLOCK_SLACK, Columns, Element, EncodeOptions, Info, Node, Obj, Way};
     use pbf_format::compress::Compression;
     use pbf_stream::SourceFiles;

@@ -13,7 +13,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::input::{Inputs, Load};
 use crate::packet;
 use crate::sorted::Block;
-use crate::stream::Loader;
 
 /// A sorted run to merge: blobs loaded in turn (a chain, or one batch of
 /// small blobs) or a spilled run.
@@ -70,33 +69,6 @@ impl Run {
         }
     }
 
-    pub(crate) fn loaders(self) -> Vec<Loader> {
-        match self.source {
-            RunSource::Loads(inputs, loads) => loads
-                .into_iter()
-                .map(|load| {
-                    let inputs = Arc::clone(&inputs);
-                    Box::new(move || inputs.load(&load)) as Loader
-                })
-                .collect(),
-            RunSource::Kept(packets, _) => packets
-                .into_iter()
-                .map(|packet| Box::new(move || read_kept(&packet)) as Loader)
-                .collect(),
-            RunSource::Spilled {
-                file, dir, packets, ..
-            } => packets
-                .into_iter()
-                .map(|(offset, len)| {
-                    let (file, dir) = (Arc::clone(&file), dir.clone());
-                    Box::new(move || read_spilled(&file, &dir, offset, len)) as Loader
-                })
-                .collect(),
-        }
-    }
-}
-
-impl Run {
     /// A run of spill packets kept in memory, with their keys (first,
     /// last), needing `memory`.
     pub(crate) fn kept(packets: Vec<Arc<Vec<u8>>>, bounds: Vec<(u128, u128)>, memory: u64) -> Run {

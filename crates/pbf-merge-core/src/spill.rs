@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::graph::Span;
+use crate::pieces::in_turns;
 use crate::progress::Phase;
 use crate::run::Run;
 use crate::writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
@@ -84,80 +85,33 @@ impl Merger {
             groups.push(take_group(&mut rest, limit, 1));
         }
         let side_by_side = self.pool.current_num_threads().clamp(2, GROUPS);
-        let file = OnceLock::new();
-        let state = Mutex::new(Compacting {
-            next: 0,
-            kept: 0,
-            failed: false,
-        });
-        let groups: Vec<Slot<Group>> = groups.into_iter().map(|g| Mutex::new(Some(g))).collect();
-        let results: Vec<Slot<Result<(Run, Spilled)>>> =
-            groups.iter().map(|_| Mutex::new(None)).collect();
-        std::thread::scope(|s| {
-            for _ in 0..side_by_side.min(groups.len()) {
-                s.spawn(|| self.compact_groups(&groups, &results, &state, &file, budget));
+        let (file, kept) = (OnceLock::new(), Mutex::new(0));
+        let each = |_, (group, memory): (Vec<Run>, u64)| {
+            // A group's runs are counted at a quarter of its batches until
+            // its packets are known.
+            let reserve = memory / 4;
+            let in_memory = {
+                let mut kept = lock(&kept);
+                let fits = *kept + reserve <= budget.runs / 2;
+                *kept += if fits { reserve } else { 0 };
+                fits
+            };
+            if !in_memory {
+                return self.spill_to_shared(group, budget, &file);
             }
-        });
+            let sorted = self.spill(group, budget, Place::Memory, false)?;
+            let mut kept = lock(&kept);
+            *kept = *kept - reserve + sorted.1.kept_bytes;
+            Ok(sorted)
+        };
         let mut span = Span::default();
-        for result in results {
-            let result = result.into_inner().unwrap_or_else(|e| e.into_inner());
-            let (run, spilled) = result.ok_or_else(|| {
-                Error::new(ErrorKind::Internal(
-                    "a group of batches was not sorted".into(),
-                ))
-            })??;
+        for (run, spilled) in in_turns(groups, side_by_side, each, || Ok(()))? {
             spilled.count(stats);
             span = span.beside(spilled.span);
             out.push(run);
         }
         stats.span = stats.span.then(span);
         Ok(out)
-    }
-
-    /// Sort groups of batches, taken in turn from `groups`, into runs, until
-    /// none is left or one failed.
-    fn compact_groups(
-        &self,
-        groups: &[Slot<Group>],
-        results: &[Slot<Result<(Run, Spilled)>>],
-        state: &Mutex<Compacting>,
-        file: &OnceLock<Mutex<SpillFile>>,
-        budget: Budget,
-    ) {
-        loop {
-            let (i, in_memory) = {
-                let mut st = lock(state);
-                if st.failed || st.next >= groups.len() {
-                    return;
-                }
-                let i = st.next;
-                st.next += 1;
-                let reserve = lock(&groups[i]).as_ref().map_or(0, |g| g.1 / 4);
-                let in_memory = st.kept + reserve <= budget.runs / 2;
-                if in_memory {
-                    st.kept += reserve;
-                }
-                (i, in_memory.then_some(reserve))
-            };
-            let Some((group, _)) = lock(&groups[i]).take() else {
-                return;
-            };
-            let result = match in_memory {
-                Some(_) => self.spill(group, budget, Place::Memory, false),
-                None => self.spill_to_shared(group, budget, file),
-            };
-            let mut st = lock(state);
-            match &result {
-                Ok((_, spilled)) => {
-                    if let Some(reserve) = in_memory {
-                        st.kept = st.kept - reserve + spilled.kept_bytes;
-                    }
-                }
-                Err(_) => st.failed = true,
-            }
-            drop(st);
-            *lock(&results[i]) = Some(result);
-        }
     }
 
     /// [`Merger::spill`] to the spill file that `file` holds, created on
@@ -273,20 +227,6 @@ const PACKET_ELEMENTS: usize = 2048;
 /// Groups of batches sorted side by side at most (each holds up to
 /// [`Budget::group`]).
 pub(crate) const GROUPS: usize = 4;
-
-/// A value handed from one thread to another.
-type Slot<T> = Mutex<Option<T>>;
-
-/// A group of batches and the memory they need.
-type Group = (Vec<Run>, u64);
-
-/// Which group of batches is sorted next, and what the runs kept in
-/// memory hold.
-struct Compacting {
-    next: usize,
-    kept: u64,
-    failed: bool,
-}
 
 /// What spilling one group did, for [`MergeStats`].
 #[derive(Default)]

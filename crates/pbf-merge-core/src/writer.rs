@@ -1,16 +1,15 @@
-//! The block writer: takes merged items in order, keeps what
-//! [`Keep`] says (with `--latest` it holds each object back until the next
-//! one shows it was the newest, and the output's writer drops it if
-//! deleted), cuts blocks, and encodes and compresses them on the worker
-//! pool while the merge goes on. Encoded blocks come back through a FIFO of
-//! at most `in_flight` pending results, a bounded reorder buffer that keeps
-//! output order, and go to a [`Target`]: the spool or a spill file. Items
-//! come one at a time from a merge, or in parcels from the pieces of one
-//! ([`BlockWriter::push_parcel`]), already checked and deduplicated there;
-//! either way the blocks are cut at the same items.
+//! The block writer: takes merged elements in parcels ([`Parcels`] checks
+//! their order and keeps what [`Keep`] says: with `--latest` the newest
+//! version of each object, which the output's writer drops if deleted),
+//! cuts blocks, and encodes and compresses them on the worker pool while
+//! the merge goes on. Encoded blocks come back through a FIFO of at most
+//! `in_flight` pending results, a bounded reorder buffer that keeps output
+//! order, and go to a [`Target`]: the spool or a spill file. Parcels come
+//! from one merge, or from the pieces of one in turn; either way the
+//! blocks are cut at the same elements.
 //!
-//! A block being filled holds references to objects of decoded input blobs
-//! and spill packets ([`Columns`]) (or to the parcels holding them), and
+//! A block being filled holds the parcels its elements are in, and so the
+//! decoded input blobs and spill packets ([`Columns`]) they refer to, and
 //! keeps those alive until it is encoded.
 
 use std::collections::VecDeque;
@@ -81,9 +80,6 @@ pub(crate) struct BlockWriter<T: Target> {
     block: Pending,
     /// What is kept of one object's versions.
     pub keep: Keep,
-    /// With [`Keep::Latest`]: the object pushed last, the newest of its
-    /// kind and id so far.
-    held: Option<Held>,
     last: Option<(u128, u64)>,
     /// Items written.
     pub written: u64,
@@ -112,7 +108,6 @@ impl<T: Target> BlockWriter<T> {
             max_in_flight,
             block: Pending::default(),
             keep,
-            held: None,
             last: None,
             written: 0,
             dropped: 0,
@@ -141,53 +136,6 @@ impl<T: Target> BlockWriter<T> {
         self
     }
 
-    /// Add the next element, taken from the merge's input `stream`.
-    /// Elements must come in (key, rank) order; equal ones come from one
-    /// blob, in its stored order.
-    pub fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
-        let key = order.merge_key();
-        if repeats(self.last, key, self.keep)? {
-            self.dropped += 1;
-            return Ok(());
-        }
-        self.last = Some(key);
-        if self.keep != Keep::Latest {
-            return self.append(order, element, stream);
-        }
-        let Item(columns, object) = element;
-        let next = Held {
-            order,
-            columns: Arc::clone(columns),
-            object,
-            stream,
-        };
-        match self.held.replace(next) {
-            Some(older) if same_object(older.order.key, key.0) => self.dropped += 1,
-            Some(newest) => self.add_newest(newest)?,
-            None => {}
-        }
-        Ok(())
-    }
-
-    /// Add the newest version of an object, unless this writes the output
-    /// and it is deleted.
-    fn add_newest(&mut self, h: Held) -> Result<()> {
-        if self.drops_deleted() && h.columns.get(h.object as usize).deleted() {
-            self.dropped += 1;
-            return Ok(());
-        }
-        self.append(h.order, Item(&h.columns, h.object), h.stream)
-    }
-
-    /// Add the object held back, as no more come: [`BlockWriter::written`]
-    /// and [`BlockWriter::dropped`] then count every element pushed.
-    pub fn add_held(&mut self) -> Result<()> {
-        match self.held.take() {
-            Some(newest) => self.add_newest(newest),
-            None => Ok(()),
-        }
-    }
-
     /// Whether deleted objects are left out: the output's writer with
     /// [`Keep::Latest`]. A spill keeps them, as a deleted newest version
     /// must still hide the older ones of other runs.
@@ -195,31 +143,15 @@ impl<T: Target> BlockWriter<T> {
         self.keep == Keep::Latest && matches!(self.format, BlockFormat::PbfFrame(..))
     }
 
-    fn append(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
-        if self.block.len > 0 && self.full(&order) {
-            self.submit()?;
-        }
-        if self.block.items.capacity() == 0 {
-            self.block.items.reserve(self.cut.elements.min(8192));
-        }
-        self.block.push(
-            order,
-            element,
-            stream,
-            matches!(self.format, BlockFormat::SpillPacket(..)),
-        );
-        self.written += 1;
-        Ok(())
-    }
-
     /// Add merged elements in bulk: `parcel` must be in (key, rank) order
-    /// within itself and hold what [`Keep`] keeps (as a piece's merge
-    /// checks them, [`crate::pieces`]); it is checked against the elements
-    /// before it here. Blocks are cut where [`BlockWriter::push`]
-    /// cuts them, and they refer to the parcel's elements in place, so the
-    /// writer touches one order per element and the block's keys are
-    /// summed up where it is encoded.
+    /// within itself and hold what [`Keep`] keeps (as [`Parcels`] makes
+    /// them); it is checked against the elements before it here. Blocks
+    /// are cut at the same elements however the merge was parcelled, and
+    /// they refer to the parcel's elements in place, so the writer touches
+    /// one order per element and the block's keys are summed up where it
+    /// is encoded.
     pub fn push_parcel(&mut self, parcel: Parcel) -> Result<()> {
+        self.dropped += parcel.dropped;
         let parcel = Arc::new(parcel);
         let orders = &parcel.orders;
         let Some(first) = orders.first() else {
@@ -297,7 +229,6 @@ impl<T: Target> BlockWriter<T> {
 
     /// Write everything still pending and return the target.
     pub fn finish(mut self) -> Result<T> {
-        self.add_held()?;
         if self.block.len > 0 {
             self.submit()?;
         }
@@ -309,24 +240,17 @@ impl<T: Target> BlockWriter<T> {
     }
 }
 
-/// An object held back by [`BlockWriter::push`] until the next shows
-/// whether it is the newest of its kind and id.
-struct Held {
-    order: Order,
-    columns: Arc<Columns>,
-    object: u32,
-    stream: usize,
-}
-
 /// Merged elements handed to the writer at once ([`BlockWriter::push_parcel`]).
 #[derive(Default)]
 pub(crate) struct Parcel {
     /// The decoded blocks the elements are objects of.
-    pub sources: Vec<Arc<Columns>>,
+    sources: Vec<Arc<Columns>>,
     /// Each element's order.
-    pub orders: Vec<Order>,
+    orders: Vec<Order>,
     /// Each element: (slot in `sources`, object).
-    pub objects: Vec<(u32, u32)>,
+    objects: Vec<(u32, u32)>,
+    /// Elements dropped since the parcel before, as [`Keep`] says.
+    dropped: u64,
 }
 
 impl Parcel {
@@ -334,6 +258,120 @@ impl Parcel {
         self.objects[range]
             .iter()
             .map(|&(slot, object)| self.sources[slot as usize].get(object as usize))
+    }
+}
+
+/// Elements parcels hold at most (a parcel goes when the next object
+/// starts after that many).
+const PARCEL: usize = 4096;
+
+/// Makes parcels of a merge's elements, checking their order and keeping
+/// what [`Keep`] keeps, and hands each to `send`. A parcel goes when the
+/// next object starts, so its last object can still give way to a newer
+/// version (`--latest`), and an object is never split between parcels.
+pub(crate) struct Parcels<'a> {
+    send: &'a mut dyn FnMut(Parcel) -> Result<()>,
+    parcel: Parcel,
+    /// Per input stream of the merge: the block it gave last, by address,
+    /// and its slot. A stream gives one block after another, and a block
+    /// belongs to one stream, so this finds a source without hashing.
+    by_stream: Vec<(usize, u32)>,
+    keep: Keep,
+    /// Deleted newest versions are left out (the output's writer).
+    drops_deleted: bool,
+    last: Option<(u128, u64)>,
+}
+
+impl<'a> Parcels<'a> {
+    /// Parcels for a writer keeping `keep` (and dropping deleted newest
+    /// versions where `drops_deleted`), handed to `send`.
+    pub fn new(
+        keep: Keep,
+        drops_deleted: bool,
+        send: &'a mut dyn FnMut(Parcel) -> Result<()>,
+    ) -> Parcels<'a> {
+        Parcels {
+            send,
+            parcel: Parcel::default(),
+            by_stream: Vec::new(),
+            keep,
+            drops_deleted,
+            last: None,
+        }
+    }
+
+    /// Add the next element, taken from the merge's input `stream`.
+    /// Elements must come in (key, rank) order; equal ones come from one
+    /// blob, in its stored order.
+    pub fn push(&mut self, order: Order, element: Item<'_>, stream: usize) -> Result<()> {
+        let key = order.merge_key();
+        if repeats(self.last, key, self.keep)? {
+            self.parcel.dropped += 1;
+            return Ok(());
+        }
+        let older = self
+            .last
+            .is_some_and(|l| self.keep == Keep::Latest && same_object(l.0, key.0));
+        self.last = Some(key);
+        if older {
+            // The newer version takes the place of the last one pushed.
+            self.pop();
+        } else {
+            self.end_object();
+            if self.parcel.orders.len() >= PARCEL {
+                self.send()?;
+            }
+        }
+        let Item(columns, object) = element;
+        if self.by_stream.len() <= stream {
+            self.by_stream.resize(stream + 1, (0, u32::MAX));
+        }
+        let address = Arc::as_ptr(columns) as usize;
+        let slot = match self.by_stream[stream] {
+            (last, slot) if last == address => slot,
+            _ => {
+                let slot = self.parcel.sources.len() as u32;
+                self.parcel.sources.push(Arc::clone(columns));
+                self.by_stream[stream] = (address, slot);
+                slot
+            }
+        };
+        self.parcel.orders.push(order);
+        self.parcel.objects.push((slot, object));
+        Ok(())
+    }
+
+    /// Drop the element pushed last.
+    fn pop(&mut self) {
+        self.parcel.orders.pop();
+        self.parcel.objects.pop();
+        self.parcel.dropped += 1;
+    }
+
+    /// The object pushed last is the newest of its kind and id: left out
+    /// when deleted and deleted ones are.
+    fn end_object(&mut self) {
+        let Some(&(slot, object)) = self.parcel.objects.last() else {
+            return;
+        };
+        let columns = &self.parcel.sources[slot as usize];
+        if self.drops_deleted && columns.get(object as usize).deleted() {
+            self.pop();
+        }
+    }
+
+    fn send(&mut self) -> Result<()> {
+        self.by_stream.iter_mut().for_each(|s| *s = (0, u32::MAX));
+        (self.send)(std::mem::take(&mut self.parcel))
+    }
+
+    /// Send what is left once every element is pushed.
+    pub fn finish(&mut self) -> Result<()> {
+        self.end_object();
+        match self.parcel.orders.is_empty() && self.parcel.dropped == 0 {
+            true => Ok(()),
+            false => self.send(),
+        }
     }
 }
 
@@ -361,18 +399,9 @@ pub(crate) fn repeats(last: Option<(u128, u64)>, key: (u128, u64), keep: Keep) -
 struct Pending {
     /// Elements in the block.
     len: usize,
-    /// The elements in order: (slot in `sources`, object), when pushed one
-    /// at a time.
-    items: Vec<(u32, u32)>,
-    /// The elements in order as ranges of parcels, when pushed in parcels
-    /// (whose keys are summed up when the block is encoded).
+    /// The elements in order as ranges of parcels (whose keys are summed
+    /// up when the block is encoded).
     slices: Vec<(Arc<Parcel>, usize, usize)>,
-    /// The decoded blobs and packets that `items` refer to.
-    sources: Vec<Arc<Columns>>,
-    /// Per input stream of the merge: the block it gave last, by address,
-    /// and its slot. A stream gives one block after another, and a block
-    /// belongs to one stream, so this finds a source without hashing.
-    by_stream: Vec<(usize, u32)>,
     blobs: Vec<u32>,
     first: u128,
     last: u128,
@@ -387,17 +416,6 @@ struct Pending {
 }
 
 impl Pending {
-    fn push(&mut self, order: Order, element: Item<'_>, stream: usize, keep_blob: bool) {
-        if self.len == 0 {
-            (self.first, self.strict) = (order.key, true);
-        }
-        self.add(&order);
-        self.key(&order, keep_blob);
-        let Item(columns, object) = element;
-        let slot = self.source(columns, stream);
-        self.items.push((slot, object));
-    }
-
     /// Count `order` in the block's length and sizes.
     fn add(&mut self, order: &Order) {
         if self.len == 0 {
@@ -408,65 +426,38 @@ impl Pending {
         self.approx += u64::from(order.approx);
     }
 
-    /// Count `order`'s key (after the first's) in the block's summary.
-    fn key(&mut self, order: &Order, keep_blob: bool) {
-        self.negative_ids |= packed_negative(order.key);
-        if self.len > 1 {
-            self.strict &= order.key != self.last;
-            self.duplicate_ids += u64::from(same_object(order.key, self.last));
-        }
-        self.last = order.key;
-        self.counts[((order.key >> 97) & 3) as usize] += 1;
-        if keep_blob {
-            self.blobs.push(order.blob());
-        }
-    }
-
-    /// Sum up the keys of a block pushed in parcels.
+    /// Sum up the keys of the block's elements, and for a spill packet
+    /// their input blobs.
     fn sum_up_keys(&mut self, keep_blob: bool) {
         let slices = std::mem::take(&mut self.slices);
-        let mut orders = slices
+        let orders = slices
             .iter()
             .flat_map(|(b, from, to)| &b.orders[*from..*to]);
-        if let Some(first) = orders.next() {
-            (self.first, self.last, self.strict) = (first.key, first.key, true);
-            self.negative_ids = packed_negative(first.key);
-            self.counts[((first.key >> 97) & 3) as usize] += 1;
+        self.strict = true;
+        for (i, order) in orders.enumerate() {
+            match i {
+                0 => self.first = order.key,
+                _ => {
+                    self.strict &= order.key != self.last;
+                    self.duplicate_ids += u64::from(same_object(order.key, self.last));
+                }
+            }
+            self.negative_ids |= packed_negative(order.key);
+            self.last = order.key;
+            self.counts[((order.key >> 97) & 3) as usize] += 1;
             if keep_blob {
-                self.blobs.push(first.blob());
+                self.blobs.push(order.blob());
             }
         }
-        orders.for_each(|o| self.key(o, keep_blob));
         self.slices = slices;
-    }
-
-    /// The slot of a decoded block of `stream`, added on first use.
-    fn source(&mut self, columns: &Arc<Columns>, stream: usize) -> u32 {
-        let address = Arc::as_ptr(columns) as usize;
-        if self.by_stream.len() <= stream {
-            self.by_stream.resize(stream + 1, (0, u32::MAX));
-        }
-        let (last, slot) = self.by_stream[stream];
-        if last == address {
-            return slot;
-        }
-        let slot = self.sources.len() as u32;
-        self.sources.push(columns.clone());
-        self.by_stream[stream] = (address, slot);
-        slot
     }
 
     /// Views of the elements, in order.
     fn views(&self) -> Vec<Obj<'_>> {
-        if !self.slices.is_empty() {
-            return self
-                .slices
-                .iter()
-                .flat_map(|(b, from, to)| b.views(*from..*to))
-                .collect();
-        }
-        let view = |&(slot, object): &(u32, u32)| self.sources[slot as usize].get(object as usize);
-        self.items.iter().map(view).collect()
+        let slices = self.slices.iter();
+        slices
+            .flat_map(|(b, from, to)| b.views(*from..*to))
+            .collect()
     }
 
     /// The block's keys, as a key scan of it would find them.
@@ -489,9 +480,7 @@ fn encode(mut block: Pending, format: BlockFormat) -> Result<Encoded> {
     if block.len == 0 {
         return Err(Error::new(ErrorKind::Internal("empty block".into())));
     }
-    if !block.slices.is_empty() {
-        block.sum_up_keys(matches!(format, BlockFormat::SpillPacket(..)));
-    }
+    block.sum_up_keys(matches!(format, BlockFormat::SpillPacket(..)));
     let summary = block.summary();
     let views = block.views();
     let bytes = match format {
