@@ -6,7 +6,6 @@
 //! file. Anything else (an error, a panic, a signal, a check that says no)
 //! removes the temporary file and leaves an existing OUT untouched.
 
-use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd};
@@ -64,11 +63,10 @@ pub const WRITEBACK_STEP: u64 = 16 << 20;
 
 #[derive(Debug)]
 enum Target {
-    /// A temporary file, to become `dest` (whose file name is `file_name`).
+    /// A temporary file, to become `dest`.
     Temp {
         temp: Temp,
         dest: PathBuf,
-        file_name: OsString,
         overwrite: bool,
     },
     Stream(StreamOut),
@@ -136,20 +134,23 @@ impl OutputFile {
             }
             None => out_dir,
         };
-        let temp = Temp::create(dir, file_name)?;
-        Ok(OutputFile {
-            target: Target::Temp {
-                temp,
-                dest: out.to_path_buf(),
-                file_name: file_name.to_os_string(),
-                overwrite: opts.overwrite,
-            },
+        let target = Target::Temp {
+            temp: Temp::create(dir, file_name)?,
+            dest: out.to_path_buf(),
+            overwrite: opts.overwrite,
+        };
+        Ok(OutputFile::new(target, name))
+    }
+
+    fn new(target: Target, name: String) -> OutputFile {
+        OutputFile {
+            target,
             name,
             pos: 0,
             handed: 0,
             stats: CopyStats::default(),
             buffer: None,
-        })
+        }
     }
 
     /// Write to standard output (a duplicate of fd 1; Rust's buffered
@@ -171,19 +172,13 @@ impl OutputFile {
 
     /// Write sequentially to an open pipe, terminal or file.
     pub(crate) fn stream(file: File, name: String) -> OutputFile {
-        OutputFile {
-            target: Target::Stream(StreamOut {
-                on_signal: None,
-                file,
-                started: false,
-                finished: false,
-            }),
-            name,
-            pos: 0,
-            handed: 0,
-            stats: CopyStats::default(),
-            buffer: None,
-        }
+        let stream = StreamOut {
+            on_signal: None,
+            file,
+            started: false,
+            finished: false,
+        };
+        OutputFile::new(Target::Stream(stream), name)
     }
 
     /// OUT as given, or `standard output`: the name errors use.
@@ -451,12 +446,10 @@ impl OutputFile {
             Ok(true) => {}
             Ok(false) => {
                 let dst_off = (!self.is_stream()).then_some(self.pos);
-                let dst = match &self.target {
-                    Target::Temp { temp, .. } => temp.file(),
-                    Target::Stream(s) => &s.file,
-                };
-                copy_range(src, offset, len, dst, dst_off, &mut self.stats)
-                    .map_err(|e| within(e, &self.name))?;
+                let mut stats = self.stats;
+                let copied = copy_range(src, offset, len, self.file(), dst_off, &mut stats);
+                self.stats = stats;
+                copied.map_err(|e| within(e, &self.name))?;
             }
             Err(e) => return Err(within(e, &self.name)),
         }
@@ -487,13 +480,12 @@ impl OutputFile {
     fn finish(mut self, check: Option<&mut Check<'_>>) -> Result<()> {
         self.flush()?;
         let name = self.name;
-        let (temp, dest, file_name, overwrite) = match self.target {
+        let (temp, dest, overwrite) = match self.target {
             Target::Temp {
                 temp,
                 dest,
-                file_name,
                 overwrite,
-            } => (temp, dest, file_name, overwrite),
+            } => (temp, dest, overwrite),
             Target::Stream(mut s) if check.is_none() => {
                 s.finished = true;
                 s.on_signal = None;
@@ -510,14 +502,15 @@ impl OutputFile {
         temp.file()
             .sync_all()
             .map_err(|e| Error::io(format!("{name}: fsync"), e))?;
+        let file_name = dest.file_name().unwrap_or_default();
         let placed = match (check, overwrite) {
             // No name is needed on the way: link the file as OUT.
             (None, false) => match temp.link_as(&dest) {
                 Ok(linked) => linked,
-                Err(named) => named.into_named(&file_name)?.persist(&dest, false),
+                Err(named) => named.into_named(file_name)?.persist(&dest, false),
             },
             (check, _) => {
-                let named = temp.into_named(&file_name)?;
+                let named = temp.into_named(file_name)?;
                 if let Some(check) = check {
                     check(named.path())?;
                 }
@@ -660,11 +653,7 @@ fn canonical(p: &Path) -> PathBuf {
     if let Ok(c) = fs::canonicalize(p) {
         return c;
     }
-    let parent = match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match (fs::canonicalize(parent), p.file_name()) {
+    match (fs::canonicalize(parent_dir(p)), p.file_name()) {
         (Ok(d), Some(n)) => d.join(n),
         _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
     }
