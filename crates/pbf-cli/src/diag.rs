@@ -250,7 +250,10 @@ pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
         .progress_chars("=> ");
     bar.set_style(style);
     set_message(bar, message);
-    let screen = Screen::new(terminal);
+    let screen = Screen {
+        terminal,
+        frame: Mutex::new(Vec::new()),
+    };
     bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(screen), 5));
     bar.enable_steady_tick(TICK);
     restart_eta_after_stalls(bar, || std::thread::sleep(TICK));
@@ -397,13 +400,6 @@ enum Line {
 }
 
 impl Screen {
-    fn new(terminal: bool) -> Screen {
-        Screen {
-            terminal,
-            frame: Mutex::new(Vec::new()),
-        }
-    }
-
     /// Whether this process may draw now (see [`Screen`]).
     /// The first time it does on a terminal, a signal that ends the
     /// process from then on clears the line, so no stale bar stays there.

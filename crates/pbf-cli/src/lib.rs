@@ -429,10 +429,7 @@ pub fn parse_jobs(s: &str) -> Result<usize, String> {
 
 /// The `-j` value, or every core when it is not given.
 pub fn jobs(n: Option<usize>) -> usize {
-    match n {
-        Some(n) if n > 0 => n,
-        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    }
+    n.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 #[cfg(test)]

@@ -320,18 +320,16 @@ impl Copied {
             return;
         }
         let n = self.duplicate_ids;
+        let (repeat, them) = match n {
+            1 => ("object repeats", "it"),
+            _ => ("objects repeat", "them"),
+        };
         pbf_cli::warn(
             name,
             format!(
-                "warning: {out}: {n} {} the type and id of the one before {}, which \
+                "warning: {out}: {n} {repeat} the type and id of the one before {them}, which \
                  osm2pgsql refuses: --latest keeps only the newest version of each object \
-                 (--dedupe drops only exact repeats)",
-                if n == 1 {
-                    "object repeats"
-                } else {
-                    "objects repeat"
-                },
-                if n == 1 { "it" } else { "them" }
+                 (--dedupe drops only exact repeats)"
             ),
         );
     }
