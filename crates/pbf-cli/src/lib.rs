@@ -403,6 +403,14 @@ impl clap::builder::TypedValueParser for CompressionParser {
     }
 }
 
+/// A `--NAME` flag, given or not, with `help`.
+pub fn flag(name: &'static str, help: &'static str) -> clap::Arg {
+    clap::Arg::new(name)
+        .long(name)
+        .help(help)
+        .action(clap::ArgAction::SetTrue)
+}
+
 /// Most threads `-j` takes.
 const MOST_JOBS: usize = 4096;
 

@@ -329,9 +329,9 @@ impl OutputFile {
     fn tally(&mut self) {
         if let Some(buffer) = &mut self.buffer {
             let t = buffer.take_tally();
-            self.stats.direct_bytes += t.direct;
-            self.stats.fallback_bytes += t.cache;
-            self.stats.fallbacks += t.refusals;
+            self.stats.direct_bytes += t.direct_bytes;
+            self.stats.fallback_bytes += t.fallback_bytes;
+            self.stats.fallbacks += t.fallbacks;
         }
     }
 
