@@ -227,8 +227,6 @@ impl OutputFile {
     /// use). The error names the directory as given. A stream is checked
     /// only when it is a regular file; a pipe or terminal takes any size.
     pub fn check_room(&self, total: u64) -> Result<()> {
-        let stat =
-            |what: &str, e: nix::Error| Error::io(format!("{}: {what}", self.name), e.into());
         let (file, held) = match &self.target {
             Target::Temp { temp, .. } => {
                 let meta = temp
@@ -244,16 +242,16 @@ impl OutputFile {
         };
         // Free space first: a copy ahead still writing only makes `held`
         // larger, so the need is never overstated.
-        let vfs = nix::sys::statvfs::fstatvfs(file).map_err(|e| stat("statvfs", e))?;
+        let vfs = nix::sys::statvfs::fstatvfs(file)
+            .map_err(|e| Error::io(format!("{}: statvfs", self.name), e.into()))?;
         let free = (vfs.blocks_available() as u64).saturating_mul(vfs.fragment_size() as u64);
         let needed = total.saturating_sub(held);
         if needed <= free {
             return Ok(());
         }
-        let dir = match self.temp_dir() {
-            Some(d) => d.display().to_string(),
-            None => self.name.clone(),
-        };
+        let dir = self
+            .temp_dir()
+            .map_or(self.name.clone(), |d| d.display().to_string());
         Err(Error::new(dir, ErrorKind::NoSpace { needed, free }))
     }
 

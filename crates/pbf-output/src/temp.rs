@@ -16,7 +16,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use nix::errno::Errno;
 use nix::fcntl::AtFlags;
 use nix::unistd::linkat;
 use tempfile::{Builder, NamedTempFile};
@@ -173,15 +172,9 @@ impl Named {
 
 /// Give the open file `file` the name `dest` (which must not exist).
 fn link_fd(file: &File, dest: &Path) -> io::Result<()> {
-    let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    linkat(
-        None,
-        proc_path.as_path(),
-        None,
-        dest,
-        AtFlags::AT_SYMLINK_FOLLOW,
-    )
-    .map_err(|e: Errno| io::Error::from(e))
+    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let flags = AtFlags::AT_SYMLINK_FOLLOW;
+    linkat(None, Path::new(&proc_path), None, dest, flags).map_err(io::Error::from)
 }
 
 fn cannot_create(dir: &Path, e: io::Error) -> Error {
