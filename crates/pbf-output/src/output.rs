@@ -362,13 +362,11 @@ impl OutputFile {
     /// [`OutputFile::commit`], and its statistics are forgotten. A stream
     /// can start over only while nothing went out: bytes sent are gone.
     pub fn restart(&mut self) -> Result<()> {
-        if let Target::Stream(s) = &self.target {
-            if s.started {
-                return Err(Error::invalid(
-                    &self.name,
-                    "cannot start over: bytes were already written to the stream",
-                ));
-            }
+        if matches!(&self.target, Target::Stream(s) if s.started) {
+            return Err(Error::invalid(
+                &self.name,
+                "cannot start over: bytes were already written to the stream",
+            ));
         }
         self.pos = 0;
         self.handed = 0;
