@@ -24,8 +24,8 @@ use indicatif::{
 };
 use pbf_output::cleanup::signalled;
 
-use crate::lock;
 use crate::signals::{CLEAR_LINE, clear_line_on_signal, handled_signals};
+use crate::{flag, lock};
 
 /// The help texts of `-v` and `-q`, which differ from tool to tool.
 #[derive(Clone, Copy, Debug)]
@@ -48,12 +48,9 @@ pub fn verbosity_args(cmd: Command, help: VerbosityHelp) -> Command {
             .action(ArgAction::Count),
     )
     .arg(
-        Arg::new("quiet")
+        flag("quiet", help.quiet)
             .short('q')
-            .long("quiet")
-            .help(help.quiet)
-            .conflicts_with("verbose")
-            .action(ArgAction::SetTrue),
+            .conflicts_with("verbose"),
     )
 }
 
@@ -64,20 +61,10 @@ pub fn verbosity(m: &ArgMatches) -> u8 {
 
 /// Add `--progress` and `--no-progress` (the last one given wins).
 pub fn progress_args(cmd: Command) -> Command {
-    cmd.arg(
-        Arg::new("progress")
-            .long("progress")
-            .help("Draw a progress bar on stderr even when it is not a terminal (or under -q)")
-            .overrides_with("no-progress")
-            .action(ArgAction::SetTrue),
-    )
-    .arg(
-        Arg::new("no-progress")
-            .long("no-progress")
-            .help("Draw no progress bar, even on a terminal")
-            .overrides_with("progress")
-            .action(ArgAction::SetTrue),
-    )
+    let always = "Draw a progress bar on stderr even when it is not a terminal (or under -q)";
+    let never = "Draw no progress bar, even on a terminal";
+    cmd.arg(flag("progress", always).overrides_with("no-progress"))
+        .arg(flag("no-progress", never).overrides_with("progress"))
 }
 
 /// When to draw a progress bar.
@@ -250,7 +237,10 @@ pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
         .progress_chars("=> ");
     bar.set_style(style);
     set_message(bar, message);
-    let screen = Screen::new(terminal);
+    let screen = Screen {
+        terminal,
+        frame: Mutex::new(Vec::new()),
+    };
     bar.set_draw_target(ProgressDrawTarget::term_like_with_hz(Box::new(screen), 5));
     bar.enable_steady_tick(TICK);
     restart_eta_after_stalls(bar, || std::thread::sleep(TICK));
@@ -397,13 +387,6 @@ enum Line {
 }
 
 impl Screen {
-    fn new(terminal: bool) -> Screen {
-        Screen {
-            terminal,
-            frame: Mutex::new(Vec::new()),
-        }
-    }
-
     /// Whether this process may draw now (see [`Screen`]).
     /// The first time it does on a terminal, a signal that ends the
     /// process from then on clears the line, so no stale bar stays there.

@@ -134,10 +134,13 @@ pub fn usage(msg: impl Into<String>) -> anyhow::Error {
 /// True when an input is not a PBF file at all (XML, OPL, compressed...):
 /// the wrong kind of file was given, a usage error (exit 2).
 pub fn is_not_pbf(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<pbf_format::Error>()
-            .is_some_and(|e| matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_)))
-    })
+    let not_pbf = |e: &pbf_format::Error| matches!(e.kind(), pbf_format::ErrorKind::NotPbf(_));
+    any_cause(err, not_pbf)
+}
+
+/// True when a cause in `err`'s chain is an `E` that `is` holds for.
+fn any_cause<E: std::error::Error + 'static>(err: &anyhow::Error, is: impl Fn(&E) -> bool) -> bool {
+    err.chain().any(|c| c.downcast_ref::<E>().is_some_and(&is))
 }
 
 /// `--help` or `--version` on standard output, which must take it: a
@@ -208,18 +211,12 @@ pub fn one_line(err: &anyhow::Error) -> String {
 /// True when the error only echoes an upstream stage's failure (an empty
 /// stream, or one without its `end` record).
 pub fn is_upstream_failure(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<pbf_stream::Error>()
-            .is_some_and(pbf_stream::Error::is_upstream_failure)
-    })
+    any_cause(err, pbf_stream::Error::is_upstream_failure)
 }
 
 /// True when any cause in the chain is a broken pipe.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
-    err.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-    })
+    any_cause(err, |e: &io::Error| e.kind() == io::ErrorKind::BrokenPipe)
 }
 
 /// For a tool whose standard output is a file that a cut makes invalid (a
@@ -418,6 +415,14 @@ impl clap::builder::TypedValueParser for CompressionParser {
     }
 }
 
+/// A `--NAME` flag, given or not, with `help`.
+pub fn flag(name: &'static str, help: &'static str) -> clap::Arg {
+    clap::Arg::new(name)
+        .long(name)
+        .help(help)
+        .action(clap::ArgAction::SetTrue)
+}
+
 /// Most threads `-j` takes.
 const MOST_JOBS: usize = 4096;
 
@@ -445,10 +450,7 @@ pub fn parse_jobs(s: &str) -> Result<usize, String> {
 
 /// The `-j` value, or every core when it is not given.
 pub fn jobs(n: Option<usize>) -> usize {
-    match n {
-        Some(n) if n > 0 => n,
-        _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    }
+    n.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 #[cfg(test)]

@@ -81,24 +81,20 @@ pub fn dir_words(dir: &Path) -> String {
 /// `what` (an option such as `--spool`) says which argument named it.
 pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
     use nix::unistd::{AccessFlags, access};
-    let name = dir_words(dir);
-    match std::fs::metadata(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            Err(usage(format!("{name}: no such directory ({what})")))
+    let why = match std::fs::metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => "no such directory".into(),
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => "not a directory".into(),
+        Err(e) => io_cause(&e),
+        Ok(m) if !m.is_dir() => "not a directory".into(),
+        Ok(_) if pbf_output::holds_system_names(dir) => {
+            "holds the system's names for devices and processes, not files".into()
         }
-        Err(e) if e.kind() == io::ErrorKind::NotADirectory => {
-            Err(usage(format!("{name}: not a directory ({what})")))
-        }
-        Err(e) => Err(usage(format!("{name}: {} ({what})", io_cause(&e)))),
-        Ok(m) if !m.is_dir() => Err(usage(format!("{name}: not a directory ({what})"))),
-        Ok(_) if pbf_output::holds_system_names(dir) => Err(usage(format!(
-            "{name}: holds the system's names for devices and processes, not files ({what})"
-        ))),
         Ok(_) if access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_err() => {
-            Err(usage(format!("{name}: directory is not writable ({what})")))
+            "directory is not writable".into()
         }
-        Ok(_) => Ok(()),
-    }
+        Ok(_) => return Ok(()),
+    };
+    Err(usage(format!("{}: {why} ({what})", dir_words(dir))))
 }
 
 /// `dir` (`--tmpdir`) can hold the temporary file of the output `out`:
@@ -161,8 +157,9 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
         )));
     }
     // A copier puts a file in place: at a device's or process's name it
-    // would replace the name, not write to it (pbf_output refuses it too),
-    // and through a link it puts the file where the link points.
+    // would replace the name, not write to it, and through a link it puts
+    // the file where the link points. pbf_output refuses only an existing
+    // OUT that is not a regular file: the system's names are refused here.
     let special = out.metadata().is_ok_and(|m| !m.is_file());
     let target = std::fs::canonicalize(out).ok().filter(|_| link);
     let system = [Some(out), target.as_deref()]
@@ -280,6 +277,10 @@ mod tests {
         check_output(&file, true).expect("overwritten");
         check_temp_dir(dir.path(), &file).expect("same filesystem");
         check_temp_dir(dir.path(), Path::new("-")).expect("standard output");
+        if let Ok(shm) = tempfile::tempdir_in("/dev/shm") {
+            let other = line(check_temp_dir(shm.path(), &file));
+            assert!(other.contains(": not on the filesystem of "), "{other}");
+        }
         match std::io::IsTerminal::is_terminal(&std::io::stdout()) {
             true => assert_eq!(line(check_output(Path::new("-"), false)), TERMINAL_OUTPUT),
             false => check_output(Path::new("-"), false).expect("standard output"),

@@ -128,11 +128,7 @@ fn stop_group_on_signal(leader: u32) -> GroupRegistration {
 /// The signals the process handles: [`SIGNALS`] and SIGTSTP. A thread that
 /// blocks them leaves them to the process's other threads.
 pub fn handled_signals() -> SigSet {
-    let mut set = SigSet::empty();
-    for sig in SIGNALS.into_iter().chain([Signal::SIGTSTP]) {
-        set.add(sig);
-    }
-    set
+    SIGNALS.into_iter().chain([Signal::SIGTSTP]).collect()
 }
 
 /// Spawn `cmd` as the leader of a process group of its own and register

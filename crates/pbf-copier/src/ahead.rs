@@ -212,20 +212,15 @@ impl Guess {
         sources: &mut CopySources,
         out: &mut OutputFile,
     ) -> Result<Landed> {
-        let line = self.line;
-        self.land_inner(sources, out)
-            .with_context(|| format!("{plan_name}: line {line}"))
-    }
-
-    fn land_inner(self, sources: &mut CopySources, out: &mut OutputFile) -> Result<Landed> {
-        let (offset, want) = (self.ahead.offset, self.next - self.ahead.offset);
-        let mut landed = self.ahead.land(out, want)?;
+        let (offset, want, line) = (self.ahead.offset, self.next - self.ahead.offset, self.line);
+        let at = || format!("{plan_name}: line {line}");
+        let mut landed = self.ahead.land(out, want).with_context(at)?;
         let rest = want - landed.kept;
         if rest > 0 {
             let started = Instant::now();
             let from = offset + landed.kept;
-            let (file, path) = sources.range(self.source, from, rest)?;
-            out.copy_from(file, path, from, rest)?;
+            let (file, path) = sources.range(self.source, from, rest).with_context(at)?;
+            out.copy_from(file, path, from, rest).with_context(at)?;
             landed.copying += started.elapsed();
         }
         Ok(landed)

@@ -29,12 +29,13 @@ use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use clap::{Arg, ArgMatches, Command, value_parser};
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 use pbf_format::Key;
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
+use pbf_cli::flag;
 use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
 pub use sources::CopySources;
@@ -70,13 +71,7 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
             .required(true)
             .value_parser(value_parser!(PathBuf)),
     )
-    .arg(
-        Arg::new("overwrite")
-            .short('O')
-            .long("overwrite")
-            .help("Replace OUT if it exists (never an input)")
-            .action(ArgAction::SetTrue),
-    )
+    .arg(flag("overwrite", "Replace OUT if it exists (never an input)").short('O'))
     .arg(
         Arg::new("tmpdir")
             .long("tmpdir")
@@ -104,41 +99,18 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
 /// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`,
 /// `--no-space-check`, `-v`, `-q`, `--progress` and `--no-progress` options.
 pub fn write_args(cmd: Command, help: &Help) -> Command {
-    let cmd = cmd.arg(
-        Arg::new("add-indexdata")
-            .long("add-indexdata")
-            .help(help.add_indexdata)
-            .action(ArgAction::SetTrue),
-    )
-    .arg(
-        Arg::new("keep-spools")
-            .long("keep-spools")
-            .help(
-                "Keep the plan's spool files (written by pbf-merge); by default they are removed \
-                 once read: after the output is committed, or on an error or signal",
-            )
-            .overrides_with("remove-spools")
-            .action(ArgAction::SetTrue),
-    )
-    .arg(
-        Arg::new("remove-spools")
-            .long("remove-spools")
-            .help("Remove the spool files once read (the default; undoes an earlier --keep-spools)")
-            .overrides_with("keep-spools")
-            .action(ArgAction::SetTrue),
-    )
-    .arg(
-        Arg::new("no-space-check")
-            .long("no-space-check")
-            .help(
-                "Write even when OUT's filesystem reports too little free space for what the \
+    let keep = "Keep the plan's spool files (written by pbf-merge); by default they are removed \
+                once read: after the output is committed, or on an error or signal";
+    let remove = "Remove the spool files once read (the default; undoes an earlier --keep-spools)";
+    let space = "Write even when OUT's filesystem reports too little free space for what the \
                  plan copies as it is (its copy_bytes, see pbf-stream(5)), for a filesystem \
                  that reports free space wrongly; the run then fails with ENOSPC if it really \
-                 runs out, leaving nothing behind",
-            )
-            .action(ArgAction::SetTrue),
-    )
-    ;
+                 runs out, leaving nothing behind";
+    let cmd = cmd
+        .arg(flag("add-indexdata", help.add_indexdata))
+        .arg(flag("keep-spools", keep).overrides_with("remove-spools"))
+        .arg(flag("remove-spools", remove).overrides_with("keep-spools"))
+        .arg(flag("no-space-check", space));
     let verbosity = pbf_cli::VerbosityHelp {
         verbose: help.verbose,
         quiet: help.quiet,
@@ -320,18 +292,16 @@ impl Copied {
             return;
         }
         let n = self.duplicate_ids;
+        let (repeat, them) = match n {
+            1 => ("object repeats", "it"),
+            _ => ("objects repeat", "them"),
+        };
         pbf_cli::warn(
             name,
             format!(
-                "warning: {out}: {n} {} the type and id of the one before {}, which \
+                "warning: {out}: {n} {repeat} the type and id of the one before {them}, which \
                  osm2pgsql refuses: --latest keeps only the newest version of each object \
-                 (--dedupe drops only exact repeats)",
-                if n == 1 {
-                    "object repeats"
-                } else {
-                    "objects repeat"
-                },
-                if n == 1 { "it" } else { "them" }
+                 (--dedupe drops only exact repeats)"
             ),
         );
     }

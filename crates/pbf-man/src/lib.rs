@@ -22,49 +22,37 @@
 
 pub mod completions;
 
-use std::fmt;
-
 use clap::Command;
+
+/// The [`Tool`] `name` whose `command()` is `command`, defined in `source`
+/// (a tool crate's `src/lib.rs` by default), with `templates/<name>.1`.
+macro_rules! tool {
+    ($name:literal, $command:path) => {
+        tool!($name, $command, concat!("tools/", $name, "/src/lib.rs"))
+    };
+    ($name:literal, $command:path, $source:expr) => {
+        Tool {
+            name: $name,
+            command: $command,
+            source: $source,
+            template: include_str!(concat!("../templates/", $name, ".1")),
+        }
+    };
+}
 
 /// Every program with a generated page and completions: name, its clap
 /// definition, where that lives, and its template.
 pub const TOOLS: &[Tool] = &[
-    Tool {
-        name: "pbf-index",
-        command: pbf_index::command,
-        source: "tools/pbf-index/src/lib.rs",
-        template: include_str!("../templates/pbf-index.1"),
-    },
-    Tool {
-        name: "pbf-overlap",
-        command: pbf_overlap::command,
-        source: "tools/pbf-overlap/src/lib.rs",
-        template: include_str!("../templates/pbf-overlap.1"),
-    },
-    Tool {
-        name: "pbf-merge",
-        command: pbf_merge::command,
-        source: "tools/pbf-merge/src/lib.rs",
-        template: include_str!("../templates/pbf-merge.1"),
-    },
-    Tool {
-        name: "pbf-copy",
-        command: pbf_copy::command,
-        source: "tools/pbf-copy/src/lib.rs",
-        template: include_str!("../templates/pbf-copy.1"),
-    },
-    Tool {
-        name: "pbf-reflink",
-        command: pbf_reflink::command,
-        source: "tools/pbf-reflink/src/lib.rs",
-        template: include_str!("../templates/pbf-reflink.1"),
-    },
-    Tool {
-        name: "pbf-sort",
-        command: pbf_cli::driver::command,
-        source: "crates/pbf-cli/src/driver/mod.rs",
-        template: include_str!("../templates/pbf-sort.1"),
-    },
+    tool!("pbf-index", pbf_index::command),
+    tool!("pbf-overlap", pbf_overlap::command),
+    tool!("pbf-merge", pbf_merge::command),
+    tool!("pbf-copy", pbf_copy::command),
+    tool!("pbf-reflink", pbf_reflink::command),
+    tool!(
+        "pbf-sort",
+        pbf_cli::driver::command,
+        "crates/pbf-cli/src/driver/mod.rs"
+    ),
 ];
 
 /// Pages in `man/` that are written by hand, not generated.
@@ -103,35 +91,9 @@ impl Tool {
     }
 }
 
-/// Why a page could not be rendered.
-#[derive(Debug)]
-pub enum Error {
-    /// A template lacks a marker line or has it twice.
-    Marker {
-        /// The tool.
-        tool: &'static str,
-        /// The marker line.
-        marker: &'static str,
-    },
-    /// `clap_mangen` failed (it writes to memory, so this is unexpected).
-    Render(std::io::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Marker { tool, marker } => {
-                write!(f, "template of {tool} must hold the line {marker:?} once")
-            }
-            Error::Render(e) => write!(f, "rendering failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// The complete roff source of one tool's page.
-pub fn render_tool(t: &Tool) -> Result<String, Error> {
+/// The complete roff source of one tool's page; an error says which
+/// template lacks a marker line or has it twice.
+pub fn render_tool(t: &Tool) -> Result<String, String> {
     let man = clap_mangen::Man::new((t.command)())
         .title(t.name.to_uppercase())
         .section("1")
@@ -141,55 +103,45 @@ pub fn render_tool(t: &Tool) -> Result<String, Error> {
     type Render = fn(&clap_mangen::Man, &mut dyn std::io::Write) -> std::io::Result<()>;
     let section = |f: Render, first: bool| {
         let mut out = Vec::new();
-        f(&man, &mut out).map_err(Error::Render)?;
-        Ok::<String, Error>(tidy(&String::from_utf8_lossy(&out), first))
+        f(&man, &mut out).map_err(|e| format!("rendering failed: {e}"))?;
+        Ok::<String, String>(tidy(&String::from_utf8_lossy(&out), first))
     };
-    let mut page = String::new();
-    page.push_str(&section(clap_mangen::Man::render_title, true)?);
+    let mut page = section(clap_mangen::Man::render_title, true)?;
     // No hyphenation: an option split at a line's end cannot be copied.
     page.push_str(".nh\n");
     page.push_str(&section(clap_mangen::Man::render_name_section, false)?);
     page.push_str(&synopsis(&(t.command)()));
-    let body = replace_marker(
-        t,
-        t.template,
-        DESCRIPTION_MARK,
-        &section(clap_mangen::Man::render_description_section, false)?,
-    )?;
-    let body = replace_marker(
-        t,
-        &body,
-        OPTIONS_MARK,
-        &section(clap_mangen::Man::render_options_section, false)?,
-    )?;
+    let mut body = t.template.to_owned();
+    let sections: [(&str, Render); 2] = [
+        (
+            DESCRIPTION_MARK,
+            clap_mangen::Man::render_description_section,
+        ),
+        (OPTIONS_MARK, clap_mangen::Man::render_options_section),
+    ];
+    for (marker, render) in sections {
+        body = replace_marker(t.name, &body, marker, &section(render, false)?)?;
+    }
     page.push_str(&body);
     Ok(page)
 }
 
-/// Replace the one line equal to `marker` by `text`.
-fn replace_marker(
-    t: &Tool,
-    template: &str,
-    marker: &'static str,
-    text: &str,
-) -> Result<String, Error> {
-    let missing = || Error::Marker {
-        tool: t.name,
-        marker,
-    };
-    let mut parts = template.split_inclusive('\n');
-    let mut out = String::with_capacity(template.len() + text.len());
+/// Replace the one line equal to `marker` in the template of `tool` by `text`.
+fn replace_marker(tool: &str, template: &str, marker: &str, text: &str) -> Result<String, String> {
     let mut found = 0;
-    for line in parts.by_ref() {
+    let out = template.split_inclusive('\n').map(|line| {
         if line.trim_end() == marker {
             found += 1;
-            out.push_str(text);
+            text
         } else {
-            out.push_str(line);
+            line
         }
-    }
+    });
+    let out: String = out.collect();
     if found != 1 {
-        return Err(missing());
+        return Err(format!(
+            "template of {tool} must hold the line {marker:?} once"
+        ));
     }
     Ok(out)
 }
@@ -319,7 +271,7 @@ fn wrap(line: &str, out: &mut String) {
 }
 
 /// Every generated page: (file name, roff source).
-pub fn render_all() -> Result<Vec<(String, String)>, Error> {
+pub fn render_all() -> Result<Vec<(String, String)>, String> {
     TOOLS
         .iter()
         .map(|t| Ok((t.file_name(), render_tool(t)?)))

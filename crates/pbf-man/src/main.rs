@@ -34,34 +34,27 @@ fn main() -> ExitCode {
     if man.is_none() && completions.is_none() {
         return usage("no MAN_DIR and no --completions DIR given");
     }
-    let mut same = true;
-    let mut sets = Vec::new();
-    if let Some(dir) = man {
-        match pbf_man::render_all() {
-            Ok(pages) => sets.push((dir, pages)),
-            Err(e) => {
-                eprintln!("pbf-man: error: {e}");
-                return ExitCode::from(1);
-            }
+    match write(man, completions, check) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("pbf-man: error: {e}");
+            ExitCode::from(1)
         }
+    }
+}
+
+/// Write (or with `check` compare) the pages in `man` and the completions
+/// in `completions`; false when `check` found a difference.
+fn write(man: Option<PathBuf>, completions: Option<PathBuf>, check: bool) -> Result<bool, String> {
+    let mut same = true;
+    if let Some(dir) = man {
+        same &= run(&dir, pbf_man::render_all()?, check)?;
     }
     if let Some(dir) = completions {
-        sets.push((dir, pbf_man::completions::render_all()));
+        same &= run(&dir, pbf_man::completions::render_all(), check)?;
     }
-    for (dir, files) in sets {
-        match run(&dir, files, check) {
-            Ok(ok) => same &= ok,
-            Err(e) => {
-                eprintln!("pbf-man: error: {e}");
-                return ExitCode::from(1);
-            }
-        }
-    }
-    if same {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    Ok(same)
 }
 
 fn usage(msg: &str) -> ExitCode {

@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 
 use crate::direct::{ALIGN, AlignedBuf, Direct};
 use crate::error::{Error, Result};
+use crate::range::CopyStats;
 
 /// Bytes of one buffer: one direct write each.
 pub(crate) const BUFFER_LEN: usize = 8 << 20;
@@ -29,20 +30,13 @@ pub(crate) struct DirectBuffer {
     holding: bool,
     /// Bytes of copies (not of memory) held and not yet written.
     held_copies: u64,
-    /// How the copies written so far went out, until [`DirectBuffer::take_tally`].
-    tally: Tally,
-}
-
-/// How the bytes of copies went from the buffer to the file.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Tally {
-    /// In whole buffers written past the page cache.
-    pub(crate) direct: u64,
-    /// Through the page cache: held when the filesystem refused a direct
-    /// write, or in a flush of less than a block.
-    pub(crate) cache: u64,
-    /// Direct writes the filesystem refused (at most one).
-    pub(crate) refusals: u64,
+    /// How the copies written so far went out, until
+    /// [`DirectBuffer::take_tally`]: in whole buffers past the page cache
+    /// (`direct_bytes`), through the page cache (`fallback_bytes`: held
+    /// when the filesystem refused a direct write, or in a flush of less
+    /// than a block), and the direct writes refused (`fallbacks`, at most
+    /// one).
+    tally: CopyStats,
 }
 
 impl DirectBuffer {
@@ -55,7 +49,7 @@ impl DirectBuffer {
             held: 0,
             holding: false,
             held_copies: 0,
-            tally: Tally::default(),
+            tally: CopyStats::default(),
         })
     }
 
@@ -145,7 +139,7 @@ impl DirectBuffer {
         if !direct {
             file.write_all_at(bytes, self.base).map_err(failed)?;
         }
-        self.tally.refusals += u64::from(works && !direct);
+        self.tally.fallbacks += u64::from(works && !direct);
         self.tally_copies(direct);
         Ok(())
     }
@@ -153,8 +147,8 @@ impl DirectBuffer {
     fn tally_copies(&mut self, direct: bool) {
         let copies = std::mem::take(&mut self.held_copies);
         match direct {
-            true => self.tally.direct += copies,
-            false => self.tally.cache += copies,
+            true => self.tally.direct_bytes += copies,
+            false => self.tally.fallback_bytes += copies,
         }
     }
 
@@ -187,7 +181,7 @@ impl DirectBuffer {
     }
 
     /// How the copies written since the last call went out.
-    pub(crate) fn take_tally(&mut self) -> Tally {
+    pub(crate) fn take_tally(&mut self) -> CopyStats {
         std::mem::take(&mut self.tally)
     }
 }

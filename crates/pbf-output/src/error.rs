@@ -90,10 +90,24 @@ impl Error {
 /// (a format or stream error names its file) says it once.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let ErrorKind::Io(_) = self.kind {
-            return f.write_str(&self.context);
-        }
-        let cause = CauseOf(&self.kind).to_string();
+        let cause = match &self.kind {
+            ErrorKind::Io(_) => return f.write_str(&self.context),
+            ErrorKind::Exists => "file exists (use -O/--overwrite to replace it)".to_owned(),
+            ErrorKind::SameAsInput(p) => format!(
+                "is the same file as the input {} (an input is never overwritten)",
+                p.display()
+            ),
+            ErrorKind::ShortSource { offset, missing } => format!(
+                "source ends at offset {offset}, {missing} bytes short (file shrank since it was indexed?)"
+            ),
+            ErrorKind::Format(e) => e.to_string(),
+            ErrorKind::Stream(e) => e.to_string(),
+            ErrorKind::NoSpace { needed, free } => format!(
+                "not enough free space: the output needs at least {needed} bytes more on this \
+                 filesystem, which has {free} bytes free (--no-space-check writes anyway)"
+            ),
+            ErrorKind::Invalid(m) => m.clone(),
+        };
         let said = cause
             .strip_prefix(self.context.as_str())
             .is_some_and(|rest| rest.starts_with(": "));
@@ -101,35 +115,6 @@ impl fmt::Display for Error {
             write!(f, "{}: ", self.context)?;
         }
         f.write_str(&cause)
-    }
-}
-
-/// An error's cause in words, without its context.
-struct CauseOf<'a>(&'a ErrorKind);
-
-impl fmt::Display for CauseOf<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            ErrorKind::Io(_) => Ok(()),
-            ErrorKind::Exists => write!(f, "file exists (use -O/--overwrite to replace it)"),
-            ErrorKind::SameAsInput(p) => write!(
-                f,
-                "is the same file as the input {} (an input is never overwritten)",
-                p.display()
-            ),
-            ErrorKind::ShortSource { offset, missing } => write!(
-                f,
-                "source ends at offset {offset}, {missing} bytes short (file shrank since it was indexed?)"
-            ),
-            ErrorKind::Format(e) => write!(f, "{e}"),
-            ErrorKind::Stream(e) => write!(f, "{e}"),
-            ErrorKind::NoSpace { needed, free } => write!(
-                f,
-                "not enough free space: the output needs at least {needed} bytes more on this \
-                 filesystem, which has {free} bytes free (--no-space-check writes anyway)"
-            ),
-            ErrorKind::Invalid(m) => write!(f, "{m}"),
-        }
     }
 }
 

@@ -16,7 +16,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use nix::errno::Errno;
 use nix::fcntl::AtFlags;
 use nix::unistd::linkat;
 use tempfile::{Builder, NamedTempFile};
@@ -41,10 +40,10 @@ pub(crate) enum Temp {
 /// A temporary file with a name: removed when dropped or on a signal.
 #[derive(Debug)]
 pub(crate) struct Named {
-    // Fields drop in order: the file is removed before the signal handler
-    // forgets its path.
-    temp: NamedTempFile,
-    _registration: Registration,
+    // A NamedTempFile removes its file before it drops the open file and,
+    // with it, the registration: the file is gone before the signal
+    // handler forgets its path.
+    temp: NamedTempFile<(File, Registration)>,
 }
 
 impl Temp {
@@ -88,7 +87,7 @@ impl Temp {
     pub(crate) fn file(&self) -> &File {
         match self {
             Temp::Unnamed { file, .. } => file,
-            Temp::Named(n) => n.temp.as_file(),
+            Temp::Named(n) => &n.temp.as_file().0,
         }
     }
 
@@ -134,37 +133,24 @@ impl Named {
         prefix.push(out_name);
         prefix.push(TEMP_MARKER.trim_end_matches('.'));
         prefix.push(".");
-        let mut registration = None;
         let mut failure = None;
         let temp = Builder::new()
             .prefix(&prefix)
             .suffix(".tmp")
             .rand_bytes(6)
             .make_in(dir, |path| {
-                let reg = remove_on_signal(path).map_err(|e| {
+                let registration = remove_on_signal(path).map_err(|e| {
                     let msg = e.to_string();
                     failure = Some(e);
                     io::Error::other(msg)
                 })?;
-                let file = make(path)?;
-                registration = Some(reg);
-                Ok(file)
+                Ok((make(path)?, registration))
             });
-        let temp = match (temp, failure) {
-            (Err(_), Some(e)) => return Err(e),
-            (Err(e), None) => return Err(cannot_create(dir, e)),
-            (Ok(t), _) => t,
-        };
-        let registration = registration.ok_or_else(|| {
-            Error::invalid(
-                dir.display().to_string(),
-                "temporary file was not registered",
-            )
-        })?;
-        Ok(Named {
-            temp,
-            _registration: registration,
-        })
+        match (temp, failure) {
+            (Ok(temp), _) => Ok(Named { temp }),
+            (Err(_), Some(e)) => Err(e),
+            (Err(e), None) => Err(cannot_create(dir, e)),
+        }
     }
 
     /// The file's name.
@@ -186,15 +172,9 @@ impl Named {
 
 /// Give the open file `file` the name `dest` (which must not exist).
 fn link_fd(file: &File, dest: &Path) -> io::Result<()> {
-    let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-    linkat(
-        None,
-        proc_path.as_path(),
-        None,
-        dest,
-        AtFlags::AT_SYMLINK_FOLLOW,
-    )
-    .map_err(|e: Errno| io::Error::from(e))
+    let proc_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    let flags = AtFlags::AT_SYMLINK_FOLLOW;
+    linkat(None, Path::new(&proc_path), None, dest, flags).map_err(io::Error::from)
 }
 
 fn cannot_create(dir: &Path, e: io::Error) -> Error {
