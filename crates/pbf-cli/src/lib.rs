@@ -17,6 +17,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
 mod advice;
+pub mod args;
 mod diag;
 pub mod driver;
 pub mod paths;

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use clap::{Arg, ArgMatches, Command, value_parser};
+use pbf_cli::args::{flag, option};
 use pbf_format::compress::Compression;
 use pbf_merge_core::{Flight, MergeStats, Merger, Options, Ready, Span, Spool, WrittenFrame};
 mod alloc;
@@ -75,103 +76,83 @@ pub fn command() -> Command {
                 .help("Plan stream to read; '-' or none reads standard input"),
         )
         .arg(
-            Arg::new("spool")
-                .long("spool")
-                .value_name("PATH")
-                .help(
-                    "Spool file to create (it must not exist) [default: a new file in --tmpdir, \
-                     else $TMPDIR]. \
-                     The copier removes it once it has read it (pbf-copy --keep-spools keeps \
-                     it); it is removed here on an error or SIGINT/SIGTERM/SIGHUP, and at the \
-                     end when no op merged anything",
-                )
-                .value_parser(value_parser!(PathBuf)),
+            option(
+                "spool",
+                "PATH",
+                "Spool file to create (it must not exist) [default: a new file in --tmpdir, \
+                 else $TMPDIR]. The copier removes it once it has read it (pbf-copy \
+                 --keep-spools keeps it); it is removed here on an error or \
+                 SIGINT/SIGTERM/SIGHUP, and at the end when no op merged anything",
+            )
+            .value_parser(value_parser!(PathBuf)),
         )
         .arg(
-            Arg::new("tmpdir")
-                .long("tmpdir")
-                .value_name("DIR")
-                .help(
-                    "Make the spool, under a new name, and the merge's spills in DIR \
-                     [default: $TMPDIR]",
-                )
-                .conflicts_with("spool")
-                .value_parser(value_parser!(PathBuf)),
+            option(
+                "tmpdir",
+                "DIR",
+                "Make the spool, under a new name, and the merge's spills in DIR [default: \
+                 $TMPDIR]",
+            )
+            .conflicts_with("spool")
+            .value_parser(value_parser!(PathBuf)),
         )
         .arg(
-            Arg::new("memory")
-                .long("memory")
-                .value_name("SIZE")
-                .help(
-                    "Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept \
-                     in memory and 64 bytes per input blob; encoding buffers of a few blocks \
-                     per thread come on top",
-                )
-                .default_value("1G")
-                .value_parser(parse_budget),
+            option(
+                "memory",
+                "SIZE",
+                "Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept in \
+                 memory and 64 bytes per input blob; encoding buffers of a few blocks per \
+                 thread come on top",
+            )
+            .default_value("1G")
+            .value_parser(parse_budget),
         )
         .arg(
             pbf_cli::jobs_arg("Worker threads for decoding, encoding and compression [default: all cores]"),
         )
         .arg(
-            Arg::new("compression")
-                .long("compression")
-                .value_name("C")
-                .help(
-                    "Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied \
-                     blobs keep their own; osmium 1.15 cannot read zstd",
-                )
-                .default_value("zlib:6")
-                .value_parser(pbf_cli::compression_parser())
-                .hide_possible_values(true),
+            option(
+                "compression",
+                "C",
+                "Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied \
+                 blobs keep their own; osmium 1.15 cannot read zstd",
+            )
+            .default_value("zlib:6")
+            .value_parser(pbf_cli::compression_parser())
+            .hide_possible_values(true),
         )
         .arg(
-            Arg::new("align")
-                .long("align")
-                .value_name("BYTES")
-                .help(
-                    "Start each merge op's frames in the spool at a multiple of BYTES (the \
-                     filesystem block size, e.g. 4096; a power of two up to 1M), padding with \
-                     frames readers skip, so pbf-reflink can clone the merged frames [default: none]",
-                )
-                .value_parser(parse_align),
+            option(
+                "align",
+                "BYTES",
+                "Start each merge op's frames in the spool at a multiple of BYTES (the \
+                 filesystem block size, e.g. 4096; a power of two up to 1M), padding with \
+                 frames readers skip, so pbf-reflink can clone the merged frames [default: none]",
+            )
+            .value_parser(parse_align),
         )
-        .arg(
-            Arg::new("dedupe")
-                .long("dedupe")
-                .help("Drop repeated (type, id, version), keeping the one that sorts first")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("latest")
-                .long("latest")
-                .help(
-                    "Keep only the newest version of each object: the highest version, then the \
-                     later timestamp, then the later input; none where that one is deleted",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("indexdata")
-                .long("indexdata")
-                .help(
-                    "Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by \
-                     default: the copiers copy these frames as they are, and osmconvert 0.9 \
-                     (osmctools) reads only BlobHeaders of 11 to 17 bytes; pbf-copy \
-                     --add-indexdata writes indexdata into the output from the plan's keys",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("validate")
-                .long("validate")
-                .help(
-                    "Check the option values and exit: 0 when they are valid, 2 with the \
-                     reason otherwise; no plan is read (pbf-sort checks its options this way \
-                     before it starts a stage)",
-                )
-                .action(ArgAction::SetTrue),
-        );
+        .arg(flag(
+            "dedupe",
+            "Drop repeated (type, id, version), keeping the one that sorts first",
+        ))
+        .arg(flag(
+            "latest",
+            "Keep only the newest version of each object: the highest version, then the later \
+             timestamp, then the later input; none where that one is deleted",
+        ))
+        .arg(flag(
+            "indexdata",
+            "Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by default: \
+             the copiers copy these frames as they are, and osmconvert 0.9 (osmctools) reads \
+             only BlobHeaders of 11 to 17 bytes; pbf-copy --add-indexdata writes indexdata into \
+             the output from the plan's keys",
+        ))
+        .arg(flag(
+            "validate",
+            "Check the option values and exit: 0 when they are valid, 2 with the reason \
+             otherwise; no plan is read (pbf-sort checks its options this way before it starts \
+             a stage)",
+        ));
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print the merges' objects in and out and the spool path on standard error; given \
                   twice (-vv), a summary of the merges instead (with the chains, batches and \

@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use clap::{Arg, ArgMatches, Command, value_parser};
+use pbf_cli::args::{flag, option};
 use pbf_format::Keep;
 use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime, Writer};
 
@@ -68,107 +69,91 @@ pub fn command() -> Command {
                 )
                 .num_args(0..),
         )
+        .arg(flag(
+            "check",
+            "Write no plan; exit 0 when the input is already in order, 1 when not, 2 on error",
+        ))
         .arg(
-            Arg::new("check")
-                .long("check")
-                .help("Write no plan; exit 0 when the input is already in order, 1 when not, 2 on error")
-                .action(ArgAction::SetTrue),
+            option(
+                "objects-of",
+                "INDEX",
+                "With --check, also exit 1 unless the input holds as many nodes, ways, relations \
+                 and changesets as the index stream INDEX (its end records); when it does, say \
+                 so in one line on standard error (unless -q). Messages name each side by the \
+                 files its index describes",
+            )
+            .requires("check"),
         )
         .arg(
-            Arg::new("objects-of")
-                .long("objects-of")
-                .value_name("INDEX")
-                .requires("check")
-                .help(
-                    "With --check, also exit 1 unless the input holds as many nodes, ways, \
-                     relations and changesets as the index stream INDEX (its end records); when \
-                     it does, say so in one line on standard error (unless -q). Messages name \
-                     each side by the files its index describes",
-                ),
+            option(
+                "objects-of-as",
+                "NAMES",
+                "With --objects-of, name the files of that index NAMES in messages: for inputs \
+                 the caller saved to files of its own (standard input, pipes)",
+            )
+            .requires("objects-of"),
         )
         .arg(
-            Arg::new("objects-of-as")
-                .long("objects-of-as")
-                .value_name("NAMES")
-                .requires("objects-of")
-                .help(
-                    "With --objects-of, name the files of that index NAMES in messages: for \
-                     inputs the caller saved to files of its own (standard input, pipes)",
-                ),
+            option(
+                "check-as",
+                "NAME",
+                "With --check, name the file the index describes NAME in messages: for a check \
+                 run on a temporary file that becomes NAME once it passes (the copiers' \
+                 --check-cmd)",
+            )
+            .requires("check"),
+        )
+        .arg(flag(
+            "no-frame-keys",
+            "Leave the per-frame keys out of copy ops. Only pbf-copy and pbf-reflink \
+             --add-indexdata need them, and for a sorted gigabyte they are megabytes of JSON \
+             that every later stage parses before the copy starts (pbf-sort passes this unless \
+             --add-indexdata)",
+        ))
+        .arg(
+            flag(
+                "dedupe",
+                "Plan for pbf-merge --dedupe: a blob whose keys repeat is merged (so the repeats \
+                 are dropped), not copied because its equal keys are in order (pbf-sort passes \
+                 this with --dedupe)",
+            )
+            .conflicts_with("check"),
         )
         .arg(
-            Arg::new("check-as")
-                .long("check-as")
-                .value_name("NAME")
-                .requires("check")
-                .help(
-                    "With --check, name the file the index describes NAME in messages: for a \
-                     check run on a temporary file that becomes NAME once it passes (the \
-                     copiers' --check-cmd)",
-                ),
+            flag(
+                "latest",
+                "Plan for pbf-merge --latest: blobs that share an object (kind and id, in any \
+                 version) are merged, and so is a blob that holds one twice or comes from a \
+                 history file; the output header drops HistoricalInformation (pbf-sort passes \
+                 this with --latest)",
+            )
+            .conflicts_with("check"),
         )
         .arg(
-            Arg::new("no-frame-keys")
-                .long("no-frame-keys")
-                .help(
-                    "Leave the per-frame keys out of copy ops. Only pbf-copy and pbf-reflink \
-                     --add-indexdata need them, and for a sorted gigabyte they are megabytes of \
-                     JSON that every later stage parses before the copy starts (pbf-sort passes \
-                     this unless --add-indexdata)",
-                )
-                .action(ArgAction::SetTrue),
+            option(
+                "sources",
+                "N",
+                "The index streams hold N sources. The plan record is then written as soon \
+                 as the N-th source's first 16 blobs are read in order (each sorted, or its \
+                 repeated keys in the merge's order, and none before the one before it), \
+                 before the blobs are planned, and marked \"early\": true, unless the output \
+                 header depends on the ops (DenseNodes is added for merges and no input \
+                 requires it); with one source, pbf-copy starts copying ahead then. After it, \
+                 \"sorted\" records say how far the last source is read in order (one at \
+                 once, then one per 16 MiB) and an \"unsorted\" record when it is not. A \
+                 blob is out of order, too, when one of the samples pbf-index took further on \
+                 in its file sorts before its last key, so a file of two sorted files \
+                 joined is seen before the index reaches the seam. Any other number of \
+                 sources is an error (pbf-sort passes its number of inputs)",
+            )
+            .conflicts_with("check")
+            .value_parser(value_parser!(u32).range(1..)),
         )
-        .arg(
-            Arg::new("dedupe")
-                .long("dedupe")
-                .conflicts_with("check")
-                .help(
-                    "Plan for pbf-merge --dedupe: a blob whose keys repeat is merged (so the \
-                     repeats are dropped), not copied because its equal keys are in order \
-                     (pbf-sort passes this with --dedupe)",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("latest")
-                .long("latest")
-                .conflicts_with("check")
-                .help(
-                    "Plan for pbf-merge --latest: blobs that share an object (kind and id, in \
-                     any version) are merged, and so is a blob that holds one twice or comes \
-                     from a history file; the output header drops HistoricalInformation \
-                     (pbf-sort passes this with --latest)",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("sources")
-                .long("sources")
-                .value_name("N")
-                .conflicts_with("check")
-                .value_parser(value_parser!(u32).range(1..))
-                .help(
-                    "The index streams hold N sources. The plan record is then written as soon \
-                     as the N-th source's first 16 blobs are read in order (each sorted, or its \
-                     repeated keys in the merge's order, and none before the one before it), \
-                     before the blobs are planned, and marked \"early\": true, unless the output \
-                     header depends on the ops (DenseNodes is added for merges and no input \
-                     requires it); with one source, pbf-copy starts copying ahead then. After it, \
-                     \"sorted\" records say how far the last source is read in order (one at \
-                     once, then one per 16 MiB) and an \"unsorted\" record when it is not. A \
-                     blob is out of order, too, when one of the samples pbf-index took further on \
-                     in its file sorts before its last key, so a file of two sorted files \
-                     joined is seen before the index reaches the seam. Any other number of \
-                     sources is an error (pbf-sort passes its number of inputs)",
-                ),
-        )
-        .arg(
-            Arg::new("generator")
-                .long("generator")
-                .value_name("NAME")
-                .help("writingprogram of the output header [default: pbf-sort <version>]"),
-        )
-        ;
+        .arg(option(
+            "generator",
+            "NAME",
+            "writingprogram of the output header [default: pbf-sort <version>]",
+        ));
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print one summary line on standard error: blobs passed through in copy ops and \
                   their bytes, blobs and elements to merge in merge ops, and time; given twice \
