@@ -175,66 +175,41 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = pbf_cli::verbosity(m);
     // Before the plan is read (it may come slowly through a pipe).
-    let spool_dir = spool_dir(m);
+    // `--tmpdir DIR`, else `$TMPDIR`, and how messages name it.
+    let (spool_dir, what) = match m.get_one::<PathBuf>("tmpdir") {
+        Some(dir) => (dir.clone(), "--tmpdir"),
+        None => (std::env::temp_dir(), "the spool's $TMPDIR"),
+    };
     match m.get_one::<PathBuf>("spool") {
         Some(spool) => check_spool(spool)?,
-        None => pbf_cli::paths::check_dir(spool_dir.what, &spool_dir.path)?,
+        None => pbf_cli::paths::check_dir(what, &spool_dir)?,
     }
     let reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| pbf_cli::input_name(name).to_owned())?;
     let sources = SourceFiles::open(&reader.header().sources)?;
     let mut spool = match m.get_one::<PathBuf>("spool") {
         Some(p) => Spool::create(p)?,
-        None => Spool::create_in(&spool_dir.path)?,
+        None => Spool::create_in(&spool_dir)?,
     };
     // A signal must not leave the spool behind. After success the plan names
     // it and the copier removes it; the registration only lasts this run.
-    let on_signal = match pbf_output::cleanup::remove_on_signal(spool.path()) {
-        Ok(registration) => registration,
-        Err(e) => {
-            let _ = std::fs::remove_file(spool.path());
-            return Err(e.into());
-        }
+    // The spool is ours, and useless without the end record.
+    let remove = |path: &Path| {
+        let _ = std::fs::remove_file(path);
     };
+    let on_signal = pbf_output::cleanup::remove_on_signal(spool.path())
+        .inspect_err(|_| remove(spool.path()))?;
     let started = Instant::now();
     let result = execute(m, name, reader, sources, &mut spool);
     drop(on_signal);
-    match result {
-        Ok(total) => {
-            pbf_cli::report::counters(&Counters::of(&total));
-            if verbose == 1 {
-                pbf_cli::warn(NAME, short_summary(&total, &spool, started));
-            } else if verbose > 1 {
-                pbf_cli::warn(NAME, summary(&total, &spool, started));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            // The spool is ours and useless without the end record.
-            let _ = std::fs::remove_file(spool.path());
-            Err(e)
-        }
+    let total = result.inspect_err(|_| remove(spool.path()))?;
+    pbf_cli::report::counters(&Counters::of(&total));
+    if verbose == 1 {
+        pbf_cli::warn(NAME, short_summary(&total, &spool, started));
+    } else if verbose > 1 {
+        pbf_cli::warn(NAME, summary(&total, &spool, started));
     }
-}
-
-/// The directory a spool without `--spool` is made in, and how messages name it.
-struct SpoolDir {
-    path: PathBuf,
-    what: &'static str,
-}
-
-/// `--tmpdir DIR`, else `$TMPDIR`.
-fn spool_dir(m: &ArgMatches) -> SpoolDir {
-    match m.get_one::<PathBuf>("tmpdir") {
-        Some(dir) => SpoolDir {
-            path: dir.clone(),
-            what: "--tmpdir",
-        },
-        None => SpoolDir {
-            path: std::env::temp_dir(),
-            what: "the spool's $TMPDIR",
-        },
-    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--spool PATH` must name a new file in a directory the run can write
@@ -286,8 +261,7 @@ fn execute<R: io::BufRead + Send + 'static>(
     // One op more than threads: an op's thread waits on its loads now and
     // then, and the oldest op's encodes may not fill the pool.
     let flight = Flight::new(Arc::new(merger), jobs + 1);
-    let ops = Ops { first, spool_id };
-    let result = rewrite(ops, queue, out, flight, spool, &progress);
+    let result = rewrite((first, spool_id), queue, out, flight, spool, &progress);
     progress.bar.finish_and_clear();
     result
 }
@@ -560,13 +534,6 @@ fn forward_plan_record<R: io::BufRead>(
     Ok((out, spool_id))
 }
 
-/// Where [`rewrite`] starts: the plan's first op, already read (`Some(None)`
-/// when the plan holds no op, only its end), and the spool's source id.
-struct Ops {
-    first: Option<Option<PlanRecord>>,
-    spool_id: u32,
-}
-
 /// A record of the plan held back until the merge ops before it are in
 /// the spool.
 enum Waiting {
@@ -577,20 +544,19 @@ enum Waiting {
 
 /// Copy the ops to `out`, executing merge ops on the way: several in flight
 /// at once, and every record written in plan order, a merge op's copy ops
-/// as its frames reach the spool.
+/// as its frames reach the spool. `first` is the plan's first op, already
+/// read (`Some(None)` when the plan holds no op, only its end).
 fn rewrite(
-    ops: Ops,
+    (mut first, spool_id): (Option<Option<PlanRecord>>, u32),
     mut queue: OpQueue,
     mut out: PlanOut,
     mut flight: Flight,
     spool: &mut Spool,
     progress: &Progress,
 ) -> Result<Totals> {
-    let spool_id = ops.spool_id;
     let mut end = PlanEnd::default();
     let mut totals = Totals::default();
     let mut waiting: VecDeque<Waiting> = VecDeque::new();
-    let mut first = ops.first;
     let (mut ended, mut started) = (false, 0u64);
     loop {
         // Read while another op may start; wait for a record only when

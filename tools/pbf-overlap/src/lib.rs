@@ -171,24 +171,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("check") {
         // Like cmp(1): 1 means "not in order", so an error must exit 2.
         return Ok(match read_check_input(m) {
-            Ok((input, objects_of)) => {
-                pbf_cli::report::counters(&CheckCounters {
-                    blobs: input.blob_records,
-                });
-                if pbf_cli::verbosity(m) > 1 {
-                    let streams = StreamTime {
-                        parsing: input.parsing,
-                        writing: Duration::ZERO,
-                    };
-                    pbf_cli::warn(NAME, check_summary(&input, streams));
-                }
-                let checked = m.get_one::<String>("check-as").cloned();
-                let say = Say {
-                    verdict: pbf_cli::verbosity(m) > 0,
-                    reasons: !m.get_flag("quiet"),
-                };
-                check(&input, checked, objects_of, say)
-            }
+            Ok((input, objects_of)) => check(&input, objects_of, m),
             Err(err) => {
                 pbf_cli::warn(NAME, format!("error: {}", pbf_cli::one_line(&err)));
                 ExitCode::from(2)
@@ -218,15 +201,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             pbf_cli::warn(NAME, format!("notice: {why}"));
         }
     }
-    pbf_cli::report::counters(&PlanCounters {
-        blobs: input.blob_records,
-        copy_blobs: tally.copy_blobs,
-        copy_ops: tally.copy_ops,
-        copy_bytes: tally.end.copy_bytes,
-        merge_blobs: tally.end.merge_inputs,
-        merge_ops: tally.merge_ops,
-        merge_elements: tally.merge_elements,
-    });
+    pbf_cli::report::counters(&tally);
     if pbf_cli::verbosity(m) > 0 {
         let mut line = summary(&input, &tally);
         if pbf_cli::verbosity(m) > 1 {
@@ -339,7 +314,10 @@ impl PlanOut {
         let header = header::output_header(&input.headers, merges, &self.made);
         let record = self.ahead.planned(input, header, blobs.copy_bytes())?;
         self.out.write(&record)?;
-        let mut tally = Tally::default();
+        let mut tally = Tally {
+            blobs: input.blob_records,
+            ..Tally::default()
+        };
         for op in blobs.ops(frame_keys) {
             match op {
                 Op::Copy(c) => {
@@ -361,14 +339,22 @@ impl PlanOut {
     }
 }
 
-/// What the ops of a plan hold, for its end record and `-v`.
-#[derive(Default)]
+/// What the ops of a plan hold: its end record, and the counts of its
+/// `-v` line and its run's report (`pbf_cli::report`).
+#[derive(Default, serde::Serialize)]
 struct Tally {
-    end: PlanEnd,
-    copy_ops: u64,
+    /// Blob records read.
+    blobs: u64,
+    /// Blobs passed through in copy ops, in how many ops, and their bytes.
     copy_blobs: u64,
+    copy_ops: u64,
+    copy_bytes: u64,
+    /// Blobs to merge in merge ops, in how many ops, and their objects.
+    merge_blobs: u64,
     merge_ops: u64,
     merge_elements: u64,
+    #[serde(skip)]
+    end: PlanEnd,
 }
 
 impl Tally {
@@ -376,32 +362,33 @@ impl Tally {
         self.end.add_copy(c);
         self.copy_ops += 1;
         self.copy_blobs += c.blobs;
+        self.copy_bytes += c.length;
     }
 
     fn merge(&mut self, inputs: u64, elements: u64) {
         self.end.add_merge_of(inputs, elements);
         self.merge_ops += 1;
+        self.merge_blobs += inputs;
         self.merge_elements += elements;
     }
 }
 
-/// What `--check` says on standard error: a yes only when asked (`-v`),
-/// the reasons of a no unless `-q`.
-#[derive(Clone, Copy)]
-struct Say {
-    verdict: bool,
-    reasons: bool,
-}
-
 /// `--check`: exit 0 when the input is in order (and holds the objects of
-/// `objects_of`, when given), else 1 with the reasons on standard error.
-/// `check_as` names the checked file in messages instead of its path.
-fn check(
-    input: &Input,
-    check_as: Option<String>,
-    objects_of: Option<Reference>,
-    say: Say,
-) -> ExitCode {
+/// `objects_of`, when given), else 1 with the reasons on standard error
+/// (unless `-q`; a yes is said only with `-v`). `--check-as` names the
+/// checked file in messages instead of its path.
+fn check(input: &Input, objects_of: Option<Reference>, m: &ArgMatches) -> ExitCode {
+    pbf_cli::report::counters(&CheckCounters {
+        blobs: input.blob_records,
+    });
+    if pbf_cli::verbosity(m) > 1 {
+        let streams = StreamTime {
+            parsing: input.parsing,
+            writing: Duration::ZERO,
+        };
+        pbf_cli::warn(NAME, check_summary(input, streams));
+    }
+    let check_as = m.get_one::<String>("check-as").cloned();
     let names = match &check_as {
         Some(name) => vec![name.clone(); input.sources.len()],
         None => input.source_names(),
@@ -432,32 +419,17 @@ fn check(
         }
     }
     if why.is_empty() {
-        if let Some(line) = same.filter(|_| say.verdict) {
+        if let Some(line) = same.filter(|_| pbf_cli::verbosity(m) > 0) {
             pbf_cli::warn(NAME, line);
         }
         return ExitCode::SUCCESS;
     }
-    if say.reasons {
+    if !m.get_flag("quiet") {
         for line in why {
             pbf_cli::warn(NAME, line);
         }
     }
     ExitCode::from(pbf_cli::EXIT_NO)
-}
-
-/// The counters of a plan's report (`pbf_cli::report`), as its `-v` line.
-#[derive(serde::Serialize)]
-struct PlanCounters {
-    /// Blob records read.
-    blobs: u64,
-    /// Blobs passed through in copy ops, in how many ops, and their bytes.
-    copy_blobs: u64,
-    copy_ops: u64,
-    copy_bytes: u64,
-    /// Blobs to merge in merge ops, in how many ops, and their objects.
-    merge_blobs: u64,
-    merge_ops: u64,
-    merge_elements: u64,
 }
 
 /// The counters of a `--check` run's report: the blob records checked.
@@ -470,11 +442,11 @@ struct CheckCounters {
 fn summary(input: &Input, tally: &Tally) -> String {
     format!(
         "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3} s",
-        pbf_cli::plural(input.blob_records, "blob"),
+        pbf_cli::plural(tally.blobs, "blob"),
         tally.copy_blobs,
         pbf_cli::plural(tally.copy_ops, "copy op"),
-        tally.end.copy_bytes,
-        tally.end.merge_inputs,
+        tally.copy_bytes,
+        tally.merge_blobs,
         pbf_cli::plural(tally.merge_ops, "merge op"),
         tally.merge_elements,
         input.elapsed()
