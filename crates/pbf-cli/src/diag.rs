@@ -24,8 +24,9 @@ use indicatif::{
 };
 use pbf_output::cleanup::signalled;
 
+use crate::args::flag;
+use crate::lock;
 use crate::signals::{CLEAR_LINE, clear_line_on_signal, handled_signals};
-use crate::{flag, lock};
 
 /// The help texts of `-v` and `-q`, which differ from tool to tool.
 #[derive(Clone, Copy, Debug)]
@@ -82,10 +83,10 @@ pub enum Bars {
 impl Bars {
     /// From a command built with [`verbosity_args`] and [`progress_args`].
     pub fn from_matches(m: &ArgMatches) -> Bars {
-        let flag = |id: &str| m.try_get_one::<bool>(id).ok().flatten() == Some(&true);
-        if flag("progress") {
+        let given = |id: &str| m.try_get_one::<bool>(id).ok().flatten() == Some(&true);
+        if given("progress") {
             Bars::Always
-        } else if flag("no-progress") || flag("quiet") {
+        } else if given("no-progress") || given("quiet") {
             Bars::Never
         } else {
             Bars::Auto

@@ -17,6 +17,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
 
 mod advice;
+pub mod args;
 mod diag;
 pub mod driver;
 pub mod paths;
@@ -413,14 +414,6 @@ impl clap::builder::TypedValueParser for CompressionParser {
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(CompressionParser::names().into_iter()))
     }
-}
-
-/// A `--NAME` flag, given or not, with `help`.
-pub fn flag(name: &'static str, help: &'static str) -> clap::Arg {
-    clap::Arg::new(name)
-        .long(name)
-        .help(help)
-        .action(clap::ArgAction::SetTrue)
 }
 
 /// Most threads `-j` takes.

@@ -35,7 +35,7 @@ use pbf_format::Key;
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
-use pbf_cli::flag;
+use pbf_cli::args::flag;
 use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
 pub use sources::CopySources;

@@ -15,7 +15,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::{Arg, ArgMatches, Command};
+use clap::{ArgMatches, Command};
+use pbf_cli::args::{flag, option};
 use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
 use pbf_copier::frames;
@@ -77,50 +78,38 @@ pub fn command() -> Command {
              so a wrong guess costs a wasted copy and never a wrong byte. Not with -o -, \
              --add-indexdata or --recompress, which do not write the input's bytes as they are.",
         )
+        .arg(flag(
+            "no-copy-ahead",
+            "Wait for the ops instead of copying ahead on the guess that the plan's only input \
+             is sorted (a wrong guess costs a wasted copy: on a slow disk with unsorted input, \
+             this saves it)",
+        ))
+        .arg(flag(
+            "kernel-copy",
+            "Copy every range (the copy ahead's too) with copy_file_range(2): through OUT's page \
+             cache, or on the server of a network filesystem that copies there. By default, \
+             where OUT's filesystem allows, ranges are read into memory and written past the \
+             page cache (O_DIRECT) in 8 MiB stages: half the CPU, and as fast once input and \
+             output outgrow memory",
+        ))
         .arg(
-            Arg::new("no-copy-ahead")
-                .long("no-copy-ahead")
-                .help(
-                    "Wait for the ops instead of copying ahead on the guess that the plan's only \
-                     input is sorted (a wrong guess costs a wasted copy: on a slow disk with \
-                     unsorted input, this saves it)",
-                )
-                .action(clap::ArgAction::SetTrue),
+            option(
+                "recompress",
+                "C",
+                "Re-compress every copied blob: zlib[:0-9], zstd[:1-22], lz4 or none (osmium \
+                 1.15 cannot read zstd) [default: blobs keep their compression]",
+            )
+            .value_parser(pbf_cli::compression_parser())
+            .hide_possible_values(true),
         )
         .arg(
-            Arg::new("kernel-copy")
-                .long("kernel-copy")
-                .help(
-                    "Copy every range (the copy ahead's too) with copy_file_range(2): through \
-                     OUT's page cache, or on the server of a network filesystem that copies \
-                     there. By default, \
-                     where OUT's filesystem allows, ranges are read into memory and written past \
-                     the page cache (O_DIRECT) in 8 MiB stages: half the CPU, and as fast once \
-                     input and output outgrow memory",
-                )
-                .action(clap::ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("recompress")
-                .long("recompress")
-                .value_name("C")
-                .help(
-                    "Re-compress every copied blob: zlib[:0-9], zstd[:1-22], lz4 or none \
-                     (osmium 1.15 cannot read zstd) [default: blobs keep their compression]",
-                )
-                .value_parser(pbf_cli::compression_parser())
-                .hide_possible_values(true),
-        )
-        .arg(
-            Arg::new("spools-compressed")
-                .long("spools-compressed")
-                .help(
-                    "With --recompress, copy the frames of spool sources as they are: pbf-merge \
-                     already wrote them in that compression (pbf-sort passes this when it gives \
-                     both stages the same --compression)",
-                )
-                .requires("recompress")
-                .action(clap::ArgAction::SetTrue),
+            flag(
+                "spools-compressed",
+                "With --recompress, copy the frames of spool sources as they are: pbf-merge \
+                 already wrote them in that compression (pbf-sort passes this when it gives \
+                 both stages the same --compression)",
+            )
+            .requires("recompress"),
         )
         .arg(
             pbf_cli::jobs_arg("Threads for --recompress [default: all cores]").requires("recompress"),

@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use pbf_cli::args::{flag, option};
 use pbf_format::compress::{blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::{read_file_header, read_header_frame};
 use pbf_format::scan::{Summary, Ties, scan_block, scan_ties};
 use pbf_format::walk::{Io, Walk};
-use pbf_format::{indexdata, padding, scan};
+use pbf_format::{indexdata, padding};
 use pbf_stream::{
     BlobKeys, BlobRecord, Counts, FileIdentity, HeaderRecord, IndexEnd, IndexRecord, KeysFrom,
     Sample, SourceRecord, StreamTime, Writer,
@@ -102,46 +103,38 @@ pub fn command() -> Command {
         .arg(pbf_cli::jobs_arg(
             "Worker threads for decompression and scanning [default: all cores]",
         ))
+        .arg(flag(
+            "decode",
+            "Scan every blob, trusting no indexdata (to verify a file: pbf-index --decode F | \
+             pbf-overlap --check)",
+        ))
         .arg(
-            Arg::new("decode")
-                .long("decode")
-                .help(
-                    "Scan every blob, trusting no indexdata (to verify a file: pbf-index \
-                     --decode F | pbf-overlap --check)",
-                )
-                .action(ArgAction::SetTrue),
+            option(
+                "trust-indexdata",
+                "WRITER",
+                "Also index from pbfhogg's indexdata, without reading the blobs",
+            )
+            .conflicts_with("decode")
+            .long_help(
+                "Also index from another writer's indexdata, without reading the blobs. The \
+                 one writer known is `pbfhogg` (its v2 indexdata, used only in files whose \
+                 header claims Sort.Type_then_ID). It carries no versions and no sorted \
+                 flag: every such blob is taken to be sorted inside, and a real pbfhogg \
+                 0.5.0 output declares the order with a blob whose nodes are 1, 3, 2. By \
+                 default such blobs are scanned; use this only for files you vouch for.",
+            )
+            .value_parser(["pbfhogg"]),
         )
-        .arg(
-            Arg::new("trust-indexdata")
-                .long("trust-indexdata")
-                .value_name("WRITER")
-                .conflicts_with("decode")
-                .help("Also index from pbfhogg's indexdata, without reading the blobs")
-                .long_help(
-                    "Also index from another writer's indexdata, without reading the blobs. The \
-                     one writer known is `pbfhogg` (its v2 indexdata, used only in files whose \
-                     header claims Sort.Type_then_ID). It carries no versions and no sorted \
-                     flag: every such blob is taken to be sorted inside, and a real pbfhogg \
-                     0.5.0 output declares the order with a blob whose nodes are 1, 3, 2. By \
-                     default such blobs are scanned; use this only for files you vouch for.",
-                )
-                .value_parser(["pbfhogg"]),
-        )
-        .arg(
-            Arg::new("validate")
-                .long("validate")
-                .help(
-                    "Check that every FILE is a PBF file at all, and exit: 0 when each starts like \
-                     one (its first frame is an OSMHeader or OSMData frame, or is cut short), 2 \
-                     with one line naming the first that does not and what it is (OSM XML, OPL, \
-                     o5m, compressed, empty, or bytes that cannot start a PBF frame: a BlobHeader \
-                     length over 64 KiB, a BlobHeader that does not parse or of another type) or \
-                     why it cannot be read; no index is written. Damage after the first frame is \
-                     found by indexing it (pbf-sort checks its inputs this way before it starts a \
-                     stage)",
-                )
-                .action(ArgAction::SetTrue),
-        )
+        .arg(flag(
+            "validate",
+            "Check that every FILE is a PBF file at all, and exit: 0 when each starts like one \
+             (its first frame is an OSMHeader or OSMData frame, or is cut short), 2 with one \
+             line naming the first that does not and what it is (OSM XML, OPL, o5m, \
+             compressed, empty, or bytes that cannot start a PBF frame: a BlobHeader length \
+             over 64 KiB, a BlobHeader that does not parse or of another type) or why it \
+             cannot be read; no index is written. Damage after the first frame is found by \
+             indexing it (pbf-sort checks its inputs this way before it starts a stage)",
+        ))
         .arg(
             Arg::new("given")
                 .long("given")
@@ -160,12 +153,12 @@ pub fn command() -> Command {
         // The pbf-sort driver's plumbing (pbf_cli::driver), run only by the
         // driver: listed apart under a heading of their own.
         .arg(
-            Arg::new("driver-help")
-                .long("driver-help")
-                .help_heading(DRIVER_HEADING)
-                .exclusive(true)
-                .help("Print the help of the pbf-sort driver, and exit (pbf-sort --help)")
-                .action(ArgAction::SetTrue),
+            flag(
+                "driver-help",
+                "Print the help of the pbf-sort driver, and exit (pbf-sort --help)",
+            )
+            .help_heading(DRIVER_HEADING)
+            .exclusive(true),
         )
         .arg(
             Arg::new("driver-summary")
@@ -201,20 +194,21 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
-            Arg::new("io")
-                .long("io")
-                .value_name("METHOD")
-                .help("How the header walk reads the file: pread or uring")
-                .long_help(
-                    "How the header walk reads the file: `pread` reads one header at a time \
+            option(
+                "io",
+                "METHOD",
+                "How the header walk reads the file: pread or uring",
+            )
+            .long_help(
+                "How the header walk reads the file: `pread` reads one header at a time \
                      (queue depth 1); `uring` cuts the file into regions and keeps one header \
                      read per region in flight through io_uring (falling back to pread, with a \
                      warning, where io_uring is unavailable). Both give the same records. \
                      Measured on a 1 GB file indexed from headers alone, cold cache: pread \
                      1.1-1.9 s, uring 0.4-0.9 s; warm cache: both about 0.1 s (bench/io-walk.md).",
-                )
-                .value_parser(["pread", "uring"])
-                .default_value(DEFAULT_IO.name()),
+            )
+            .value_parser(["pread", "uring"])
+            .default_value(DEFAULT_IO.name()),
         );
     pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, help))
 }
@@ -223,7 +217,8 @@ pub fn command() -> Command {
 #[derive(Clone, Copy, Debug)]
 struct Options {
     decode: bool,
-    /// `--trust-indexdata pbfhogg`.
+    /// `--trust-indexdata pbfhogg`, in a file whose header claims its
+    /// order (the only files whose pbfhogg indexdata is read).
     trust_pbfhogg: bool,
     quiet: bool,
     verbose: u8,
@@ -300,7 +295,7 @@ fn for_the_driver(m: &ArgMatches) -> Result<Option<ExitCode>> {
     } else if let Some(paths) = m.get_many::<PathBuf>("driver-summary") {
         let paths: Vec<&PathBuf> = paths.collect();
         driver::summary::write(paths[0], paths[1])?;
-        Vec::new()
+        return Ok(Some(ExitCode::SUCCESS));
     } else {
         return Ok(None);
     };
@@ -442,8 +437,11 @@ fn index_file<W: Write + Send>(
         }
     }
     let (header_frame, header) = read_file_header(&file, &mut walk)?;
-    let trust_pbfhogg = opts.trust_pbfhogg && header.claims_sorted();
-    let samples = samples(&file, header_frame.end(), opts, trust_pbfhogg);
+    let opts = Options {
+        trust_pbfhogg: opts.trust_pbfhogg && header.claims_sorted(),
+        ..opts
+    };
+    let samples = samples(&file, header_frame.end(), opts);
     let sampled = samples.len();
     out.write(&IndexRecord::Source(SourceRecord {
         schema: pbf_stream::INDEX_SCHEMA.into(),
@@ -472,7 +470,6 @@ fn index_file<W: Write + Send>(
     let mut batches = Batches {
         file: &file,
         opts,
-        trust_pbfhogg,
         batch: Vec::with_capacity(BATCH),
         bytes: 0,
         described: None,
@@ -593,7 +590,7 @@ fn print_summary(
 /// key-scanned), on the pool. Offsets whose candidate does not describe
 /// (bytes inside a blob that look like a frame, an empty blob) give none;
 /// two offsets that find the same frame give one sample.
-fn samples(file: &PbfFile, data_start: u64, opts: Options, trust_pbfhogg: bool) -> Vec<Sample> {
+fn samples(file: &PbfFile, data_start: u64, opts: Options) -> Vec<Sample> {
     let size = file.size();
     if size < MIN_SAMPLED {
         return Vec::new();
@@ -606,7 +603,7 @@ fn samples(file: &PbfFile, data_start: u64, opts: Options, trust_pbfhogg: bool) 
             let mut found = file.search_frames(at.max(data_start), SAMPLE_WINDOW);
             let fh = found.find(|fh| fh.blob_type == BlobType::OsmData)?;
             let body = || file.read_body(&fh).map(Cow::Owned);
-            match describe(file, &fh, (opts, trust_pbfhogg), body) {
+            match describe(file, &fh, opts, body) {
                 Ok(Described::Keys(keys)) => Some(Sample {
                     offset: fh.offset,
                     first: keys.summary.first.into(),
@@ -641,7 +638,6 @@ fn warn_skipped_blobs(path: &Path, end: &IndexEnd, quiet: bool) {
 struct Batches<'a> {
     file: &'a PbfFile,
     opts: Options,
-    trust_pbfhogg: bool,
     /// Frames not handed out yet, and their bytes.
     batch: Vec<FrameHeader>,
     bytes: u64,
@@ -667,9 +663,9 @@ impl Batches<'_> {
         let frames = std::mem::take(&mut self.batch);
         self.bytes = 0;
         let before = self.described.take();
-        let (file, opts, trust) = (self.file, self.opts, self.trust_pbfhogg);
+        let (file, opts) = (self.file, self.opts);
         let (described, written) = rayon::join(
-            || describe_all(file, &frames, (opts, trust)),
+            || describe_all(file, &frames, opts),
             || write_described(before, tally, out),
         );
         written?;
@@ -695,17 +691,15 @@ impl Batches<'_> {
 fn describe_all(
     file: &PbfFile,
     frames: &[FrameHeader],
-    (opts, trust_pbfhogg): (Options, bool),
+    opts: Options,
 ) -> Vec<pbf_format::Result<Described>> {
-    let spans = spans(frames, |fh| {
-        from_indexdata(fh, opts, trust_pbfhogg).is_none()
-    });
+    let spans = spans(frames, |fh| from_indexdata(fh, opts).is_none());
     // One span a job: a worker that runs out steals the next span, where
     // rayon's own split left spans of a batch's end queued behind a busy one.
     let described: Vec<Vec<_>> = spans
         .par_iter()
         .with_max_len(1)
-        .map(|span| describe_span(file, &frames[span.clone()], (opts, trust_pbfhogg)))
+        .map(|span| describe_span(file, &frames[span.clone()], opts))
         .collect();
     described.into_iter().flatten().collect()
 }
@@ -736,7 +730,7 @@ fn spans(frames: &[FrameHeader], read: impl Fn(&FrameHeader) -> bool) -> Vec<Ran
 fn describe_span(
     file: &PbfFile,
     frames: &[FrameHeader],
-    (opts, trust_pbfhogg): (Options, bool),
+    opts: Options,
 ) -> Vec<pbf_format::Result<Described>> {
     let (Some(first), Some(last)) = (frames.first(), frames.last()) else {
         return Vec::new();
@@ -759,7 +753,7 @@ fn describe_span(
     };
     frames
         .iter()
-        .map(|fh| describe(file, fh, (opts, trust_pbfhogg), || body(fh)))
+        .map(|fh| describe(file, fh, opts, || body(fh)))
         .collect()
 }
 
@@ -768,10 +762,10 @@ fn describe_span(
 fn describe<'a>(
     file: &PbfFile,
     fh: &FrameHeader,
-    (opts, trust_pbfhogg): (Options, bool),
+    opts: Options,
     body: impl FnOnce() -> pbf_format::Result<Cow<'a, [u8]>>,
 ) -> pbf_format::Result<Described> {
-    match from_indexdata(fh, opts, trust_pbfhogg) {
+    match from_indexdata(fh, opts) {
         Some(d) => Ok(d),
         None => body().and_then(|b| scan(file, fh, &b)),
     }
@@ -823,13 +817,15 @@ enum Described {
 
 /// The keys of a frame from its trusted indexdata, when it has some (and
 /// `--decode` is not given).
-fn from_indexdata(fh: &FrameHeader, opts: Options, trust_pbfhogg: bool) -> Option<Described> {
-    if opts.decode {
-        return None;
-    }
+fn from_indexdata(fh: &FrameHeader, opts: Options) -> Option<Described> {
+    let ix = fh.indexdata.as_deref().filter(|_| !opts.decode)?;
+    let ours = fh
+        .blob_start
+        .and_then(|start| indexdata::decode(ix, &start));
+    let theirs = || opts.trust_pbfhogg.then(|| indexdata::decode_pbfhogg(ix));
     // Repeated keys are judged by timestamps, which indexdata lacks: such
     // a blob is read.
-    let summary = trusted_indexdata(fh, trust_pbfhogg).filter(|s| !s.repeats)?;
+    let summary = ours.or_else(|| theirs().flatten()).filter(|s| !s.repeats)?;
     let keys = BlobKeys {
         summary,
         from: KeysFrom::Indexdata,
@@ -869,24 +865,7 @@ fn scan(file: &PbfFile, fh: &FrameHeader, body: &[u8]) -> pbf_format::Result<Des
 /// timestamps are not read. A block the tie scan cannot read is judged
 /// out of order: the merge that then reads it gives the error.
 fn ties_of(summary: &Summary, raw: &[u8]) -> Option<Ties> {
-    match summary.repeats {
-        true => scan_ties(raw).ok().flatten(),
-        false => None,
-    }
-}
-
-fn trusted_indexdata(fh: &FrameHeader, trust_pbfhogg: bool) -> Option<scan::Summary> {
-    let ix = fh.indexdata.as_deref()?;
-    let ours = fh
-        .blob_start
-        .and_then(|start| indexdata::decode(ix, &start));
-    ours.or_else(|| {
-        if trust_pbfhogg {
-            indexdata::decode_pbfhogg(ix)
-        } else {
-            None
-        }
-    })
+    summary.repeats.then(|| scan_ties(raw).ok().flatten())?
 }
 
 #[cfg(test)]

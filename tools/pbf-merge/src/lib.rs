@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use clap::{Arg, ArgMatches, Command, value_parser};
+use pbf_cli::args::{flag, option};
 use pbf_format::compress::Compression;
 use pbf_merge_core::{Flight, MergeStats, Merger, Options, Ready, Span, Spool, WrittenFrame};
 mod alloc;
@@ -75,93 +76,77 @@ pub fn command() -> Command {
                 .help("Plan stream to read; '-' or none reads standard input"),
         )
         .arg(
-            Arg::new("spool")
-                .long("spool")
-                .value_name("PATH")
-                .help(
-                    "Spool file to create (it must not exist) [default: a new file in --tmpdir, \
-                     else $TMPDIR]. \
-                     The copier removes it once it has read it (pbf-copy --keep-spools keeps \
-                     it); it is removed here on an error or SIGINT/SIGTERM/SIGHUP, and at the \
-                     end when no op merged anything",
-                )
-                .value_parser(value_parser!(PathBuf)),
+            option(
+                "spool",
+                "PATH",
+                "Spool file to create (it must not exist) [default: a new file in --tmpdir, \
+                 else $TMPDIR]. The copier removes it once it has read it (pbf-copy \
+                 --keep-spools keeps it); it is removed here on an error or \
+                 SIGINT/SIGTERM/SIGHUP, and at the end when no op merged anything",
+            )
+            .value_parser(value_parser!(PathBuf)),
         )
         .arg(
-            Arg::new("tmpdir")
-                .long("tmpdir")
-                .value_name("DIR")
-                .help(
-                    "Make the spool, under a new name, and the merge's spills in DIR \
-                     [default: $TMPDIR]",
-                )
-                .conflicts_with("spool")
-                .value_parser(value_parser!(PathBuf)),
+            option(
+                "tmpdir",
+                "DIR",
+                "Make the spool, under a new name, and the merge's spills in DIR [default: \
+                 $TMPDIR]",
+            )
+            .conflicts_with("spool")
+            .value_parser(value_parser!(PathBuf)),
         )
         .arg(
-            Arg::new("memory")
-                .long("memory")
-                .value_name("SIZE")
-                .help(
-                    "Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept \
-                     in memory and 64 bytes per input blob; encoding buffers of a few blocks \
-                     per thread come on top",
-                )
-                .default_value("1G")
-                .value_parser(pbf_cli::parse_budget),
+            option(
+                "memory",
+                "SIZE",
+                "Budget for a merge op, e.g. 512M, 4G: decoded objects, sorted runs kept in \
+                 memory and 64 bytes per input blob; encoding buffers of a few blocks per \
+                 thread come on top",
+            )
+            .default_value("1G")
+            .value_parser(pbf_cli::parse_budget),
         )
         .arg(
             pbf_cli::jobs_arg("Worker threads for decoding, encoding and compression [default: all cores]"),
         )
         .arg(
-            Arg::new("compression")
-                .long("compression")
-                .value_name("C")
-                .help(
-                    "Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied \
-                     blobs keep their own; osmium 1.15 cannot read zstd",
-                )
-                .default_value("zlib:6")
-                .value_parser(pbf_cli::compression_parser())
-                .hide_possible_values(true),
+            option(
+                "compression",
+                "C",
+                "Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied \
+                 blobs keep their own; osmium 1.15 cannot read zstd",
+            )
+            .default_value("zlib:6")
+            .value_parser(pbf_cli::compression_parser())
+            .hide_possible_values(true),
         )
         .arg(
-            Arg::new("align")
-                .long("align")
-                .value_name("BYTES")
-                .help(
-                    "Start each merge op's frames in the spool at a multiple of BYTES (the \
-                     filesystem block size, e.g. 4096; a power of two up to 1M), padding with \
-                     frames readers skip, so pbf-reflink can clone the merged frames [default: none]",
-                )
-                .value_parser(parse_align),
+            option(
+                "align",
+                "BYTES",
+                "Start each merge op's frames in the spool at a multiple of BYTES (the \
+                 filesystem block size, e.g. 4096; a power of two up to 1M), padding with \
+                 frames readers skip, so pbf-reflink can clone the merged frames [default: none]",
+            )
+            .value_parser(parse_align),
         )
-        .arg(
-            Arg::new("dedupe")
-                .long("dedupe")
-                .help("Drop repeated (type, id, version), keeping the one that sorts first")
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("latest")
-                .long("latest")
-                .help(
-                    "Keep only the newest version of each object: the highest version, then the \
-                     later timestamp, then the later input; none where that one is deleted",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("indexdata")
-                .long("indexdata")
-                .help(
-                    "Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by \
-                     default: the copiers copy these frames as they are, and osmconvert 0.9 \
-                     (osmctools) reads only BlobHeaders of 11 to 17 bytes; pbf-copy \
-                     --add-indexdata writes indexdata into the output from the plan's keys",
-                )
-                .action(ArgAction::SetTrue),
-        );
+        .arg(flag(
+            "dedupe",
+            "Drop repeated (type, id, version), keeping the one that sorts first",
+        ))
+        .arg(flag(
+            "latest",
+            "Keep only the newest version of each object: the highest version, then the later \
+             timestamp, then the later input; none where that one is deleted",
+        ))
+        .arg(flag(
+            "indexdata",
+            "Write pbf-sort indexdata into the BlobHeader of every merged blob. Off by default: \
+             the copiers copy these frames as they are, and osmconvert 0.9 (osmctools) reads \
+             only BlobHeaders of 11 to 17 bytes; pbf-copy --add-indexdata writes indexdata into \
+             the output from the plan's keys",
+        ));
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print the merges' objects in and out and the spool path on standard error; given \
                   twice (-vv), a summary of the merges instead (with the chains, batches and \
@@ -181,66 +166,41 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let name = m.get_one::<String>("plan").map_or("-", String::as_str);
     let verbose = pbf_cli::verbosity(m);
     // Before the plan is read (it may come slowly through a pipe).
-    let spool_dir = spool_dir(m);
+    // `--tmpdir DIR`, else `$TMPDIR`, and how messages name it.
+    let (spool_dir, what) = match m.get_one::<PathBuf>("tmpdir") {
+        Some(dir) => (dir.clone(), "--tmpdir"),
+        None => (std::env::temp_dir(), "the spool's $TMPDIR"),
+    };
     match m.get_one::<PathBuf>("spool") {
         Some(spool) => check_spool(spool)?,
-        None => pbf_cli::paths::check_dir(spool_dir.what, &spool_dir.path)?,
+        None => pbf_cli::paths::check_dir(what, &spool_dir)?,
     }
     let reader = PlanReader::new(pbf_cli::input(name)?)
         .with_context(|| pbf_cli::input_name(name).to_owned())?;
     let sources = SourceFiles::open(&reader.header().sources)?;
     let mut spool = match m.get_one::<PathBuf>("spool") {
         Some(p) => Spool::create(p)?,
-        None => Spool::create_in(&spool_dir.path)?,
+        None => Spool::create_in(&spool_dir)?,
     };
     // A signal must not leave the spool behind. After success the plan names
     // it and the copier removes it; the registration only lasts this run.
-    let on_signal = match pbf_output::cleanup::remove_on_signal(spool.path()) {
-        Ok(registration) => registration,
-        Err(e) => {
-            let _ = std::fs::remove_file(spool.path());
-            return Err(e.into());
-        }
+    // The spool is ours, and useless without the end record.
+    let remove = |path: &Path| {
+        let _ = std::fs::remove_file(path);
     };
+    let on_signal = pbf_output::cleanup::remove_on_signal(spool.path())
+        .inspect_err(|_| remove(spool.path()))?;
     let started = Instant::now();
     let result = execute(m, name, reader, sources, &mut spool);
     drop(on_signal);
-    match result {
-        Ok(total) => {
-            pbf_cli::report::counters(&Counters::of(&total));
-            if verbose == 1 {
-                pbf_cli::warn(NAME, short_summary(&total, &spool, started));
-            } else if verbose > 1 {
-                pbf_cli::warn(NAME, summary(&total, &spool, started));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            // The spool is ours and useless without the end record.
-            let _ = std::fs::remove_file(spool.path());
-            Err(e)
-        }
+    let total = result.inspect_err(|_| remove(spool.path()))?;
+    pbf_cli::report::counters(&Counters::of(&total));
+    if verbose == 1 {
+        pbf_cli::warn(NAME, short_summary(&total, &spool, started));
+    } else if verbose > 1 {
+        pbf_cli::warn(NAME, summary(&total, &spool, started));
     }
-}
-
-/// The directory a spool without `--spool` is made in, and how messages name it.
-struct SpoolDir {
-    path: PathBuf,
-    what: &'static str,
-}
-
-/// `--tmpdir DIR`, else `$TMPDIR`.
-fn spool_dir(m: &ArgMatches) -> SpoolDir {
-    match m.get_one::<PathBuf>("tmpdir") {
-        Some(dir) => SpoolDir {
-            path: dir.clone(),
-            what: "--tmpdir",
-        },
-        None => SpoolDir {
-            path: std::env::temp_dir(),
-            what: "the spool's $TMPDIR",
-        },
-    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `--spool PATH` must name a new file in a directory the run can write
@@ -292,8 +252,7 @@ fn execute<R: io::BufRead + Send + 'static>(
     // One op more than threads: an op's thread waits on its loads now and
     // then, and the oldest op's encodes may not fill the pool.
     let flight = Flight::new(Arc::new(merger), jobs + 1);
-    let ops = Ops { first, spool_id };
-    let result = rewrite(ops, queue, out, flight, spool, &progress);
+    let result = rewrite((first, spool_id), queue, out, flight, spool, &progress);
     progress.bar.finish_and_clear();
     result
 }
@@ -552,13 +511,6 @@ fn forward_plan_record<R: io::BufRead>(
     Ok((out, spool_id))
 }
 
-/// Where [`rewrite`] starts: the plan's first op, already read (`Some(None)`
-/// when the plan holds no op, only its end), and the spool's source id.
-struct Ops {
-    first: Option<Option<PlanRecord>>,
-    spool_id: u32,
-}
-
 /// A record of the plan held back until the merge ops before it are in
 /// the spool.
 enum Waiting {
@@ -569,20 +521,19 @@ enum Waiting {
 
 /// Copy the ops to `out`, executing merge ops on the way: several in flight
 /// at once, and every record written in plan order, a merge op's copy ops
-/// as its frames reach the spool.
+/// as its frames reach the spool. `first` is the plan's first op, already
+/// read (`Some(None)` when the plan holds no op, only its end).
 fn rewrite(
-    ops: Ops,
+    (mut first, spool_id): (Option<Option<PlanRecord>>, u32),
     mut queue: OpQueue,
     mut out: PlanOut,
     mut flight: Flight,
     spool: &mut Spool,
     progress: &Progress,
 ) -> Result<Totals> {
-    let spool_id = ops.spool_id;
     let mut end = PlanEnd::default();
     let mut totals = Totals::default();
     let mut waiting: VecDeque<Waiting> = VecDeque::new();
-    let mut first = ops.first;
     let (mut ended, mut started) = (false, 0u64);
     loop {
         // Read while another op may start; wait for a record only when

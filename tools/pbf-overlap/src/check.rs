@@ -104,9 +104,14 @@ impl Judge {
 
 /// The first blob whose keys decrease somewhere inside it.
 fn inside_reason((first, more): (Blob, u64)) -> String {
-    let mut msg = format!("{} is not sorted inside", describe(&first));
+    let msg = format!("{} is not sorted inside", describe(&first));
+    and_more(msg, more, "more blob")
+}
+
+/// `msg`, and how many more places are like it, when any are.
+fn and_more(mut msg: String, more: u64, noun: &str) -> String {
     if more > 0 {
-        let _ = write!(msg, " (and {})", pbf_cli::plural(more, "more blob"));
+        let _ = write!(msg, " (and {})", pbf_cli::plural(more, noun));
     }
     msg
 }
@@ -114,41 +119,27 @@ fn inside_reason((first, more): (Blob, u64)) -> String {
 /// The first pair of neighbouring blobs of one file where the second starts
 /// before the first ends, in (type, id) terms.
 fn between_reason((a, b, more): (Blob, Blob, u64)) -> String {
-    let mut msg = if b.last < a.first {
-        format!(
-            "blobs out of order: {} should come before {}",
-            describe(&b),
-            describe(&a)
-        )
-    } else {
-        format!("{} overlaps {}", describe(&b), describe(&a))
+    let before = b.last < a.first;
+    let (a, b) = (describe(&a), describe(&b));
+    let msg = match before {
+        true => format!("blobs out of order: {b} should come before {a}"),
+        false => format!("{b} overlaps {a}"),
     };
-    if more > 0 {
-        let _ = write!(msg, " (and {})", pbf_cli::plural(more, "more such pair"));
-    }
-    msg
+    and_more(msg, more, "more such pair")
 }
 
 /// "blob 7 at offset 123456 (way 5..900)", with the source id when not 0.
 fn describe(s: &Blob) -> String {
     let (first, last) = (unpack(s.first), unpack(s.last));
-    let source = if s.source == 0 {
-        String::new()
-    } else {
-        format!(" of source {}", s.source)
+    let source = match s.source {
+        0 => String::new(),
+        n => format!(" of source {n}"),
     };
-    let kind = |k: pbf_format::Kind| k.name();
-    let range = if first.kind == last.kind {
-        format!("{} {}..{}", kind(first.kind), first.id, last.id)
-    } else {
-        format!(
-            "{} {}..{} {}",
-            kind(first.kind),
-            first.id,
-            kind(last.kind),
-            last.id
-        )
+    let last_kind = match last.kind == first.kind {
+        true => String::new(),
+        false => format!("{} ", last.kind.name()),
     };
+    let range = format!("{} {}..{last_kind}{}", first.kind.name(), first.id, last.id);
     format!("blob {}{source} at offset {} ({range})", s.seq, s.offset)
 }
 

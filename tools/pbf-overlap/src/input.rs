@@ -21,16 +21,19 @@ use crate::plan::{self, Segment};
 pub type OnRecord<'a> = dyn FnMut(&Input) -> Result<()> + 'a;
 
 /// What the blob records are read for.
+#[derive(Default)]
 pub enum Purpose {
     /// Kept, to plan.
     Plan(plan::Blobs),
     /// Judged in file order as they come (`--check`).
     Check(check::Judge),
     /// Only counted, by the end records (`--objects-of`).
+    #[default]
     Count,
 }
 
 /// Everything read from the index streams.
+#[derive(Default)]
 pub struct Input {
     /// The sources, numbered in order of appearance.
     pub sources: Vec<SourceRef>,
@@ -62,17 +65,9 @@ impl Input {
     /// Nothing read yet; parsing is timed when `timed` (for -vv).
     pub fn new(blobs: Purpose, timed: bool) -> Input {
         Input {
-            sources: Vec::new(),
-            headers: Vec::new(),
             blobs,
-            samples: Vec::new(),
-            blob_records: 0,
-            paths: HashSet::new(),
-            counts: Counts::default(),
-            negative_ids: Vec::new(),
-            parsing: Duration::ZERO,
             timed,
-            started: None,
+            ..Input::default()
         }
     }
 

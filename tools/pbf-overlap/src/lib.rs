@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use clap::{Arg, ArgAction, ArgMatches, Command, value_parser};
+use clap::{Arg, ArgMatches, Command, value_parser};
+use pbf_cli::args::{flag, option};
 use pbf_format::Keep;
 use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime, Writer};
 
@@ -68,107 +69,91 @@ pub fn command() -> Command {
                 )
                 .num_args(0..),
         )
+        .arg(flag(
+            "check",
+            "Write no plan; exit 0 when the input is already in order, 1 when not, 2 on error",
+        ))
         .arg(
-            Arg::new("check")
-                .long("check")
-                .help("Write no plan; exit 0 when the input is already in order, 1 when not, 2 on error")
-                .action(ArgAction::SetTrue),
+            option(
+                "objects-of",
+                "INDEX",
+                "With --check, also exit 1 unless the input holds as many nodes, ways, relations \
+                 and changesets as the index stream INDEX (its end records); when it does, say \
+                 so in one line on standard error (unless -q). Messages name each side by the \
+                 files its index describes",
+            )
+            .requires("check"),
         )
         .arg(
-            Arg::new("objects-of")
-                .long("objects-of")
-                .value_name("INDEX")
-                .requires("check")
-                .help(
-                    "With --check, also exit 1 unless the input holds as many nodes, ways, \
-                     relations and changesets as the index stream INDEX (its end records); when \
-                     it does, say so in one line on standard error (unless -q). Messages name \
-                     each side by the files its index describes",
-                ),
+            option(
+                "objects-of-as",
+                "NAMES",
+                "With --objects-of, name the files of that index NAMES in messages: for inputs \
+                 the caller saved to files of its own (standard input, pipes)",
+            )
+            .requires("objects-of"),
         )
         .arg(
-            Arg::new("objects-of-as")
-                .long("objects-of-as")
-                .value_name("NAMES")
-                .requires("objects-of")
-                .help(
-                    "With --objects-of, name the files of that index NAMES in messages: for \
-                     inputs the caller saved to files of its own (standard input, pipes)",
-                ),
+            option(
+                "check-as",
+                "NAME",
+                "With --check, name the file the index describes NAME in messages: for a check \
+                 run on a temporary file that becomes NAME once it passes (the copiers' \
+                 --check-cmd)",
+            )
+            .requires("check"),
+        )
+        .arg(flag(
+            "no-frame-keys",
+            "Leave the per-frame keys out of copy ops. Only pbf-copy and pbf-reflink \
+             --add-indexdata need them, and for a sorted gigabyte they are megabytes of JSON \
+             that every later stage parses before the copy starts (pbf-sort passes this unless \
+             --add-indexdata)",
+        ))
+        .arg(
+            flag(
+                "dedupe",
+                "Plan for pbf-merge --dedupe: a blob whose keys repeat is merged (so the repeats \
+                 are dropped), not copied because its equal keys are in order (pbf-sort passes \
+                 this with --dedupe)",
+            )
+            .conflicts_with("check"),
         )
         .arg(
-            Arg::new("check-as")
-                .long("check-as")
-                .value_name("NAME")
-                .requires("check")
-                .help(
-                    "With --check, name the file the index describes NAME in messages: for a \
-                     check run on a temporary file that becomes NAME once it passes (the \
-                     copiers' --check-cmd)",
-                ),
+            flag(
+                "latest",
+                "Plan for pbf-merge --latest: blobs that share an object (kind and id, in any \
+                 version) are merged, and so is a blob that holds one twice or comes from a \
+                 history file; the output header drops HistoricalInformation (pbf-sort passes \
+                 this with --latest)",
+            )
+            .conflicts_with("check"),
         )
         .arg(
-            Arg::new("no-frame-keys")
-                .long("no-frame-keys")
-                .help(
-                    "Leave the per-frame keys out of copy ops. Only pbf-copy and pbf-reflink \
-                     --add-indexdata need them, and for a sorted gigabyte they are megabytes of \
-                     JSON that every later stage parses before the copy starts (pbf-sort passes \
-                     this unless --add-indexdata)",
-                )
-                .action(ArgAction::SetTrue),
+            option(
+                "sources",
+                "N",
+                "The index streams hold N sources. The plan record is then written as soon \
+                 as the N-th source's first 16 blobs are read in order (each sorted, or its \
+                 repeated keys in the merge's order, and none before the one before it), \
+                 before the blobs are planned, and marked \"early\": true, unless the output \
+                 header depends on the ops (DenseNodes is added for merges and no input \
+                 requires it); with one source, pbf-copy starts copying ahead then. After it, \
+                 \"sorted\" records say how far the last source is read in order (one at \
+                 once, then one per 16 MiB) and an \"unsorted\" record when it is not. A \
+                 blob is out of order, too, when one of the samples pbf-index took further on \
+                 in its file sorts before its last key, so a file of two sorted files \
+                 joined is seen before the index reaches the seam. Any other number of \
+                 sources is an error (pbf-sort passes its number of inputs)",
+            )
+            .conflicts_with("check")
+            .value_parser(value_parser!(u32).range(1..)),
         )
-        .arg(
-            Arg::new("dedupe")
-                .long("dedupe")
-                .conflicts_with("check")
-                .help(
-                    "Plan for pbf-merge --dedupe: a blob whose keys repeat is merged (so the \
-                     repeats are dropped), not copied because its equal keys are in order \
-                     (pbf-sort passes this with --dedupe)",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("latest")
-                .long("latest")
-                .conflicts_with("check")
-                .help(
-                    "Plan for pbf-merge --latest: blobs that share an object (kind and id, in \
-                     any version) are merged, and so is a blob that holds one twice or comes \
-                     from a history file; the output header drops HistoricalInformation \
-                     (pbf-sort passes this with --latest)",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("sources")
-                .long("sources")
-                .value_name("N")
-                .conflicts_with("check")
-                .value_parser(value_parser!(u32).range(1..))
-                .help(
-                    "The index streams hold N sources. The plan record is then written as soon \
-                     as the N-th source's first 16 blobs are read in order (each sorted, or its \
-                     repeated keys in the merge's order, and none before the one before it), \
-                     before the blobs are planned, and marked \"early\": true, unless the output \
-                     header depends on the ops (DenseNodes is added for merges and no input \
-                     requires it); with one source, pbf-copy starts copying ahead then. After it, \
-                     \"sorted\" records say how far the last source is read in order (one at \
-                     once, then one per 16 MiB) and an \"unsorted\" record when it is not. A \
-                     blob is out of order, too, when one of the samples pbf-index took further on \
-                     in its file sorts before its last key, so a file of two sorted files \
-                     joined is seen before the index reaches the seam. Any other number of \
-                     sources is an error (pbf-sort passes its number of inputs)",
-                ),
-        )
-        .arg(
-            Arg::new("generator")
-                .long("generator")
-                .value_name("NAME")
-                .help("writingprogram of the output header [default: pbf-sort <version>]"),
-        )
-        ;
+        .arg(option(
+            "generator",
+            "NAME",
+            "writingprogram of the output header [default: pbf-sort <version>]",
+        ));
     let help = pbf_cli::VerbosityHelp {
         verbose: "Print one summary line on standard error: blobs passed through in copy ops and \
                   their bytes, blobs and elements to merge in merge ops, and time; given twice \
@@ -186,24 +171,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if m.get_flag("check") {
         // Like cmp(1): 1 means "not in order", so an error must exit 2.
         return Ok(match read_check_input(m) {
-            Ok((input, objects_of)) => {
-                pbf_cli::report::counters(&CheckCounters {
-                    blobs: input.blob_records,
-                });
-                if pbf_cli::verbosity(m) > 1 {
-                    let streams = StreamTime {
-                        parsing: input.parsing,
-                        writing: Duration::ZERO,
-                    };
-                    pbf_cli::warn(NAME, check_summary(&input, streams));
-                }
-                let checked = m.get_one::<String>("check-as").cloned();
-                let say = Say {
-                    verdict: pbf_cli::verbosity(m) > 0,
-                    reasons: !m.get_flag("quiet"),
-                };
-                check(&input, checked, objects_of, say)
-            }
+            Ok((input, objects_of)) => check(&input, objects_of, m),
             Err(err) => {
                 pbf_cli::warn(NAME, format!("error: {}", pbf_cli::one_line(&err)));
                 ExitCode::from(2)
@@ -233,15 +201,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
             pbf_cli::warn(NAME, format!("notice: {why}"));
         }
     }
-    pbf_cli::report::counters(&PlanCounters {
-        blobs: input.blob_records,
-        copy_blobs: tally.copy_blobs,
-        copy_ops: tally.copy_ops,
-        copy_bytes: tally.end.copy_bytes,
-        merge_blobs: tally.end.merge_inputs,
-        merge_ops: tally.merge_ops,
-        merge_elements: tally.merge_elements,
-    });
+    pbf_cli::report::counters(&tally);
     if pbf_cli::verbosity(m) > 0 {
         let mut line = summary(&input, &tally);
         if pbf_cli::verbosity(m) > 1 {
@@ -354,7 +314,10 @@ impl PlanOut {
         let header = header::output_header(&input.headers, merges, &self.made);
         let record = self.ahead.planned(input, header, blobs.copy_bytes())?;
         self.out.write(&record)?;
-        let mut tally = Tally::default();
+        let mut tally = Tally {
+            blobs: input.blob_records,
+            ..Tally::default()
+        };
         for op in blobs.ops(frame_keys) {
             match op {
                 Op::Copy(c) => {
@@ -376,14 +339,22 @@ impl PlanOut {
     }
 }
 
-/// What the ops of a plan hold, for its end record and `-v`.
-#[derive(Default)]
+/// What the ops of a plan hold: its end record, and the counts of its
+/// `-v` line and its run's report (`pbf_cli::report`).
+#[derive(Default, serde::Serialize)]
 struct Tally {
-    end: PlanEnd,
-    copy_ops: u64,
+    /// Blob records read.
+    blobs: u64,
+    /// Blobs passed through in copy ops, in how many ops, and their bytes.
     copy_blobs: u64,
+    copy_ops: u64,
+    copy_bytes: u64,
+    /// Blobs to merge in merge ops, in how many ops, and their objects.
+    merge_blobs: u64,
     merge_ops: u64,
     merge_elements: u64,
+    #[serde(skip)]
+    end: PlanEnd,
 }
 
 impl Tally {
@@ -391,32 +362,33 @@ impl Tally {
         self.end.add_copy(c);
         self.copy_ops += 1;
         self.copy_blobs += c.blobs;
+        self.copy_bytes += c.length;
     }
 
     fn merge(&mut self, inputs: u64, elements: u64) {
         self.end.add_merge_of(inputs, elements);
         self.merge_ops += 1;
+        self.merge_blobs += inputs;
         self.merge_elements += elements;
     }
 }
 
-/// What `--check` says on standard error: a yes only when asked (`-v`),
-/// the reasons of a no unless `-q`.
-#[derive(Clone, Copy)]
-struct Say {
-    verdict: bool,
-    reasons: bool,
-}
-
 /// `--check`: exit 0 when the input is in order (and holds the objects of
-/// `objects_of`, when given), else 1 with the reasons on standard error.
-/// `check_as` names the checked file in messages instead of its path.
-fn check(
-    input: &Input,
-    check_as: Option<String>,
-    objects_of: Option<Reference>,
-    say: Say,
-) -> ExitCode {
+/// `objects_of`, when given), else 1 with the reasons on standard error
+/// (unless `-q`; a yes is said only with `-v`). `--check-as` names the
+/// checked file in messages instead of its path.
+fn check(input: &Input, objects_of: Option<Reference>, m: &ArgMatches) -> ExitCode {
+    pbf_cli::report::counters(&CheckCounters {
+        blobs: input.blob_records,
+    });
+    if pbf_cli::verbosity(m) > 1 {
+        let streams = StreamTime {
+            parsing: input.parsing,
+            writing: Duration::ZERO,
+        };
+        pbf_cli::warn(NAME, check_summary(input, streams));
+    }
+    let check_as = m.get_one::<String>("check-as").cloned();
     let names = match &check_as {
         Some(name) => vec![name.clone(); input.sources.len()],
         None => input.source_names(),
@@ -447,32 +419,17 @@ fn check(
         }
     }
     if why.is_empty() {
-        if let Some(line) = same.filter(|_| say.verdict) {
+        if let Some(line) = same.filter(|_| pbf_cli::verbosity(m) > 0) {
             pbf_cli::warn(NAME, line);
         }
         return ExitCode::SUCCESS;
     }
-    if say.reasons {
+    if !m.get_flag("quiet") {
         for line in why {
             pbf_cli::warn(NAME, line);
         }
     }
     ExitCode::from(pbf_cli::EXIT_NO)
-}
-
-/// The counters of a plan's report (`pbf_cli::report`), as its `-v` line.
-#[derive(serde::Serialize)]
-struct PlanCounters {
-    /// Blob records read.
-    blobs: u64,
-    /// Blobs passed through in copy ops, in how many ops, and their bytes.
-    copy_blobs: u64,
-    copy_ops: u64,
-    copy_bytes: u64,
-    /// Blobs to merge in merge ops, in how many ops, and their objects.
-    merge_blobs: u64,
-    merge_ops: u64,
-    merge_elements: u64,
 }
 
 /// The counters of a `--check` run's report: the blob records checked.
@@ -485,11 +442,11 @@ struct CheckCounters {
 fn summary(input: &Input, tally: &Tally) -> String {
     format!(
         "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3} s",
-        pbf_cli::plural(input.blob_records, "blob"),
+        pbf_cli::plural(tally.blobs, "blob"),
         tally.copy_blobs,
         pbf_cli::plural(tally.copy_ops, "copy op"),
-        tally.end.copy_bytes,
-        tally.end.merge_inputs,
+        tally.copy_bytes,
+        tally.merge_blobs,
         pbf_cli::plural(tally.merge_ops, "merge op"),
         tally.merge_elements,
         input.elapsed()

@@ -73,7 +73,7 @@ impl Wide {
 }
 
 /// One OSMData blob of one source, as the planner needs it.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Segment {
     /// The smallest key, packed, with the sorted flag and the source id
     /// above it.
@@ -174,51 +174,27 @@ impl Segment {
     }
 }
 
-impl std::fmt::Debug for Segment {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Segment")
-            .field("source", &self.source())
-            .field("offset", &self.offset)
-            .field("length", &self.length)
-            .field("first", &Key::from_packed(self.first()))
-            .field("last", &Key::from_packed(self.last()))
-            .field("elements", &self.elements)
-            .field("sorted", &self.sorted())
-            .field("in_order", &self.in_order())
-            .finish()
-    }
-}
-
 /// The key a packed key came from (inverse of [`Key::packed`]).
 pub fn unpack(packed: u128) -> KeyRecord {
     KeyRecord::from(Key::from_packed(packed))
 }
 
-/// The per-kind counts of a sorted blob whose objects are not all of its
-/// first key's kind.
-#[derive(Clone, Copy, Debug)]
-struct Mixed {
-    source: u32,
-    offset: u64,
-    counts: [u32; 4],
-}
-
 /// What a blob in order holds of ids that importers refuse: objects
 /// twice, negative ids (kept for blobs with either).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct IdNotes {
-    source: u32,
-    offset: u64,
     duplicate_ids: u64,
     negative_ids: bool,
 }
 
-/// The tie ends of a blob in order whose keys repeat.
-#[derive(Clone, Copy, Debug)]
-struct TieEnds {
-    source: u32,
-    offset: u64,
-    ties: Ties,
+/// What a [`Segment`] cannot tell of a few blobs, by the blob's place in
+/// input order (source, offset); sorted by it in [`Blobs::sort`].
+type SideList<T> = Vec<((u32, u64), T)>;
+
+/// The value `list` (sorted) holds for `seg`.
+fn side<T: Copy>(list: &[((u32, u64), T)], seg: &Segment) -> Option<T> {
+    let found = list.binary_search_by_key(&seg.input_order(), |e| e.0);
+    found.ok().map(|i| list[i].1)
 }
 
 /// The blobs of every source read so far: a [`Segment`] each, and the
@@ -226,12 +202,12 @@ struct TieEnds {
 #[derive(Debug, Default)]
 pub struct Blobs {
     segs: Vec<Segment>,
-    /// Sorted by (source, offset) by [`Blobs::sort`].
-    mixed: Vec<Mixed>,
-    /// Sorted by (source, offset) by [`Blobs::sort`].
-    ties: Vec<TieEnds>,
-    /// Sorted by (source, offset) by [`Blobs::sort`].
-    id_notes: Vec<IdNotes>,
+    /// The per-kind counts of blobs in order whose objects are not all of
+    /// their first key's kind.
+    mixed: SideList<[u32; 4]>,
+    /// The tie ends of blobs in order whose keys repeat.
+    ties: SideList<Ties>,
+    id_notes: SideList<IdNotes>,
     /// What the merge keeps: with `--dedupe` a blob whose keys repeat is
     /// merged, so the merge sees (and drops) the repeats; see also
     /// `--latest` above.
@@ -274,29 +250,19 @@ impl Blobs {
             elements,
             (b.sorted, in_order),
         );
+        let at = (source, b.offset);
         if let Some(ties) = ties {
-            let offset = b.offset;
-            self.ties.push(TieEnds {
-                source,
-                offset,
-                ties,
-            });
+            self.ties.push((at, ties));
         }
         if in_order && (b.duplicate_ids > 0 || b.negative_ids) {
-            self.id_notes.push(IdNotes {
-                source,
-                offset: b.offset,
+            let notes = IdNotes {
                 duplicate_ids: b.duplicate_ids,
                 negative_ids: b.negative_ids,
-            });
+            };
+            self.id_notes.push((at, notes));
         }
         if in_order && counts != one_kind(b.first.kind, elements) {
-            let offset = b.offset;
-            self.mixed.push(Mixed {
-                source,
-                offset,
-                counts,
-            });
+            self.mixed.push((at, counts));
         }
         self.segs.push(seg);
         Ok(())
@@ -313,9 +279,9 @@ impl Blobs {
     pub fn sort(&mut self) {
         self.segs
             .par_sort_unstable_by_key(|s| (s.first(), s.last(), s.source(), s.offset));
-        self.mixed.sort_unstable_by_key(|m| (m.source, m.offset));
-        self.ties.sort_unstable_by_key(|t| (t.source, t.offset));
-        self.id_notes.sort_unstable_by_key(|d| (d.source, d.offset));
+        self.mixed.sort_unstable_by_key(|e| e.0);
+        self.ties.sort_unstable_by_key(|e| e.0);
+        self.id_notes.sort_unstable_by_key(|e| e.0);
     }
 
     /// The clusters of the sorted blobs; see [`Clusters`].
@@ -347,18 +313,13 @@ impl Blobs {
 
     /// Objects per kind of a segment.
     fn counts(&self, seg: &Segment) -> Counts {
-        let found = self
-            .mixed
-            .binary_search_by_key(&(seg.source(), seg.offset), |m| (m.source, m.offset));
-        let counts = match found {
-            Ok(i) => self.mixed[i].counts,
-            Err(_) => one_kind(Key::from_packed(seg.first()).kind, seg.elements),
-        };
+        let counts = side(&self.mixed, seg)
+            .unwrap_or_else(|| one_kind(Key::from_packed(seg.first()).kind, seg.elements));
         Counts::from_array(counts.map(u64::from))
     }
 
     fn frame_keys(&self, seg: &Segment) -> FrameKeys {
-        let notes = self.id_notes(seg);
+        let notes = side(&self.id_notes, seg).unwrap_or_default();
         FrameKeys {
             length: u64::from(seg.length),
             first: unpack(seg.first()),
@@ -367,21 +328,6 @@ impl Blobs {
             duplicate_ids: notes.duplicate_ids,
             negative_ids: notes.negative_ids,
         }
-    }
-
-    /// What a segment holds of ids that importers refuse.
-    fn id_notes(&self, seg: &Segment) -> IdNotes {
-        let at = (seg.source(), seg.offset);
-        let found = self
-            .id_notes
-            .binary_search_by_key(&at, |d| (d.source, d.offset));
-        let none = IdNotes {
-            source: at.0,
-            offset: at.1,
-            duplicate_ids: 0,
-            negative_ids: false,
-        };
-        found.map_or(none, |i| self.id_notes[i])
     }
 }
 
@@ -401,7 +347,7 @@ fn one_kind(kind: Kind, n: u32) -> [u32; 4] {
 pub struct Clusters<'a> {
     rest: &'a [Segment],
     /// The tie ends of [`Blobs`], by (source, offset).
-    ties: &'a [TieEnds],
+    ties: &'a [((u32, u64), Ties)],
     /// Segments overlap where they share an object, not only a key
     /// (`--latest`).
     by_object: bool,
@@ -455,17 +401,10 @@ impl Clusters<'_> {
         if !(a.in_order() && b.in_order()) {
             return false;
         }
-        match (self.ties_of(a), self.ties_of(b)) {
+        match (side(self.ties, a), side(self.ties, b)) {
             (Some(x), Some(y)) => follows_in_tie_order(x, y, a.input_order() < b.input_order()),
             _ => false,
         }
-    }
-
-    fn ties_of(&self, seg: &Segment) -> Option<Ties> {
-        let found = self
-            .ties
-            .binary_search_by_key(&seg.input_order(), |t| (t.source, t.offset));
-        found.ok().map(|i| self.ties[i].ties)
     }
 }
 
@@ -588,8 +527,8 @@ impl Ops<'_> {
         op.length += u64::from(seg.length);
         op.blobs += 1;
         op.elements += seg.elements();
-        if !self.blobs.id_notes.is_empty() {
-            op.duplicate_ids += self.blobs.id_notes(seg).duplicate_ids;
+        if let Some(notes) = side(&self.blobs.id_notes, seg) {
+            op.duplicate_ids += notes.duplicate_ids;
         }
         if self.frame_keys {
             op.frames.push(self.blobs.frame_keys(seg));

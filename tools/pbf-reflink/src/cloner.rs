@@ -15,6 +15,7 @@
 //! be tried when it is read) and the clone pays for the padding; everything
 //! else is copied exactly as `pbf-copy` copies it.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -133,22 +134,14 @@ pub struct CloneStats {
     pub clones: u64,
 }
 
-/// Whether a source can be cloned from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SourceState {
-    /// Not probed yet (a spool): try at the first clone.
-    Unknown,
-    /// Probed or cloned from successfully.
-    Clones,
-    /// A clone failed with [`cannot_clone`]: copy from now on.
-    Copies,
-}
-
 /// Appends ranges to an output, cloning their block-aligned middles.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Cloner {
     block: u64,
-    states: Vec<(u32, SourceState)>,
+    /// The sources whose probe or clone failed with [`cannot_clone`]:
+    /// copied from then on. Every other source is tried (a spool, not
+    /// probed, at its first clone).
+    copies: HashSet<u32>,
     stats: CloneStats,
 }
 
@@ -172,20 +165,19 @@ impl Cloner {
         let Some(dir) = out.temp_dir() else {
             return Ok(Err("the output is a stream, not a file".into()));
         };
-        if out.position() != 0 {
-            return Err(Error::invalid(
-                out.name(),
-                "probing for clones after writing",
-            ));
-        }
+        unwritten(out)?;
         let shown = pbf_cli::paths::dir_words(pbf_cli::paths::dir_of(Path::new(out.name())));
         let probed = probe_into(dir, &shown, out.file());
         truncate(out)?;
-        Ok(probed?.map(|block| Cloner {
+        Ok(probed?.map(Cloner::new))
+    }
+
+    /// A cloner aligning to `block`, every source still to try.
+    fn new(block: u64) -> Cloner {
+        Cloner {
             block,
-            states: Vec::new(),
-            stats: CloneStats::default(),
-        }))
+            ..Cloner::default()
+        }
     }
 
     /// The block size ranges are aligned to.
@@ -208,12 +200,7 @@ impl Cloner {
         id: u32,
         src: &File,
     ) -> Result<Option<String>> {
-        if out.position() != 0 {
-            return Err(Error::invalid(
-                out.name(),
-                "probing for clones after writing",
-            ));
-        }
+        unwritten(out)?;
         let size = src
             .metadata()
             .map_err(|e| Error::io(format!("source {id}: stat"), e))?
@@ -224,31 +211,16 @@ impl Cloner {
             Ok(())
         };
         truncate(out)?;
-        let (state, why) = match probed {
-            Ok(()) => (SourceState::Clones, None),
-            Err(e) if cannot_clone(e) => (SourceState::Copies, Some(refusal(e))),
-            Err(e) => {
-                return Err(Error::io(
-                    format!("source {id}: clone probe"),
-                    std::io::Error::from(e),
-                ));
+        match probed {
+            Ok(()) => Ok(None),
+            Err(e) if cannot_clone(e) => {
+                self.copies.insert(id);
+                Ok(Some(refusal(e)))
             }
-        };
-        self.set_state(id, state);
-        Ok(why)
-    }
-
-    fn state(&self, id: u32) -> SourceState {
-        self.states
-            .iter()
-            .find(|s| s.0 == id)
-            .map_or(SourceState::Unknown, |s| s.1)
-    }
-
-    fn set_state(&mut self, id: u32, state: SourceState) {
-        match self.states.iter_mut().find(|s| s.0 == id) {
-            Some(s) => s.1 = state,
-            None => self.states.push((id, state)),
+            Err(e) => Err(Error::io(
+                format!("source {id}: clone probe"),
+                std::io::Error::from(e),
+            )),
         }
     }
 
@@ -282,9 +254,9 @@ impl Cloner {
         prefix: &[u8],
         require: bool,
     ) -> Result<()> {
-        let layout = match self.state(r.id) {
-            SourceState::Copies => None,
-            _ => self.layout(out.position(), prefix.len() as u64, r.offset, r.len),
+        let layout = match self.copies.contains(&r.id) {
+            true => None,
+            false => self.layout(out.position(), prefix.len() as u64, r.offset, r.len),
         };
         let Some(l) = layout else {
             out.write_all(prefix)?;
@@ -340,10 +312,9 @@ impl Cloner {
                     done += n;
                     self.stats.cloned += n;
                     self.stats.clones += 1;
-                    self.set_state(id, SourceState::Clones);
                 }
                 Err(e) if cannot_clone(e) && !require => {
-                    self.set_state(id, SourceState::Copies);
+                    self.copies.insert(id);
                     return Ok(done);
                 }
                 Err(e) => {
@@ -374,12 +345,7 @@ impl Cloner {
 /// [`pbf_cli::paths::dir_words`]). Probes with two unnamed scratch files,
 /// so nothing outlives the call.
 pub fn probe_dir(dir: &Path) -> Result<std::result::Result<u64, String>> {
-    let dst = tempfile::tempfile_in(dir).map_err(|e| {
-        Error::io(
-            format!("{}: scratch file for a clone probe", dir.display()),
-            e,
-        )
-    })?;
+    let dst = tempfile::tempfile_in(dir).map_err(|e| scratch_error(dir, e))?;
     probe_into(dir, &pbf_cli::paths::dir_words(dir), &dst)
 }
 
@@ -395,12 +361,7 @@ fn probe_into(dir: &Path, shown: &str, dst: &File) -> Result<std::result::Result
             )));
         }
     };
-    let scratch_error = |e| {
-        Error::io(
-            format!("{}: scratch file for a clone probe", dir.display()),
-            e,
-        )
-    };
+    let scratch_error = |e| scratch_error(dir, e);
     let mut scratch = tempfile::tempfile_in(dir).map_err(scratch_error)?;
     scratch
         .write_all(&vec![0u8; block as usize])
@@ -411,6 +372,25 @@ fn probe_into(dir: &Path, shown: &str, dst: &File) -> Result<std::result::Result
         Err(e) => Err(Error::io(
             format!("{}: clone probe", dir.display()),
             std::io::Error::from(e),
+        )),
+    }
+}
+
+/// A scratch file of a probe in `dir` that could not be made or written.
+fn scratch_error(dir: &Path, e: std::io::Error) -> Error {
+    Error::io(
+        format!("{}: scratch file for a clone probe", dir.display()),
+        e,
+    )
+}
+
+/// A probe writes into the output: it must not hold anything yet.
+fn unwritten(out: &OutputFile) -> Result<()> {
+    match out.position() {
+        0 => Ok(()),
+        _ => Err(Error::invalid(
+            out.name(),
+            "probing for clones after writing",
         )),
     }
 }
@@ -428,11 +408,7 @@ mod tests {
     use pbf_output::OutputOptions;
 
     fn cloner(block: u64) -> Cloner {
-        Cloner {
-            block,
-            states: Vec::new(),
-            stats: CloneStats::default(),
-        }
+        Cloner::new(block)
     }
 
     #[test]
@@ -494,7 +470,7 @@ mod tests {
                     "{why}"
                 );
                 let mut c = cloner(4096);
-                c.set_state(0, SourceState::Copies);
+                c.copies.insert(0);
                 out.write_all(b"header").expect("header");
                 c.append(&mut out, range, b"ix", false).expect("append");
                 assert_eq!(c.stats().padding, 0);

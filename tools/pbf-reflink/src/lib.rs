@@ -22,7 +22,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use clap::{ArgMatches, Command};
+use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
@@ -63,26 +64,18 @@ pub fn command() -> Command {
              twice, is refused like pbf-copy refuses it.",
         );
     let cmd = copier::output_args(cmd, &HELP)
-        .arg(
-            Arg::new("require-reflink")
-                .long("require-reflink")
-                .help(
-                    "Exit 1 before writing anything when the output cannot receive clones or a \
-                     source is not on its filesystem, and fail if a spool cannot be cloned",
-                )
-                .action(ArgAction::SetTrue),
-        )
-        .arg(
-            Arg::new("probe")
-                .long("probe")
-                .help(
-                    "Read no plan: print the block size clones are aligned to in OUT's \
-                     directory (or --tmpdir) and exit 0 when files there can receive clones, \
-                     1 when they cannot (the reason on standard error unless -q). Only unnamed \
-                     scratch files are written (pbf-sort chooses its copier this way)",
-                )
-                .action(ArgAction::SetTrue),
-        );
+        .arg(flag(
+            "require-reflink",
+            "Exit 1 before writing anything when the output cannot receive clones or a source \
+             is not on its filesystem, and fail if a spool cannot be cloned",
+        ))
+        .arg(flag(
+            "probe",
+            "Read no plan: print the block size clones are aligned to in OUT's directory (or \
+             --tmpdir) and exit 0 when files there can receive clones, 1 when they cannot (the \
+             reason on standard error unless -q). Only unnamed scratch files are written \
+             (pbf-sort chooses its copier this way)",
+        ));
     copier::write_args(cmd, &HELP)
 }
 

@@ -19,6 +19,8 @@ pub mod summary;
 use clap::builder::PossibleValue;
 use clap::{Arg, ArgAction, Command, ValueHint};
 
+use crate::args::{flag, option};
+
 const ABOUT: &str = "Sort OpenStreetMap PBF files into Sort.Type_then_ID order";
 
 const AFTER: &str = "The stages: pbf-index INPUT... | pbf-overlap | pbf-merge | pbf-copy -o \
@@ -36,16 +38,7 @@ const STAGES: &str = "Replacing a stage";
 /// The driver's command line, with value hints for completion: what a user
 /// needs first comes first.
 pub fn command() -> Command {
-    let flag = |id: &'static str, help: &'static str| {
-        Arg::new(id).long(id).help(help).action(ArgAction::SetTrue)
-    };
-    let value = |id: &'static str, name: &'static str, hint: ValueHint, help: &'static str| {
-        Arg::new(id)
-            .long(id)
-            .value_name(name)
-            .value_hint(hint)
-            .help(help)
-    };
+    let value = |id, name, hint, help| option(id, name, help).value_hint(hint);
     let stage = |id: &'static str, help: &'static str| {
         value(id, "CMD", ValueHint::CommandString, help).help_heading(STAGES)
     };
