@@ -9,7 +9,10 @@ use pbf_stream::{Error, IndexReader, PlanReader};
 /// Panic unless `e` names its line or says the stream was cut short.
 fn check_place(e: &Error) {
     let text = e.to_string();
-    assert!(text.starts_with("line ") || e.is_upstream_failure(), "{text}");
+    assert!(
+        text.starts_with("line ") || e.is_upstream_failure(),
+        "{text}"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
