@@ -223,6 +223,11 @@ fn option_values() -> Vec<Refusal> {
             "unexpected argument '--lastest' found; a similar argument exists: '--latest'",
         ),
         (&["--ovewrite"], "a similar argument exists: '--overwrite'"),
+        // An abbreviation of two options names both.
+        (
+            &["--over"],
+            "option '--over' is ambiguous: it could be '--overwrite' or '--overlap-cmd'",
+        ),
         (&["-Z"], "unexpected argument '-Z' found"),
         // One output, as for osmium and GNU sort.
         (

@@ -36,7 +36,7 @@ pub fn parse(
         Err(e) if e.kind() == ErrorKind::DisplayHelp => return Ok(b"opt[help]=1\n".into()),
         Err(e) if e.kind() == ErrorKind::DisplayVersion => return Ok(b"opt[version]=1\n".into()),
         Err(e) => {
-            let line = crate::clap_line(&e);
+            let line = ambiguity(&e).unwrap_or_else(|| crate::clap_line(&e));
             return Err(crate::usage(format!("{line} (see 'pbf-sort --help')")));
         }
     };
@@ -71,6 +71,24 @@ pub fn parse(
         is_pbf(input)?;
     }
     Ok(assignments(&m, &inputs))
+}
+
+/// For an unknown `--WORD` that abbreviates more than one long option,
+/// the line naming them all: clap takes it as unknown and offers one.
+fn ambiguity(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let word = arg.strip_prefix("--")?.split('=').next()?;
+    let command = super::command();
+    let longs = command.get_arguments().filter_map(|a| a.get_long());
+    let meant: Vec<String> = longs
+        .filter(|l| l.starts_with(word))
+        .map(|l| format!("'--{l}'"))
+        .collect();
+    let could = meant.join(" or ");
+    (meant.len() > 1).then(|| format!("option '--{word}' is ambiguous: it could be {could}"))
 }
 
 /// The inputs of `m` as they are read: `-` at most once, and with
@@ -191,6 +209,12 @@ mod tests {
         assert!(refused(&["x", "--memory", "0"]).contains("64k"));
         assert!(refused(&["x", "--compression", "zstd:99"]).contains("'--compression <C>'"));
         assert!(refused(&["x", "--lastest"]).contains("'--latest'"));
+        assert!(
+            refused(&["x", "--over"])
+                .starts_with("option '--over' is ambiguous: it could be '--overwrite' or "),
+            "{}",
+            refused(&["x", "--over"])
+        );
         let both = refused(&["x", "-o", "-", "--check"]);
         assert_eq!(both, "--check needs -o FILE to read back");
     }
