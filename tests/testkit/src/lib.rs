@@ -24,7 +24,7 @@ use pbf_stream::{CopyOp, Counts, FrameKeys, PlanEnd, PlanHeader, PlanRecord, Sou
 pub fn data_dir() -> PathBuf {
     let dir = std::env::var_os("PBF_SORT_TEST_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures"));
     assert!(
         dir.is_dir(),
         "test data directory {} is missing (set PBF_SORT_TEST_DATA)",
