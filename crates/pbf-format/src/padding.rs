@@ -44,7 +44,7 @@ const STORED_MAX: u64 = 65_535;
 
 /// Bytes a varint of `v` takes.
 fn varint_len(v: u64) -> u64 {
-    wire::varint_len(v) as u64
+    prost::encoding::encoded_len_varint(v) as u64
 }
 
 /// Sizes of the nested messages for `zeros` filler bytes and `empties`

@@ -10,13 +10,14 @@
 
 use std::collections::HashMap;
 
+use prost::encoding::encoded_len_varint as varint_len;
+
 use super::columns::{Columns, NO_USER};
 use super::{BLOCK_SLACK, EncodeOptions, Obj, prefetched};
 use crate::Kind;
 use crate::hash::FxBuild;
 use crate::wire::{
-    WireType, encode_zigzag, encode_zigzag32, put_bytes, put_key, put_varint, put_varint_field,
-    tag, varint_len,
+    WireType, encode_zigzag, encode_zigzag32, put_bytes, put_key, put_varint, put_varint_field, tag,
 };
 
 /// Encode objects of one or many [`Columns`], in the given order, into one
@@ -179,12 +180,7 @@ struct FirstPass<'a> {
 
 impl<'a> FirstPass<'a> {
     fn read(elements: &[Obj<'a>]) -> FirstPass<'a> {
-        let mut pass = FirstPass {
-            scale: Scale::default(),
-            strings: StringTable::default(),
-            sids: Vec::new(),
-            bound: BLOCK_SLACK,
-        };
+        let (mut strings, mut sids, mut bound) = (StringTable::default(), Vec::new(), BLOCK_SLACK);
         let (mut coarse, mut whole_seconds) = (true, true);
         // Objects of scattered source blocks: fetched a few ahead.
         for element in prefetched(elements) {
@@ -202,14 +198,19 @@ impl<'a> FirstPass<'a> {
                     .all(|&(a, b)| a % 100 == 0 && b % 100 == 0),
                 _ => true,
             };
-            pass.bound = pass.bound.saturating_add(element.shape().encoded_bound());
-            pass.strings.object(element, &mut pass.sids);
+            bound = bound.saturating_add(element.shape().encoded_bound());
+            strings.object(element, &mut sids);
         }
-        pass.scale = Scale {
+        let scale = Scale {
             granularity: if coarse { 100 } else { 1 },
             date_granularity: if whole_seconds { 1000 } else { 1 },
         };
-        pass
+        FirstPass {
+            scale,
+            strings,
+            sids,
+            bound,
+        }
     }
 }
 
@@ -220,15 +221,6 @@ impl<'a> FirstPass<'a> {
 struct Scale {
     granularity: i64,
     date_granularity: i64,
-}
-
-impl Default for Scale {
-    fn default() -> Scale {
-        Scale {
-            granularity: 100,
-            date_granularity: 1000,
-        }
-    }
 }
 
 impl Scale {
