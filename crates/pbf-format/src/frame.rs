@@ -84,11 +84,7 @@ impl BlobStart {
     /// The start of a whole Blob message.
     pub fn of(blob: &[u8]) -> BlobStart {
         let datasize = u32::try_from(blob.len()).unwrap_or(u32::MAX);
-        BlobStart::from_prefix(datasize, blob).unwrap_or(BlobStart {
-            datasize,
-            len: 0,
-            bytes: [0; BLOB_START_LEN],
-        })
+        BlobStart::from_prefix(datasize, blob).expect("a whole Blob holds its start")
     }
 
     /// The start of a Blob of `datasize` bytes from a prefix of it; `None`
@@ -289,10 +285,7 @@ impl PbfFile {
     pub fn open(path: &Path) -> Result<PbfFile> {
         // Check before opening: opening a FIFO blocks until a writer appears.
         if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-            return Err(Error::malformed(
-                "not a regular file (pipes cannot be indexed: offsets must be re-readable)",
-            )
-            .in_file(path));
+            return Err(not_a_regular_file(path));
         }
         let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
         PbfFile::from_file(file, path)
@@ -303,10 +296,7 @@ impl PbfFile {
     pub fn from_file(file: File, path: &Path) -> Result<PbfFile> {
         let meta = file.metadata().map_err(|e| Error::from(e).in_file(path))?;
         if !meta.is_file() {
-            return Err(Error::malformed(
-                "not a regular file (pipes cannot be indexed: offsets must be re-readable)",
-            )
-            .in_file(path));
+            return Err(not_a_regular_file(path));
         }
         let mtime = (meta.mtime(), u32::try_from(meta.mtime_nsec()).unwrap_or(0));
         let ctime = (meta.ctime(), u32::try_from(meta.ctime_nsec()).unwrap_or(0));
@@ -401,6 +391,13 @@ impl PbfFile {
             pos: 0,
         }
     }
+}
+
+/// The error for a path that is not a regular file, which [`PbfFile`]
+/// refuses.
+fn not_a_regular_file(path: &Path) -> Error {
+    let msg = "not a regular file (pipes cannot be indexed: offsets must be re-readable)";
+    Error::malformed(msg).in_file(path)
 }
 
 /// Whether `bytes` at `at` start like a data or header frame that fits in the
