@@ -624,10 +624,8 @@ impl ColumnsBuilder {
     }
 
     fn check(&self, string: u32) -> Result<u32, BadIndex> {
-        match (string as usize) < self.columns.strings.len() {
-            true => Ok(string),
-            false => Err(BadIndex),
-        }
+        let handed_out = (string as usize) < self.columns.strings.len();
+        handed_out.then_some(string).ok_or(BadIndex)
     }
 
     /// Start the next object; (lat, lon) count for nodes only, and the
@@ -640,13 +638,8 @@ impl ColumnsBuilder {
         (lat, lon): (i64, i64),
         info: Option<Info<u32>>,
     ) -> Result<(), BadIndex> {
-        let info = match info {
-            Some(i) => {
-                let user = self.check(i.user)?;
-                Some(i.map_user(|_| user))
-            }
-            None => None,
-        };
+        let info = info.map(|i| self.check(i.user).map(|user| i.map_user(|_| user)));
+        let info = info.transpose()?;
         let c = &self.columns;
         let at = |n: usize| Span {
             start: n as u32,

@@ -183,9 +183,10 @@ fn dense(data: &[u8], granularity: i64, order: &mut TieOrder) -> Result<()> {
         id = id.wrapping_add(*delta);
         timestamp = timestamp.wrapping_add(timestamps.get(i).copied().unwrap_or(0));
         let version = versions.get(i).copied().unwrap_or(-1);
-        let tie = match has_info {
-            true => seconds(timestamp, granularity),
-            false => 0,
+        let tie = if has_info {
+            seconds(timestamp, granularity)
+        } else {
+            0
         };
         order.push(Key::new(Kind::Node, id, key_version(version)), tie);
     }
