@@ -77,13 +77,10 @@ impl FromStr for Io {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Io> {
-        match s {
-            "pread" => Ok(Io::Pread),
-            "uring" => Ok(Io::Uring),
-            _ => Err(Error::malformed(format!(
-                "unknown I/O method {s:?}, expected pread or uring"
-            ))),
-        }
+        let known = [Io::Pread, Io::Uring].into_iter().find(|io| io.name() == s);
+        known.ok_or_else(|| {
+            Error::malformed(format!("unknown I/O method {s:?}, expected pread or uring"))
+        })
     }
 }
 
