@@ -37,12 +37,7 @@ impl Kind {
 
     /// The lower-case name used in the JSONL streams.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Node => "node",
-            Kind::Way => "way",
-            Kind::Relation => "relation",
-            Kind::Changeset => "changeset",
-        }
+        ["node", "way", "relation", "changeset"][self.index()]
     }
 
     /// The kind with a given index (0..=3).
