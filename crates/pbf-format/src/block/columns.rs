@@ -250,17 +250,15 @@ impl Columns {
             return None;
         }
         let mut out = Columns::with_room(parts);
-        // The parts' strings, placed as `append` places them.
-        let firsts: Vec<u32> = parts.iter().map(|p| out.take_strings(p)).collect();
-        let starts: Vec<usize> = parts
-            .iter()
-            .scan(0, |n, p| {
-                let start = *n;
-                *n += p.objects.len();
-                Some(start)
-            })
-            .collect();
-        for i in each_once(order, parts.iter().map(Columns::len).sum()) {
+        // The parts' strings, placed as `append` places them, and the
+        // number of each part's first object.
+        let (mut firsts, mut starts, mut n) = (Vec::new(), Vec::new(), 0);
+        for p in parts {
+            firsts.push(out.take_strings(p));
+            starts.push(n);
+            n += p.len();
+        }
+        for i in each_once(order, n) {
             let p = starts.partition_point(|&s| s <= i) - 1;
             let (part, first) = (&parts[p], firsts[p]);
             out.push_moved(part, part.objects[i - starts[p]], first);
