@@ -192,10 +192,7 @@ pub fn peek_blob(prefix: &[u8]) -> (Option<Codec>, Option<u64>) {
             continue;
         }
         let codec = u32::try_from(tag >> 3).ok().and_then(Codec::from_field);
-        return match codec {
-            Some(c) if tag & 7 == 2 => (Some(c), raw_size),
-            _ => (None, raw_size),
-        };
+        return (codec.filter(|_| tag & 7 == 2), raw_size);
     }
     (None, raw_size)
 }
