@@ -116,13 +116,11 @@ pub struct WalkStats {
 /// A walk over all frame headers of a file, by `pread` or io_uring. It yields
 /// the same items as [`PbfFile::headers`]: the frames in file order, and
 /// after an error nothing more.
-#[derive(Debug)]
 pub struct Walk<'a> {
     inner: Inner<'a>,
     fallback: Option<io::Error>,
 }
 
-#[derive(Debug)]
 enum Inner<'a> {
     Pread(HeaderWalk<'a>),
     Uring(Box<UringWalk<'a>>),
@@ -543,19 +541,6 @@ impl<'a> UringWalk<'a> {
             }
         }
         self.ready.pop_front()
-    }
-}
-
-impl std::fmt::Debug for UringWalk<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UringWalk")
-            .field("path", &self.file.path())
-            .field("region_len", &self.region_len)
-            .field("regions", &self.regions)
-            .field("depth", &self.slots.len())
-            .field("front", &self.front)
-            .field("cur", &self.cur)
-            .finish_non_exhaustive()
     }
 }
 
