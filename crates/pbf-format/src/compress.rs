@@ -202,11 +202,7 @@ pub fn blob_data(blob: &[u8]) -> Result<BlobData<'_>> {
 }
 
 fn too_large(field: &'static str, size: u64) -> Error {
-    Error::new(ErrorKind::TooLarge {
-        field,
-        size,
-        limit: MAX_RAW_SIZE as u64,
-    })
+    Error::too_large(field, size, MAX_RAW_SIZE as u64)
 }
 
 /// Decompress a Blob message into the block bytes it holds.

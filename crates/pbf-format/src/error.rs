@@ -59,6 +59,11 @@ impl Error {
         }
     }
 
+    /// A [`ErrorKind::TooLarge`] error: `field` holds `size`, over `limit`.
+    pub fn too_large(field: &'static str, size: u64, limit: u64) -> Error {
+        Error::new(ErrorKind::TooLarge { field, size, limit })
+    }
+
     /// A [`ErrorKind::Malformed`] error with a message.
     pub fn malformed(msg: impl Into<String>) -> Error {
         Error::new(ErrorKind::Malformed(msg.into()))

@@ -171,11 +171,11 @@ pub fn parse_blob_header(bytes: &[u8]) -> Result<(BlobType, Option<Vec<u8>>, u32
     let size = size.ok_or_else(|| Error::malformed("BlobHeader has no datasize"))?;
     // datasize is int32 on the wire: a negative value arrives as a huge varint.
     if size > u64::from(MAX_BLOB_LEN) {
-        return Err(Error::new(ErrorKind::TooLarge {
-            field: "BlobHeader datasize",
+        return Err(Error::too_large(
+            "BlobHeader datasize",
             size,
-            limit: u64::from(MAX_BLOB_LEN),
-        }));
+            u64::from(MAX_BLOB_LEN),
+        ));
     }
     Ok((kind, index, size as u32))
 }
@@ -223,11 +223,12 @@ pub fn put_frame_prefix(
     let len = out.len() - start - 4;
     if len > MAX_WRITTEN_HEADER_LEN {
         out.truncate(start);
-        return Err(Error::new(ErrorKind::TooLarge {
-            field: "BlobHeader to write (libosmium <= 2.19 reads no longer one)",
-            size: len as u64,
-            limit: MAX_WRITTEN_HEADER_LEN as u64,
-        }));
+        let field = "BlobHeader to write (libosmium <= 2.19 reads no longer one)";
+        return Err(Error::too_large(
+            field,
+            len as u64,
+            MAX_WRITTEN_HEADER_LEN as u64,
+        ));
     }
     out[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
     Ok(())
@@ -565,11 +566,8 @@ impl FrameReader<'_> {
         };
         let header_len = u32::from_be_bytes(prefix);
         if header_len > MAX_HEADER_LEN {
-            let e = Error::new(ErrorKind::TooLarge {
-                field: "BlobHeader length",
-                size: u64::from(header_len),
-                limit: u64::from(MAX_HEADER_LEN),
-            });
+            let (size, limit) = (u64::from(header_len), u64::from(MAX_HEADER_LEN));
+            let e = Error::too_large("BlobHeader length", size, limit);
             return Err(e.at(offset).in_file(self.path));
         }
         Ok(header_len)
