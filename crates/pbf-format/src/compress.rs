@@ -241,11 +241,7 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
     };
     if let Some(n) = b.raw_size {
         if out.len() as u64 != n {
-            return Err(Error::malformed(format!(
-                "{} data inflates to {} bytes but raw_size says {n}",
-                b.compression,
-                out.len()
-            )));
+            return Err(inflates_to(b.compression, out.len(), n));
         }
     }
     Ok(out)
@@ -270,12 +266,18 @@ pub fn with_decoded<T>(blob: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<T> {
         }
         let n = inflate_into(b.data, &mut buf[..size])?;
         if n != size {
-            return Err(Error::malformed(format!(
-                "zlib data inflates to {n} bytes but raw_size says {size}"
-            )));
+            return Err(inflates_to(Codec::Zlib, n, size));
         }
         Ok(f(&buf[..size]))
     })
+}
+
+/// The error for a blob whose data inflates to `n` bytes where its
+/// `raw_size` says otherwise.
+fn inflates_to(codec: Codec, n: impl fmt::Display, raw_size: impl fmt::Display) -> Error {
+    Error::malformed(format!(
+        "{codec} data inflates to {n} bytes but raw_size says {raw_size}"
+    ))
 }
 
 thread_local! {
@@ -317,9 +319,7 @@ fn past(data: &[u8], raw_size: usize) -> Error {
             "zlib data inflates past {MAX_RAW_SIZE} bytes, the most a block may hold, but \
              raw_size says {raw_size}"
         )),
-        Ok(n) => Error::malformed(format!(
-            "zlib data inflates to {n} bytes but raw_size says {raw_size}"
-        )),
+        Ok(n) => inflates_to(Codec::Zlib, n, raw_size),
     }
 }
 
