@@ -202,11 +202,7 @@ pub fn blob_data(blob: &[u8]) -> Result<BlobData<'_>> {
 }
 
 fn too_large(field: &'static str, size: u64) -> Error {
-    Error::new(ErrorKind::TooLarge {
-        field,
-        size,
-        limit: MAX_RAW_SIZE as u64,
-    })
+    Error::too_large(field, size, MAX_RAW_SIZE as u64)
 }
 
 /// Decompress a Blob message into the block bytes it holds.
@@ -245,11 +241,7 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
     };
     if let Some(n) = b.raw_size {
         if out.len() as u64 != n {
-            return Err(Error::malformed(format!(
-                "{} data inflates to {} bytes but raw_size says {n}",
-                b.compression,
-                out.len()
-            )));
+            return Err(inflates_to(b.compression, out.len(), n));
         }
     }
     Ok(out)
@@ -274,12 +266,18 @@ pub fn with_decoded<T>(blob: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<T> {
         }
         let n = inflate_into(b.data, &mut buf[..size])?;
         if n != size {
-            return Err(Error::malformed(format!(
-                "zlib data inflates to {n} bytes but raw_size says {size}"
-            )));
+            return Err(inflates_to(Codec::Zlib, n, size));
         }
         Ok(f(&buf[..size]))
     })
+}
+
+/// The error for a blob whose data inflates to `n` bytes where its
+/// `raw_size` says otherwise.
+fn inflates_to(codec: Codec, n: impl fmt::Display, raw_size: impl fmt::Display) -> Error {
+    Error::malformed(format!(
+        "{codec} data inflates to {n} bytes but raw_size says {raw_size}"
+    ))
 }
 
 thread_local! {
@@ -321,9 +319,7 @@ fn past(data: &[u8], raw_size: usize) -> Error {
             "zlib data inflates past {MAX_RAW_SIZE} bytes, the most a block may hold, but \
              raw_size says {raw_size}"
         )),
-        Ok(n) => Error::malformed(format!(
-            "zlib data inflates to {n} bytes but raw_size says {raw_size}"
-        )),
+        Ok(n) => inflates_to(Codec::Zlib, n, raw_size),
     }
 }
 
@@ -380,14 +376,14 @@ pub fn encode_blob_into(
     let (head, stored) = room.split_at_mut(MAX_BLOB_HEAD);
     let n = match c {
         Compression::None => {
-            let out = stored.get_mut(..data.len()).ok_or_else(no_room)?;
+            let room = stored.get_mut(..data.len());
+            let out = room.ok_or_else(|| io_error("no room for the compressed Blob"))?;
             out.copy_from_slice(data);
             data.len()
         }
         Compression::Zlib(level) => deflate_into(data, level, stored)?,
         Compression::Zstd(level) => zstd_into(data, level, stored)?,
-        Compression::Lz4 => lz4_flex::block::compress_into(data, stored)
-            .map_err(|e| Error::new(ErrorKind::Io(std::io::Error::other(e.to_string()))))?,
+        Compression::Lz4 => lz4_flex::block::compress_into(data, stored).map_err(io_error)?,
     };
     let mut fields = Vec::with_capacity(MAX_BLOB_HEAD);
     if c != Compression::None {
@@ -401,12 +397,6 @@ pub fn encode_blob_into(
     Ok(start..MAX_BLOB_HEAD + n)
 }
 
-fn no_room() -> Error {
-    Error::new(ErrorKind::Io(std::io::Error::other(
-        "no room for the compressed Blob",
-    )))
-}
-
 /// Deflate `data` into `out` at `level` with this thread's compressor for
 /// that level; returns the length.
 fn deflate_into(data: &[u8], level: u32, out: &mut [u8]) -> Result<usize> {
@@ -415,18 +405,10 @@ fn deflate_into(data: &[u8], level: u32, out: &mut [u8]) -> Result<usize> {
         .and_then(|l| libdeflater::CompressionLvl::new(l).ok())
         .ok_or_else(|| Error::new(ErrorKind::Unsupported(format!("zlib level {level}"))))?;
     DEFLATERS.with_borrow_mut(|cache| {
-        let key = i32::from(level);
-        let i = match cache.iter().position(|(l, _)| *l == key) {
-            Some(i) => i,
-            None => {
-                cache.push((key, libdeflater::Compressor::new(level)));
-                cache.len() - 1
-            }
-        };
-        cache[i]
-            .1
+        let new = || Ok(libdeflater::Compressor::new(level));
+        cached(cache, i32::from(level), new)?
             .zlib_compress(data, out)
-            .map_err(|e| Error::new(ErrorKind::Io(std::io::Error::other(e.to_string()))))
+            .map_err(io_error)
     })
 }
 
@@ -434,15 +416,31 @@ fn deflate_into(data: &[u8], level: u32, out: &mut [u8]) -> Result<usize> {
 /// context for that level; returns the length.
 fn zstd_into(data: &[u8], level: i32, out: &mut [u8]) -> Result<usize> {
     ZSTDS.with_borrow_mut(|cache| {
-        let i = match cache.iter().position(|(l, _)| *l == level) {
-            Some(i) => i,
-            None => {
-                cache.push((level, zstd::bulk::Compressor::new(level)?));
-                cache.len() - 1
-            }
-        };
-        Ok(cache[i].1.compress_to_buffer(data, out)?)
+        let new = || zstd::bulk::Compressor::new(level);
+        Ok(cached(cache, level, new)?.compress_to_buffer(data, out)?)
     })
+}
+
+/// This thread's compressor for `level` in `cache`, made by `new` on
+/// first use.
+fn cached<C>(
+    cache: &mut Vec<(i32, C)>,
+    level: i32,
+    new: impl FnOnce() -> std::io::Result<C>,
+) -> std::io::Result<&mut C> {
+    let i = match cache.iter().position(|(l, _)| *l == level) {
+        Some(i) => i,
+        None => {
+            cache.push((level, new()?));
+            cache.len() - 1
+        }
+    };
+    Ok(&mut cache[i].1)
+}
+
+/// A compressor's failure, as an I/O error.
+fn io_error(e: impl ToString) -> Error {
+    Error::new(ErrorKind::Io(std::io::Error::other(e.to_string())))
 }
 
 #[cfg(test)]

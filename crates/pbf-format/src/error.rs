@@ -59,6 +59,11 @@ impl Error {
         }
     }
 
+    /// A [`ErrorKind::TooLarge`] error: `field` holds `size`, over `limit`.
+    pub fn too_large(field: &'static str, size: u64, limit: u64) -> Error {
+        Error::new(ErrorKind::TooLarge { field, size, limit })
+    }
+
     /// A [`ErrorKind::Malformed`] error with a message.
     pub fn malformed(msg: impl Into<String>) -> Error {
         Error::new(ErrorKind::Malformed(msg.into()))
@@ -66,17 +71,13 @@ impl Error {
 
     /// Attach the file this error concerns (kept if already set).
     pub fn in_file(mut self, path: &Path) -> Error {
-        if self.path.is_none() {
-            self.path = Some(path.to_path_buf());
-        }
+        self.path.get_or_insert_with(|| path.to_path_buf());
         self
     }
 
     /// Attach the byte offset of the blob this error concerns (kept if already set).
     pub fn at(mut self, offset: u64) -> Error {
-        if self.offset.is_none() {
-            self.offset = Some(offset);
-        }
+        self.offset.get_or_insert(offset);
         self
     }
 

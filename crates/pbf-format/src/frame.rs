@@ -84,11 +84,7 @@ impl BlobStart {
     /// The start of a whole Blob message.
     pub fn of(blob: &[u8]) -> BlobStart {
         let datasize = u32::try_from(blob.len()).unwrap_or(u32::MAX);
-        BlobStart::from_prefix(datasize, blob).unwrap_or(BlobStart {
-            datasize,
-            len: 0,
-            bytes: [0; BLOB_START_LEN],
-        })
+        BlobStart::from_prefix(datasize, blob).expect("a whole Blob holds its start")
     }
 
     /// The start of a Blob of `datasize` bytes from a prefix of it; `None`
@@ -175,11 +171,11 @@ pub fn parse_blob_header(bytes: &[u8]) -> Result<(BlobType, Option<Vec<u8>>, u32
     let size = size.ok_or_else(|| Error::malformed("BlobHeader has no datasize"))?;
     // datasize is int32 on the wire: a negative value arrives as a huge varint.
     if size > u64::from(MAX_BLOB_LEN) {
-        return Err(Error::new(ErrorKind::TooLarge {
-            field: "BlobHeader datasize",
+        return Err(Error::too_large(
+            "BlobHeader datasize",
             size,
-            limit: u64::from(MAX_BLOB_LEN),
-        }));
+            u64::from(MAX_BLOB_LEN),
+        ));
     }
     Ok((kind, index, size as u32))
 }
@@ -196,10 +192,7 @@ pub fn peek_blob(prefix: &[u8]) -> (Option<Codec>, Option<u64>) {
             continue;
         }
         let codec = u32::try_from(tag >> 3).ok().and_then(Codec::from_field);
-        return match codec {
-            Some(c) if tag & 7 == 2 => (Some(c), raw_size),
-            _ => (None, raw_size),
-        };
+        return (codec.filter(|_| tag & 7 == 2), raw_size);
     }
     (None, raw_size)
 }
@@ -230,11 +223,12 @@ pub fn put_frame_prefix(
     let len = out.len() - start - 4;
     if len > MAX_WRITTEN_HEADER_LEN {
         out.truncate(start);
-        return Err(Error::new(ErrorKind::TooLarge {
-            field: "BlobHeader to write (libosmium <= 2.19 reads no longer one)",
-            size: len as u64,
-            limit: MAX_WRITTEN_HEADER_LEN as u64,
-        }));
+        let field = "BlobHeader to write (libosmium <= 2.19 reads no longer one)";
+        return Err(Error::too_large(
+            field,
+            len as u64,
+            MAX_WRITTEN_HEADER_LEN as u64,
+        ));
     }
     out[start..start + 4].copy_from_slice(&(len as u32).to_be_bytes());
     Ok(())
@@ -289,10 +283,7 @@ impl PbfFile {
     pub fn open(path: &Path) -> Result<PbfFile> {
         // Check before opening: opening a FIFO blocks until a writer appears.
         if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-            return Err(Error::malformed(
-                "not a regular file (pipes cannot be indexed: offsets must be re-readable)",
-            )
-            .in_file(path));
+            return Err(not_a_regular_file(path));
         }
         let file = File::open(path).map_err(|e| Error::from(e).in_file(path))?;
         PbfFile::from_file(file, path)
@@ -303,10 +294,7 @@ impl PbfFile {
     pub fn from_file(file: File, path: &Path) -> Result<PbfFile> {
         let meta = file.metadata().map_err(|e| Error::from(e).in_file(path))?;
         if !meta.is_file() {
-            return Err(Error::malformed(
-                "not a regular file (pipes cannot be indexed: offsets must be re-readable)",
-            )
-            .in_file(path));
+            return Err(not_a_regular_file(path));
         }
         let mtime = (meta.mtime(), u32::try_from(meta.mtime_nsec()).unwrap_or(0));
         let ctime = (meta.ctime(), u32::try_from(meta.ctime_nsec()).unwrap_or(0));
@@ -401,6 +389,13 @@ impl PbfFile {
             pos: 0,
         }
     }
+}
+
+/// The error for a path that is not a regular file, which [`PbfFile`]
+/// refuses.
+fn not_a_regular_file(path: &Path) -> Error {
+    let msg = "not a regular file (pipes cannot be indexed: offsets must be re-readable)";
+    Error::malformed(msg).in_file(path)
 }
 
 /// Whether `bytes` at `at` start like a data or header frame that fits in the
@@ -571,11 +566,8 @@ impl FrameReader<'_> {
         };
         let header_len = u32::from_be_bytes(prefix);
         if header_len > MAX_HEADER_LEN {
-            let e = Error::new(ErrorKind::TooLarge {
-                field: "BlobHeader length",
-                size: u64::from(header_len),
-                limit: u64::from(MAX_HEADER_LEN),
-            });
+            let (size, limit) = (u64::from(header_len), u64::from(MAX_HEADER_LEN));
+            let e = Error::too_large("BlobHeader length", size, limit);
             return Err(e.at(offset).in_file(self.path));
         }
         Ok(header_len)

@@ -37,12 +37,7 @@ impl Kind {
 
     /// The lower-case name used in the JSONL streams.
     pub fn name(self) -> &'static str {
-        match self {
-            Kind::Node => "node",
-            Kind::Way => "way",
-            Kind::Relation => "relation",
-            Kind::Changeset => "changeset",
-        }
+        ["node", "way", "relation", "changeset"][self.index()]
     }
 
     /// The kind with a given index (0..=3).
@@ -167,12 +162,8 @@ pub fn key_version(v: i32) -> u32 {
 /// The key as OPL names an object, with its version: `n5 v2`, `w-3 v0`.
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let letter = match self.kind {
-            Kind::Node => 'n',
-            Kind::Way => 'w',
-            Kind::Relation => 'r',
-            Kind::Changeset => 'c',
-        };
+        // The kind's initial: n, w, r or c.
+        let letter = &self.kind.name()[..1];
         write!(f, "{letter}{} v{}", self.id, self.version)
     }
 }

@@ -44,22 +44,12 @@ const STORED_MAX: u64 = 65_535;
 
 /// Bytes a varint of `v` takes.
 fn varint_len(v: u64) -> u64 {
-    wire::varint_len(v) as u64
+    prost::encoding::encoded_len_varint(v) as u64
 }
 
-/// Sizes of the nested messages for `zeros` filler bytes and `empties`
-/// extra empty strings: (string, stringtable, block, zlib, blob, frame).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Sizes {
-    string: u64,
-    table: u64,
-    block: u64,
-    zlib: u64,
-    blob: u64,
-    frame: u64,
-}
-
-fn sizes(zeros: u64, empties: u64) -> Sizes {
+/// The length of the frame of `zeros` filler bytes and `empties` extra
+/// empty strings, from the sizes of its nested messages.
+fn frame_len(zeros: u64, empties: u64) -> u64 {
     let string = MARKER.len() as u64 + zeros;
     let full = (string - 1) / CHUNK;
     let last = string - full * CHUNK;
@@ -70,14 +60,7 @@ fn sizes(zeros: u64, empties: u64) -> Sizes {
     let zlib = 2 + 5 * stored_blocks + block + 4;
     let blob = 1 + varint_len(block) + 1 + varint_len(zlib) + zlib;
     let header = 2 + 7 + 1 + varint_len(blob);
-    Sizes {
-        string,
-        table,
-        block,
-        zlib,
-        blob,
-        frame: 4 + header + blob,
-    }
+    4 + header + blob
 }
 
 /// The filler layout giving a frame of exactly `len` bytes.
@@ -90,8 +73,7 @@ fn solve(len: u64) -> Option<(u64, u64)> {
     let start = (len - MIN_FRAME).saturating_sub(slack);
     for zeros in start..=len - MIN_FRAME {
         for empties in 0..8 {
-            let s = sizes(zeros, empties);
-            if s.frame == len {
+            if frame_len(zeros, empties) == len {
                 return Some((zeros, empties));
             }
         }
@@ -103,26 +85,25 @@ fn solve(len: u64) -> Option<(u64, u64)> {
 /// [`MIN_FRAME`]..=[`MAX_FRAME`].
 pub fn frame(len: u64) -> Option<Vec<u8>> {
     let (zeros, empties) = solve(len)?;
-    let s = sizes(zeros, empties);
-    let mut table = Vec::with_capacity(s.table as usize);
+    // Every message fits in the frame's length.
+    let mut table = Vec::with_capacity(len as usize);
     for _ in 0..=empties {
         wire::put_bytes(&mut table, 1, b"");
     }
-    let mut filler = Vec::with_capacity(s.string as usize);
-    filler.extend_from_slice(MARKER);
-    filler.resize(s.string as usize, 0);
+    let mut filler = MARKER.to_vec();
+    filler.resize(MARKER.len() + zeros as usize, 0);
     for chunk in filler.chunks(CHUNK as usize) {
         wire::put_bytes(&mut table, 1, chunk);
     }
-    let mut block = Vec::with_capacity(s.block as usize);
+    let mut block = Vec::with_capacity(len as usize);
     wire::put_bytes(&mut block, 1, &table);
     let zlib = stored_zlib(&block);
-    let mut blob = Vec::with_capacity(s.blob as usize);
+    let mut blob = Vec::with_capacity(len as usize);
     wire::put_key(&mut blob, 2, wire::WireType::Varint);
     wire::put_varint(&mut blob, block.len() as u64);
     wire::put_bytes(&mut blob, 3, &zlib);
     let out = crate::frame::encode_frame(&crate::frame::BlobType::OsmData, None, &blob).ok()?;
-    debug_assert_eq!(out.len() as u64, len, "{s:?}");
+    debug_assert_eq!(out.len() as u64, len, "{zeros} zeros, {empties} empties");
     Some(out)
 }
 

@@ -155,22 +155,35 @@ pub fn scan_block(data: &[u8]) -> Result<Option<Summary>> {
 /// The reference scan: slower, but gives every error.
 pub(crate) fn scan_block_checked(data: &[u8]) -> Result<Option<Summary>> {
     let mut acc = Accumulator::default();
-    let mut r = Reader::new(data);
-    while let Some((n, v)) = r.field()? {
-        if n == 2 {
-            scan_group(wire::expect_bytes(v, "PrimitiveGroup")?, &mut acc)?;
-        }
-    }
+    each_element(data, &mut acc, scan_dense, |data, kind, acc| {
+        acc.push(scan_object(data, kind)?);
+        Ok(())
+    })?;
     Ok(acc.finish())
 }
 
-fn scan_group(data: &[u8], acc: &mut Accumulator) -> Result<()> {
+/// The checked walk of a decompressed PrimitiveBlock, for the key scan
+/// and the tie scan: `dense` gets every DenseNodes message and `object`
+/// every Node, Way, Relation and ChangeSet message with its kind, in
+/// stored order, each with `sink`.
+pub(crate) fn each_element<S>(
+    data: &[u8],
+    sink: &mut S,
+    dense: impl Fn(&[u8], &mut S) -> Result<()>,
+    object: impl Fn(&[u8], Kind, &mut S) -> Result<()>,
+) -> Result<()> {
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
-        if n == 2 {
-            scan_dense(wire::expect_bytes(v, "DenseNodes")?, acc)?;
-        } else if let Some((kind, what)) = element_kind(n) {
-            acc.push(scan_object(wire::expect_bytes(v, what)?, kind)?);
+        if n != 2 {
+            continue;
+        }
+        let mut group = Reader::new(wire::expect_bytes(v, "PrimitiveGroup")?);
+        while let Some((n, v)) = group.field()? {
+            if n == 2 {
+                dense(wire::expect_bytes(v, "DenseNodes")?, sink)?;
+            } else if let Some((kind, what)) = element_kind(n) {
+                object(wire::expect_bytes(v, what)?, kind, sink)?;
+            }
         }
     }
     Ok(())

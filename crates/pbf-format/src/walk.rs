@@ -77,13 +77,10 @@ impl FromStr for Io {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Io> {
-        match s {
-            "pread" => Ok(Io::Pread),
-            "uring" => Ok(Io::Uring),
-            _ => Err(Error::malformed(format!(
-                "unknown I/O method {s:?}, expected pread or uring"
-            ))),
-        }
+        let known = [Io::Pread, Io::Uring].into_iter().find(|io| io.name() == s);
+        known.ok_or_else(|| {
+            Error::malformed(format!("unknown I/O method {s:?}, expected pread or uring"))
+        })
     }
 }
 
@@ -119,13 +116,11 @@ pub struct WalkStats {
 /// A walk over all frame headers of a file, by `pread` or io_uring. It yields
 /// the same items as [`PbfFile::headers`]: the frames in file order, and
 /// after an error nothing more.
-#[derive(Debug)]
 pub struct Walk<'a> {
     inner: Inner<'a>,
     fallback: Option<io::Error>,
 }
 
-#[derive(Debug)]
 enum Inner<'a> {
     Pread(HeaderWalk<'a>),
     Uring(Box<UringWalk<'a>>),
@@ -546,19 +541,6 @@ impl<'a> UringWalk<'a> {
             }
         }
         self.ready.pop_front()
-    }
-}
-
-impl std::fmt::Debug for UringWalk<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UringWalk")
-            .field("path", &self.file.path())
-            .field("region_len", &self.region_len)
-            .field("regions", &self.regions)
-            .field("depth", &self.slots.len())
-            .field("front", &self.front)
-            .field("cur", &self.cur)
-            .finish_non_exhaustive()
     }
 }
 

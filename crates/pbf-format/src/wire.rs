@@ -282,11 +282,6 @@ pub fn put_varint_field(out: &mut Vec<u8>, number: u32, v: u64) {
     put_varint(out, v);
 }
 
-/// Bytes `v` takes as a varint.
-pub const fn varint_len(v: u64) -> usize {
-    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
-}
-
 /// Append a length-delimited field to `out`.
 pub fn put_bytes(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
     put_key(out, number, WireType::Len);
@@ -455,12 +450,13 @@ mod tests {
     }
 
     #[test]
-    fn varint_len_is_what_put_varint_writes() {
+    fn encoded_len_varint_is_what_put_varint_writes() {
         for shift in 0..64 {
             for v in [1u64 << shift, (1u64 << shift) - 1, u64::MAX >> shift] {
                 let mut out = Vec::new();
                 put_varint(&mut out, v);
-                assert_eq!(varint_len(v), out.len(), "{v}");
+                let len = prost::encoding::encoded_len_varint(v);
+                assert_eq!(len, out.len(), "{v}");
             }
         }
     }

@@ -250,17 +250,15 @@ impl Columns {
             return None;
         }
         let mut out = Columns::with_room(parts);
-        // The parts' strings, placed as `append` places them.
-        let firsts: Vec<u32> = parts.iter().map(|p| out.take_strings(p)).collect();
-        let starts: Vec<usize> = parts
-            .iter()
-            .scan(0, |n, p| {
-                let start = *n;
-                *n += p.objects.len();
-                Some(start)
-            })
-            .collect();
-        for i in each_once(order, parts.iter().map(Columns::len).sum()) {
+        // The parts' strings, placed as `append` places them, and the
+        // number of each part's first object.
+        let (mut firsts, mut starts, mut n) = (Vec::new(), Vec::new(), 0);
+        for p in parts {
+            firsts.push(out.take_strings(p));
+            starts.push(n);
+            n += p.len();
+        }
+        for i in each_once(order, n) {
             let p = starts.partition_point(|&s| s <= i) - 1;
             let (part, first) = (&parts[p], firsts[p]);
             out.push_moved(part, part.objects[i - starts[p]], first);
@@ -624,10 +622,8 @@ impl ColumnsBuilder {
     }
 
     fn check(&self, string: u32) -> Result<u32, BadIndex> {
-        match (string as usize) < self.columns.strings.len() {
-            true => Ok(string),
-            false => Err(BadIndex),
-        }
+        let handed_out = (string as usize) < self.columns.strings.len();
+        handed_out.then_some(string).ok_or(BadIndex)
     }
 
     /// Start the next object; (lat, lon) count for nodes only, and the
@@ -640,13 +636,8 @@ impl ColumnsBuilder {
         (lat, lon): (i64, i64),
         info: Option<Info<u32>>,
     ) -> Result<(), BadIndex> {
-        let info = match info {
-            Some(i) => {
-                let user = self.check(i.user)?;
-                Some(i.map_user(|_| user))
-            }
-            None => None,
-        };
+        let info = info.map(|i| self.check(i.user).map(|user| i.map_user(|_| user)));
+        let info = info.transpose()?;
         let c = &self.columns;
         let at = |n: usize| Span {
             start: n as u32,

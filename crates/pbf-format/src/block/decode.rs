@@ -345,18 +345,15 @@ fn decode_object(
         Kind::Node => wire::decode_zigzag(id),
         _ => id as i64,
     };
-    let info = match info {
-        Some(i) => {
-            let user = i.user.map_or(Ok(NO_USER), |sid| ctx.string(sid))?;
-            let timestamp_ms = ctx.timestamp(i.timestamp_ms);
-            Some(Info {
-                timestamp_ms,
-                ..i.map_user(|_| user)
-            })
-        }
-        None => None,
-    };
-    let mut o = object(kind, id, info);
+    let info = info.map(|i| {
+        let user = i.user.map_or(Ok(NO_USER), |sid| ctx.string(sid))?;
+        let timestamp_ms = ctx.timestamp(i.timestamp_ms);
+        Result::Ok(Info {
+            timestamp_ms,
+            ..i.map_user(|_| user)
+        })
+    });
+    let mut o = object(kind, id, info.transpose()?);
     o.tags = ctx.tags(&s.keys, &s.vals, &mut out.tags)?;
     Ok(o)
 }
@@ -408,15 +405,7 @@ fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) ->
     s.lon.clear();
     s.refs.clear();
     let mut o = decode_object(Kind::Way, data, ctx, s, out, |n, v, s| match n {
-        8 => {
-            let refs = &mut s.refs;
-            refs.reserve(packed_len(&v));
-            let mut acc = refs.last().copied().unwrap_or(0i64);
-            each_varint(v, "Way.refs", |x| {
-                acc = acc.wrapping_add(wire::decode_zigzag(x));
-                refs.push(acc);
-            })
-        }
+        8 => deltas(v, "Way.refs", &mut s.refs),
         9 => each_varint(v, "Way.lat", |x| s.lat.push(wire::decode_zigzag(x))),
         10 => each_varint(v, "Way.lon", |x| s.lon.push(wire::decode_zigzag(x))),
         _ => Ok(()),
@@ -456,18 +445,24 @@ fn decode_relation(
     s.memids.clear();
     let mut o = decode_object(Kind::Relation, data, ctx, s, out, |n, v, s| match n {
         8 => each_varint(v, "Relation.roles_sid", |x| s.roles.push(x as i32)),
-        9 => {
-            let mut acc = s.memids.last().copied().unwrap_or(0i64);
-            each_varint(v, "Relation.memids", |x| {
-                acc = acc.wrapping_add(wire::decode_zigzag(x));
-                s.memids.push(acc);
-            })
-        }
+        9 => deltas(v, "Relation.memids", &mut s.memids),
         10 => each_varint(v, "Relation.types", |x| s.types.push(x as i32)),
         _ => Ok(()),
     })?;
     o.items = span(&mut out.members, |out| members(o.id, s, ctx, out))?;
     Ok(o)
+}
+
+/// Append the absolute values of a packed array of delta-coded ids
+/// (zigzag `sint64`) to `out`, going on from its last value: a field in
+/// several pieces is one delta sequence.
+fn deltas(v: Value<'_>, what: &str, out: &mut Vec<i64>) -> Result<()> {
+    out.reserve(packed_len(&v));
+    let mut acc = out.last().copied().unwrap_or(0i64);
+    each_varint(v, what, |x| {
+        acc = acc.wrapping_add(wire::decode_zigzag(x));
+        out.push(acc);
+    })
 }
 
 fn members(id: i64, s: &Scratch, ctx: &Context, out: &mut Vec<MemberColumn>) -> Result<()> {
@@ -615,11 +610,8 @@ impl DenseColumns {
             for (sum, column) in info.iter_mut().zip(&self.info).take(5).skip(1) {
                 *sum = sum.wrapping_add(column.get(i).copied().unwrap_or_default());
             }
-            let info = match self.has_info {
-                true => Some(self.info(i, &info, ctx)?),
-                false => None,
-            };
-            let mut o = object(Kind::Node, id, info);
+            let info = self.has_info.then(|| self.info(i, &info, ctx));
+            let mut o = object(Kind::Node, id, info.transpose()?);
             (o.lat, o.lon) = (ctx.lat(lat), ctx.lon(lon));
             o.tags = span(&mut out.tags, |tags| keys_vals.next_tags(ctx, tags))?;
             out.objects.push(o);

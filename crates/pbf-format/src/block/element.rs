@@ -104,44 +104,35 @@ impl Element {
         self.info().map_or(0, |i| tie_seconds(i.timestamp_ms))
     }
 
+    /// The fields every kind has: kind, id, metadata and tags (a
+    /// changeset has neither of the last two).
+    fn common(&self) -> (Kind, i64, Option<&Info>, &[Tag]) {
+        match self {
+            Element::Node(n) => (Kind::Node, n.id, n.info.as_ref(), &n.tags),
+            Element::Way(w) => (Kind::Way, w.id, w.info.as_ref(), &w.tags),
+            Element::Relation(r) => (Kind::Relation, r.id, r.info.as_ref(), &r.tags),
+            Element::Changeset(c) => (Kind::Changeset, c.id, None, &[]),
+        }
+    }
+
     /// The kind of object.
     pub fn kind(&self) -> Kind {
-        match self {
-            Element::Node(_) => Kind::Node,
-            Element::Way(_) => Kind::Way,
-            Element::Relation(_) => Kind::Relation,
-            Element::Changeset(_) => Kind::Changeset,
-        }
+        self.common().0
     }
 
     /// The object id.
     pub fn id(&self) -> i64 {
-        match self {
-            Element::Node(n) => n.id,
-            Element::Way(w) => w.id,
-            Element::Relation(r) => r.id,
-            Element::Changeset(c) => c.id,
-        }
+        self.common().1
     }
 
     /// The metadata, if any (changesets have none).
     pub fn info(&self) -> Option<&Info> {
-        match self {
-            Element::Node(n) => n.info.as_ref(),
-            Element::Way(w) => w.info.as_ref(),
-            Element::Relation(r) => r.info.as_ref(),
-            Element::Changeset(_) => None,
-        }
+        self.common().2
     }
 
     /// The tags (empty for changesets).
     pub fn tags(&self) -> &[Tag] {
-        match self {
-            Element::Node(n) => &n.tags,
-            Element::Way(w) => &w.tags,
-            Element::Relation(r) => &r.tags,
-            Element::Changeset(_) => &[],
-        }
+        self.common().3
     }
 
     /// As [`Obj::shape`].

@@ -10,13 +10,14 @@
 
 use std::collections::HashMap;
 
+use prost::encoding::encoded_len_varint as varint_len;
+
 use super::columns::{Columns, NO_USER};
 use super::{BLOCK_SLACK, EncodeOptions, Obj, prefetched};
 use crate::Kind;
 use crate::hash::FxBuild;
 use crate::wire::{
-    WireType, encode_zigzag, encode_zigzag32, put_bytes, put_key, put_varint, put_varint_field,
-    tag, varint_len,
+    WireType, encode_zigzag, encode_zigzag32, put_bytes, put_key, put_varint, put_varint_field, tag,
 };
 
 /// Encode objects of one or many [`Columns`], in the given order, into one
@@ -158,9 +159,7 @@ fn nested(out: &mut Vec<u8>, number: u32, write: impl FnOnce(&mut Vec<u8>)) {
         out.copy_within(at + GROUP_LEN_GUESS..end, at + need);
         out.truncate(at + need + body);
     }
-    let mut len = Vec::with_capacity(need);
-    put_varint(&mut len, body as u64);
-    out[at..at + need].copy_from_slice(&len);
+    prost::encoding::encode_varint(body as u64, &mut &mut out[at..at + need]);
 }
 
 // ------------------------------------------------------------ first pass
@@ -179,12 +178,11 @@ struct FirstPass<'a> {
 
 impl<'a> FirstPass<'a> {
     fn read(elements: &[Obj<'a>]) -> FirstPass<'a> {
-        let mut pass = FirstPass {
-            scale: Scale::default(),
-            strings: StringTable::default(),
-            sids: Vec::new(),
-            bound: BLOCK_SLACK,
+        let mut strings = StringTable {
+            strings: vec![b""],
+            ..StringTable::default()
         };
+        let (mut sids, mut bound) = (Vec::new(), BLOCK_SLACK);
         let (mut coarse, mut whole_seconds) = (true, true);
         // Objects of scattered source blocks: fetched a few ahead.
         for element in prefetched(elements) {
@@ -202,14 +200,19 @@ impl<'a> FirstPass<'a> {
                     .all(|&(a, b)| a % 100 == 0 && b % 100 == 0),
                 _ => true,
             };
-            pass.bound = pass.bound.saturating_add(element.shape().encoded_bound());
-            pass.strings.object(element, &mut pass.sids);
+            bound = bound.saturating_add(element.shape().encoded_bound());
+            strings.object(element, &mut sids);
         }
-        pass.scale = Scale {
+        let scale = Scale {
             granularity: if coarse { 100 } else { 1 },
             date_granularity: if whole_seconds { 1000 } else { 1 },
         };
-        pass
+        FirstPass {
+            scale,
+            strings,
+            sids,
+            bound,
+        }
     }
 }
 
@@ -220,15 +223,6 @@ impl<'a> FirstPass<'a> {
 struct Scale {
     granularity: i64,
     date_granularity: i64,
-}
-
-impl Default for Scale {
-    fn default() -> Scale {
-        Scale {
-            granularity: 100,
-            date_granularity: 1000,
-        }
-    }
 }
 
 impl Scale {
@@ -245,13 +239,15 @@ impl Scale {
 const UNSEEN: u32 = u32::MAX;
 
 /// The string table being built. Index 0 is the reserved empty string (the
-/// keys_vals delimiter); every real string, the empty one included, gets an
-/// index of its own in order of first use.
+/// keys_vals delimiter), put in `strings` by the first pass that makes the
+/// table; every real string, the empty one included, gets an index of its
+/// own in order of first use.
 ///
 /// An object names its strings by index into its block's table, so each
 /// source block gets a map from its indexes to the output's (an array,
 /// filled on first use); only the first use of a source string hashes its
 /// bytes, to share one index among equal strings of different sources.
+#[derive(Default)]
 struct StringTable<'a> {
     index: HashMap<&'a [u8], u32, FxBuild>,
     strings: Vec<&'a [u8]>,
@@ -261,18 +257,6 @@ struct StringTable<'a> {
     slots: HashMap<usize, usize, FxBuild>,
     /// The source of the previous object: (address, slot).
     last: (usize, usize),
-}
-
-impl Default for StringTable<'_> {
-    fn default() -> Self {
-        StringTable {
-            index: HashMap::default(),
-            strings: vec![b""],
-            sources: Vec::new(),
-            slots: HashMap::default(),
-            last: (0, 0),
-        }
-    }
 }
 
 impl<'a> StringTable<'a> {

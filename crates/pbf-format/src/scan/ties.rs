@@ -9,7 +9,7 @@
 //! decoder in [`crate::block`] does: Info fields merged over occurrences,
 //! DenseInfo timestamps delta-coded, times the block's `date_granularity`.
 
-use super::{element_kind, object_id};
+use super::{each_element, object_id};
 use crate::error::{Error, Result};
 use crate::key::{Key, Kind, key_version, tie_seconds};
 use crate::wire::{self, Reader, Value};
@@ -40,16 +40,12 @@ pub fn follows_in_tie_order(a: Ties, b: Ties, a_first: bool) -> bool {
 pub fn scan_ties(data: &[u8]) -> Result<Option<Ties>> {
     let granularity = date_granularity(data)?;
     let mut order = TieOrder::default();
-    let mut r = Reader::new(data);
-    while let Some((n, v)) = r.field()? {
-        if n == 2 {
-            group(
-                wire::expect_bytes(v, "PrimitiveGroup")?,
-                granularity,
-                &mut order,
-            )?;
-        }
-    }
+    let dense_nodes = |data: &[u8], order: &mut TieOrder| dense(data, granularity, order);
+    each_element(data, &mut order, dense_nodes, |data, kind, order| {
+        let (key, tie) = object(data, kind, granularity)?;
+        order.push(key, tie);
+        Ok(())
+    })?;
     Ok(order.finish())
 }
 
@@ -103,19 +99,6 @@ impl TieOrder {
             _ => None,
         }
     }
-}
-
-fn group(data: &[u8], granularity: i64, order: &mut TieOrder) -> Result<()> {
-    let mut r = Reader::new(data);
-    while let Some((n, v)) = r.field()? {
-        if n == 2 {
-            dense(wire::expect_bytes(v, "DenseNodes")?, granularity, order)?;
-        } else if let Some((kind, what)) = element_kind(n) {
-            let (key, tie) = object(wire::expect_bytes(v, what)?, kind, granularity)?;
-            order.push(key, tie);
-        }
-    }
-    Ok(())
 }
 
 /// The key and tie seconds of a Node, Way, Relation or ChangeSet (whose
@@ -183,9 +166,10 @@ fn dense(data: &[u8], granularity: i64, order: &mut TieOrder) -> Result<()> {
         id = id.wrapping_add(*delta);
         timestamp = timestamp.wrapping_add(timestamps.get(i).copied().unwrap_or(0));
         let version = versions.get(i).copied().unwrap_or(-1);
-        let tie = match has_info {
-            true => seconds(timestamp, granularity),
-            false => 0,
+        let tie = if has_info {
+            seconds(timestamp, granularity)
+        } else {
+            0
         };
         order.push(Key::new(Kind::Node, id, key_version(version)), tie);
     }
