@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use pbf_stream::MergeOp;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::{Clock, Span};
 use crate::writer::{Encoded, Target};
 use crate::{Appended, MergeStats, Merger, Prepared, Spool, WrittenFrame};
@@ -121,9 +121,7 @@ impl Flight {
     ) -> Result<Ready> {
         let align = self.merger.opts.align;
         let Some(op) = self.ops.front_mut() else {
-            return Err(Error::new(ErrorKind::Internal(
-                "no merge op in flight".into(),
-            )));
+            return Err(Error::Internal("no merge op in flight".into()));
         };
         if op.padding.is_none() {
             op.padding = Some(match align > 1 {
@@ -141,7 +139,7 @@ impl Flight {
                 Err(RecvTimeoutError::Timeout) => return Ok(Ready::Merging),
                 Err(RecvTimeoutError::Disconnected) => {
                     let m = "a merging thread stopped without a word";
-                    return Err(Error::new(ErrorKind::Internal(m.into())));
+                    return Err(Error::Internal(m.into()));
                 }
             };
             match message {
@@ -195,7 +193,7 @@ fn merge_one(
         .as_ref()
         .map_or(0, |p: &Prepared| p.memory(gate.budget));
     let Some(_share) = gate.enter(ticket, need) else {
-        return Err(Error::new(ErrorKind::Internal("merge stopped".into())));
+        return Err(Error::Internal("merge stopped".into()));
     };
     let target = QueueTarget { tx };
     let (_, mut stats) = merger.execute(prepared?, target, &mut || {})?;
@@ -212,7 +210,7 @@ impl Target for QueueTarget<'_> {
     fn write(&mut self, block: Encoded) -> Result<()> {
         self.tx
             .send(Message::Frame(block))
-            .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
+            .map_err(|_| Error::Internal("merge stopped".into()))
     }
 }
 

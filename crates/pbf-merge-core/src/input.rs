@@ -22,7 +22,7 @@ use pbf_format::{Key, compress, indexdata};
 use pbf_stream::{MergeInput, MergeOp, SourceFiles};
 use rayon::prelude::*;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::{self, Clock, Span};
 use crate::progress::{self, Progress};
 use crate::sorted::{Block, Order};
@@ -127,7 +127,7 @@ impl OpFiles {
             // `of` refused an op naming a source that is not open.
             let index = self.index.get(&first.source).copied().ok_or_else(|| {
                 let m = format!("source {} was not looked up for this op", first.source);
-                Error::new(ErrorKind::Internal(m))
+                Error::Internal(m)
             })?;
             let file = &self.files[index as usize];
             let bytes = match stretch.len() {
@@ -358,7 +358,7 @@ impl Inputs {
             .collect();
         let block = Block::from_parts(parts, positions).ok_or_else(|| {
             let m = format!("a load of {} blobs is too large for one block", load.len());
-            Error::new(ErrorKind::Internal(m))
+            Error::Internal(m)
         });
         graph::report_nested(span.then(Span::task(clock.elapsed())));
         block
@@ -481,11 +481,11 @@ impl Inputs {
             .and_then(|f| indexdata_of(&f))
             .is_some_and(|s| claims_it(&s))
         {
-            return Error::new(ErrorKind::Indexdata {
+            return Error::Indexdata {
                 path: file.path().to_path_buf(),
                 offset: blob.offset,
                 message: format!("claims {said}, the blob holds {holds}"),
-            });
+            };
         }
         Error::plan(
             file.path(),

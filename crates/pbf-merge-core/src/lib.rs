@@ -63,7 +63,7 @@ use pbf_format::scan::Summary;
 use pbf_stream::{MergeOp, SourceFiles};
 use rayon::ThreadPool;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, Result};
 pub use flight::{Flight, Ready};
 pub use graph::Span;
 use progress::Meter;
@@ -385,10 +385,10 @@ impl Merger {
         stats.elements_out = merged.written;
         stats.duplicates += merged.dropped;
         if stats.elements_out + stats.duplicates != stats.elements_in {
-            return Err(Error::new(ErrorKind::Internal(format!(
+            return Err(Error::Internal(format!(
                 "read {} elements, wrote {} and dropped {}",
                 stats.elements_in, stats.elements_out, stats.duplicates
-            ))));
+            )));
         }
         Ok((merged.target, stats))
     }
@@ -478,7 +478,7 @@ impl Appended {
     /// Report the frames not reported yet.
     fn flush(&mut self, report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>) -> Result<()> {
         if !self.pending.is_empty() {
-            report(&self.pending).map_err(|e| Error::new(ErrorKind::Output(e)))?;
+            report(&self.pending).map_err(Error::Output)?;
             self.pending.clear();
             self.pending_bytes = 0;
         }

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::{Clock, Span, Tasks};
 use crate::merge;
 use crate::run::Run;
@@ -228,7 +228,7 @@ pub(crate) fn in_turns<J: Send, R: Send>(
         }
     }
     match missing {
-        true => Err(Error::new(ErrorKind::Internal("a task was not run".into()))),
+        true => Err(Error::Internal("a task was not run".into())),
         false => Ok(done),
     }
 }
@@ -374,7 +374,7 @@ impl Merger {
 }
 
 fn stopped() -> Error {
-    Error::new(ErrorKind::Internal("merge stopped".into()))
+    Error::Internal("merge stopped".into())
 }
 
 /// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for

@@ -8,7 +8,7 @@ use pbf_stream::{KeyRecord, MergeOp};
 use rayon::ThreadPool;
 
 use crate::chains::{self, Chains};
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::Tasks;
 use crate::input::{InputBlob, Inputs, OpFiles, READ_STRETCH};
 use crate::progress::Progress;
@@ -89,11 +89,9 @@ fn read_beside(
                 .time(|| chains::partition_by(order.len(), range))
         });
         let blobs = read_parts(op, order, files, helpers);
-        let chains = helper.join().map_err(|_| {
-            Error::new(ErrorKind::Internal(
-                "the thread finding chains panicked".into(),
-            ))
-        })?;
+        let chains = helper
+            .join()
+            .map_err(|_| Error::Internal("the thread finding chains panicked".into()))?;
         Ok((blobs?, chains))
     })
 }

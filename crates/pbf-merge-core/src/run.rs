@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::input::{Inputs, Load};
 use crate::packet;
 use crate::sorted::Block;
@@ -146,10 +146,8 @@ impl Run {
 }
 
 fn read_kept(packet: &[u8]) -> Result<Block> {
-    packet::read_packet(packet).map_err(|e| match e.kind() {
-        ErrorKind::CorruptSpill(m) => {
-            Error::new(ErrorKind::Internal(format!("a packet kept in memory: {m}")))
-        }
+    packet::read_packet(packet).map_err(|e| match e {
+        Error::CorruptSpill(m) => Error::Internal(format!("a packet kept in memory: {m}")),
         _ => e,
     })
 }
@@ -158,11 +156,11 @@ fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block>
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, offset)
         .map_err(|e| Error::spill(dir, e))?;
-    packet::read_packet(&buf).map_err(|e| match e.kind() {
-        ErrorKind::CorruptSpill(m) => Error::new(ErrorKind::CorruptSpill(format!(
+    packet::read_packet(&buf).map_err(|e| match e {
+        Error::CorruptSpill(m) => Error::CorruptSpill(format!(
             "packet at offset {offset} in {}: {m}",
             dir.display()
-        ))),
+        )),
         _ => e,
     })
 }

@@ -12,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::Span;
 use crate::pieces::in_turns;
 use crate::progress::Phase;
@@ -128,7 +128,7 @@ impl Merger {
             let _ = file.set(Mutex::new(SpillFile::create(&self.opts.spill_dir)?));
         }
         let Some(file) = file.get() else {
-            return Err(Error::new(ErrorKind::Internal("no spill file".into())));
+            return Err(Error::Internal("no spill file".into()));
         };
         self.spill(group, budget, Place::File(file), false)
     }

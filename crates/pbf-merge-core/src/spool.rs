@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use pbf_format::padding;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// An open spool file and how much of it is written.
 #[derive(Debug)]
@@ -32,12 +32,10 @@ impl Spool {
     /// is refused whatever its contents, so a spool still read by a
     /// downstream stage is never overwritten.
     pub fn create(path: &Path) -> Result<Spool> {
-        let fail = |error| {
-            Error::new(ErrorKind::Spool {
-                path: path.to_path_buf(),
-                offset: 0,
-                error,
-            })
+        let fail = |error| Error::Spool {
+            path: path.to_path_buf(),
+            offset: 0,
+            error,
         };
         let file = OpenOptions::new()
             .write(true)
@@ -82,16 +80,16 @@ impl Spool {
     /// padding's length (0 when already aligned).
     pub fn align(&mut self, block: u64) -> Result<u64> {
         if !block.is_power_of_two() || block > 1 << 20 {
-            return Err(Error::new(ErrorKind::Internal(format!(
+            return Err(Error::Internal(format!(
                 "spool alignment {block} is not a power of two of at most 1 MiB"
-            ))));
+            )));
         }
         let gap = padding::gap(self.len, 0, block);
         if gap == 0 {
             return Ok(0);
         }
         let bytes = padding::padding(gap)
-            .ok_or_else(|| Error::new(ErrorKind::Internal(format!("no padding of {gap} bytes"))))?;
+            .ok_or_else(|| Error::Internal(format!("no padding of {gap} bytes")))?;
         self.append(&bytes)?;
         Ok(gap)
     }
@@ -99,12 +97,10 @@ impl Spool {
     /// Append whole frames; returns the offset they were written at.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         let offset = self.len;
-        self.file.write_all(bytes).map_err(|error| {
-            Error::new(ErrorKind::Spool {
-                path: self.path.clone(),
-                offset,
-                error,
-            })
+        self.file.write_all(bytes).map_err(|error| Error::Spool {
+            path: self.path.clone(),
+            offset,
+            error,
         })?;
         self.len += bytes.len() as u64;
         Ok(offset)
