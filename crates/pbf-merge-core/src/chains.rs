@@ -43,11 +43,6 @@ impl Chains {
             .windows(2)
             .map(|w| &self.blobs[w[0] as usize..w[1] as usize])
     }
-
-    /// Bytes the chains hold.
-    pub fn heap_size(&self) -> usize {
-        (self.blobs.capacity() + self.starts.capacity()) * size_of::<u32>()
-    }
 }
 
 /// Partition `n` key ranges `[first, last]`, packed keys given by `range`
