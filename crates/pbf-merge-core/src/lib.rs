@@ -191,33 +191,16 @@ pub struct MergeStats {
 
 /// A merge op whose inputs are checked and partitioned
 /// ([`Merger::prepare`]), ready for [`Merger::merge_prepared`].
+#[derive(Debug)]
 pub struct Prepared {
     stats: MergeStats,
-    start: Start,
+    runs: Vec<Run>,
+    /// The budget within which batches of small blobs must be sorted into
+    /// compact runs, or runs spilled into fewer runs, first (`None`: the
+    /// runs fit the budget as they are).
+    spill: Option<Budget>,
     /// Input bytes told to [`Options::progress`] as the elements are merged.
     merged_bytes: u64,
-}
-
-/// How a prepared op starts.
-enum Start {
-    /// The runs fit the budget as they are.
-    Fits(Vec<Run>),
-    /// Batches of small blobs must be sorted into compact runs, or runs
-    /// spilled into fewer runs, first.
-    MustSpill(Vec<Run>, Budget),
-}
-
-impl std::fmt::Debug for Prepared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let start = match &self.start {
-            Start::Fits(r) => format!("{} runs", r.len()),
-            Start::MustSpill(r, _) => format!("{} runs to spill", r.len()),
-        };
-        f.debug_struct("Prepared")
-            .field("stats", &self.stats)
-            .field("start", &start)
-            .finish()
-    }
 }
 
 impl Prepared {
@@ -225,9 +208,9 @@ impl Prepared {
     /// `memory` ([`Options::memory`]): its blobs' entries and its runs; an op
     /// that must sort batches or spill takes the whole budget.
     pub fn memory(&self, memory: u64) -> u64 {
-        match self.start {
-            Start::Fits(_) => (self.stats.held + self.stats.final_memory).min(memory),
-            Start::MustSpill(..) => memory,
+        match self.spill {
+            None => (self.stats.held + self.stats.final_memory).min(memory),
+            Some(_) => memory,
         }
     }
 }
@@ -254,18 +237,6 @@ impl Merger {
             sources,
             pool,
         }
-    }
-
-    /// Execute one merge op, appending sorted frames to `spool`. `report` is
-    /// called with frames already written, in order, at least once per 8 MiB
-    /// and once at the end.
-    pub fn merge(
-        &self,
-        op: &MergeOp,
-        spool: &mut Spool,
-        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    ) -> Result<MergeStats> {
-        self.merge_prepared(self.prepare(op)?, spool, report, &mut || {})
     }
 
     /// Read and check a merge op's input frame headers, partition its
@@ -297,11 +268,12 @@ impl Merger {
         stats.chains = chains.len() as u64;
         let runs = runs::plan(&inputs, &chains, budget);
         stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
-        let start = if budget.fits(&runs) && stats.batches < 2 {
-            stats.final_memory = Run::memory_of(&runs);
-            Start::Fits(runs)
-        } else {
-            Start::MustSpill(runs, budget)
+        let spill = match budget.fits(&runs) && stats.batches < 2 {
+            true => {
+                stats.final_memory = Run::memory_of(&runs);
+                None
+            }
+            false => Some(budget),
         };
         // This thread's work, then the tasks it waited for (which ran
         // beside part of it).
@@ -309,12 +281,15 @@ impl Merger {
         let merged_bytes = inputs.merged_bytes();
         Ok(Prepared {
             stats,
-            start,
+            runs,
+            spill,
             merged_bytes,
         })
     }
 
-    /// Execute a prepared merge op, as [`Merger::merge`] does.
+    /// Execute a prepared merge op, appending sorted frames to `spool`.
+    /// `report` is called with frames already written, in order, at least
+    /// once per 8 MiB and once at the end.
     /// `before_tail` is called once every element is merged, while the
     /// last blocks are still being encoded.
     pub fn merge_prepared(
@@ -353,10 +328,10 @@ impl Merger {
             prepared.merged_bytes,
             stats.elements_in,
         );
-        let (runs, side_by_side) = match prepared.start {
-            Start::Fits(runs) => (runs, 1),
-            Start::MustSpill(runs, budget) => {
-                let runs = self.compact(runs, budget, &mut stats)?;
+        let (runs, side_by_side) = match prepared.spill {
+            None => (prepared.runs, 1),
+            Some(budget) => {
+                let runs = self.compact(prepared.runs, budget, &mut stats)?;
                 let runs = self.fit(runs, budget, &mut stats)?;
                 self.opts.progress.phase(Phase::Final);
                 stats.final_memory = Run::memory_of(&runs);
