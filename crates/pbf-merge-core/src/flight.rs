@@ -124,10 +124,7 @@ impl Flight {
             return Err(Error::Internal("no merge op in flight".into()));
         };
         if op.padding.is_none() {
-            op.padding = Some(match align > 1 {
-                true => spool.align(align)?,
-                false => 0,
-            });
+            op.padding = Some(spool.align(align)?);
         }
         loop {
             let message = match wait {

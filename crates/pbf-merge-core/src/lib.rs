@@ -246,13 +246,7 @@ impl Merger {
         let clock = Clock::start();
         let order = input::file_order(op)?;
         let beside = graph::Tasks::default();
-        let helpers = prepare::Helpers {
-            parts: prepare::parts_within(self.opts.memory),
-            pool: &self.pool,
-            tasks: &beside,
-        };
-        let (inputs, chains) =
-            prepare::read_and_partition(op, &order, &self.sources, &self.opts.progress, &helpers)?;
+        let (inputs, chains) = self.read_and_partition(op, &order, &beside)?;
         let inputs = Arc::new(inputs);
         drop(order);
         let blobs = &inputs.blobs;
@@ -299,10 +293,7 @@ impl Merger {
         report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
         before_tail: &mut dyn FnMut(),
     ) -> Result<MergeStats> {
-        let padding = match self.opts.align > 1 {
-            true => spool.align(self.opts.align)?,
-            false => 0,
-        };
+        let padding = spool.align(self.opts.align)?;
         let target = SpoolTarget {
             spool,
             report,

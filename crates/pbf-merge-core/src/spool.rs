@@ -76,9 +76,10 @@ impl Spool {
     }
 
     /// Pad the spool with a padding frame so the next frame starts at a
-    /// multiple of `block` (a power of two, at most 1 MiB); returns the
-    /// padding's length (0 when already aligned).
+    /// multiple of `block` (a power of two, at most 1 MiB; 0 or 1: no
+    /// padding); returns the padding's length (0 when already aligned).
     pub fn align(&mut self, block: u64) -> Result<u64> {
+        let block = block.max(1);
         if !block.is_power_of_two() || block > 1 << 20 {
             return Err(Error::Internal(format!(
                 "spool alignment {block} is not a power of two of at most 1 MiB"
@@ -117,6 +118,8 @@ mod tests {
         let mut spool = Spool::create(&dir.path().join("s.pbf")).expect("spool");
         assert_eq!(spool.align(4096).expect("empty"), 0);
         spool.append(&[0u8; 100]).expect("frame");
+        assert_eq!(spool.align(0).expect("no alignment"), 0);
+        assert_eq!(spool.align(1).expect("no alignment"), 0);
         assert_eq!(spool.align(4096).expect("align"), 3996);
         assert_eq!(spool.len(), 4096);
         assert_eq!(spool.align(4096).expect("aligned"), 0);
