@@ -9,6 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::MergeStats;
 use crate::error::{Error, Result};
 use crate::input::{Inputs, Load};
 use crate::packet;
@@ -134,15 +135,32 @@ impl Run {
         }
     }
 
-    /// The memory it needs while merged, less what its packets kept in
-    /// memory hold (which copies of it share).
-    pub(crate) fn decoded(&self) -> u64 {
+    /// Bytes of its spill packets kept in memory (which copies of it
+    /// share).
+    pub(crate) fn kept_bytes(&self) -> u64 {
         match &self.source {
-            RunSource::Kept(packets, _) => {
-                let bytes: u64 = packets.iter().map(|r| r.len() as u64).sum();
-                self.memory.saturating_sub(bytes)
+            RunSource::Kept(packets, _) => packets.iter().map(|r| r.len() as u64).sum(),
+            _ => 0,
+        }
+    }
+
+    /// The memory it needs while merged, less [`Run::kept_bytes`].
+    pub(crate) fn decoded(&self) -> u64 {
+        self.memory.saturating_sub(self.kept_bytes())
+    }
+
+    /// Count a run of spill packets in `stats`: kept in memory, or in a
+    /// spill file.
+    pub(crate) fn count_spilled(&self, stats: &mut MergeStats) {
+        match &self.source {
+            RunSource::Spilled { packets, .. } => {
+                stats.spilled_runs += 1;
+                stats.spilled_bytes += packets.iter().map(|p| u64::from(p.1)).sum::<u64>();
             }
-            _ => self.memory,
+            _ => {
+                stats.kept_runs += 1;
+                stats.kept_bytes += self.kept_bytes();
+            }
         }
     }
 }
