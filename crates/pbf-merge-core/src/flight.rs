@@ -23,7 +23,7 @@ use pbf_stream::MergeOp;
 use crate::error::{Error, Result};
 use crate::graph::{Clock, Span};
 use crate::writer::{Encoded, Target};
-use crate::{Appended, MergeStats, Merger, Prepared, Spool, WrittenFrame};
+use crate::{MergeStats, Merger, Prepared, Spool, WrittenFrame};
 
 /// Encoded frames an op may have queued for the spool: a later op stops
 /// merging when its queue is full.
@@ -47,6 +47,55 @@ struct Flying {
     rx: Receiver<Message>,
     appended: Appended,
     padding: Option<u64>,
+}
+
+/// Bytes of frames reported to the caller at a time (a run's last frames
+/// are reported when it ends, whatever their size).
+const REPORT_BYTES: u64 = 8 << 20;
+
+/// The frames an op appended to the spool, reported to the caller in order,
+/// at least once per [`REPORT_BYTES`] and at the op's end.
+#[derive(Debug, Default)]
+struct Appended {
+    pending: Vec<WrittenFrame>,
+    pending_bytes: u64,
+    frames: u64,
+    bytes: u64,
+}
+
+impl Appended {
+    /// Append one encoded block to the spool.
+    fn append(
+        &mut self,
+        spool: &mut Spool,
+        block: Encoded,
+        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+    ) -> Result<()> {
+        let length = block.bytes.len() as u64;
+        let offset = spool.append(&block.bytes)?;
+        self.pending.push(WrittenFrame {
+            offset,
+            length,
+            summary: block.summary,
+        });
+        self.pending_bytes += length;
+        self.frames += 1;
+        self.bytes += length;
+        if self.pending_bytes >= REPORT_BYTES {
+            self.flush(report)?;
+        }
+        Ok(())
+    }
+
+    /// Report the frames not reported yet.
+    fn flush(&mut self, report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>) -> Result<()> {
+        if !self.pending.is_empty() {
+            report(&self.pending).map_err(Error::Output)?;
+            self.pending.clear();
+            self.pending_bytes = 0;
+        }
+        Ok(())
+    }
 }
 
 /// What an op's thread sends.
@@ -193,7 +242,7 @@ fn merge_one(
         return Err(Error::Internal("merge stopped".into()));
     };
     let target = QueueTarget { tx };
-    let (_, mut stats) = merger.execute(prepared?, target, &mut || {})?;
+    let mut stats = merger.execute(prepared?, target)?;
     stats.span = stats.span.then(dropping);
     Ok(stats)
 }

@@ -52,7 +52,6 @@ mod spool;
 mod stream;
 mod writer;
 
-use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -83,7 +82,7 @@ pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
-use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
+use writer::{BlockFormat, BlockWriter, Cut, Target};
 
 /// How to merge.
 #[derive(Clone, Debug)]
@@ -190,9 +189,9 @@ pub struct MergeStats {
 }
 
 /// A merge op whose inputs are checked and partitioned
-/// ([`Merger::prepare`]), ready for [`Merger::merge_prepared`].
+/// ([`Merger::prepare`]), ready to be merged ([`Merger::execute`]).
 #[derive(Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     stats: MergeStats,
     runs: Vec<Run>,
     /// The budget within which batches of small blobs must be sorted into
@@ -207,17 +206,13 @@ impl Prepared {
     /// The memory the op holds while it is merged, out of a budget of
     /// `memory` ([`Options::memory`]): its blobs' entries and its runs; an op
     /// that must sort batches or spill takes the whole budget.
-    pub fn memory(&self, memory: u64) -> u64 {
+    pub(crate) fn memory(&self, memory: u64) -> u64 {
         match self.spill {
             None => (self.stats.held + self.stats.final_memory).min(memory),
             Some(_) => memory,
         }
     }
 }
-
-/// Bytes of frames reported to the caller at a time (a run's last frames
-/// are reported when it ends, whatever their size).
-pub(crate) const REPORT_BYTES: u64 = 8 << 20;
 
 /// Executes merge ops.
 #[derive(Debug)]
@@ -228,9 +223,9 @@ pub struct Merger {
 }
 
 impl Merger {
-    /// A merger reading from `sources`, decoding and encoding on `pool`. The
-    /// merge itself runs on the calling thread, which must not be one of the
-    /// pool's threads.
+    /// A merger reading from `sources`, decoding and encoding on `pool`. Its
+    /// ops are merged in a [`Flight`], each on a thread of its own (not one
+    /// of the pool's).
     pub fn new(opts: Options, sources: SourceFiles, pool: Arc<ThreadPool>) -> Merger {
         Merger {
             opts,
@@ -241,8 +236,8 @@ impl Merger {
 
     /// Read and check a merge op's input frame headers, partition its
     /// blobs into chains and plan its runs. Nothing is decoded until
-    /// [`Merger::merge_prepared`].
-    pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
+    /// [`Merger::execute`].
+    pub(crate) fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
         let clock = Clock::start();
         let order = input::file_order(op)?;
         let beside = graph::Tasks::default();
@@ -281,38 +276,8 @@ impl Merger {
         })
     }
 
-    /// Execute a prepared merge op, appending sorted frames to `spool`.
-    /// `report` is called with frames already written, in order, at least
-    /// once per 8 MiB and once at the end.
-    /// `before_tail` is called once every element is merged, while the
-    /// last blocks are still being encoded.
-    pub fn merge_prepared(
-        &self,
-        prepared: Prepared,
-        spool: &mut Spool,
-        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-        before_tail: &mut dyn FnMut(),
-    ) -> Result<MergeStats> {
-        let padding = spool.align(self.opts.align)?;
-        let target = SpoolTarget {
-            spool,
-            report,
-            appended: Appended::default(),
-        };
-        let (target, mut stats) = self.execute(prepared, target, before_tail)?;
-        let mut done = target.appended;
-        done.flush(target.report)?;
-        (stats.frames, stats.bytes, stats.padding) = (done.frames, done.bytes, padding);
-        Ok(stats)
-    }
-
     /// Merge a prepared op into `target`, spilling first where it must.
-    fn execute<T: Target>(
-        &self,
-        prepared: Prepared,
-        target: T,
-        before_tail: &mut dyn FnMut(),
-    ) -> Result<(T, MergeStats)> {
+    fn execute<T: Target>(&self, prepared: Prepared, target: T) -> Result<MergeStats> {
         let mut stats = prepared.stats;
         let meter = Meter::new(
             self.opts.progress.clone(),
@@ -341,7 +306,7 @@ impl Merger {
             BlockWriter::new(target, format, cut, self.opts.keep, self.pool.clone()).metered(meter);
         let cuts = pieces::boundaries(&runs);
         let merged = match cuts.is_empty() || side_by_side < 2 {
-            true => self.merge_runs(runs, w, before_tail)?,
+            true => self.merge_runs(runs, w)?,
             false => {
                 stats.pieces = cuts.len() as u64 + 1;
                 self.merge_pieces(runs, &cuts, None, w, side_by_side)?
@@ -356,7 +321,7 @@ impl Merger {
                 stats.elements_in, stats.elements_out, stats.duplicates
             )));
         }
-        Ok((merged.target, stats))
+        Ok(stats)
     }
 
     /// How many pieces of a merge of `runs` may be merged at once within
@@ -404,63 +369,5 @@ impl<T: Target> Merged<T> {
             dropped,
             span: span.then(encodes.span()),
         })
-    }
-}
-
-/// The frames an op appended to the spool, reported to the caller in order,
-/// at least once per [`REPORT_BYTES`] and at the op's end.
-#[derive(Debug, Default)]
-struct Appended {
-    pending: Vec<WrittenFrame>,
-    pending_bytes: u64,
-    frames: u64,
-    bytes: u64,
-}
-
-impl Appended {
-    /// Append one encoded block to the spool.
-    fn append(
-        &mut self,
-        spool: &mut Spool,
-        block: Encoded,
-        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    ) -> Result<()> {
-        let length = block.bytes.len() as u64;
-        let offset = spool.append(&block.bytes)?;
-        self.pending.push(WrittenFrame {
-            offset,
-            length,
-            summary: block.summary,
-        });
-        self.pending_bytes += length;
-        self.frames += 1;
-        self.bytes += length;
-        if self.pending_bytes >= REPORT_BYTES {
-            self.flush(report)?;
-        }
-        Ok(())
-    }
-
-    /// Report the frames not reported yet.
-    fn flush(&mut self, report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>) -> Result<()> {
-        if !self.pending.is_empty() {
-            report(&self.pending).map_err(Error::Output)?;
-            self.pending.clear();
-            self.pending_bytes = 0;
-        }
-        Ok(())
-    }
-}
-
-/// Appends one op's frames to the spool and reports them to the caller.
-struct SpoolTarget<'a> {
-    spool: &'a mut Spool,
-    report: &'a mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    appended: Appended,
-}
-
-impl Target for SpoolTarget<'_> {
-    fn write(&mut self, block: Encoded) -> Result<()> {
-        self.appended.append(self.spool, block, self.report)
     }
 }

@@ -259,7 +259,6 @@ impl Merger {
         &self,
         runs: Vec<Run>,
         mut w: BlockWriter<T>,
-        before_tail: &mut dyn FnMut(),
     ) -> Result<Merged<T>> {
         let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
         let loads = plan(&runs, &[], None).pop().unwrap_or_default();
@@ -267,7 +266,6 @@ impl Merger {
         let mut send = |parcel| w.push_parcel(parcel);
         let mut sink = Parcels::new(keep, drops_deleted, &mut send);
         let span = self.merge_piece(&runs, &[], 0, loads, &mut sink)?;
-        before_tail();
         Merged::of(w, span)
     }
 
@@ -602,7 +600,7 @@ mod tests {
                 encoded: if small_bytes { BLOCK_SLACK + 60 } else { 1 << 20 },
                 approx: usize::MAX,
             };
-            let whole = m.merge_runs(runs(&spec), writer(&m, cut), &mut || {}).expect("whole");
+            let whole = m.merge_runs(runs(&spec), writer(&m, cut)).expect("whole");
             let keys = runs(&spec)
                 .iter()
                 .flat_map(|r| (0..r.loads()).flat_map(move |i| {
@@ -651,7 +649,7 @@ mod tests {
             let Case { spec, cut_at, elements, keep, side_by_side } = c;
             let m = merger(keep);
             let whole = m
-                .merge_runs(runs(&spec), packet_writer(&m, elements), &mut || {})
+                .merge_runs(runs(&spec), packet_writer(&m, elements))
                 .expect("whole");
             let keys = runs(&spec)
                 .iter()
