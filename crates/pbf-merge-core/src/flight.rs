@@ -293,14 +293,10 @@ impl Gate {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
-        crate::lock(&self.state)
-    }
-
     /// Wait for `ticket`'s turn and for `bytes` of the budget (all of it
     /// being free will do for a larger share); `None` once closed.
     fn enter(&self, ticket: u64, bytes: u64) -> Option<Share<'_>> {
-        let mut st = self.lock();
+        let mut st = crate::lock(&self.state);
         loop {
             if st.closed {
                 return None;
@@ -317,14 +313,14 @@ impl Gate {
     }
 
     fn close(&self) {
-        self.lock().closed = true;
+        crate::lock(&self.state).closed = true;
         self.changed.notify_all();
     }
 }
 
 impl Drop for Share<'_> {
     fn drop(&mut self) {
-        let mut st = self.gate.lock();
+        let mut st = crate::lock(&self.gate.state);
         st.used = st.used.saturating_sub(self.bytes);
         self.gate.changed.notify_all();
     }

@@ -406,7 +406,8 @@ impl Inputs {
         body: &[u8],
         columns: &mut Columns,
     ) -> Result<()> {
-        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(self.path(blob));
+        let path = self.files[blob.file as usize].path();
+        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(path);
         let added = with_decoded(body, |raw| decoder.decode_into(raw, columns))
             .and_then(|added| added)
             .map_err(place)?;
@@ -427,16 +428,13 @@ impl Inputs {
             .and_then(|columns| columns)
             .map_err(place)?;
         drop(body);
-        let block = Block::from_columns(columns, blob.position);
+        let blobs = vec![blob.position; columns.len()];
+        let block = Block::from_packet(columns, blobs);
         // The block is sorted: its first and last keys are its extremes.
         let range = block.rest().first().zip(block.rest().last());
         self.check(blob, block.len(), range.map(|(a, b)| (a.key, b.key)))?;
         self.progress.loaded(blob.frame_len());
         Ok(block)
-    }
-
-    fn path(&self, blob: &InputBlob) -> &Path {
-        self.files[blob.file as usize].path()
     }
 
     /// The decoded elements must be as many as planned and inside the

@@ -6,7 +6,7 @@
 //! 1. every input frame header is read and checked against the plan
 //!    ([`pbf_stream::SourceFiles`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
-//!    non-overlapping blobs ([`chains::partition_by`]); a chain is one sorted
+//!    non-overlapping blobs (`chains::partition_by`); a chain is one sorted
 //!    stream that holds one load at a time (plus one read ahead): a blob,
 //!    or consecutive small blobs of up to 1 MiB decoded. A blob that is
 //!    unsorted inside is sorted when it is decoded. The blobs of chains
@@ -34,7 +34,7 @@
 //! and runs are still being merged.
 #![deny(missing_docs)]
 
-pub mod chains;
+mod chains;
 mod error;
 mod flight;
 mod graph;
@@ -165,9 +165,6 @@ pub struct MergeStats {
     pub held: u64,
     /// Spill levels (0: merged directly).
     pub spill_levels: u64,
-    /// Key ranges the final merge was cut into, each merged on a thread
-    /// of its own (0: merged whole).
-    pub pieces: u64,
     /// Temporary runs written.
     pub spilled_runs: u64,
     /// Bytes written to spill files.
@@ -307,10 +304,7 @@ impl Merger {
         let cuts = pieces::boundaries(&runs);
         let merged = match cuts.is_empty() || side_by_side < 2 {
             true => self.merge_runs(runs, w)?,
-            false => {
-                stats.pieces = cuts.len() as u64 + 1;
-                self.merge_pieces(runs, &cuts, None, w, side_by_side)?
-            }
+            false => self.merge_pieces(runs, &cuts, None, w, side_by_side)?,
         };
         stats.span = stats.span.then(merged.span);
         stats.elements_out = merged.written;

@@ -98,7 +98,16 @@ impl Merger {
                 fits
             };
             if !in_memory {
-                return self.spill_to_shared(group, budget, &file);
+                // One spill file for the groups, created on first use: two
+                // threads may both create one, and the loser's is deleted
+                // unused when dropped.
+                if file.get().is_none() {
+                    let _ = file.set(Mutex::new(SpillFile::create(&self.opts.spill_dir)?));
+                }
+                let Some(file) = file.get() else {
+                    return Err(Error::Internal("no spill file".into()));
+                };
+                return self.spill(group, budget, Place::File(file), false);
             }
             let sorted = self.spill(group, budget, Place::Memory, false)?;
             let mut kept = lock(&kept);
@@ -114,25 +123,6 @@ impl Merger {
         }
         stats.span = stats.span.then(span);
         Ok(out)
-    }
-
-    /// [`Merger::spill`] to the spill file that `file` holds, created on
-    /// first use.
-    fn spill_to_shared(
-        &self,
-        group: Vec<Run>,
-        budget: Budget,
-        file: &OnceLock<Mutex<SpillFile>>,
-    ) -> Result<(Run, u64, Span)> {
-        if file.get().is_none() {
-            // Two threads may both create one: the loser's is deleted
-            // unused when dropped.
-            let _ = file.set(Mutex::new(SpillFile::create(&self.opts.spill_dir)?));
-        }
-        let Some(file) = file.get() else {
-            return Err(Error::Internal("no spill file".into()));
-        };
-        self.spill(group, budget, Place::File(file), false)
     }
 
     /// Merge a group of runs into one sorted run of spill packets, kept in
