@@ -16,25 +16,13 @@ pub enum Error {
     /// A source is not the file the plan was made for.
     Source(pbf_stream::Error),
     /// The plan does not describe the file: wrong frame length or type,
-    /// keys outside the planned range, a different element count.
-    Plan {
-        /// The input file.
-        path: PathBuf,
-        /// The frame offset.
-        offset: u64,
-        /// What disagrees.
-        message: String,
-    },
+    /// keys outside the planned range, a different element count (the
+    /// message names the input file and the frame offset: [`Error::plan`]).
+    Plan(String),
     /// A blob's indexdata says what the blob does not hold: the plan was
-    /// made from it (pbf-index trusted it) and is wrong with it.
-    Indexdata {
-        /// The input file.
-        path: PathBuf,
-        /// The frame offset.
-        offset: u64,
-        /// What it claims and what the blob holds.
-        message: String,
-    },
+    /// made from it (pbf-index trusted it) and is wrong with it (the
+    /// message names the input file and the frame offset).
+    Indexdata(String),
     /// Writing the spool failed (disk full, for example).
     Spool {
         /// The spool file.
@@ -63,12 +51,13 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    pub(crate) fn plan(path: &Path, offset: u64, message: impl Into<String>) -> Error {
-        Error::Plan {
-            path: path.to_path_buf(),
-            offset,
-            message: message.into(),
-        }
+    /// The plan does not describe the frame at `offset` of `path`: `message`
+    /// says what disagrees.
+    pub(crate) fn plan(path: &Path, offset: u64, message: impl fmt::Display) -> Error {
+        let path = path.display();
+        Error::Plan(format!(
+            "{path}: blob at offset {offset}: plan does not match the file: {message}"
+        ))
     }
 
     pub(crate) fn spill(dir: &Path, error: io::Error) -> Error {
@@ -96,25 +85,7 @@ impl fmt::Display for Error {
         match self {
             Error::Format(e) => write!(f, "{e}"),
             Error::Source(e) => write!(f, "{e}"),
-            Error::Plan {
-                path,
-                offset,
-                message,
-            } => write!(
-                f,
-                "{}: blob at offset {offset}: plan does not match the file: {message}",
-                path.display()
-            ),
-            Error::Indexdata {
-                path,
-                offset,
-                message,
-            } => write!(
-                f,
-                "indexdata of blob at offset {offset} of {} {message}: the indexdata is wrong; \
-                 index the file again with pbf-index --decode, which reads every blob instead",
-                path.display()
-            ),
+            Error::Plan(m) | Error::Indexdata(m) => f.write_str(m),
             Error::Spool {
                 path,
                 offset,

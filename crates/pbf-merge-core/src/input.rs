@@ -479,11 +479,13 @@ impl Inputs {
             .and_then(|f| indexdata_of(&f))
             .is_some_and(|s| claims_it(&s))
         {
-            return Error::Indexdata {
-                path: file.path().to_path_buf(),
-                offset: blob.offset,
-                message: format!("claims {said}, the blob holds {holds}"),
-            };
+            return Error::Indexdata(format!(
+                "indexdata of blob at offset {} of {} claims {said}, the blob holds {holds}: \
+                 the indexdata is wrong; index the file again with pbf-index --decode, which \
+                 reads every blob instead",
+                blob.offset,
+                file.path().display()
+            ));
         }
         Error::plan(
             file.path(),
