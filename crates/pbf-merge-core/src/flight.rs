@@ -128,11 +128,6 @@ impl Flight {
         }
     }
 
-    /// True when no op is in flight.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-
     /// True when another op may start.
     pub fn has_room(&self) -> bool {
         self.ops.len() < self.window

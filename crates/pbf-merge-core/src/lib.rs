@@ -187,7 +187,6 @@ pub struct MergeStats {
 
 /// A merge op whose inputs are checked and partitioned
 /// ([`Merger::prepare`]), ready to be merged ([`Merger::execute`]).
-#[derive(Debug)]
 pub(crate) struct Prepared {
     stats: MergeStats,
     runs: Vec<Run>,

@@ -91,7 +91,7 @@ pub(crate) fn read_packet(packet: &[u8]) -> Result<Block> {
     for _ in 0..count {
         blobs.push(r.element()?);
     }
-    if !r.is_empty() {
+    if !r.r.is_empty() {
         return Err(corrupt("bytes after the last element"));
     }
     let columns = r
@@ -282,10 +282,6 @@ impl<'a> Reader<'a> {
             id: 0,
             tags: Vec::new(),
         }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.r.is_empty()
     }
 
     #[inline]

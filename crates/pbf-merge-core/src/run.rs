@@ -17,7 +17,6 @@ use crate::sorted::Block;
 
 /// A sorted run to merge: blobs loaded in turn (a chain, or one batch of
 /// small blobs) or a spilled run.
-#[derive(Debug)]
 pub(crate) struct Run {
     source: RunSource,
     /// Decoded memory it needs while merged: for a chain two loads (one
@@ -27,7 +26,6 @@ pub(crate) struct Run {
     batch: bool,
 }
 
-#[derive(Debug)]
 enum RunSource {
     Loads(Arc<Inputs>, Vec<Load>),
     /// Spill packets kept in memory, and the keys (first, last) of each.
