@@ -8,39 +8,21 @@ use std::path::{Path, PathBuf};
 
 /// A merge error: what went wrong, and where.
 #[derive(Debug)]
-pub struct Error {
-    kind: ErrorKind,
-}
-
-/// The cause of an [`Error`].
-#[derive(Debug)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum Error {
     /// Reading, decompressing or decoding an input blob failed (the format
     /// error names the file and offset).
     Format(pbf_format::Error),
     /// A source is not the file the plan was made for.
     Source(pbf_stream::Error),
     /// The plan does not describe the file: wrong frame length or type,
-    /// keys outside the planned range, a different element count.
-    Plan {
-        /// The input file.
-        path: PathBuf,
-        /// The frame offset.
-        offset: u64,
-        /// What disagrees.
-        message: String,
-    },
+    /// keys outside the planned range, a different element count (the
+    /// message names the input file and the frame offset: [`Error::plan`]).
+    Plan(String),
     /// A blob's indexdata says what the blob does not hold: the plan was
-    /// made from it (pbf-index trusted it) and is wrong with it.
-    Indexdata {
-        /// The input file.
-        path: PathBuf,
-        /// The frame offset.
-        offset: u64,
-        /// What it claims and what the blob holds.
-        message: String,
-    },
+    /// made from it (pbf-index trusted it) and is wrong with it (the
+    /// message names the input file and the frame offset).
+    Indexdata(String),
     /// Writing the spool failed (disk full, for example).
     Spool {
         /// The spool file.
@@ -69,69 +51,42 @@ pub enum ErrorKind {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// A new error.
-    pub fn new(kind: ErrorKind) -> Error {
-        Error { kind }
-    }
-
-    /// The cause.
-    pub fn kind(&self) -> &ErrorKind {
-        &self.kind
-    }
-
-    pub(crate) fn plan(path: &Path, offset: u64, message: impl Into<String>) -> Error {
-        Error::new(ErrorKind::Plan {
-            path: path.to_path_buf(),
-            offset,
-            message: message.into(),
-        })
+    /// The plan does not describe the frame at `offset` of `path`: `message`
+    /// says what disagrees.
+    pub(crate) fn plan(path: &Path, offset: u64, message: impl fmt::Display) -> Error {
+        let path = path.display();
+        Error::Plan(format!(
+            "{path}: blob at offset {offset}: plan does not match the file: {message}"
+        ))
     }
 
     pub(crate) fn spill(dir: &Path, error: io::Error) -> Error {
-        Error::new(ErrorKind::Spill {
+        Error::Spill {
             dir: dir.to_path_buf(),
             error,
-        })
+        }
     }
 }
 
 impl From<pbf_format::Error> for Error {
     fn from(e: pbf_format::Error) -> Error {
-        Error::new(ErrorKind::Format(e))
+        Error::Format(e)
     }
 }
 
 impl From<pbf_stream::Error> for Error {
     fn from(e: pbf_stream::Error) -> Error {
-        Error::new(ErrorKind::Source(e))
+        Error::Source(e)
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            ErrorKind::Format(e) => write!(f, "{e}"),
-            ErrorKind::Source(e) => write!(f, "{e}"),
-            ErrorKind::Plan {
-                path,
-                offset,
-                message,
-            } => write!(
-                f,
-                "{}: blob at offset {offset}: plan does not match the file: {message}",
-                path.display()
-            ),
-            ErrorKind::Indexdata {
-                path,
-                offset,
-                message,
-            } => write!(
-                f,
-                "indexdata of blob at offset {offset} of {} {message}: the indexdata is wrong; \
-                 index the file again with pbf-index --decode, which reads every blob instead",
-                path.display()
-            ),
-            ErrorKind::Spool {
+        match self {
+            Error::Format(e) => write!(f, "{e}"),
+            Error::Source(e) => write!(f, "{e}"),
+            Error::Plan(m) | Error::Indexdata(m) => f.write_str(m),
+            Error::Spool {
                 path,
                 offset,
                 error,
@@ -146,23 +101,23 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            ErrorKind::Spill { dir, error } => {
+            Error::Spill { dir, error } => {
                 write!(f, "spill file in {}: {error}", dir.display())
             }
-            ErrorKind::CorruptSpill(m) => write!(f, "corrupt spill file: {m}"),
-            ErrorKind::Output(e) => write!(f, "{e}"),
-            ErrorKind::Internal(m) => write!(f, "internal error: {m}"),
+            Error::CorruptSpill(m) => write!(f, "corrupt spill file: {m}"),
+            Error::Output(e) => write!(f, "{e}"),
+            Error::Internal(m) => write!(f, "internal error: {m}"),
         }
     }
 }
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            ErrorKind::Format(e) => Some(e),
-            ErrorKind::Source(e) => Some(e),
-            ErrorKind::Spool { error, .. } | ErrorKind::Spill { error, .. } => Some(error),
-            ErrorKind::Output(e) => Some(e),
+        match self {
+            Error::Format(e) => Some(e),
+            Error::Source(e) => Some(e),
+            Error::Spool { error, .. } | Error::Spill { error, .. } => Some(error),
+            Error::Output(e) => Some(e),
             _ => None,
         }
     }

@@ -20,10 +20,10 @@ use std::time::Duration;
 
 use pbf_stream::MergeOp;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::{Clock, Span};
 use crate::writer::{Encoded, Target};
-use crate::{Appended, MergeStats, Merger, Prepared, Spool, WrittenFrame};
+use crate::{MergeStats, Merger, Prepared, Spool, WrittenFrame};
 
 /// Encoded frames an op may have queued for the spool: a later op stops
 /// merging when its queue is full.
@@ -47,6 +47,55 @@ struct Flying {
     rx: Receiver<Message>,
     appended: Appended,
     padding: Option<u64>,
+}
+
+/// Bytes of frames reported to the caller at a time (a run's last frames
+/// are reported when it ends, whatever their size).
+const REPORT_BYTES: u64 = 8 << 20;
+
+/// The frames an op appended to the spool, reported to the caller in order,
+/// at least once per [`REPORT_BYTES`] and at the op's end.
+#[derive(Debug, Default)]
+struct Appended {
+    pending: Vec<WrittenFrame>,
+    pending_bytes: u64,
+    frames: u64,
+    bytes: u64,
+}
+
+impl Appended {
+    /// Append one encoded block to the spool.
+    fn append(
+        &mut self,
+        spool: &mut Spool,
+        block: Encoded,
+        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
+    ) -> Result<()> {
+        let length = block.bytes.len() as u64;
+        let offset = spool.append(&block.bytes)?;
+        self.pending.push(WrittenFrame {
+            offset,
+            length,
+            summary: block.summary,
+        });
+        self.pending_bytes += length;
+        self.frames += 1;
+        self.bytes += length;
+        if self.pending_bytes >= REPORT_BYTES {
+            self.flush(report)?;
+        }
+        Ok(())
+    }
+
+    /// Report the frames not reported yet.
+    fn flush(&mut self, report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>) -> Result<()> {
+        if !self.pending.is_empty() {
+            report(&self.pending).map_err(Error::Output)?;
+            self.pending.clear();
+            self.pending_bytes = 0;
+        }
+        Ok(())
+    }
 }
 
 /// What an op's thread sends.
@@ -77,11 +126,6 @@ impl Flight {
             appends: Span::default(),
             ops_span: Span::default(),
         }
-    }
-
-    /// True when no op is in flight.
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
     }
 
     /// True when another op may start.
@@ -121,15 +165,10 @@ impl Flight {
     ) -> Result<Ready> {
         let align = self.merger.opts.align;
         let Some(op) = self.ops.front_mut() else {
-            return Err(Error::new(ErrorKind::Internal(
-                "no merge op in flight".into(),
-            )));
+            return Err(Error::Internal("no merge op in flight".into()));
         };
         if op.padding.is_none() {
-            op.padding = Some(match align > 1 {
-                true => spool.align(align)?,
-                false => 0,
-            });
+            op.padding = Some(spool.align(align)?);
         }
         loop {
             let message = match wait {
@@ -141,7 +180,7 @@ impl Flight {
                 Err(RecvTimeoutError::Timeout) => return Ok(Ready::Merging),
                 Err(RecvTimeoutError::Disconnected) => {
                     let m = "a merging thread stopped without a word";
-                    return Err(Error::new(ErrorKind::Internal(m.into())));
+                    return Err(Error::Internal(m.into()));
                 }
             };
             match message {
@@ -195,10 +234,10 @@ fn merge_one(
         .as_ref()
         .map_or(0, |p: &Prepared| p.memory(gate.budget));
     let Some(_share) = gate.enter(ticket, need) else {
-        return Err(Error::new(ErrorKind::Internal("merge stopped".into())));
+        return Err(Error::Internal("merge stopped".into()));
     };
     let target = QueueTarget { tx };
-    let (_, mut stats) = merger.execute(prepared?, target, &mut || {})?;
+    let mut stats = merger.execute(prepared?, target)?;
     stats.span = stats.span.then(dropping);
     Ok(stats)
 }
@@ -212,7 +251,7 @@ impl Target for QueueTarget<'_> {
     fn write(&mut self, block: Encoded) -> Result<()> {
         self.tx
             .send(Message::Frame(block))
-            .map_err(|_| Error::new(ErrorKind::Internal("merge stopped".into())))
+            .map_err(|_| Error::Internal("merge stopped".into()))
     }
 }
 
@@ -249,14 +288,10 @@ impl Gate {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, GateState> {
-        crate::lock(&self.state)
-    }
-
     /// Wait for `ticket`'s turn and for `bytes` of the budget (all of it
     /// being free will do for a larger share); `None` once closed.
     fn enter(&self, ticket: u64, bytes: u64) -> Option<Share<'_>> {
-        let mut st = self.lock();
+        let mut st = crate::lock(&self.state);
         loop {
             if st.closed {
                 return None;
@@ -273,14 +308,14 @@ impl Gate {
     }
 
     fn close(&self) {
-        self.lock().closed = true;
+        crate::lock(&self.state).closed = true;
         self.changed.notify_all();
     }
 }
 
 impl Drop for Share<'_> {
     fn drop(&mut self) {
-        let mut st = self.gate.lock();
+        let mut st = crate::lock(&self.gate.state);
         st.used = st.used.saturating_sub(self.bytes);
         self.gate.changed.notify_all();
     }

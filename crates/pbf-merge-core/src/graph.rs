@@ -70,13 +70,9 @@ pub(crate) struct Tasks {
 }
 
 impl Tasks {
-    /// Record one task of `ns` nanoseconds.
-    pub fn add(&self, ns: u64) {
-        self.add_span(Span::task(ns));
-    }
-
-    /// Record a task that ran tasks of its own on the pool.
-    pub fn add_span(&self, span: Span) {
+    /// Record a task: one [`Span::task`], or one that ran tasks of its
+    /// own on the pool.
+    pub fn add(&self, span: Span) {
         self.work.fetch_add(span.work, Ordering::Relaxed);
         self.path.fetch_max(span.path, Ordering::Relaxed);
     }
@@ -87,10 +83,7 @@ impl Tasks {
         let clock = Clock::start();
         NESTED.set(None);
         let r = f();
-        match NESTED.take() {
-            Some(span) => self.add_span(span),
-            None => self.add(clock.elapsed()),
-        }
+        self.add(NESTED.take().unwrap_or_else(|| Span::task(clock.elapsed())));
         r
     }
 
@@ -149,8 +142,8 @@ mod tests {
         assert_eq!(a.beside(b).then(a).parallelism(), 11.0 / 8.0);
         assert_eq!(Span::default().parallelism(), 0.0);
         let t = Tasks::default();
-        t.add(4);
-        t.add(2);
+        t.add(Span::task(4));
+        t.add(Span::task(2));
         assert_eq!(t.span(), Span { work: 6, path: 4 });
     }
 

@@ -22,7 +22,7 @@ use pbf_format::{Key, compress, indexdata};
 use pbf_stream::{MergeInput, MergeOp, SourceFiles};
 use rayon::prelude::*;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::{self, Clock, Span};
 use crate::progress::{self, Progress};
 use crate::sorted::{Block, Order};
@@ -127,7 +127,7 @@ impl OpFiles {
             // `of` refused an op naming a source that is not open.
             let index = self.index.get(&first.source).copied().ok_or_else(|| {
                 let m = format!("source {} was not looked up for this op", first.source);
-                Error::new(ErrorKind::Internal(m))
+                Error::Internal(m)
             })?;
             let file = &self.files[index as usize];
             let bytes = match stretch.len() {
@@ -358,7 +358,7 @@ impl Inputs {
             .collect();
         let block = Block::from_parts(parts, positions).ok_or_else(|| {
             let m = format!("a load of {} blobs is too large for one block", load.len());
-            Error::new(ErrorKind::Internal(m))
+            Error::Internal(m)
         });
         graph::report_nested(span.then(Span::task(clock.elapsed())));
         block
@@ -406,7 +406,8 @@ impl Inputs {
         body: &[u8],
         columns: &mut Columns,
     ) -> Result<()> {
-        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(self.path(blob));
+        let path = self.files[blob.file as usize].path();
+        let place = |e: pbf_format::Error| e.at(blob.offset).in_file(path);
         let added = with_decoded(body, |raw| decoder.decode_into(raw, columns))
             .and_then(|added| added)
             .map_err(place)?;
@@ -427,16 +428,13 @@ impl Inputs {
             .and_then(|columns| columns)
             .map_err(place)?;
         drop(body);
-        let block = Block::from_columns(columns, blob.position);
+        let blobs = vec![blob.position; columns.len()];
+        let block = Block::from_packet(columns, blobs);
         // The block is sorted: its first and last keys are its extremes.
         let range = block.rest().first().zip(block.rest().last());
         self.check(blob, block.len(), range.map(|(a, b)| (a.key, b.key)))?;
         self.progress.loaded(blob.frame_len());
         Ok(block)
-    }
-
-    fn path(&self, blob: &InputBlob) -> &Path {
-        self.files[blob.file as usize].path()
     }
 
     /// The decoded elements must be as many as planned and inside the
@@ -481,11 +479,13 @@ impl Inputs {
             .and_then(|f| indexdata_of(&f))
             .is_some_and(|s| claims_it(&s))
         {
-            return Error::new(ErrorKind::Indexdata {
-                path: file.path().to_path_buf(),
-                offset: blob.offset,
-                message: format!("claims {said}, the blob holds {holds}"),
-            });
+            return Error::Indexdata(format!(
+                "indexdata of blob at offset {} of {} claims {said}, the blob holds {holds}: \
+                 the indexdata is wrong; index the file again with pbf-index --decode, which \
+                 reads every blob instead",
+                blob.offset,
+                file.path().display()
+            ));
         }
         Error::plan(
             file.path(),

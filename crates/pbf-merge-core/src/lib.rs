@@ -6,7 +6,7 @@
 //! 1. every input frame header is read and checked against the plan
 //!    ([`pbf_stream::SourceFiles`] checked every source's identity when it was opened);
 //! 2. the blobs are partitioned into the fewest chains of mutually
-//!    non-overlapping blobs ([`chains::partition_by`]); a chain is one sorted
+//!    non-overlapping blobs (`chains::partition_by`); a chain is one sorted
 //!    stream that holds one load at a time (plus one read ahead): a blob,
 //!    or consecutive small blobs of up to 1 MiB decoded. A blob that is
 //!    unsorted inside is sorted when it is decoded. The blobs of chains
@@ -34,7 +34,7 @@
 //! and runs are still being merged.
 #![deny(missing_docs)]
 
-pub mod chains;
+mod chains;
 mod error;
 mod flight;
 mod graph;
@@ -52,7 +52,6 @@ mod spool;
 mod stream;
 mod writer;
 
-use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -63,7 +62,7 @@ use pbf_format::scan::Summary;
 use pbf_stream::{MergeOp, SourceFiles};
 use rayon::ThreadPool;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, Result};
 pub use flight::{Flight, Ready};
 pub use graph::Span;
 use progress::Meter;
@@ -83,7 +82,7 @@ pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, 
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
-use writer::{BlockFormat, BlockWriter, Cut, Encoded, Target};
+use writer::{BlockFormat, BlockWriter, Cut, Target};
 
 /// How to merge.
 #[derive(Clone, Debug)]
@@ -166,9 +165,6 @@ pub struct MergeStats {
     pub held: u64,
     /// Spill levels (0: merged directly).
     pub spill_levels: u64,
-    /// Key ranges the final merge was cut into, each merged on a thread
-    /// of its own (0: merged whole).
-    pub pieces: u64,
     /// Temporary runs written.
     pub spilled_runs: u64,
     /// Bytes written to spill files.
@@ -190,51 +186,29 @@ pub struct MergeStats {
 }
 
 /// A merge op whose inputs are checked and partitioned
-/// ([`Merger::prepare`]), ready for [`Merger::merge_prepared`].
-pub struct Prepared {
+/// ([`Merger::prepare`]), ready to be merged ([`Merger::execute`]).
+pub(crate) struct Prepared {
     stats: MergeStats,
-    start: Start,
+    runs: Vec<Run>,
+    /// The budget within which batches of small blobs must be sorted into
+    /// compact runs, or runs spilled into fewer runs, first (`None`: the
+    /// runs fit the budget as they are).
+    spill: Option<Budget>,
     /// Input bytes told to [`Options::progress`] as the elements are merged.
     merged_bytes: u64,
-}
-
-/// How a prepared op starts.
-enum Start {
-    /// The runs fit the budget as they are.
-    Fits(Vec<Run>),
-    /// Batches of small blobs must be sorted into compact runs, or runs
-    /// spilled into fewer runs, first.
-    MustSpill(Vec<Run>, Budget),
-}
-
-impl std::fmt::Debug for Prepared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let start = match &self.start {
-            Start::Fits(r) => format!("{} runs", r.len()),
-            Start::MustSpill(r, _) => format!("{} runs to spill", r.len()),
-        };
-        f.debug_struct("Prepared")
-            .field("stats", &self.stats)
-            .field("start", &start)
-            .finish()
-    }
 }
 
 impl Prepared {
     /// The memory the op holds while it is merged, out of a budget of
     /// `memory` ([`Options::memory`]): its blobs' entries and its runs; an op
     /// that must sort batches or spill takes the whole budget.
-    pub fn memory(&self, memory: u64) -> u64 {
-        match self.start {
-            Start::Fits(_) => (self.stats.held + self.stats.final_memory).min(memory),
-            Start::MustSpill(..) => memory,
+    pub(crate) fn memory(&self, memory: u64) -> u64 {
+        match self.spill {
+            None => (self.stats.held + self.stats.final_memory).min(memory),
+            Some(_) => memory,
         }
     }
 }
-
-/// Bytes of frames reported to the caller at a time (a run's last frames
-/// are reported when it ends, whatever their size).
-pub(crate) const REPORT_BYTES: u64 = 8 << 20;
 
 /// Executes merge ops.
 #[derive(Debug)]
@@ -245,9 +219,9 @@ pub struct Merger {
 }
 
 impl Merger {
-    /// A merger reading from `sources`, decoding and encoding on `pool`. The
-    /// merge itself runs on the calling thread, which must not be one of the
-    /// pool's threads.
+    /// A merger reading from `sources`, decoding and encoding on `pool`. Its
+    /// ops are merged in a [`Flight`], each on a thread of its own (not one
+    /// of the pool's).
     pub fn new(opts: Options, sources: SourceFiles, pool: Arc<ThreadPool>) -> Merger {
         Merger {
             opts,
@@ -256,32 +230,14 @@ impl Merger {
         }
     }
 
-    /// Execute one merge op, appending sorted frames to `spool`. `report` is
-    /// called with frames already written, in order, at least once per 8 MiB
-    /// and once at the end.
-    pub fn merge(
-        &self,
-        op: &MergeOp,
-        spool: &mut Spool,
-        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    ) -> Result<MergeStats> {
-        self.merge_prepared(self.prepare(op)?, spool, report, &mut || {})
-    }
-
     /// Read and check a merge op's input frame headers, partition its
     /// blobs into chains and plan its runs. Nothing is decoded until
-    /// [`Merger::merge_prepared`].
-    pub fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
+    /// [`Merger::execute`].
+    pub(crate) fn prepare(&self, op: &MergeOp) -> Result<Prepared> {
         let clock = Clock::start();
         let order = input::file_order(op)?;
         let beside = graph::Tasks::default();
-        let helpers = prepare::Helpers {
-            parts: prepare::parts_within(self.opts.memory),
-            pool: &self.pool,
-            tasks: &beside,
-        };
-        let (inputs, chains) =
-            prepare::read_and_partition(op, &order, &self.sources, &self.opts.progress, &helpers)?;
+        let (inputs, chains) = self.read_and_partition(op, &order, &beside)?;
         let inputs = Arc::new(inputs);
         drop(order);
         let blobs = &inputs.blobs;
@@ -297,11 +253,12 @@ impl Merger {
         stats.chains = chains.len() as u64;
         let runs = runs::plan(&inputs, &chains, budget);
         stats.batches = runs.iter().filter(|r| r.is_batch()).count() as u64;
-        let start = if budget.fits(&runs) && stats.batches < 2 {
-            stats.final_memory = Run::memory_of(&runs);
-            Start::Fits(runs)
-        } else {
-            Start::MustSpill(runs, budget)
+        let spill = match budget.fits(&runs) && stats.batches < 2 {
+            true => {
+                stats.final_memory = Run::memory_of(&runs);
+                None
+            }
+            false => Some(budget),
         };
         // This thread's work, then the tasks it waited for (which ran
         // beside part of it).
@@ -309,54 +266,24 @@ impl Merger {
         let merged_bytes = inputs.merged_bytes();
         Ok(Prepared {
             stats,
-            start,
+            runs,
+            spill,
             merged_bytes,
         })
     }
 
-    /// Execute a prepared merge op, as [`Merger::merge`] does.
-    /// `before_tail` is called once every element is merged, while the
-    /// last blocks are still being encoded.
-    pub fn merge_prepared(
-        &self,
-        prepared: Prepared,
-        spool: &mut Spool,
-        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-        before_tail: &mut dyn FnMut(),
-    ) -> Result<MergeStats> {
-        let padding = match self.opts.align > 1 {
-            true => spool.align(self.opts.align)?,
-            false => 0,
-        };
-        let target = SpoolTarget {
-            spool,
-            report,
-            appended: Appended::default(),
-        };
-        let (target, mut stats) = self.execute(prepared, target, before_tail)?;
-        let mut done = target.appended;
-        done.flush(target.report)?;
-        (stats.frames, stats.bytes, stats.padding) = (done.frames, done.bytes, padding);
-        Ok(stats)
-    }
-
     /// Merge a prepared op into `target`, spilling first where it must.
-    fn execute<T: Target>(
-        &self,
-        prepared: Prepared,
-        target: T,
-        before_tail: &mut dyn FnMut(),
-    ) -> Result<(T, MergeStats)> {
+    fn execute<T: Target>(&self, prepared: Prepared, target: T) -> Result<MergeStats> {
         let mut stats = prepared.stats;
         let meter = Meter::new(
             self.opts.progress.clone(),
             prepared.merged_bytes,
             stats.elements_in,
         );
-        let (runs, side_by_side) = match prepared.start {
-            Start::Fits(runs) => (runs, 1),
-            Start::MustSpill(runs, budget) => {
-                let runs = self.compact(runs, budget, &mut stats)?;
+        let (runs, side_by_side) = match prepared.spill {
+            None => (prepared.runs, 1),
+            Some(budget) => {
+                let runs = self.compact(prepared.runs, budget, &mut stats)?;
                 let runs = self.fit(runs, budget, &mut stats)?;
                 self.opts.progress.phase(Phase::Final);
                 stats.final_memory = Run::memory_of(&runs);
@@ -375,22 +302,19 @@ impl Merger {
             BlockWriter::new(target, format, cut, self.opts.keep, self.pool.clone()).metered(meter);
         let cuts = pieces::boundaries(&runs);
         let merged = match cuts.is_empty() || side_by_side < 2 {
-            true => self.merge_runs(runs, w, before_tail)?,
-            false => {
-                stats.pieces = cuts.len() as u64 + 1;
-                self.merge_pieces(runs, &cuts, None, w, side_by_side)?
-            }
+            true => self.merge_runs(runs, w)?,
+            false => self.merge_pieces(runs, &cuts, None, w, side_by_side)?,
         };
         stats.span = stats.span.then(merged.span);
         stats.elements_out = merged.written;
         stats.duplicates += merged.dropped;
         if stats.elements_out + stats.duplicates != stats.elements_in {
-            return Err(Error::new(ErrorKind::Internal(format!(
+            return Err(Error::Internal(format!(
                 "read {} elements, wrote {} and dropped {}",
                 stats.elements_in, stats.elements_out, stats.duplicates
-            ))));
+            )));
         }
-        Ok((merged.target, stats))
+        Ok(stats)
     }
 
     /// How many pieces of a merge of `runs` may be merged at once within
@@ -438,63 +362,5 @@ impl<T: Target> Merged<T> {
             dropped,
             span: span.then(encodes.span()),
         })
-    }
-}
-
-/// The frames an op appended to the spool, reported to the caller in order,
-/// at least once per [`REPORT_BYTES`] and at the op's end.
-#[derive(Debug, Default)]
-struct Appended {
-    pending: Vec<WrittenFrame>,
-    pending_bytes: u64,
-    frames: u64,
-    bytes: u64,
-}
-
-impl Appended {
-    /// Append one encoded block to the spool.
-    fn append(
-        &mut self,
-        spool: &mut Spool,
-        block: Encoded,
-        report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    ) -> Result<()> {
-        let length = block.bytes.len() as u64;
-        let offset = spool.append(&block.bytes)?;
-        self.pending.push(WrittenFrame {
-            offset,
-            length,
-            summary: block.summary,
-        });
-        self.pending_bytes += length;
-        self.frames += 1;
-        self.bytes += length;
-        if self.pending_bytes >= REPORT_BYTES {
-            self.flush(report)?;
-        }
-        Ok(())
-    }
-
-    /// Report the frames not reported yet.
-    fn flush(&mut self, report: &mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>) -> Result<()> {
-        if !self.pending.is_empty() {
-            report(&self.pending).map_err(|e| Error::new(ErrorKind::Output(e)))?;
-            self.pending.clear();
-            self.pending_bytes = 0;
-        }
-        Ok(())
-    }
-}
-
-/// Appends one op's frames to the spool and reports them to the caller.
-struct SpoolTarget<'a> {
-    spool: &'a mut Spool,
-    report: &'a mut dyn FnMut(&[WrittenFrame]) -> io::Result<()>,
-    appended: Appended,
-}
-
-impl Target for SpoolTarget<'_> {
-    fn write(&mut self, block: Encoded) -> Result<()> {
-        self.appended.append(self.spool, block, self.report)
     }
 }

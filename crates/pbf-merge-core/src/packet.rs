@@ -39,7 +39,7 @@
 //! The payload is compressed as a PBF Blob (so its raw size is checked on
 //! the way back) and framed by its length. Reading validates every count
 //! against the bytes left before allocating, so a corrupt packet gives
-//! [`ErrorKind::CorruptSpill`], never a huge allocation or a panic.
+//! [`Error::CorruptSpill`], never a huge allocation or a panic.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -50,7 +50,7 @@ use pbf_format::compress::{self, Compression};
 use pbf_format::hash::FxBuild;
 use pbf_format::wire::{self, decode_zigzag, encode_zigzag, put_varint as put};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::sorted::Block;
 
 /// Encode sorted elements and their input blobs' positions as one framed
@@ -91,7 +91,7 @@ pub(crate) fn read_packet(packet: &[u8]) -> Result<Block> {
     for _ in 0..count {
         blobs.push(r.element()?);
     }
-    if !r.is_empty() {
+    if !r.r.is_empty() {
         return Err(corrupt("bytes after the last element"));
     }
     let columns = r
@@ -107,7 +107,7 @@ pub(crate) fn read_packet(packet: &[u8]) -> Result<Block> {
 const MIN_ELEMENT: usize = 4;
 
 fn corrupt(m: &str) -> Error {
-    Error::new(ErrorKind::CorruptSpill(m.into()))
+    Error::CorruptSpill(m.into())
 }
 
 fn put_signed(out: &mut Vec<u8>, v: i64) {
@@ -282,10 +282,6 @@ impl<'a> Reader<'a> {
             id: 0,
             tags: Vec::new(),
         }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.r.is_empty()
     }
 
     #[inline]

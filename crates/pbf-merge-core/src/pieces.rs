@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::{Clock, Span, Tasks};
 use crate::merge;
 use crate::run::Run;
@@ -228,7 +228,7 @@ pub(crate) fn in_turns<J: Send, R: Send>(
         }
     }
     match missing {
-        true => Err(Error::new(ErrorKind::Internal("a task was not run".into()))),
+        true => Err(Error::Internal("a task was not run".into())),
         false => Ok(done),
     }
 }
@@ -259,7 +259,6 @@ impl Merger {
         &self,
         runs: Vec<Run>,
         mut w: BlockWriter<T>,
-        before_tail: &mut dyn FnMut(),
     ) -> Result<Merged<T>> {
         let runs: Vec<Arc<Run>> = runs.into_iter().map(Arc::new).collect();
         let loads = plan(&runs, &[], None).pop().unwrap_or_default();
@@ -267,7 +266,6 @@ impl Merger {
         let mut send = |parcel| w.push_parcel(parcel);
         let mut sink = Parcels::new(keep, drops_deleted, &mut send);
         let span = self.merge_piece(&runs, &[], 0, loads, &mut sink)?;
-        before_tail();
         Merged::of(w, span)
     }
 
@@ -374,7 +372,7 @@ impl Merger {
 }
 
 fn stopped() -> Error {
-    Error::new(ErrorKind::Internal("merge stopped".into()))
+    Error::Internal("merge stopped".into())
 }
 
 /// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for
@@ -602,7 +600,7 @@ mod tests {
                 encoded: if small_bytes { BLOCK_SLACK + 60 } else { 1 << 20 },
                 approx: usize::MAX,
             };
-            let whole = m.merge_runs(runs(&spec), writer(&m, cut), &mut || {}).expect("whole");
+            let whole = m.merge_runs(runs(&spec), writer(&m, cut)).expect("whole");
             let keys = runs(&spec)
                 .iter()
                 .flat_map(|r| (0..r.loads()).flat_map(move |i| {
@@ -651,7 +649,7 @@ mod tests {
             let Case { spec, cut_at, elements, keep, side_by_side } = c;
             let m = merger(keep);
             let whole = m
-                .merge_runs(runs(&spec), packet_writer(&m, elements), &mut || {})
+                .merge_runs(runs(&spec), packet_writer(&m, elements))
                 .expect("whole");
             let keys = runs(&spec)
                 .iter()

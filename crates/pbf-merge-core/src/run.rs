@@ -9,7 +9,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::MergeStats;
+use crate::error::{Error, Result};
 use crate::input::{Inputs, Load};
 use crate::packet;
 use crate::sorted::Block;
@@ -132,24 +133,39 @@ impl Run {
         }
     }
 
-    /// The memory it needs while merged, less what its packets kept in
-    /// memory hold (which copies of it share).
-    pub(crate) fn decoded(&self) -> u64 {
+    /// Bytes of its spill packets kept in memory (which copies of it
+    /// share).
+    pub(crate) fn kept_bytes(&self) -> u64 {
         match &self.source {
-            RunSource::Kept(packets, _) => {
-                let bytes: u64 = packets.iter().map(|r| r.len() as u64).sum();
-                self.memory.saturating_sub(bytes)
+            RunSource::Kept(packets, _) => packets.iter().map(|r| r.len() as u64).sum(),
+            _ => 0,
+        }
+    }
+
+    /// The memory it needs while merged, less [`Run::kept_bytes`].
+    pub(crate) fn decoded(&self) -> u64 {
+        self.memory.saturating_sub(self.kept_bytes())
+    }
+
+    /// Count a run of spill packets in `stats`: kept in memory, or in a
+    /// spill file.
+    pub(crate) fn count_spilled(&self, stats: &mut MergeStats) {
+        match &self.source {
+            RunSource::Spilled { packets, .. } => {
+                stats.spilled_runs += 1;
+                stats.spilled_bytes += packets.iter().map(|p| u64::from(p.1)).sum::<u64>();
             }
-            _ => self.memory,
+            _ => {
+                stats.kept_runs += 1;
+                stats.kept_bytes += self.kept_bytes();
+            }
         }
     }
 }
 
 fn read_kept(packet: &[u8]) -> Result<Block> {
-    packet::read_packet(packet).map_err(|e| match e.kind() {
-        ErrorKind::CorruptSpill(m) => {
-            Error::new(ErrorKind::Internal(format!("a packet kept in memory: {m}")))
-        }
+    packet::read_packet(packet).map_err(|e| match e {
+        Error::CorruptSpill(m) => Error::Internal(format!("a packet kept in memory: {m}")),
         _ => e,
     })
 }
@@ -158,11 +174,11 @@ fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block>
     let mut buf = vec![0u8; len as usize];
     file.read_exact_at(&mut buf, offset)
         .map_err(|e| Error::spill(dir, e))?;
-    packet::read_packet(&buf).map_err(|e| match e.kind() {
-        ErrorKind::CorruptSpill(m) => Error::new(ErrorKind::CorruptSpill(format!(
+    packet::read_packet(&buf).map_err(|e| match e {
+        Error::CorruptSpill(m) => Error::CorruptSpill(format!(
             "packet at offset {offset} in {}: {m}",
             dir.display()
-        ))),
+        )),
         _ => e,
     })
 }

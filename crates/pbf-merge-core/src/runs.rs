@@ -42,21 +42,13 @@ pub(crate) fn plan(inputs: &Arc<Inputs>, chains: &Chains, budget: Budget) -> Vec
     let small: Vec<u32> = (0..inputs.blobs.len() as u32)
         .filter(|&i| small[i as usize])
         .collect();
-    runs.extend(batches(inputs, &small, budget));
+    // Batches of the small chains' blobs.
+    let (batches, _) = cut(&small, budget.batch, estimate);
+    runs.extend(batches.into_iter().map(|batch| {
+        let memory = batch.iter().map(|&i| estimate(i)).sum();
+        Run::batch(inputs, batch, memory)
+    }));
     runs
-}
-
-/// Batches of the blobs `small` (in file order).
-fn batches(inputs: &Arc<Inputs>, small: &[u32], budget: Budget) -> Vec<Run> {
-    let estimate = |i: u32| inputs.blobs[i as usize].estimate();
-    let (batches, _) = cut(small, budget.batch, estimate);
-    batches
-        .into_iter()
-        .map(|batch| {
-            let memory = batch.iter().map(|&i| estimate(i)).sum();
-            Run::batch(inputs, batch, memory)
-        })
-        .collect()
 }
 
 /// Cut `blobs` into consecutive groups of at most `limit` estimated bytes

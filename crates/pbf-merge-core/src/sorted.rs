@@ -79,12 +79,6 @@ impl Item<'_> {
 }
 
 impl Block {
-    /// A block of the objects of one input blob, at position `blob`.
-    pub fn from_columns(columns: Columns, blob: u32) -> Block {
-        let blobs = vec![blob; columns.len()];
-        Block::from_packet(columns, blobs)
-    }
-
     /// A block of objects each with its input blob's position, sorted
     /// unless already in order (as a spill packet is). Sorting moves the
     /// objects with their tags, way refs, locations and members (not the

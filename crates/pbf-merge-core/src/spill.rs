@@ -12,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::Span;
 use crate::pieces::in_turns;
 use crate::progress::Phase;
@@ -45,9 +45,10 @@ impl Merger {
             let mut next = Vec::new();
             while remaining > limit && rest.len() >= 2 {
                 let (group, group_memory) = take_group(&mut rest, limit, 2);
-                let (run, spilled) = self.spill(group, budget, Place::File(&file), true)?;
-                spilled.count(stats);
-                stats.span = stats.span.then(spilled.span);
+                let (run, dropped, span) = self.spill(group, budget, Place::File(&file), true)?;
+                run.count_spilled(stats);
+                stats.duplicates += dropped;
+                stats.span = stats.span.then(span);
                 remaining = remaining - group_memory + run.memory;
                 next.push(run);
             }
@@ -97,44 +98,36 @@ impl Merger {
                 fits
             };
             if !in_memory {
-                return self.spill_to_shared(group, budget, &file);
+                // One spill file for the groups, created on first use: two
+                // threads may both create one, and the loser's is deleted
+                // unused when dropped.
+                if file.get().is_none() {
+                    let _ = file.set(Mutex::new(SpillFile::create(&self.opts.spill_dir)?));
+                }
+                let Some(file) = file.get() else {
+                    return Err(Error::Internal("no spill file".into()));
+                };
+                return self.spill(group, budget, Place::File(file), false);
             }
             let sorted = self.spill(group, budget, Place::Memory, false)?;
             let mut kept = lock(&kept);
-            *kept = *kept - reserve + sorted.1.kept_bytes;
+            *kept = *kept - reserve + sorted.0.kept_bytes();
             Ok(sorted)
         };
         let mut span = Span::default();
-        for (run, spilled) in in_turns(groups, side_by_side, each, || Ok(()))? {
-            spilled.count(stats);
-            span = span.beside(spilled.span);
+        for (run, dropped, spilled) in in_turns(groups, side_by_side, each, || Ok(()))? {
+            run.count_spilled(stats);
+            stats.duplicates += dropped;
+            span = span.beside(spilled);
             out.push(run);
         }
         stats.span = stats.span.then(span);
         Ok(out)
     }
 
-    /// [`Merger::spill`] to the spill file that `file` holds, created on
-    /// first use.
-    fn spill_to_shared(
-        &self,
-        group: Vec<Run>,
-        budget: Budget,
-        file: &OnceLock<Mutex<SpillFile>>,
-    ) -> Result<(Run, Spilled)> {
-        if file.get().is_none() {
-            // Two threads may both create one: the loser's is deleted
-            // unused when dropped.
-            let _ = file.set(Mutex::new(SpillFile::create(&self.opts.spill_dir)?));
-        }
-        let Some(file) = file.get() else {
-            return Err(Error::new(ErrorKind::Internal("no spill file".into())));
-        };
-        self.spill(group, budget, Place::File(file), false)
-    }
-
     /// Merge a group of runs into one sorted run of spill packets, kept in
-    /// memory or written to a spill file; `in_pieces`: cut into key ranges
+    /// memory or written to a spill file; returns it, the repeats dropped
+    /// and the span of the merge. `in_pieces`: cut into key ranges
     /// merged side by side as memory allows, each piece writing its own
     /// packets, the run's packets being the pieces' in key order (a group
     /// that spills to a file takes the budget, so it is merged alone;
@@ -145,7 +138,7 @@ impl Merger {
         budget: Budget,
         place: Place<'_>,
         in_pieces: bool,
-    ) -> Result<(Run, Spilled)> {
+    ) -> Result<(Run, u64, Span)> {
         let block_bytes = (budget.runs / 16).clamp(16 << 10, 16 << 20) as usize;
         let cut = Cut {
             elements: self.opts.encode.max_elements.min(PACKET_ELEMENTS),
@@ -170,49 +163,30 @@ impl Merger {
             let (blocks, found, span) = self.load_and_cut(&group)?;
             (loaded, cuts, loading) = (Some(blocks), found, span);
         }
-        let (target, written) = match (cuts.is_empty(), loaded) {
-            (true, None) => {
-                let merged = self.merge_runs(group, writer(), &mut || {})?;
-                (merged.target, (merged.dropped, merged.span))
-            }
-            // Decoded already: merged as pieces, one if need be, each
-            // writing its own packets.
-            (_, loaded) => {
-                let pieces = cuts.len() + 1;
-                let writer = || writer().sharing(side_by_side.min(pieces));
-                let (merged, span) =
-                    self.merge_pieces_apart(group, &cuts, loaded, writer, side_by_side)?;
-                let mut target = SpillTarget::new(place);
-                let mut dropped = 0;
-                for piece in merged {
-                    target.extend(piece.target);
-                    dropped += piece.dropped;
-                }
-                (target, (dropped, span))
-            }
-        };
-        let (dropped, span) = written;
+        // Merged as pieces, one (of every key) if need be, each writing its
+        // own packets.
+        let pieces = cuts.len() + 1;
+        let writer = || writer().sharing(side_by_side.min(pieces));
+        let (merged, span) = self.merge_pieces_apart(group, &cuts, loaded, writer, side_by_side)?;
+        let mut target = SpillTarget::new(place);
+        let mut dropped = 0;
+        for piece in merged {
+            target.extend(piece.target);
+            dropped += piece.dropped;
+        }
         let decoded = 2 * target.max_approx;
-        let mut spilled = Spilled {
-            duplicates: dropped,
-            span: loading.then(span),
-            ..Spilled::default()
-        };
         let run = match target.place {
             Place::Memory => {
                 let bytes: u64 = target.kept.iter().map(|r| r.len() as u64).sum();
-                (spilled.kept_runs, spilled.kept_bytes) = (1, bytes);
                 Run::kept(target.kept, target.bounds, decoded + bytes)
             }
             Place::File(file) => {
-                spilled.spilled_runs = 1;
-                spilled.spilled_bytes = target.offsets.iter().map(|r| u64::from(r.1)).sum::<u64>();
                 let file = lock(file);
                 let (packets, bounds) = (target.offsets, target.bounds);
                 Run::spilled(&file.file, &file.dir, packets, bounds, decoded)
             }
         };
-        Ok((run, spilled))
+        Ok((run, dropped, loading.then(span)))
     }
 }
 
@@ -227,27 +201,6 @@ const PACKET_ELEMENTS: usize = 2048;
 /// Groups of batches sorted side by side at most (each holds up to
 /// [`Budget::group`]).
 pub(crate) const GROUPS: usize = 4;
-
-/// What spilling one group did, for [`MergeStats`].
-#[derive(Default)]
-struct Spilled {
-    duplicates: u64,
-    kept_runs: u64,
-    kept_bytes: u64,
-    spilled_runs: u64,
-    spilled_bytes: u64,
-    span: Span,
-}
-
-impl Spilled {
-    fn count(&self, stats: &mut MergeStats) {
-        stats.duplicates += self.duplicates;
-        stats.kept_runs += self.kept_runs;
-        stats.kept_bytes += self.kept_bytes;
-        stats.spilled_runs += self.spilled_runs;
-        stats.spilled_bytes += self.spilled_bytes;
-    }
-}
 
 /// Take runs from the front of `rest` while they need at most `limit`
 /// together, and at least `least` of them; returns them and what they need.

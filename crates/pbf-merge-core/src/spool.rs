@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use pbf_format::padding;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 
 /// An open spool file and how much of it is written.
 #[derive(Debug)]
@@ -32,12 +32,10 @@ impl Spool {
     /// is refused whatever its contents, so a spool still read by a
     /// downstream stage is never overwritten.
     pub fn create(path: &Path) -> Result<Spool> {
-        let fail = |error| {
-            Error::new(ErrorKind::Spool {
-                path: path.to_path_buf(),
-                offset: 0,
-                error,
-            })
+        let fail = |error| Error::Spool {
+            path: path.to_path_buf(),
+            offset: 0,
+            error,
         };
         let file = OpenOptions::new()
             .write(true)
@@ -67,31 +65,27 @@ impl Spool {
         &self.path
     }
 
-    /// Bytes written so far.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
     /// True when nothing is written yet.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Pad the spool with a padding frame so the next frame starts at a
-    /// multiple of `block` (a power of two, at most 1 MiB); returns the
-    /// padding's length (0 when already aligned).
+    /// multiple of `block` (a power of two, at most 1 MiB; 0 or 1: no
+    /// padding); returns the padding's length (0 when already aligned).
     pub fn align(&mut self, block: u64) -> Result<u64> {
+        let block = block.max(1);
         if !block.is_power_of_two() || block > 1 << 20 {
-            return Err(Error::new(ErrorKind::Internal(format!(
+            return Err(Error::Internal(format!(
                 "spool alignment {block} is not a power of two of at most 1 MiB"
-            ))));
+            )));
         }
         let gap = padding::gap(self.len, 0, block);
         if gap == 0 {
             return Ok(0);
         }
         let bytes = padding::padding(gap)
-            .ok_or_else(|| Error::new(ErrorKind::Internal(format!("no padding of {gap} bytes"))))?;
+            .ok_or_else(|| Error::Internal(format!("no padding of {gap} bytes")))?;
         self.append(&bytes)?;
         Ok(gap)
     }
@@ -99,12 +93,10 @@ impl Spool {
     /// Append whole frames; returns the offset they were written at.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         let offset = self.len;
-        self.file.write_all(bytes).map_err(|error| {
-            Error::new(ErrorKind::Spool {
-                path: self.path.clone(),
-                offset,
-                error,
-            })
+        self.file.write_all(bytes).map_err(|error| Error::Spool {
+            path: self.path.clone(),
+            offset,
+            error,
         })?;
         self.len += bytes.len() as u64;
         Ok(offset)
@@ -121,12 +113,17 @@ mod tests {
         let mut spool = Spool::create(&dir.path().join("s.pbf")).expect("spool");
         assert_eq!(spool.align(4096).expect("empty"), 0);
         spool.append(&[0u8; 100]).expect("frame");
+        assert_eq!(spool.align(0).expect("no alignment"), 0);
+        assert_eq!(spool.align(1).expect("no alignment"), 0);
         assert_eq!(spool.align(4096).expect("align"), 3996);
-        assert_eq!(spool.len(), 4096);
+        assert_eq!(std::fs::metadata(spool.path()).expect("stat").len(), 4096);
         assert_eq!(spool.align(4096).expect("aligned"), 0);
         spool.append(&[0u8; 4090]).expect("frame");
         assert_eq!(spool.align(4096).expect("short gap"), 6 + 4096);
-        assert_eq!(spool.len(), 3 * 4096);
+        assert_eq!(
+            std::fs::metadata(spool.path()).expect("stat").len(),
+            3 * 4096
+        );
         assert!(spool.align(3000).is_err());
         let bytes = std::fs::read(spool.path()).expect("read");
         let pad = &bytes[100..4096];

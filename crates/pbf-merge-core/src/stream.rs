@@ -9,7 +9,7 @@ use std::sync::mpsc::{Receiver, sync_channel};
 
 use rayon::ThreadPool;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::Tasks;
 use crate::sorted::Block;
 
@@ -46,7 +46,7 @@ impl Stream {
         };
         let block = rx
             .recv()
-            .map_err(|_| Error::new(ErrorKind::Internal("a decoding thread panicked".into())))??;
+            .map_err(|_| Error::Internal("a decoding thread panicked".into()))??;
         self.start_next();
         Ok(Some(block))
     }

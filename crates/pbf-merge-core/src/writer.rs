@@ -23,7 +23,7 @@ use pbf_format::scan::Summary;
 use pbf_format::{Keep, Key, frame, indexdata};
 use rayon::ThreadPool;
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use crate::graph::Tasks;
 use crate::packet;
 use crate::progress::Meter;
@@ -164,10 +164,10 @@ impl<T: Target> BlockWriter<T> {
         }
         if let Some(last) = self.last.filter(|_| self.keep == Keep::Latest) {
             if same_object(last.0, first.key) {
-                return Err(Error::new(ErrorKind::Internal(format!(
+                return Err(Error::Internal(format!(
                     "{} in two parcels",
                     Key::from_packed(first.key)
-                ))));
+                )));
             }
         }
         self.last = orders.last().map(Order::merge_key);
@@ -219,9 +219,9 @@ impl<T: Target> BlockWriter<T> {
 
     fn write_one(&mut self) -> Result<()> {
         if let Some(rx) = self.in_flight.pop_front() {
-            let encoded = rx.recv().map_err(|_| {
-                Error::new(ErrorKind::Internal("an encoding thread panicked".into()))
-            })??;
+            let encoded = rx
+                .recv()
+                .map_err(|_| Error::Internal("an encoding thread panicked".into()))??;
             self.target.write(encoded)?;
         }
         Ok(())
@@ -382,13 +382,13 @@ pub(crate) fn repeats(last: Option<(u128, u64)>, key: (u128, u64), keep: Keep) -
         return Ok(false);
     };
     if key < last {
-        return Err(Error::new(ErrorKind::Internal(format!(
+        return Err(Error::Internal(format!(
             "merge out of order: {} (rank {}) after {} (rank {})",
             Key::from_packed(key.0),
             key.1,
             Key::from_packed(last.0),
             last.1
-        ))));
+        )));
     }
     Ok(keep == Keep::Dedupe && key.0 == last.0)
 }
@@ -478,7 +478,7 @@ impl Pending {
 /// Encode a block in `format`.
 fn encode(mut block: Pending, format: BlockFormat) -> Result<Encoded> {
     if block.len == 0 {
-        return Err(Error::new(ErrorKind::Internal("empty block".into())));
+        return Err(Error::Internal("empty block".into()));
     }
     block.sum_up_keys(matches!(format, BlockFormat::SpillPacket(..)));
     let summary = block.summary();

@@ -7,7 +7,8 @@ mod common;
 use common::*;
 use pbf_format::block::{Element, Info, Node, Relation, Str, Way};
 use pbf_format::{Keep, Kind};
-use pbf_merge_core::{Options, Spool};
+use pbf_merge_core::{Flight, Options, Ready, Spool, WrittenFrame};
+use std::sync::Arc;
 
 fn info(version: i32) -> Option<Info> {
     Some(Info {
@@ -516,20 +517,22 @@ fn a_next_op_prepared_early_fails_only_when_it_is_merged() {
     let merger = merger(std::slice::from_ref(&src), Options::default()).expect("merger");
     let mut spool = Spool::create(&dir.path().join("spool")).expect("spool");
     let mut frames = Vec::new();
-    let mut next = None;
-    let first = merger.prepare(&good).expect("prepare the first op");
-    let stats = merger
-        .merge_prepared(
-            first,
-            &mut spool,
-            &mut |f| {
-                frames.extend_from_slice(f);
-                Ok(())
-            },
-            &mut || next = Some(merger.prepare(&bad)),
-        )
-        .expect("the first op is merged whatever the next one holds");
-    assert_eq!((stats.elements_out, frames.len()), (2, 1));
-    let e = next.expect("prepared during the tail").expect_err("bad op");
+    let mut report = |f: &[WrittenFrame]| {
+        frames.extend_from_slice(f);
+        Ok(())
+    };
+    // Both in flight: the bad op is prepared while the good one merges.
+    let mut flight = Flight::new(Arc::new(merger), 2);
+    flight.start(good);
+    flight.start(bad);
+    let first = flight.write_oldest(&mut spool, &mut report, None);
+    let Ready::Done(stats) = first.expect("the first op is merged whatever the next one holds")
+    else {
+        panic!("the first op is not done");
+    };
+    let e = flight
+        .write_oldest(&mut spool, &mut report, None)
+        .expect_err("bad op");
     assert!(e.to_string().contains("frame is"), "{e}");
+    assert_eq!((stats.elements_out, frames.len()), (2, 1));
 }

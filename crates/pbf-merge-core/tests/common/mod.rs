@@ -120,9 +120,9 @@ pub fn merger(sources: &[SourceRef], opts: Options) -> pbf_merge_core::Result<Me
     ))
 }
 
-/// Run the engine over ops as pbf-merge does, each next op prepared while
-/// the one before ends; returns every element written, in reported order,
-/// the per-op stats, and the reported frames.
+/// Run the engine over ops one op at a time (a flight of one); returns
+/// every element written, in reported order, the per-op stats, and the
+/// reported frames.
 pub fn run(
     dir: &Path,
     sources: &[SourceRef],
@@ -130,23 +130,7 @@ pub fn run(
     opts: Options,
 ) -> pbf_merge_core::Result<(Vec<Element>, Vec<MergeStats>, Vec<WrittenFrame>)> {
     let spool_path = dir.join("spool");
-    let mut spool = Spool::create(&spool_path)?;
-    let merger = merger(sources, opts)?;
-    let mut frames = Vec::new();
-    let mut stats = Vec::new();
-    let mut next = None;
-    for (i, op) in ops.iter().enumerate() {
-        let prepared = match next.take() {
-            Some(prepared) => prepared?,
-            None => merger.prepare(op)?,
-        };
-        let mut report = |f: &[WrittenFrame]| {
-            frames.extend_from_slice(f);
-            Ok(())
-        };
-        let mut prepare_next = || next = ops.get(i + 1).map(|op| merger.prepare(op));
-        stats.push(merger.merge_prepared(prepared, &mut spool, &mut report, &mut prepare_next)?);
-    }
+    let (_, stats, frames) = fly(&spool_path, sources, ops, opts, 1)?;
     Ok((read_frames(&spool_path, &frames), stats, frames))
 }
 
@@ -159,8 +143,18 @@ pub fn run_in_flight(
     opts: Options,
     window: usize,
 ) -> pbf_merge_core::Result<(Vec<u8>, Vec<MergeStats>, Vec<WrittenFrame>)> {
-    let spool_path = dir.join("flight-spool");
-    let mut spool = Spool::create(&spool_path)?;
+    fly(&dir.join("flight-spool"), sources, ops, opts, window)
+}
+
+/// Merge `ops` into a new spool at `spool_path`, up to `window` in flight.
+fn fly(
+    spool_path: &Path,
+    sources: &[SourceRef],
+    ops: &[MergeOp],
+    opts: Options,
+    window: usize,
+) -> pbf_merge_core::Result<(Vec<u8>, Vec<MergeStats>, Vec<WrittenFrame>)> {
+    let mut spool = Spool::create(spool_path)?;
     let mut flight = Flight::new(Arc::new(merger(sources, opts)?), window);
     let (mut frames, mut stats) = (Vec::new(), Vec::new());
     let mut report = |f: &[WrittenFrame]| {
@@ -177,7 +171,7 @@ pub fn run_in_flight(
             stats.push(s);
         }
     }
-    let bytes = std::fs::read(&spool_path).expect("read the spool");
+    let bytes = std::fs::read(spool_path).expect("read the spool");
     Ok((bytes, stats, frames))
 }
 
