@@ -448,6 +448,9 @@ pub(crate) mod tests {
         #[test]
         fn written_merge_ops_read_back(m in merge_op()) {
             let line = written_merge(&m);
+            // `Writer::write_merge` writes what serde writes for the op.
+            let serde = serde_json::to_vec(&crate::PlanRecord::Merge(m.clone())).expect("serialise");
+            prop_assert_eq!(&line, &serde);
             let fast = merge(&line);
             let keys = m.inputs.iter().flat_map(|i| [i.first, i.last]).chain([m.first, m.last]);
             let exact = keys.into_iter().all(|k| ijson::is_exact(k.id));

@@ -331,21 +331,11 @@ impl<W: Write> Writer<W> {
         inputs: impl IntoIterator<Item = MergeInput>,
     ) -> Result<(), Error> {
         let mut started = self.writing.start();
-        // The record around its inputs, as serde writes it: the inputs go
-        // where the empty list is.
-        let head = PlanRecord::Merge(MergeOp {
-            inputs: Vec::new(),
-            first,
-            last,
-            elements,
-        });
-        let around = serde_json::to_vec(&head)?;
-        let at = around
-            .windows(2)
-            .position(|w| w == b"[]")
-            .ok_or_else(|| Error::invalid("a merge op without its list of inputs"))?;
+        // The record as serde writes it ([`MERGE_START`], the fields in the
+        // order `MergeOp` declares them), the inputs one at a time.
         self.line.clear();
-        self.line.extend_from_slice(&around[..=at]);
+        self.line.extend_from_slice(MERGE_START);
+        self.line.extend_from_slice(br#""inputs":["#);
         for (i, input) in inputs.into_iter().enumerate() {
             if i > 0 {
                 self.line.push(b',');
@@ -360,11 +350,14 @@ impl<W: Write> Writer<W> {
                 started = self.writing.start();
             }
         }
-        self.line.extend_from_slice(&around[at + 1..]);
-        self.line.push(b'\n');
-        self.writing.stop(started);
-        self.inner.write_all(&self.line)?;
-        Ok(())
+        self.line.extend_from_slice(br#"],"first":"#);
+        serde_json::to_writer(&mut self.line, &first)?;
+        self.line.extend_from_slice(br#","last":"#);
+        serde_json::to_writer(&mut self.line, &last)?;
+        self.line.extend_from_slice(br#","elements":"#);
+        serde_json::to_writer(&mut self.line, &elements)?;
+        self.line.push(b'}');
+        self.end_line(started)
     }
 
     /// Time spent serialising records so far.

@@ -228,10 +228,7 @@ fn execute<R: io::BufRead + Send + 'static>(
     let mut queue = OpQueue::start(reader, pbf_cli::input_name(name));
     let first = Some(queue.next()?);
     let progress = Progress::new(&plan_sources, pbf_cli::Bars::from_matches(m));
-    let spill_dir = match spool.path().parent() {
-        Some(d) => d.to_path_buf(),
-        None => std::env::temp_dir(),
-    };
+    let spill_dir = spool.path().parent().map(Path::to_path_buf);
     let opts = Options {
         progress: progress.engine(),
         memory: *m.get_one::<u64>("memory").context("--memory")?,
@@ -241,7 +238,7 @@ fn execute<R: io::BufRead + Send + 'static>(
         keep: Keep::from_options(m.get_flag("dedupe"), m.get_flag("latest")),
         indexdata: m.get_flag("indexdata"),
         align: m.get_one::<u64>("align").copied().unwrap_or(0),
-        spill_dir,
+        spill_dir: spill_dir.unwrap_or_else(std::env::temp_dir),
         ..Options::default()
     };
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
@@ -419,10 +416,6 @@ impl Progress {
         })
     }
 
-    fn copied(&self, op: &CopyOp) {
-        self.bar.inc(op.length);
-    }
-
     /// Merge op number `n` (from 1) is handed to the engine.
     fn merging(&self, op: &MergeOp, n: u64) {
         let mut flying = lock(&self.flying);
@@ -597,7 +590,7 @@ fn pass_on(
     match record {
         PlanRecord::Copy(c) => {
             end.add_copy(&c);
-            progress.copied(&c);
+            progress.bar.inc(c.length);
             out.write(&PlanRecord::Copy(c))?;
         }
         record => {
