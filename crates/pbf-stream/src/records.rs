@@ -96,7 +96,7 @@ pub struct HeaderRecord {
 /// and its name as given. The index's `source` record and the plan's
 /// sources carry it, and every stage that opens the file checks it
 /// ([`crate::check_source`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileIdentity {
     /// Absolute path of the file.
     pub path: PathBuf,

@@ -58,12 +58,7 @@ impl FileIdentity {
     pub fn unrecorded(path: &Path) -> FileIdentity {
         FileIdentity {
             path: path.to_path_buf(),
-            size: 0,
-            mtime: 0,
-            mtime_nsec: 0,
-            ctime: None,
-            ctime_nsec: None,
-            given: None,
+            ..FileIdentity::default()
         }
     }
 
