@@ -1,8 +1,9 @@
 //! Objects per kind, as the streams write them: `{"node":N,"way":N,
-//! "relation":N}` plus `"changeset":N` when there are any. The counts are the
-//! `[u64; 4]` indexed by [`Kind::index`] that the scanner and the merge
-//! engine produce; the object's keys are [`Kind::name`]'s words (the fast
-//! writer writes them from `Kind`, and its tests hold the two to agree).
+//! "relation":N}` plus `"changeset":N` when there are any. The counts come
+//! and go as the `[u64; 4]` indexed by [`Kind::index`] that the scanner and
+//! the merge engine produce ([`Counts::from_array`]); the object's keys, the
+//! field names, are [`Kind::name`]'s words (the fast writer writes them from
+//! `Kind`, and its tests hold the two to agree).
 
 use std::fmt;
 use std::ops::Index;
@@ -10,17 +11,11 @@ use std::ops::Index;
 use pbf_format::Kind;
 use serde::{Deserialize, Serialize};
 
-/// Objects per kind, indexed by [`Kind`].
+/// Objects per kind, indexed by [`Kind`], in their written form. Unknown
+/// keys are ignored, like unknown fields everywhere in the streams;
+/// changesets are rare in PBF, so a zero count of them is left out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "Fields", into = "Fields")]
-pub struct Counts([u64; 4]);
-
-/// The written form of [`Counts`]. Unknown keys are ignored, like unknown
-/// fields everywhere in the streams; changesets are rare in PBF, so a zero
-/// count of them is left out.
-#[derive(Serialize, Deserialize)]
-#[serde(rename = "Counts")]
-struct Fields {
+pub struct Counts {
     node: u64,
     way: u64,
     relation: u64,
@@ -28,44 +23,31 @@ struct Fields {
     changeset: u64,
 }
 
-impl From<Fields> for Counts {
-    fn from(f: Fields) -> Counts {
-        Counts([f.node, f.way, f.relation, f.changeset])
-    }
-}
-
-impl From<Counts> for Fields {
-    fn from(Counts([node, way, relation, changeset]): Counts) -> Fields {
-        Fields {
+impl Counts {
+    /// From an array indexed by [`Kind::index`].
+    pub fn from_array([node, way, relation, changeset]: [u64; 4]) -> Counts {
+        Counts {
             node,
             way,
             relation,
             changeset,
         }
     }
-}
-
-impl Counts {
-    /// From an array indexed by [`Kind::index`].
-    pub fn from_array(a: [u64; 4]) -> Counts {
-        Counts(a)
-    }
 
     /// As an array indexed by [`Kind::index`].
     pub fn to_array(self) -> [u64; 4] {
-        self.0
+        [self.node, self.way, self.relation, self.changeset]
     }
 
     /// Sum of all kinds.
     pub fn total(self) -> u64 {
-        self.0.iter().sum()
+        self.to_array().iter().sum()
     }
 
     /// Add another count, kind by kind.
     pub fn add(&mut self, o: Counts) {
-        for (a, b) in self.0.iter_mut().zip(o.0) {
-            *a += b;
-        }
+        let (a, b) = (self.to_array(), o.to_array());
+        *self = Counts::from_array(std::array::from_fn(|i| a[i] + b[i]));
     }
 }
 
@@ -73,7 +55,12 @@ impl Index<Kind> for Counts {
     type Output = u64;
 
     fn index(&self, k: Kind) -> &u64 {
-        &self.0[k.index()]
+        match k {
+            Kind::Node => &self.node,
+            Kind::Way => &self.way,
+            Kind::Relation => &self.relation,
+            Kind::Changeset => &self.changeset,
+        }
     }
 }
 

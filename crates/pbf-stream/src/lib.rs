@@ -34,4 +34,4 @@ pub use counts::{Counts, plural};
 pub use error::Error;
 pub use lines::{IndexReader, LineReader, MAX_LINE, MERGE_CHUNK, PlanReader, StreamTime, Writer};
 pub use records::*;
-pub use source::{SourceFile, SourceFiles, check_source, check_unchanged, ctime, mtime};
+pub use source::{SourceFile, SourceFiles, check_source, check_unchanged};

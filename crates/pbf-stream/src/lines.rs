@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::Counts;
 use crate::error::{Error, ErrorKind};
 use crate::order::OrderCheck;
 use crate::records::*;
+use crate::{Counts, plural};
 
 /// Longest line accepted (a merge op of millions of blobs is one long line).
 pub const MAX_LINE: usize = 512 * 1024 * 1024;
@@ -42,22 +42,15 @@ impl fmt::Display for StreamTime {
 /// Time spent on one kind of work, measured only when asked: two clock
 /// reads cost about 36 ns, a tenth of what writing or parsing a blob
 /// record costs, and a stage writes or reads one per blob.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Stopwatch {
-    on: bool,
+    off: bool,
     total: Duration,
 }
 
 impl Stopwatch {
-    fn new() -> Stopwatch {
-        Stopwatch {
-            on: true,
-            total: Duration::ZERO,
-        }
-    }
-
     fn start(&self) -> Option<Instant> {
-        self.on.then(Instant::now)
+        (!self.off).then(Instant::now)
     }
 
     fn stop(&mut self, started: Option<Instant>) {
@@ -83,14 +76,14 @@ impl<R: BufRead> LineReader<R> {
             inner,
             buf: Vec::new(),
             line: 0,
-            parsing: Stopwatch::new(),
+            parsing: Stopwatch::default(),
         }
     }
 
     /// Whether to measure the time spent parsing (on unless turned off;
     /// off, [`LineReader::parse_time`] stays zero).
     pub fn timed(mut self, on: bool) -> LineReader<R> {
-        self.parsing.on = on;
+        self.parsing.off = !on;
         self
     }
 
@@ -286,14 +279,14 @@ impl<W: Write> Writer<W> {
         Writer {
             inner,
             line: Vec::new(),
-            writing: Stopwatch::new(),
+            writing: Stopwatch::default(),
         }
     }
 
     /// Whether to measure the time spent serialising (on unless turned
     /// off; off, [`Writer::serialise_time`] stays zero).
     pub fn timed(mut self, on: bool) -> Writer<W> {
-        self.writing.on = on;
+        self.writing.off = !on;
         self
     }
 
@@ -338,21 +331,11 @@ impl<W: Write> Writer<W> {
         inputs: impl IntoIterator<Item = MergeInput>,
     ) -> Result<(), Error> {
         let mut started = self.writing.start();
-        // The record around its inputs, as serde writes it: the inputs go
-        // where the empty list is.
-        let head = PlanRecord::Merge(MergeOp {
-            inputs: Vec::new(),
-            first,
-            last,
-            elements,
-        });
-        let around = serde_json::to_vec(&head)?;
-        let at = around
-            .windows(2)
-            .position(|w| w == b"[]")
-            .ok_or_else(|| Error::invalid("a merge op without its list of inputs"))?;
+        // The record as serde writes it ([`MERGE_START`], the fields in the
+        // order `MergeOp` declares them), the inputs one at a time.
         self.line.clear();
-        self.line.extend_from_slice(&around[..=at]);
+        self.line.extend_from_slice(MERGE_START);
+        self.line.extend_from_slice(br#""inputs":["#);
         for (i, input) in inputs.into_iter().enumerate() {
             if i > 0 {
                 self.line.push(b',');
@@ -367,11 +350,14 @@ impl<W: Write> Writer<W> {
                 started = self.writing.start();
             }
         }
-        self.line.extend_from_slice(&around[at + 1..]);
-        self.line.push(b'\n');
-        self.writing.stop(started);
-        self.inner.write_all(&self.line)?;
-        Ok(())
+        self.line.extend_from_slice(br#"],"first":"#);
+        serde_json::to_writer(&mut self.line, &first)?;
+        self.line.extend_from_slice(br#","last":"#);
+        serde_json::to_writer(&mut self.line, &last)?;
+        self.line.extend_from_slice(br#","elements":"#);
+        serde_json::to_writer(&mut self.line, &elements)?;
+        self.line.push(b'}');
+        self.end_line(started)
     }
 
     /// Time spent serialising records so far.
@@ -391,17 +377,12 @@ impl<W: Write> Writer<W> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Section {
-    None,
-    Open { blobs: u64, counts: Counts },
-}
-
 /// Reads an index stream of one or more sections, validating each.
 #[derive(Debug)]
 pub struct IndexReader<R> {
     lines: LineReader<R>,
-    section: Section,
+    /// The open section: its blob records so far, and their counts.
+    section: Option<(u64, Counts)>,
     sections: u64,
 }
 
@@ -410,7 +391,7 @@ impl<R: BufRead> IndexReader<R> {
     pub fn new(inner: R) -> IndexReader<R> {
         IndexReader {
             lines: LineReader::new(inner),
-            section: Section::None,
+            section: None,
             sections: 0,
         }
     }
@@ -436,11 +417,11 @@ impl<R: BufRead> IndexReader<R> {
         let line = self.lines.line() + 1;
         let Some(rec) = self.lines.next_parsed(parse_index_record)? else {
             return match self.section {
-                Section::Open { .. } => Err(Error::new(ErrorKind::MissingEnd).at_line(line)),
-                Section::None if self.sections == 0 => {
+                Some(_) => Err(Error::new(ErrorKind::MissingEnd).at_line(line)),
+                None if self.sections == 0 => {
                     Err(Error::new(ErrorKind::EmptyStream("index")).at_line(line))
                 }
-                Section::None => Ok(None),
+                None => Ok(None),
             };
         };
         let line = self.lines.line();
@@ -450,38 +431,37 @@ impl<R: BufRead> IndexReader<R> {
 
     fn check(&mut self, rec: &IndexRecord) -> Result<(), Error> {
         match (rec, &mut self.section) {
-            (IndexRecord::Source(s), Section::None) => {
+            (IndexRecord::Source(s), None) => {
                 check_schema(&s.schema, s.version, INDEX_SCHEMA)?;
                 self.sections += 1;
-                self.section = Section::Open {
-                    blobs: 0,
-                    counts: Counts::default(),
-                };
+                self.section = Some((0, Counts::default()));
             }
-            (IndexRecord::Blob(b), Section::Open { blobs, counts }) => {
+            (IndexRecord::Blob(b), Some((blobs, counts))) => {
                 check_blob(b)?;
                 *blobs += 1;
                 counts.add(b.counts);
             }
-            (IndexRecord::Header(_), Section::Open { .. }) => {}
-            (IndexRecord::End(e), Section::Open { blobs, counts }) => {
+            (IndexRecord::Header(_), Some(_)) => {}
+            (IndexRecord::End(e), Some((blobs, counts))) => {
                 if e.blobs != *blobs || e.counts != *counts {
-                    let said = blobs_holding(e.blobs, &e.counts);
-                    let found = blobs_holding(*blobs, counts);
+                    let holding =
+                        |blobs, counts| format!("{} holding {counts}", plural(blobs, "blob"));
+                    let said = holding(e.blobs, &e.counts);
+                    let found = holding(*blobs, &*counts);
                     return Err(Error::invalid(format!(
                         "the end record says {said}, the section's blob records add up to \
                          {found}: the index is incomplete or was edited; index the file again \
                          with pbf-index"
                     )));
                 }
-                self.section = Section::None;
+                self.section = None;
             }
             (IndexRecord::Source(_), _) => {
                 return Err(Error::invalid(
                     "source record inside an open section (missing end?)",
                 ));
             }
-            (_, Section::None) => return Err(Error::invalid("record before the source record")),
+            (_, None) => return Err(Error::invalid("record before the source record")),
         }
         Ok(())
     }
@@ -695,9 +675,4 @@ fn check_schema(schema: &str, version: u32, want: &str) -> Result<(), Error> {
         return Err(unsupported(schema, version));
     }
     Ok(())
-}
-
-/// "2 blobs holding 3 nodes, ..." of an end record or a section.
-fn blobs_holding(blobs: u64, counts: &Counts) -> String {
-    format!("{} holding {counts}", crate::plural(blobs, "blob"))
 }

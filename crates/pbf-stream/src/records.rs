@@ -96,7 +96,7 @@ pub struct HeaderRecord {
 /// and its name as given. The index's `source` record and the plan's
 /// sources carry it, and every stage that opens the file checks it
 /// ([`crate::check_source`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileIdentity {
     /// Absolute path of the file.
     pub path: PathBuf,
@@ -559,34 +559,25 @@ impl PlanEnd {
 
 /// The OSMHeader as the header records write it: serde's view of
 /// [`Header`], whose derive builds a `Header` from every field listed here,
-/// so a field added to it and not here fails to compile. Integers beyond
-/// 2^53 (only a damaged header holds them) are strings ([`ijson`]).
+/// so a field added to it and not here fails to compile. Every field may
+/// be absent (`Header::default()`'s then). Integers beyond 2^53 (only a
+/// damaged header holds them) are strings ([`ijson`]).
 #[derive(Serialize, Deserialize)]
-#[serde(remote = "Header")]
+#[serde(remote = "Header", default = "Header::default")]
 struct HeaderFields {
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_bbox")]
+    #[serde(skip_serializing_if = "Option::is_none", with = "opt_bbox")]
     bbox: Option<BBox>,
-    #[serde(default)]
     required_features: Vec<String>,
-    #[serde(default)]
     optional_features: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     writingprogram: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     source: Option<String>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "ijson::opt_int"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none", with = "ijson::opt_int")]
     replication_timestamp: Option<i64>,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        with = "ijson::opt_int"
-    )]
+    #[serde(skip_serializing_if = "Option::is_none", with = "ijson::opt_int")]
     replication_sequence_number: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     replication_base_url: Option<String>,
 }
 

@@ -25,24 +25,22 @@ use crate::error::Error;
 
 use crate::records::{FileIdentity, SourceRef};
 
-/// Modification time of a file as the streams record it: seconds since the
-/// epoch and nanoseconds past them (each exact in a JSON reader's double).
-pub fn mtime(meta: &Metadata) -> (i64, u32) {
-    let nsec = u32::try_from(meta.mtime_nsec()).unwrap_or(0);
-    (meta.mtime(), nsec)
-}
-
-/// Status change time of a file, as [`mtime`].
-pub fn ctime(meta: &Metadata) -> (i64, u32) {
-    let nsec = u32::try_from(meta.ctime_nsec()).unwrap_or(0);
-    (meta.ctime(), nsec)
+/// Modification and status change time of a file as the streams record
+/// them: seconds since the epoch and nanoseconds past them (each exact in a
+/// JSON reader's double).
+fn times(meta: &Metadata) -> [(i64, u32); 2] {
+    let nsec = |n: i64| u32::try_from(n).unwrap_or(0);
+    [
+        (meta.mtime(), nsec(meta.mtime_nsec())),
+        (meta.ctime(), nsec(meta.ctime_nsec())),
+    ]
 }
 
 impl FileIdentity {
     /// The identity of the file at `path` as `meta` describes it now, named
     /// `given` on the command line (if that is not `path`).
     pub fn of(path: &Path, meta: &Metadata, given: Option<&Path>) -> FileIdentity {
-        let ((mtime, mtime_nsec), (ctime, ctime_nsec)) = (mtime(meta), ctime(meta));
+        let [(mtime, mtime_nsec), (ctime, ctime_nsec)] = times(meta);
         FileIdentity {
             path: path.to_path_buf(),
             size: meta.len(),
@@ -60,12 +58,7 @@ impl FileIdentity {
     pub fn unrecorded(path: &Path) -> FileIdentity {
         FileIdentity {
             path: path.to_path_buf(),
-            size: 0,
-            mtime: 0,
-            mtime_nsec: 0,
-            ctime: None,
-            ctime_nsec: None,
-            given: None,
+            ..FileIdentity::default()
         }
     }
 
@@ -246,9 +239,10 @@ fn differences(src: &FileIdentity, meta: &Metadata) -> Vec<String> {
     if meta.len() != src.size {
         differs.push(format!("size {} -> {}", src.size, meta.len()));
     }
+    let [mtime, ctime] = times(meta);
     let times = [
-        ("mtime", Some(src.mtime), Some(src.mtime_nsec), mtime(meta)),
-        ("ctime", src.ctime, src.ctime_nsec, ctime(meta)),
+        ("mtime", Some(src.mtime), Some(src.mtime_nsec), mtime),
+        ("ctime", src.ctime, src.ctime_nsec, ctime),
     ];
     for (what, sec, nsec, now) in times {
         let Some(sec) = sec else { continue };

@@ -194,11 +194,9 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     let result = execute(m, name, reader, sources, &mut spool);
     drop(on_signal);
     let total = result.inspect_err(|_| remove(spool.path()))?;
-    pbf_cli::report::counters(&Counters::of(&total));
-    if verbose == 1 {
-        pbf_cli::warn(NAME, short_summary(&total, &spool, started));
-    } else if verbose > 1 {
-        pbf_cli::warn(NAME, summary(&total, &spool, started));
+    pbf_cli::report::counters(&total.counters);
+    if verbose > 0 {
+        pbf_cli::warn(NAME, summary(&total, &spool, started, verbose > 1));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -230,10 +228,7 @@ fn execute<R: io::BufRead + Send + 'static>(
     let mut queue = OpQueue::start(reader, pbf_cli::input_name(name));
     let first = Some(queue.next()?);
     let progress = Progress::new(&plan_sources, pbf_cli::Bars::from_matches(m));
-    let spill_dir = match spool.path().parent() {
-        Some(d) => d.to_path_buf(),
-        None => std::env::temp_dir(),
-    };
+    let spill_dir = spool.path().parent().map(Path::to_path_buf);
     let opts = Options {
         progress: progress.engine(),
         memory: *m.get_one::<u64>("memory").context("--memory")?,
@@ -243,7 +238,7 @@ fn execute<R: io::BufRead + Send + 'static>(
         keep: Keep::from_options(m.get_flag("dedupe"), m.get_flag("latest")),
         indexdata: m.get_flag("indexdata"),
         align: m.get_one::<u64>("align").copied().unwrap_or(0),
-        spill_dir,
+        spill_dir: spill_dir.unwrap_or_else(std::env::temp_dir),
         ..Options::default()
     };
     let jobs = pbf_cli::jobs(m.get_one::<usize>("jobs").copied());
@@ -267,37 +262,39 @@ fn parse_align(s: &str) -> std::result::Result<u64, String> {
     }
 }
 
-/// Totals over all merge ops.
+/// Totals over all merge ops: the report's counters, and what only the
+/// `-vv` line prints.
 #[derive(Default)]
 struct Totals {
-    merges: u64,
-    stats: MergeStats,
+    counters: Counters,
     max_chains: u64,
     max_batches: u64,
     max_levels: u64,
-    /// Bytes of the merge ops' input frames, read and decoded.
-    read_bytes: u64,
+    kept_runs: u64,
+    kept_bytes: u64,
     streams: StreamTime,
     /// The merge's task graph: CPU time and critical path.
     span: Span,
 }
 
 impl Totals {
-    fn add(&mut self, s: &MergeStats) {
-        self.merges += 1;
-        let t = &mut self.stats;
-        t.inputs += s.inputs;
-        t.elements_in += s.elements_in;
-        t.elements_out += s.elements_out;
-        t.duplicates += s.duplicates;
-        t.spilled_runs += s.spilled_runs;
-        t.spilled_bytes += s.spilled_bytes;
-        t.kept_runs += s.kept_runs;
-        t.kept_bytes += s.kept_bytes;
-        t.frames += s.frames;
-        t.bytes += s.bytes;
-        t.padding += s.padding;
-        t.final_memory = t.final_memory.max(s.final_memory);
+    /// Take in one merge op's stats; `read_bytes`: the bytes of its input
+    /// frames, read and decoded.
+    fn add(&mut self, s: &MergeStats, read_bytes: u64) {
+        let c = &mut self.counters;
+        c.merges += 1;
+        c.blobs += s.inputs;
+        c.read_bytes += read_bytes;
+        c.elements_in += s.elements_in;
+        c.elements_out += s.elements_out;
+        c.duplicates += s.duplicates;
+        c.frames += s.frames;
+        c.spool_bytes += s.bytes;
+        c.padding_bytes += s.padding;
+        c.spilled_runs += s.spilled_runs;
+        c.spilled_bytes += s.spilled_bytes;
+        self.kept_runs += s.kept_runs;
+        self.kept_bytes += s.kept_bytes;
         self.max_chains = self.max_chains.max(s.chains);
         self.max_batches = self.max_batches.max(s.batches);
         self.max_levels = self.max_levels.max(s.spill_levels);
@@ -305,7 +302,7 @@ impl Totals {
 }
 
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
-#[derive(serde::Serialize)]
+#[derive(Default, serde::Serialize)]
 struct Counters {
     /// Merge ops, their input blobs and the bytes of those blobs' frames.
     merges: u64,
@@ -324,75 +321,46 @@ struct Counters {
     spilled_bytes: u64,
 }
 
-impl Counters {
-    fn of(t: &Totals) -> Counters {
-        let s = &t.stats;
-        Counters {
-            merges: t.merges,
-            blobs: s.inputs,
-            read_bytes: t.read_bytes,
-            elements_in: s.elements_in,
-            elements_out: s.elements_out,
-            duplicates: s.duplicates,
-            frames: s.frames,
-            spool_bytes: s.bytes,
-            padding_bytes: s.padding,
-            spilled_runs: s.spilled_runs,
-            spilled_bytes: s.spilled_bytes,
+/// The `-v` line: what was merged, and where it went; with `vv` (`-vv`),
+/// the same counts with the merge's internals.
+fn summary(t: &Totals, spool: &Spool, started: Instant, vv: bool) -> String {
+    let secs = started.elapsed().as_secs_f64();
+    let s = &t.counters;
+    match (s.merges, vv) {
+        (0, false) => return "no merge ops: the plan passed on as it is".into(),
+        (0, true) => {
+            let streams = t.streams;
+            return format!("no merge ops: the plan passed on as it is in {secs:.3} s; {streams}");
         }
+        _ => {}
     }
-}
-
-/// The `-v` line: what was merged, and where it went.
-fn short_summary(t: &Totals, spool: &Spool, started: Instant) -> String {
-    if t.merges == 0 {
-        return "no merge ops: the plan passed on as it is".into();
-    }
-    let s = &t.stats;
-    format!(
-        "{} of {}: {} objects in, {} out ({} dropped), in {} ({:.3} s)",
-        plural(t.merges, "merge"),
-        plural(s.inputs, "blob"),
+    let merged = format!(
+        "{} of {}: {} objects in, {} out ({} dropped)",
+        plural(s.merges, "merge"),
+        plural(s.blobs, "blob"),
         s.elements_in,
         s.elements_out,
         s.duplicates,
-        spool.path().display(),
-        started.elapsed().as_secs_f64(),
-    )
-}
-
-/// The `-vv` line: the `-v` line's counts, with the merge's internals.
-fn summary(t: &Totals, spool: &Spool, started: Instant) -> String {
-    if t.merges == 0 {
-        return format!(
-            "no merge ops: the plan passed on as it is in {:.3} s; {}",
-            started.elapsed().as_secs_f64(),
-            t.streams
-        );
+    );
+    let spool = spool.path().display();
+    if !vv {
+        return format!("{merged}, in {spool} ({secs:.3} s)");
     }
-    let s = &t.stats;
     format!(
-        "{} of {}: {} objects in, {} out ({} dropped); at most {}, {} of small \
+        "{merged}; at most {}, {} of small \
          blobs sorted into {} in memory ({} bytes) and {} ({}, {} bytes spilled); {}, {} bytes \
-         (and {} of alignment padding) in {} ({:.3} s); available parallelism {:.1} ({:.3} s of task CPU time over a \
+         (and {} of alignment padding) in {spool} ({secs:.3} s); available parallelism {:.1} ({:.3} s of task CPU time over a \
          critical path of {:.3} s); {}",
-        plural(t.merges, "merge"),
-        plural(s.inputs, "blob"),
-        s.elements_in,
-        s.elements_out,
-        s.duplicates,
         plural(t.max_chains, "chain"),
         plural(t.max_batches, "batch"),
-        plural(s.kept_runs, "run"),
-        s.kept_bytes,
+        plural(t.kept_runs, "run"),
+        t.kept_bytes,
         plural(t.max_levels, "spill level"),
         plural(s.spilled_runs, "run"),
         s.spilled_bytes,
         plural(s.frames, "frame"),
-        s.bytes,
-        s.padding,
-        spool.path().display(),
-        started.elapsed().as_secs_f64(),
+        s.spool_bytes,
+        s.padding_bytes,
         t.span.parallelism(),
         t.span.work as f64 / 1e9,
         t.span.path as f64 / 1e9,
@@ -448,10 +416,6 @@ impl Progress {
         })
     }
 
-    fn copied(&self, op: &CopyOp) {
-        self.bar.inc(op.length);
-    }
-
     /// Merge op number `n` (from 1) is handed to the engine.
     fn merging(&self, op: &MergeOp, n: u64) {
         let mut flying = lock(&self.flying);
@@ -472,8 +436,8 @@ impl Progress {
         let message = oldest_label(&flying).unwrap_or_else(|| {
             format!(
                 "merged {} ({})",
-                plural(totals.merges, "op"),
-                plural(totals.stats.inputs, "blob")
+                plural(totals.counters.merges, "op"),
+                plural(totals.counters.blobs, "blob")
             )
         });
         drop(flying);
@@ -588,8 +552,7 @@ fn rewrite(
                     break;
                 }
                 Ready::Done(stats) => {
-                    totals.add(&stats);
-                    totals.read_bytes += bytes;
+                    totals.add(&stats, bytes);
                     progress.merged(&totals);
                 }
             }
@@ -627,7 +590,7 @@ fn pass_on(
     match record {
         PlanRecord::Copy(c) => {
             end.add_copy(&c);
-            progress.copied(&c);
+            progress.bar.inc(c.length);
             out.write(&PlanRecord::Copy(c))?;
         }
         record => {

@@ -4,7 +4,6 @@
 //! on the main thread could not do so without blocking on the pipe while
 //! the oldest op's frames wait to be written.
 
-use std::collections::VecDeque;
 use std::io::BufRead;
 use std::sync::mpsc::{Receiver, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
@@ -23,8 +22,7 @@ type Item = std::result::Result<Option<PlanRecord>, pbf_stream::Error>;
 /// Ops read ahead by a thread, taken in order.
 pub(crate) struct OpQueue {
     rx: Receiver<Item>,
-    read: VecDeque<Item>,
-    thread: Option<JoinHandle<Duration>>,
+    thread: JoinHandle<Duration>,
     name: String,
 }
 
@@ -36,16 +34,8 @@ impl OpQueue {
         let thread = std::thread::spawn(move || {
             loop {
                 let item = reader.next_op();
-                let more = matches!(
-                    item,
-                    Ok(Some(
-                        PlanRecord::Copy(_)
-                            | PlanRecord::Merge(_)
-                            | PlanRecord::Header(_)
-                            | PlanRecord::Unsorted(_)
-                            | PlanRecord::Sorted(_)
-                    ))
-                );
+                // After the end record (`Ok(None)`) or an error, nothing follows.
+                let more = matches!(item, Ok(Some(_)));
                 // A closed channel: the merge failed and nobody reads on.
                 if tx.send(item).is_err() || !more {
                     break;
@@ -55,46 +45,36 @@ impl OpQueue {
         });
         OpQueue {
             rx,
-            read: VecDeque::new(),
-            thread: Some(thread),
+            thread,
             name: name.to_string(),
         }
     }
 
     /// The next op; `None` after the end record.
     pub fn next(&mut self) -> Result<Option<PlanRecord>> {
-        let item = match self.read.pop_front() {
-            Some(item) => item,
-            None => self
-                .rx
-                .recv()
-                .map_err(|_| anyhow!("{}: the thread reading it stopped", self.name))?,
-        };
+        let item = self.rx.recv().map_err(|_| self.stopped())?;
         item.with_context(|| self.name.clone())
     }
 
     /// The next op if one is read already: `None` when none is yet,
     /// `Some(None)` after the end record.
     pub fn try_next(&mut self) -> Result<Option<Option<PlanRecord>>> {
-        let item = match self.read.pop_front() {
-            Some(item) => item,
-            None => match self.rx.try_recv() {
-                Ok(item) => item,
-                Err(TryRecvError::Empty) => return Ok(None),
-                Err(TryRecvError::Disconnected) => {
-                    return Err(anyhow!("{}: the thread reading it stopped", self.name));
-                }
-            },
+        let item = match self.rx.try_recv() {
+            Ok(item) => item,
+            Err(TryRecvError::Empty) => return Ok(None),
+            Err(TryRecvError::Disconnected) => return Err(self.stopped()),
         };
         item.map(Some).with_context(|| self.name.clone())
     }
 
     /// Time the thread spent parsing; waits for it (it ends with the end
     /// record, which [`OpQueue::next`] has returned by then).
-    pub fn parse_time(mut self) -> Duration {
-        self.thread
-            .take()
-            .and_then(|t| t.join().ok())
-            .unwrap_or_default()
+    pub fn parse_time(self) -> Duration {
+        self.thread.join().unwrap_or_default()
+    }
+
+    /// The reading thread is gone before the end record.
+    fn stopped(&self) -> anyhow::Error {
+        anyhow!("{}: the thread reading it stopped", self.name)
     }
 }
