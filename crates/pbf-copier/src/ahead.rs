@@ -42,7 +42,7 @@ use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
 use pbf_output::direct::{ALIGN, AlignedBuf, Direct};
 use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range};
-use pbf_stream::{CopyOp, SortedThrough};
+use pbf_stream::CopyOp;
 
 use crate::{CopySources, OutputHead, Step};
 
@@ -76,11 +76,6 @@ impl Ahead {
         })
     }
 
-    /// What the last landed guess kept and dropped, if there was one.
-    pub fn landed(&self) -> Option<&Landed> {
-        self.landed.as_ref()
-    }
-
     /// Act on one plan record: a `sorted` or `unsorted` record moves the
     /// thread's allowance, a copy op that continues the guess is taken into it,
     /// and a `header` record that changes the header drops the guess and
@@ -96,9 +91,11 @@ impl Ahead {
         out: &mut OutputFile,
     ) -> Result<Option<Step<'a>>> {
         match step {
+            // Copy ahead as far as the input was read in order (a record
+            // about another source says nothing of this one).
             Step::Sorted(s) => {
-                if let Some(g) = &self.guess {
-                    g.allow(s);
+                if let Some(g) = self.guess.as_ref().filter(|g| g.source == s.source) {
+                    g.ahead.allow(s.through);
                 }
                 Ok(None)
             }
@@ -192,14 +189,6 @@ impl Guess {
         self.next += op.length;
         self.line = line;
         true
-    }
-
-    /// Copy ahead as far as a plan `sorted` record says the input was read
-    /// in order (a record about another source says nothing of this one).
-    fn allow(&self, sorted: SortedThrough) {
-        if sorted.source == self.source {
-            self.ahead.allow(sorted.through);
-        }
     }
 
     /// End the guess: keep what the plan confirmed of the copy ahead and

@@ -35,7 +35,7 @@ use pbf_format::Key;
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
-use pbf_cli::args::flag;
+use pbf_cli::args::{flag, option};
 use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
 pub use sources::CopySources;
@@ -63,37 +63,29 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
             .default_value("-"),
     )
     .arg(
-        Arg::new("output")
+        option("output", "OUT", help.output)
             .short('o')
-            .long("output")
-            .value_name("OUT")
-            .help(help.output)
             .required(true)
             .value_parser(value_parser!(PathBuf)),
     )
     .arg(flag("overwrite", "Replace OUT if it exists (never an input)").short('O'))
     .arg(
-        Arg::new("tmpdir")
-            .long("tmpdir")
-            .value_name("DIR")
-            .help(
-                "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
-                 filesystem",
-            )
-            .value_parser(value_parser!(PathBuf)),
+        option(
+            "tmpdir",
+            "DIR",
+            "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
+             filesystem",
+        )
+        .value_parser(value_parser!(PathBuf)),
     )
-    .arg(
-        Arg::new("check-cmd")
-            .long("check-cmd")
-            .value_name("CMD")
-            .help(
-                "Before OUT is written, run CMD with sh -c on the complete, fsynced output \
-                 under a temporary name, which CMD gets as $1: OUT is written only when CMD \
-                 exits 0; otherwise the output is removed, an existing OUT is left as it was, \
-                 and the exit status is 1 (pbf-sort --check passes its check this way). Not \
-                 with -o -",
-            ),
-    )
+    .arg(option(
+        "check-cmd",
+        "CMD",
+        "Before OUT is written, run CMD with sh -c on the complete, fsynced output under a \
+         temporary name, which CMD gets as $1: OUT is written only when CMD exits 0; otherwise \
+         the output is removed, an existing OUT is left as it was, and the exit status is 1 \
+         (pbf-sort --check passes its check this way). Not with -o -",
+    ))
 }
 
 /// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`,
@@ -123,8 +115,6 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
 pub struct Options {
     /// `--add-indexdata`.
     pub add_indexdata: bool,
-    /// `--keep-spools` (and not a later `--remove-spools`).
-    pub keep_spools: bool,
     /// Not `--no-space-check`: refuse an output its filesystem cannot hold.
     pub space_check: bool,
     /// How many times `-v` was given: once for what was done, twice for its internals too.
@@ -141,7 +131,6 @@ impl Options {
     pub fn from_matches(m: &ArgMatches) -> Options {
         Options {
             add_indexdata: m.get_flag("add-indexdata"),
-            keep_spools: m.get_flag("keep-spools"),
             space_check: !m.get_flag("no-space-check"),
             verbose: pbf_cli::verbosity(m),
             quiet: m.get_flag("quiet"),
@@ -219,28 +208,6 @@ fn usage_if_an_input(e: pbf_output::Error) -> anyhow::Error {
     }
 }
 
-/// The writer's progress bar over the sources' bytes (see
-/// [`pbf_cli::progress`]), drawn once the first op is done: a plan record can
-/// come long before its ops (`pbf-overlap --sources`), and a bar is drawn
-/// only when it has moved. While a stage upstream
-/// (pbf-index, pbf-merge) still draws, the line is its, and this bar shows
-/// once that stage has ended.
-#[derive(Clone, Copy, Debug)]
-pub struct Progress {
-    total: u64,
-    message: &'static str,
-    bars: pbf_cli::Bars,
-}
-
-/// The progress bar of a copier reading `sources`, labelled `message`.
-pub fn progress(sources: &CopySources, message: &'static str, bars: pbf_cli::Bars) -> Progress {
-    Progress {
-        total: sources.known_bytes(),
-        message,
-        bars,
-    }
-}
-
 /// A record of the plan that a copier acts on.
 #[derive(Clone, Copy, Debug)]
 pub enum Step<'a> {
@@ -308,13 +275,20 @@ impl Copied {
 }
 
 /// Call `each` with every copy op and header record of the plan and its
-/// line, under a progress bar over the sources' bytes; returns what the
-/// ops held. A merge op left in the plan, or a record out of place, is an
+/// line, under a progress bar over the sources' bytes (`total`, see
+/// [`CopySources::known_bytes`]) labelled `message`; returns what the ops
+/// held. A merge op left in the plan, or a record out of place, is an
 /// error; the plan reader refuses ops out of output order.
+///
+/// The bar (see [`pbf_cli::progress`]) is drawn once the first op is done:
+/// a plan record can come long before its ops (`pbf-overlap --sources`),
+/// and a bar is drawn only when it has moved. While a stage upstream
+/// (pbf-index, pbf-merge) still draws, the line is its, and this bar shows
+/// once that stage has ended.
 pub fn for_each_copy(
     plan: &mut PlanReader<Box<dyn BufRead + Send>>,
     plan_name: &str,
-    progress: Progress,
+    (total, message, bars): (u64, &'static str, pbf_cli::Bars),
     mut each: impl FnMut(Step<'_>, u64) -> Result<()>,
 ) -> Result<Copied> {
     let mut copied = Copied::default();
@@ -322,7 +296,7 @@ pub fn for_each_copy(
     // Counted from the start, drawn once an op is done: a bar that stood at
     // 0 while the first op is copied would say nothing.
     let bar = pbf_cli::ProgressBar::hidden();
-    bar.set_length(progress.total);
+    bar.set_length(total);
     while let Some(rec) = plan.next_op().context(plan_name.to_owned())? {
         let line = plan.line();
         match rec {
@@ -335,7 +309,7 @@ pub fn for_each_copy(
                 copied.ops += 1;
                 bar.inc(op.length);
                 if copied.ops == 1 {
-                    pbf_cli::draw(&bar, progress.message, progress.bars);
+                    pbf_cli::draw(&bar, message, bars);
                 }
             }
             PlanRecord::Header(h) => each(Step::Header(&h), line)?,

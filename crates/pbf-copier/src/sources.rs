@@ -4,7 +4,9 @@
 //! against its size as each range is read), checked again once everything
 //! was read, before the output is put in place
 //! ([`CopySources::check_unchanged`]: a file rewritten in place while it was
-//! read gave bytes part old, part new), and the spools' removal.
+//! read gave bytes part old, part new), and the spools' removal, and the
+//! freeing of their bytes as the copy passes them
+//! ([`CopySources::passed`], see [`crate::holes`]).
 //!
 //! A spool is useless once its plan has been executed, or has failed: with
 //! [`CopySources::remove_spools`], a spool that proves to be one when it is first
@@ -19,6 +21,7 @@ use std::path::{Path, PathBuf};
 use pbf_format::frame::BlobType;
 use pbf_stream::{PlanHeader, SourceFiles};
 
+use crate::holes::SpoolHoles;
 use pbf_output::cleanup::{Registration, remove_on_signal};
 use pbf_output::{Error, ErrorKind, Result};
 
@@ -31,6 +34,8 @@ struct Spool {
     used: Vec<(u64, u64)>,
     /// Removes the spool on a signal, once it proved to be one.
     on_signal: Option<Registration>,
+    /// Its handle for punching out what was copied ([`SpoolHoles::punch`]).
+    writer: Option<Option<File>>,
 }
 
 /// The plan's source files and its spools' removal.
@@ -39,6 +44,8 @@ pub struct CopySources {
     files: SourceFiles,
     spools: Vec<Spool>,
     remove_spools: bool,
+    /// What freeing the spools' copied ranges did ([`CopySources::passed`]).
+    pub holes: SpoolHoles,
     /// [`CopySources::finish_spools`] ran: the drop leaves spools alone.
     finished: bool,
 }
@@ -59,11 +66,13 @@ impl CopySources {
             path: s.file.path.clone(),
             used: Vec::new(),
             on_signal: None,
+            writer: None,
         });
         Ok(CopySources {
             spools: spools.collect(),
             files,
             remove_spools: false,
+            holes: SpoolHoles::default(),
             finished: false,
         })
     }
@@ -153,6 +162,19 @@ impl CopySources {
         let source = self.files.range(id, offset, len).map_err(stream_error)?;
         let file = source.file().map_err(stream_error)?.file();
         Ok((file, source.recorded.file.path.as_path()))
+    }
+
+    /// The `len` bytes at `offset` of source `id` are in the output: free
+    /// their blocks when it is a spool to remove ([`crate::holes`]).
+    pub fn passed(&mut self, id: u32, offset: u64, len: u64) -> anyhow::Result<()> {
+        let (Some(spool), Some(read)) = (
+            (self.spools.iter_mut()).find(|s| s.id == id && self.remove_spools),
+            self.files.source(id).ok().and_then(|s| s.opened()),
+        ) else {
+            return Ok(());
+        };
+        let read = (spool.path.as_path(), read.file());
+        self.holes.punch(&mut spool.writer, read, offset, len)
     }
 }
 

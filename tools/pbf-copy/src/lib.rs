@@ -175,8 +175,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             .check_room(&job.out, job.sources.known_bytes(), opts)
             .is_ok();
     let mut ahead = Ahead::start(wanted, early, &mut head, &job.sources, &mut job.out)?;
-    let mut holes = SpoolHoles::new(job.plan.header(), opts);
-    let bar = copier::progress(&job.sources, "copying", opts.bars);
+    let bar = (job.sources.known_bytes(), "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     // Time spent copying, for -v: not the waits for the plan's next record.
     let mut copying = Duration::ZERO;
@@ -189,7 +188,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             },
             Some(Step::Copy(op)) => {
                 let started = Instant::now();
-                let copied = copy_op(op, sources, out, opts, recompress, &mut holes);
+                let copied = copy_op(op, sources, out, opts, recompress);
                 copying += started.elapsed();
                 copied.with_context(|| format!("{plan_name}: line {line}"))
             }
@@ -197,8 +196,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         }
     })?;
     head.write(out)?;
-    ahead.land(plan_name, sources, out)?;
-    let landed = ahead.landed();
+    let landed = ahead.land(plan_name, sources, out)?;
     let parsing = job.plan.parse_time();
     let out_name = job.out.name().to_owned();
     let finished = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
@@ -231,7 +229,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             copying,
             parsing,
         };
-        report(ops, written, stats, landed, &holes, times);
+        report(ops, written, stats, landed, &job.sources.holes, times);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -254,7 +252,6 @@ fn copy_op(
     out: &mut OutputFile,
     opts: Options,
     recompress: Option<Recompress>,
-    holes: &mut SpoolHoles,
 ) -> Result<()> {
     let recompress = recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
@@ -278,17 +275,17 @@ fn copy_op(
             r.threads,
             &indexdata,
         )?;
-        return holes.passed(op.source, file, op.offset, op.length);
+        return sources.passed(op.source, op.offset, op.length);
     }
     if !opts.add_indexdata {
         out.copy_from(file, path, op.offset, op.length)?;
-        return holes.passed(op.source, file, op.offset, op.length);
+        return sources.passed(op.source, op.offset, op.length);
     }
     frames::reframe_op(op, (file, path), |frame| {
         out.write_all(&frame.prefix)?;
         Ok::<(), anyhow::Error>(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
     })?;
-    holes.passed(op.source, file, op.offset, op.length)
+    sources.passed(op.source, op.offset, op.length)
 }
 
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.

@@ -115,8 +115,6 @@ struct CloningOutput {
     out: OutputFile,
     cloner: Option<Cloner>,
     opts: Options,
-    /// Frees what was written of a spool.
-    holes: SpoolHoles,
 }
 
 /// Run with parsed arguments. A reader of `-o -` that stops early ends the
@@ -149,20 +147,14 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     // copied like pbf-copy's needs room for what the plan copies.
     let copied = cloner.is_none() && !opts.common.add_indexdata;
     let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| copied);
-    let holes = SpoolHoles::new(plan.header(), opts.common);
-    let mut w = CloningOutput {
-        out,
-        cloner,
-        opts,
-        holes,
-    };
+    let mut w = CloningOutput { out, cloner, opts };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
     if let Some(bytes) = as_it_is(plan.header().copy_bytes) {
         head.check_room(&w.out, bytes, opts.common)?;
     }
-    let bar = copier::progress(&sources, "writing", opts.common.bars);
+    let bar = (sources.known_bytes(), "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
     let copied = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
@@ -193,9 +185,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
-    let CloningOutput {
-        out, cloner, holes, ..
-    } = w;
+    let CloningOutput { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
     let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
@@ -220,7 +210,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
             stats,
             clone_stats,
             cloner.map(|c| c.block()),
-            &holes,
+            &sources.holes,
             (started, plan.parse_time()),
         );
     }
@@ -332,7 +322,7 @@ impl CloningOutput {
             len: p.length,
         };
         self.append(r, &[])?;
-        self.holes.passed(p.source, file, p.offset, p.length)
+        sources.passed(p.source, p.offset, p.length)
     }
 
     /// Write the range `r` after `prefix`: cloned when we can.
@@ -364,7 +354,7 @@ impl CloningOutput {
             };
             self.append(body, &f.prefix)
         })?;
-        self.holes.passed(op.source, file, op.offset, op.length)
+        sources.passed(op.source, op.offset, op.length)
     }
 }
 
