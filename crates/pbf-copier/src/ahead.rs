@@ -33,7 +33,7 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -55,18 +55,17 @@ pub struct Ahead {
 }
 
 impl Ahead {
-    /// Write the header and start copying ahead when the plan's record was
-    /// written early and the plan has one input file (beside spools);
-    /// `wanted` is false where the copier writes other bytes than the
-    /// input's (or was told not to guess).
+    /// Write the header and start copying ahead when `wanted` and the plan
+    /// has one input file (beside spools). `wanted`: the plan's record was
+    /// written early, and the copier writes the input's bytes as they are
+    /// (and was not told not to guess).
     pub fn start(
         wanted: bool,
-        early: bool,
         head: &mut OutputHead,
         sources: &CopySources,
         out: &mut OutputFile,
     ) -> Result<Ahead> {
-        if !(wanted && early) || out.is_stream() {
+        if !wanted || out.is_stream() {
             return Ok(Ahead::default());
         }
         head.write(out)?;
@@ -245,8 +244,9 @@ struct CopyAhead {
 }
 
 /// How far the writer may copy, how far it took slices, and whether it
-/// must stop.
-#[derive(Debug)]
+/// must stop. The state is plain fields: a panic elsewhere leaves it
+/// valid ([`pbf_cli::lock`]).
+#[derive(Debug, Default)]
 struct Allowance {
     state: Mutex<AllowanceState>,
     moved: Condvar,
@@ -264,24 +264,8 @@ struct AllowanceState {
 }
 
 impl Allowance {
-    /// An allowance over `len` bytes that allows nothing yet.
-    fn new(len: u64) -> Allowance {
-        Allowance {
-            state: Mutex::new(AllowanceState {
-                len,
-                ..AllowanceState::default()
-            }),
-            moved: Condvar::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, AllowanceState> {
-        // The state is plain fields: a panic elsewhere leaves it valid.
-        pbf_cli::lock(&self.state)
-    }
-
     fn change(&self, f: impl FnOnce(&mut AllowanceState)) {
-        f(&mut self.lock());
+        f(&mut pbf_cli::lock(&self.state));
         self.moved.notify_all();
     }
 
@@ -290,7 +274,7 @@ impl Allowance {
     /// start of the range, or `None` once the writer must stop or the
     /// whole range is taken.
     fn take_slice(&self) -> Option<(u64, u64)> {
-        let mut s = self.lock();
+        let mut s = pbf_cli::lock(&self.state);
         while !s.stop && s.slice_end() <= s.taken && s.taken < s.len {
             s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
         }
@@ -555,7 +539,9 @@ impl CopyAhead {
         let at = out.position();
         // Past the page cache as the output's own appends, or not at all.
         let direct = out.is_buffered();
-        let allowance = Arc::new(Allowance::new(len));
+        // Over `len` bytes, allowing nothing yet.
+        let allowance = Arc::new(Allowance::default());
+        allowance.change(|s| s.len = len);
         let shared = Arc::clone(&allowance);
         let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
@@ -726,7 +712,7 @@ mod tests {
         let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
         ahead.allow(300_000);
         ahead.allow(2000);
-        assert_eq!(ahead.allowance.lock().allowed, 199_000);
+        assert_eq!(pbf_cli::lock(&ahead.allowance.state).allowed, 199_000);
         let landed = ahead.land(&mut out, 199_000).expect("land");
         assert_eq!((landed.kept, landed.dropped), (199_000, 0));
         assert!(landed.stopped_by.is_none(), "{landed:?}");

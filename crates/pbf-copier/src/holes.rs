@@ -107,10 +107,7 @@ mod tests {
     /// The sources of a plan of `path` (`remove`: spools are removed, and
     /// punched as copied), with the range `0..len` read and copied.
     fn passed(path: &Path, spool: bool, remove: bool, len: u64) -> CopySources {
-        let mut sources = CopySources::open(&plan(path, spool)).expect("open");
-        if remove {
-            sources = sources.remove_spools();
-        }
+        let mut sources = CopySources::open(&plan(path, spool), remove).expect("open");
         sources.range(0, 0, len).expect("range");
         sources.passed(0, 0, len).expect("punch");
         sources

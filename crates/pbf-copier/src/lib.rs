@@ -178,10 +178,7 @@ impl Job {
             ));
         }
         let plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
-        let mut sources = CopySources::open(plan.header())?;
-        if !m.get_flag("keep-spools") {
-            sources = sources.remove_spools();
-        }
+        let sources = CopySources::open(plan.header(), !m.get_flag("keep-spools"))?;
         let out_opts = OutputOptions {
             overwrite: m.get_flag("overwrite"),
             inputs: sources.paths(),

@@ -8,8 +8,8 @@
 //! freeing of their bytes as the copy passes them
 //! ([`CopySources::passed`], see [`crate::holes`]).
 //!
-//! A spool is useless once its plan has been executed, or has failed: with
-//! [`CopySources::remove_spools`], a spool that proves to be one when it is first
+//! A spool is useless once its plan has been executed, or has failed: opened
+//! to remove spools ([`CopySources::open`]), a spool that proves to be one when it is first
 //! opened (a regular file that starts with an OSMData frame) is removed when
 //! the `CopySources` is dropped, on a signal ([`pbf_output::cleanup`]) and, after a
 //! commit, by [`CopySources::finish_spools`], which removes only spools whose
@@ -57,8 +57,10 @@ fn stream_error(e: pbf_stream::Error) -> Error {
 
 impl CopySources {
     /// Check and open every non-spool source of `plan` (spools are opened
-    /// when first used).
-    pub fn open(plan: &PlanHeader) -> Result<CopySources> {
+    /// when first used). With `remove_spools`, the spools are removed once
+    /// they are no longer needed: on a signal or a failure (when this is
+    /// dropped), and after a commit through [`CopySources::finish_spools`].
+    pub fn open(plan: &PlanHeader, remove_spools: bool) -> Result<CopySources> {
         let files = SourceFiles::open(&plan.sources).map_err(stream_error)?;
         let spools = plan.sources.iter().filter(|s| s.spool);
         let spools = spools.map(|s| Spool {
@@ -71,18 +73,10 @@ impl CopySources {
         Ok(CopySources {
             spools: spools.collect(),
             files,
-            remove_spools: false,
+            remove_spools,
             holes: SpoolHoles::default(),
             finished: false,
         })
-    }
-
-    /// Remove the spools once they are no longer needed: on a signal or a
-    /// failure (when this is dropped), and after a commit through
-    /// [`CopySources::finish_spools`].
-    pub fn remove_spools(mut self) -> CopySources {
-        self.remove_spools = true;
-        self
     }
 
     /// After the output was committed: remove each spool whose bytes all went
@@ -291,7 +285,7 @@ mod tests {
         std::fs::write(&a, b"0123456789").expect("a");
         std::fs::write(&spool, b"abc").expect("spool");
         let p = plan(vec![source_ref(0, &a, false), source_ref(1, &spool, true)]);
-        let mut s = CopySources::open(&p).expect("open");
+        let mut s = CopySources::open(&p, false).expect("open");
         assert!(s.range(0, 0, 10).is_ok());
         let err = s.range(1, 0, 10).expect_err("spool too short");
         assert!(err.to_string().contains("spool holds 3 bytes"), "{err}");
@@ -311,7 +305,7 @@ mod tests {
         let said = err.to_string();
         assert!(said.starts_with(&format!("{name}: ")), "{said}");
         assert_eq!(said.matches(&name).count(), 1, "{said}");
-        let err = CopySources::open(&p).expect_err("changed");
+        let err = CopySources::open(&p, false).expect_err("changed");
         assert!(
             err.to_string().contains("changed since it was indexed"),
             "{err}"
@@ -340,14 +334,14 @@ mod tests {
         let n = data.len() as u64;
         std::fs::write(&spool, &bytes).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, n).expect("first frame");
         s.range(0, 4096, n).expect("second frame");
         assert!(s.finish_spools().is_empty());
         assert!(!spool.exists(), "copied spool removed");
 
         std::fs::write(&spool, &bytes).expect("spool");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 4096, n).expect("second frame only");
         let kept = s.finish_spools();
         assert!(kept[0].1.contains("gap"), "{kept:?}");
@@ -359,7 +353,7 @@ mod tests {
 
         // A data frame where padding would be is a gap.
         std::fs::write(&spool, [data.as_slice(), &data, &data].concat()).expect("spool");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, n).expect("first");
         s.range(0, 2 * n, n).expect("third");
         assert_eq!(s.finish_spools().len(), 1);
@@ -370,19 +364,19 @@ mod tests {
         let (_dir, spool, data) = spool_and_frame();
         std::fs::write(&spool, &data).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, 4).expect("a range");
         drop(s);
         assert!(!spool.exists(), "spool removed when the copy fails");
 
         std::fs::write(&spool, &data).expect("spool");
-        let mut s = CopySources::open(&p).expect("open");
+        let mut s = CopySources::open(&p, false).expect("open");
         s.range(0, 0, 4).expect("a range");
         drop(s);
-        assert!(spool.exists(), "spools are kept without remove_spools");
+        assert!(spool.exists(), "spools are kept unless removed");
 
         std::fs::write(&spool, b"root:x:0:0:root:/root:/bin/bash\n").expect("not a spool");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, 4).expect("a range");
         drop(s);
         assert!(
@@ -391,7 +385,7 @@ mod tests {
         );
 
         std::fs::remove_file(&spool).expect("rm");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         assert!(
             s.finish_spools().is_empty(),
             "an unused spool that is gone is not news"

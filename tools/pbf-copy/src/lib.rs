@@ -165,8 +165,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     }
     // A guess whose copy cannot fit is not copied: right, the plan will not
     // fit either; wrong, it only filled the disk.
-    let early = job.plan.header().early;
-    let wanted = early
+    let wanted = job.plan.header().early
         && !m.get_flag("no-copy-ahead")
         && recompress.is_none()
         && !opts.add_indexdata
@@ -174,7 +173,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         && head
             .check_room(&job.out, job.sources.known_bytes(), opts)
             .is_ok();
-    let mut ahead = Ahead::start(wanted, early, &mut head, &job.sources, &mut job.out)?;
+    let mut ahead = Ahead::start(wanted, &mut head, &job.sources, &mut job.out)?;
     let bar = (job.sources.known_bytes(), "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     // Time spent copying, for -v: not the waits for the plan's next record.
@@ -224,11 +223,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             format!("{out_name}: {written} bytes written in {ops}, {secs:.3} s"),
         );
     } else if opts.verbose > 1 {
-        let times = Times {
-            started,
-            copying,
-            parsing,
-        };
+        let times = (started, copying, parsing);
         report(ops, written, stats, landed, &job.sources.holes, times);
     }
     Ok(ExitCode::SUCCESS)
@@ -267,14 +262,7 @@ fn copy_op(
             }
         };
         let range = (op.offset, op.length);
-        recompress_range(
-            out,
-            (file, path),
-            range,
-            r.compression,
-            r.threads,
-            &indexdata,
-        )?;
+        recompress_range(out, (file, path), range, r, &indexdata)?;
         return sources.passed(op.source, op.offset, op.length);
     }
     if !opts.add_indexdata {
@@ -311,32 +299,22 @@ struct Counters {
     ahead_dropped_bytes: Option<u64>,
 }
 
-/// The times of the `-v` line.
-struct Times {
-    /// When the run started.
-    started: Instant,
-    /// Spent copying ops, copying ahead, and committing the output: the
-    /// rate is over this, not over the waits for the plan.
-    copying: Duration,
-    /// Spent parsing the plan.
-    parsing: Duration,
-}
-
-/// The `-v` line.
+/// The `-v` line. Its times: when the run started, the time spent copying
+/// ops, copying ahead and committing the output (the rate is over this,
+/// not over the waits for the plan), and the time spent parsing the plan.
 fn report(
     ops: u64,
     written: u64,
     stats: CopyStats,
     landed: Option<&Landed>,
     holes: &SpoolHoles,
-    times: Times,
+    (started, copying, parsing): (Instant, Duration, Duration),
 ) {
-    let secs = times.started.elapsed().as_secs_f64();
-    let copying = times.copying.as_secs_f64();
-    let parsing = times.parsing;
+    let secs = started.elapsed().as_secs_f64();
+    let copying = copying.as_secs_f64();
     let streams = StreamTime {
         parsing,
-        writing: Duration::ZERO,
+        ..StreamTime::default()
     };
     let ahead = match landed {
         Some(l) => format!(

@@ -29,6 +29,7 @@ use pbf_format::frame::{
 };
 use pbf_format::indexdata;
 
+use crate::Recompress;
 use pbf_copier::frames::{check_data_frame, frame_at, frame_reader};
 use pbf_output::{Error, ErrorKind, OutputFile, Result};
 
@@ -46,24 +47,23 @@ pub const BATCH_BYTES: usize = 1 << 20;
 const BATCHES_PER_THREAD: usize = 2;
 
 /// Re-compress the whole frames in `offset..offset + len` of `src` into
-/// `out` on `threads` threads. `indexdata(i, blob)` gives the indexdata for
+/// `out` in `r.compression` on `r.threads` threads. `indexdata(i, blob)` gives the indexdata for
 /// the i-th frame of the range, re-compressed into a Blob that starts as
 /// `blob`, or `None` to carry the frame's own summary over.
 pub fn recompress_range(
     out: &mut OutputFile,
     (src, path): (&File, &Path),
     (offset, len): (u64, u64),
-    compression: Compression,
-    threads: usize,
+    r: Recompress,
     indexdata: &IndexdataFor<'_>,
 ) -> Result<()> {
     let end = offset
         .checked_add(len)
         .ok_or_else(|| Error::invalid(path.display().to_string(), "range overflows"))?;
     let src = frame_reader(src, path)?;
-    let threads = threads.max(1);
+    let threads = r.threads.max(1);
     let job = Job {
-        compression,
+        compression: r.compression,
         path,
         indexdata,
     };
@@ -336,7 +336,12 @@ mod tests {
         let mut out = OutputFile::create(&out_path, &opts).expect("output");
         let none = |_: usize, _: &BlobStart| Ok(None);
         let range = (4, bytes.len() as u64);
-        recompress_range(&mut out, (&src, &src_path), range, to, threads, &none)?;
+        let r = Recompress {
+            compression: to,
+            threads,
+            spools_as_they_are: false,
+        };
+        recompress_range(&mut out, (&src, &src_path), range, r, &none)?;
         out.commit()?;
         Ok(std::fs::read(&out_path).expect("read"))
     }
