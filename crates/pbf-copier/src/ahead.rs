@@ -217,10 +217,7 @@ impl Guess {
 
 /// Where the data frames start: just past the OSMHeader frame at offset 0.
 fn data_start(file: &File, path: &Path) -> Option<u64> {
-    let fh = frames::frame_reader(file, path)
-        .ok()?
-        .frame_header_at(0)
-        .ok()?;
+    let fh = frames::first_frame(file, path)?;
     (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 

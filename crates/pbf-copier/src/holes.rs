@@ -90,10 +90,7 @@ fn open_writer(path: &Path, read: &File) -> Option<File> {
     let w = OpenOptions::new().write(true).open(path).ok()?;
     let (a, b) = (w.metadata().ok()?, read.metadata().ok()?);
     let same = a.dev() == b.dev() && a.ino() == b.ino() && a.is_file();
-    let first = frames::frame_reader(read, path)
-        .ok()?
-        .frame_header_at(0)
-        .ok()?;
+    let first = frames::first_frame(read, path)?;
     (same && first.blob_type == BlobType::OsmData).then_some(w)
 }
 

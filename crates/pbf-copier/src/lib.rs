@@ -343,9 +343,10 @@ impl OutputHead {
 
     /// Unless `--no-space-check`: refuse an output whose filesystem cannot
     /// hold this header and `copied` bytes more (what the copier writes as
-    /// it is of the plan's `copy_bytes`), before it writes them.
-    pub fn check_room(&self, out: &OutputFile, copied: u64, opts: Options) -> Result<()> {
-        if opts.space_check {
+    /// it is of the plan's `copy_bytes`), before it writes them. `None`
+    /// (nothing known of what it writes) checks nothing.
+    pub fn check_room(&self, out: &OutputFile, copied: Option<u64>, opts: Options) -> Result<()> {
+        if let (true, Some(copied)) = (opts.space_check, copied) {
             let header = frames::header_frame(&self.header).map_err(|e| e.within(out.name()))?;
             let header = header.len() as u64;
             out.check_room(header + copied)?;

@@ -160,9 +160,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let as_it_is = |copy_bytes: Option<u64>| {
         copy_bytes.filter(|_| recompress.is_none() && !opts.add_indexdata)
     };
-    if let Some(bytes) = as_it_is(job.plan.header().copy_bytes) {
-        head.check_room(&job.out, bytes, opts)?;
-    }
+    head.check_room(&job.out, as_it_is(job.plan.header().copy_bytes), opts)?;
     // A guess whose copy cannot fit is not copied: right, the plan will not
     // fit either; wrong, it only filled the disk.
     let wanted = job.plan.header().early
@@ -171,7 +169,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         && !opts.add_indexdata
         && !job.out.is_stream()
         && head
-            .check_room(&job.out, job.sources.known_bytes(), opts)
+            .check_room(&job.out, Some(job.sources.known_bytes()), opts)
             .is_ok();
     let mut ahead = Ahead::start(wanted, &mut head, &job.sources, &mut job.out)?;
     let bar = (job.sources.known_bytes(), "copying", opts.bars);
@@ -181,10 +179,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let copied = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
         let step = ahead.follow((step, line), plan_name, &mut head, sources, out)?;
         match step {
-            Some(Step::Header(h)) => match as_it_is(h.copy_bytes) {
-                Some(bytes) => head.check_room(out, bytes, opts),
-                None => Ok(()),
-            },
+            Some(Step::Header(h)) => head.check_room(out, as_it_is(h.copy_bytes), opts),
             Some(Step::Copy(op)) => {
                 let started = Instant::now();
                 let copied = copy_op(op, sources, out, opts, recompress);
@@ -263,16 +258,14 @@ fn copy_op(
         };
         let range = (op.offset, op.length);
         recompress_range(out, (file, path), range, r, &indexdata)?;
-        return sources.passed(op.source, op.offset, op.length);
-    }
-    if !opts.add_indexdata {
+    } else if !opts.add_indexdata {
         out.copy_from(file, path, op.offset, op.length)?;
-        return sources.passed(op.source, op.offset, op.length);
+    } else {
+        frames::reframe_op(op, (file, path), |frame| {
+            out.write_all(&frame.prefix)?;
+            out.copy_from(file, path, frame.body_offset, frame.body_len)
+        })?;
     }
-    frames::reframe_op(op, (file, path), |frame| {
-        out.write_all(&frame.prefix)?;
-        Ok::<(), anyhow::Error>(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
-    })?;
     sources.passed(op.source, op.offset, op.length)
 }
 

@@ -151,19 +151,14 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
-    if let Some(bytes) = as_it_is(plan.header().copy_bytes) {
-        head.check_room(&w.out, bytes, opts.common)?;
-    }
+    head.check_room(&w.out, as_it_is(plan.header().copy_bytes), opts.common)?;
     let bar = (sources.known_bytes(), "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
     let copied = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
             Step::Header(h) => {
                 head.replace(&h.header, &mut w.out)?;
-                return match as_it_is(h.copy_bytes) {
-                    Some(bytes) => head.check_room(&w.out, bytes, opts.common),
-                    None => Ok(()),
-                };
+                return head.check_room(&w.out, as_it_is(h.copy_bytes), opts.common);
             }
             // pbf-reflink does not copy ahead.
             Step::Unsorted | Step::Sorted(_) => return Ok(()),
