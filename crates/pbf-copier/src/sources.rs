@@ -203,11 +203,9 @@ fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Resul
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    let spool = pbf_format::frame::PbfFile::open(path)
-        .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
-    let first = spool
-        .frame_header_at(0)
-        .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
+    let not_pbf = |e: pbf_format::Error| format!("it does not start with a PBF frame: {e}");
+    let spool = pbf_format::frame::PbfFile::open(path).map_err(not_pbf)?;
+    let first = spool.frame_header_at(0).map_err(not_pbf)?;
     if first.blob_type != BlobType::OsmData {
         return Err(format!(
             "it starts with a {} frame, a spool holds OSMData frames only",

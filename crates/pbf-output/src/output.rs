@@ -305,7 +305,7 @@ impl OutputFile {
     /// ([`OutputFile::buffer_appends`]): a copy beside them (the copy
     /// ahead) writes that way too.
     pub fn is_buffered(&self) -> bool {
-        self.buffer.as_ref().is_some_and(DirectBuffer::works)
+        self.buffer.as_ref().is_some_and(|b| b.direct.works())
     }
 
     /// Write what is buffered, so the file holds every byte before the
@@ -326,7 +326,7 @@ impl OutputFile {
     /// Count how the buffer's copies went out.
     fn tally(&mut self) {
         if let Some(buffer) = &mut self.buffer {
-            let t = buffer.take_tally();
+            let t = std::mem::take(&mut buffer.tally);
             self.stats.direct_bytes += t.direct_bytes;
             self.stats.fallback_bytes += t.fallback_bytes;
             self.stats.fallbacks += t.fallbacks;
@@ -373,7 +373,7 @@ impl OutputFile {
         self.stats = CopyStats::default();
         if let Some(buffer) = &mut self.buffer {
             buffer.discard();
-            buffer.take_tally();
+            buffer.tally = CopyStats::default();
         }
         Ok(())
     }
