@@ -115,10 +115,8 @@ impl Ahead {
             }
             Step::Copy(op) => {
                 head.write(out)?;
-                if let Some(g) = self.guess.as_mut() {
-                    if g.extends(op, line) {
-                        return Ok(None);
-                    }
+                if self.guess.as_mut().is_some_and(|g| g.extends(op, line)) {
+                    return Ok(None);
                 }
                 self.land(plan_name, sources, out)?;
                 Ok(Some(step))
@@ -447,37 +445,35 @@ impl Writer<'_> {
             ],
             None => vec![(0, len, None)],
         };
-        let mut done = Vec::new();
-        for (a, b, direct) in parts.into_iter().filter(|(a, b, _)| a < b) {
-            let mut stats = CopyStats::default();
-            self.part(from + a, b - a, to + a, direct, &mut stats)?;
-            done.push(stats);
-        }
-        Ok(done)
+        let parts = parts.into_iter().filter(|(a, b, _)| a < b);
+        parts
+            .map(|(a, b, d)| self.part(from + a, b - a, to + a, d))
+            .collect()
     }
 
     /// One part of a slice, directly (falling back to the page cache where
-    /// the filesystem refuses the write) or through the page cache.
+    /// the filesystem refuses the write) or through the page cache; how it
+    /// went.
     fn part(
         &mut self,
         from: u64,
         len: u64,
         to: u64,
         direct: Option<&Direct>,
-        stats: &mut CopyStats,
-    ) -> pbf_output::Result<()> {
+    ) -> pbf_output::Result<CopyStats> {
+        let mut stats = CopyStats::default();
         if let Some(d) = direct {
             if self.write_direct(d, from, len, to)? {
                 stats.direct_bytes += len;
-                return Ok(());
+                return Ok(stats);
             }
         }
-        copy_range(self.src, from, len, self.dst, Some(to), stats)?;
+        copy_range(self.src, from, len, self.dst, Some(to), &mut stats)?;
         // Left to itself the kernel would keep the copied pages dirty
         // until the commit's fsync, which would then write them after the
         // index instead of beside it.
         pbf_output::start_writeback(self.dst, to, len);
-        Ok(())
+        Ok(stats)
     }
 
     /// Read `len` bytes (whole blocks) at `from` of the source into the

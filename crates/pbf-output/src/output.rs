@@ -164,10 +164,8 @@ impl OutputFile {
             .try_clone_to_owned()
             .map_err(|e| Error::io(format!("{name}: dup"), e))?;
         let file = File::from(fd);
-        if let Ok(meta) = file.metadata() {
-            if meta.is_file() {
-                check_not_input((Path::new("/dev/stdout"), &name), Some(&meta), &opts.inputs)?;
-            }
+        if let Some(meta) = file.metadata().ok().filter(|m| m.is_file()) {
+            check_not_input((Path::new("/dev/stdout"), &name), Some(&meta), &opts.inputs)?;
         }
         Ok(OutputFile::stream(file, name))
     }

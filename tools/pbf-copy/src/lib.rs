@@ -157,16 +157,14 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let mut head = OutputHead::new(&job.plan.header().header);
     // What the plan copies as it is goes into the output byte for byte;
     // --recompress and --add-indexdata rewrite it, to a size not known yet.
-    let as_it_is = |copy_bytes: Option<u64>| {
-        copy_bytes.filter(|_| recompress.is_none() && !opts.add_indexdata)
-    };
+    let as_is = recompress.is_none() && !opts.add_indexdata;
+    let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| as_is);
     head.check_room(&job.out, as_it_is(job.plan.header().copy_bytes), opts)?;
     // A guess whose copy cannot fit is not copied: right, the plan will not
     // fit either; wrong, it only filled the disk.
     let wanted = job.plan.header().early
         && !m.get_flag("no-copy-ahead")
-        && recompress.is_none()
-        && !opts.add_indexdata
+        && as_is
         && !job.out.is_stream()
         && head
             .check_room(&job.out, Some(job.sources.known_bytes()), opts)
