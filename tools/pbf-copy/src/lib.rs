@@ -249,10 +249,9 @@ fn copy_op(
     if let Some(r) = recompress {
         // The i-th frame's keys give its new Blob indexdata (--add-indexdata).
         let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
-            match op.frames.get(i).filter(|_| opts.add_indexdata) {
-                Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
-                None => Ok(None),
-            }
+            let keys = op.frames.get(i).filter(|_| opts.add_indexdata);
+            keys.map(|k| Ok(indexdata::encode(&frames::frame_summary(k)?, blob)))
+                .transpose()
         };
         let range = (op.offset, op.length);
         recompress_range(out, (file, path), range, r, &indexdata)?;
@@ -307,18 +306,12 @@ fn report(
         parsing,
         ..StreamTime::default()
     };
-    let ahead = match landed {
-        Some(l) => format!(
-            "; copied ahead: {} bytes kept, {} bytes dropped{}",
-            l.kept,
-            l.dropped,
-            match &l.stopped_by {
-                Some(e) => format!(" (the copy stopped early: {e})"),
-                None => String::new(),
-            }
-        ),
-        None => String::new(),
-    };
+    let ahead = landed.map_or(String::new(), |l| {
+        let stop = l.stopped_by.as_ref();
+        let stop = stop.map_or(String::new(), |e| format!(" (the copy stopped early: {e})"));
+        let (kept, dropped) = (l.kept, l.dropped);
+        format!("; copied ahead: {kept} bytes kept, {dropped} bytes dropped{stop}")
+    });
     pbf_cli::warn(
         NAME,
         format!(

@@ -267,25 +267,15 @@ fn encode_frame(
     let frame = &mut out[at..at + room];
     let blob = encode_blob_into(raw, job.compression, &mut frame[PREFIX_ROOM..]).map_err(place)?;
     let blob = PREFIX_ROOM + blob.start..PREFIX_ROOM + blob.end;
-    let datasize = u32::try_from(blob.len())
-        .ok()
-        .filter(|&n| n <= MAX_BLOB_LEN)
-        .ok_or_else(|| {
-            Error::invalid(
-                frame_at(job.path, fh.offset),
-                format!(
-                    "re-compressed Blob of {} bytes exceeds the PBF limit",
-                    blob.len()
-                ),
-            )
-        })?;
+    // MAX_BLOB_LEN is a u32: a Blob within it fits the BlobHeader's datasize.
+    let n = blob.len();
+    if n > MAX_BLOB_LEN as usize {
+        let msg = format!("re-compressed Blob of {n} bytes exceeds the PBF limit");
+        return Err(Error::invalid(frame_at(job.path, fh.offset), msg));
+    }
     let start = BlobStart::of(&frame[blob.clone()]);
-    let ix = match (job.indexdata)(index, &start)? {
-        Some(ix) => Some(ix),
-        None => carried_indexdata(fh, old, &start),
-    };
-    let prefix =
-        frame_prefix(&BlobType::OsmData, ix.as_deref(), datasize as usize).map_err(place)?;
+    let ix = (job.indexdata)(index, &start)?.or_else(|| carried_indexdata(fh, old, &start));
+    let prefix = frame_prefix(&BlobType::OsmData, ix.as_deref(), n).map_err(place)?;
     let first = blob.start - prefix.len();
     frame[first..blob.start].copy_from_slice(&prefix);
     frame.copy_within(first..blob.end, 0);
