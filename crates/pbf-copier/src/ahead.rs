@@ -748,7 +748,7 @@ mod tests {
         let src = dir.path().join("src");
         fs::write(&src, b"abc").expect("write");
         let f = File::open(&src).expect("open");
-        let out = OutputFile::stdout(&OutputOptions::default()).expect("stdout");
+        let out = OutputFile::create(Path::new("-"), &OutputOptions::default()).expect("stdout");
         assert!(CopyAhead::start(&out, &f, &src, 0, 3).is_err());
     }
 

@@ -40,22 +40,9 @@ use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
 pub use sources::CopySources;
 
-/// The help texts that differ between the tools.
-#[derive(Clone, Copy, Debug)]
-pub struct Help {
-    /// `-o/--output`.
-    pub output: &'static str,
-    /// `--add-indexdata`.
-    pub add_indexdata: &'static str,
-    /// `-v/--verbose`.
-    pub verbose: &'static str,
-    /// `-q/--quiet`.
-    pub quiet: &'static str,
-}
-
 /// Add the plan argument and the `-o`, `-O`, `--tmpdir` and `--check-cmd`
-/// options.
-pub fn output_args(cmd: Command, help: &Help) -> Command {
+/// options; `-o`'s help text, `output`, differs between the tools.
+pub fn output_args(cmd: Command, output: &'static str) -> Command {
     cmd.arg(
         Arg::new("plan")
             .value_name("PLAN")
@@ -63,7 +50,7 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
             .default_value("-"),
     )
     .arg(
-        option("output", "OUT", help.output)
+        option("output", "OUT", output)
             .short('o')
             .required(true)
             .value_parser(value_parser!(PathBuf)),
@@ -90,7 +77,13 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
 
 /// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`,
 /// `--no-space-check`, `-v`, `-q`, `--progress` and `--no-progress` options.
-pub fn write_args(cmd: Command, help: &Help) -> Command {
+/// The help texts of `--add-indexdata`, `add_indexdata`, and of `-v` and
+/// `-q`, `verbosity`, differ between the tools.
+pub fn write_args(
+    cmd: Command,
+    add_indexdata: &'static str,
+    verbosity: pbf_cli::VerbosityHelp,
+) -> Command {
     let keep = "Keep the plan's spool files (written by pbf-merge); by default they are removed \
                 once read: after the output is committed, or on an error or signal";
     let remove = "Remove the spool files once read (the default; undoes an earlier --keep-spools)";
@@ -99,14 +92,10 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
                  that reports free space wrongly; the run then fails with ENOSPC if it really \
                  runs out, leaving nothing behind";
     let cmd = cmd
-        .arg(flag("add-indexdata", help.add_indexdata))
+        .arg(flag("add-indexdata", add_indexdata))
         .arg(flag("keep-spools", keep).overrides_with("remove-spools"))
         .arg(flag("remove-spools", remove).overrides_with("keep-spools"))
         .arg(flag("no-space-check", space));
-    let verbosity = pbf_cli::VerbosityHelp {
-        verbose: help.verbose,
-        quiet: help.quiet,
-    };
     pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, verbosity))
 }
 
@@ -184,7 +173,12 @@ impl Job {
             inputs: sources.paths(),
             temp_dir: m.get_one::<PathBuf>("tmpdir").cloned(),
         };
-        let out = OutputFile::create(output, &out_opts).map_err(usage_if_an_input)?;
+        // An output that is one of the plan's inputs is found before any
+        // work: a usage error (exit 2), as the driver's refusal of it is.
+        let out = OutputFile::create(output, &out_opts).map_err(|e| match e.kind() {
+            pbf_output::ErrorKind::SameAsInput(_) => pbf_cli::usage(e.to_string()),
+            _ => e.into(),
+        })?;
         Ok(Job {
             plan,
             plan_name,
@@ -192,16 +186,6 @@ impl Job {
             out,
             check,
         })
-    }
-}
-
-/// An output that is one of the plan's inputs is found before any work: a
-/// usage error (exit 2), as the driver's refusal of it is.
-fn usage_if_an_input(e: pbf_output::Error) -> anyhow::Error {
-    if matches!(e.kind(), pbf_output::ErrorKind::SameAsInput(_)) {
-        pbf_cli::usage(e.to_string())
-    } else {
-        e.into()
     }
 }
 

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{ArgMatches, Command};
-use pbf_copier::{Help, Job, Options, OutputHead, Step, for_each_copy};
+use pbf_copier::{Job, Options, OutputHead, Step, for_each_copy};
 use pbf_format::header::Header;
 use pbf_stream::{
     MergeInput, MergeOp, OutputHeader, PlanRecord, SortedThrough, SourceRef, Unsorted,
@@ -19,19 +19,15 @@ use pbf_testkit::{
     Indexed, arg, copied, data_frames, entries, plan_header, sorted_plan, write_plan, written,
 };
 
-const HELP: Help = Help {
-    output: "Output file",
-    add_indexdata: "Add indexdata",
+const VERBOSITY_HELP: pbf_cli::VerbosityHelp = pbf_cli::VerbosityHelp {
     verbose: "Say more",
     quiet: "Say less",
 };
 
 /// A copier's command line: the crate's shared options.
 fn command() -> Command {
-    pbf_copier::write_args(
-        pbf_copier::output_args(Command::new("test-copier"), &HELP),
-        &HELP,
-    )
+    let cmd = pbf_copier::output_args(Command::new("test-copier"), "Output file");
+    pbf_copier::write_args(cmd, "Add indexdata", VERBOSITY_HELP)
 }
 
 fn matches(args: &[&str]) -> ArgMatches {

@@ -110,7 +110,18 @@ impl OutputFile {
     /// tool checks before, in its own words (`pbf_cli::paths`).
     pub fn create(out: &Path, opts: &OutputOptions) -> Result<OutputFile> {
         if out == Path::new("-") {
-            return OutputFile::stdout(opts);
+            // A duplicate of fd 1: Rust's buffered `stdout()` must not be
+            // used for data at the same time.
+            let name = "standard output".to_string();
+            let fd = io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| Error::io(format!("{name}: dup"), e))?;
+            let file = File::from(fd);
+            if let Some(meta) = file.metadata().ok().filter(|m| m.is_file()) {
+                check_not_input((Path::new("/dev/stdout"), &name), Some(&meta), &opts.inputs)?;
+            }
+            return Ok(OutputFile::stream(file, name));
         }
         let name = out.display().to_string();
         check_not_input((out, &name), None, &opts.inputs)?;
@@ -153,21 +164,6 @@ impl OutputFile {
             stats: CopyStats::default(),
             buffer: None,
         }
-    }
-
-    /// Write to standard output (a duplicate of fd 1; Rust's buffered
-    /// `stdout()` must not be used for data at the same time).
-    pub fn stdout(opts: &OutputOptions) -> Result<OutputFile> {
-        let name = "standard output".to_string();
-        let fd = io::stdout()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::io(format!("{name}: dup"), e))?;
-        let file = File::from(fd);
-        if let Some(meta) = file.metadata().ok().filter(|m| m.is_file()) {
-            check_not_input((Path::new("/dev/stdout"), &name), Some(&meta), &opts.inputs)?;
-        }
-        Ok(OutputFile::stream(file, name))
     }
 
     /// Write sequentially to an open pipe, terminal or file.

@@ -21,7 +21,7 @@ use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{CopySources, Help, Job, Options, OutputHead, Step};
+use pbf_copier::{CopySources, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
@@ -114,18 +114,19 @@ pub fn command() -> Command {
         .arg(
             pbf_cli::jobs_arg("Threads for --recompress [default: all cores]").requires("recompress"),
         );
-    copier::write_args(copier::output_args(cmd, &HELP), &HELP)
+    let cmd = copier::output_args(cmd, OUTPUT_HELP);
+    copier::write_args(cmd, ADD_INDEXDATA_HELP, VERBOSITY_HELP)
 }
 
-/// The help texts of the options shared with pbf-reflink.
-const HELP: Help = Help {
-    output: "Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken \
+/// The help texts of the options shared with pbf-reflink: -o, --add-indexdata, -v and -q.
+const OUTPUT_HELP: &str = "Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken \
              back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, \
-             and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)",
-    add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \
+             and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)";
+const ADD_INDEXDATA_HELP: &str = "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \
                     still copied as it is), so the next pbf-index reads headers only. \
                     osmium, Osmosis and pyosmium read such files; osmconvert 0.9 (osmctools) \
-                    does not (it reads only BlobHeaders of 11 to 17 bytes)",
+                    does not (it reads only BlobHeaders of 11 to 17 bytes)";
+const VERBOSITY_HELP: pbf_cli::VerbosityHelp = pbf_cli::VerbosityHelp {
     verbose: "Print the output, the bytes written, the ops and the time on stderr; given twice \
               (-vv), a summary instead: ops, bytes copied in the kernel, past the page cache \
               and by read/write (after how many refusals of the kernel's copy), bytes written \

@@ -27,7 +27,7 @@ use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Copied, CopySources, Help, Job, OutputHead, Step};
+use pbf_copier::{Copied, CopySources, Job, OutputHead, Step};
 use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::CopyOp;
 
@@ -63,7 +63,7 @@ pub fn command() -> Command {
              whose ops are not in output order by the keys they carry, or that reads a byte \
              twice, is refused like pbf-copy refuses it.",
         );
-    let cmd = copier::output_args(cmd, &HELP)
+    let cmd = copier::output_args(cmd, OUTPUT_HELP)
         .arg(flag(
             "require-reflink",
             "Exit 1 before writing anything when the output cannot receive clones or a source \
@@ -76,17 +76,17 @@ pub fn command() -> Command {
              reason on standard error unless -q). Only unnamed scratch files are written \
              (pbf-sort chooses its copier this way)",
         ));
-    copier::write_args(cmd, &HELP)
+    copier::write_args(cmd, ADD_INDEXDATA_HELP, VERBOSITY_HELP)
 }
 
-/// The help texts of the options shared with pbf-copy.
-const HELP: Help = Help {
-    output: "Output file; - writes to standard output (a pipe or file, not a terminal), which cannot receive clones (copied like \
-             pbf-copy; refused with --require-reflink)",
-    add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
+/// The help texts of the options shared with pbf-copy: -o, --add-indexdata, -v and -q.
+const OUTPUT_HELP: &str = "Output file; - writes to standard output (a pipe or file, not a terminal), which cannot receive clones (copied like \
+             pbf-copy; refused with --require-reflink)";
+const ADD_INDEXDATA_HELP: &str = "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
                     Blob (not the frame) is then aligned and cloned on its own. osmium, Osmosis \
                     and pyosmium read such files; osmconvert 0.9 (osmctools) does not (it reads \
-                    only BlobHeaders of 11 to 17 bytes)",
+                    only BlobHeaders of 11 to 17 bytes)";
+const VERBOSITY_HELP: pbf_cli::VerbosityHelp = pbf_cli::VerbosityHelp {
     verbose: "Print the output, the bytes written and cloned, the ops and the time on stderr; \
               given twice (-vv), a summary instead: bytes cloned, bytes copied, padding added, \
               time, and the time spent parsing the plan",
