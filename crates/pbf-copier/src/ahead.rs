@@ -33,7 +33,7 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,7 @@ use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
 use pbf_output::direct::{ALIGN, AlignedBuf, Direct};
 use pbf_output::{CopyStats, OutputFile, WRITEBACK_STEP, copy_range};
-use pbf_stream::{CopyOp, SortedThrough};
+use pbf_stream::CopyOp;
 
 use crate::{CopySources, OutputHead, Step};
 
@@ -55,18 +55,17 @@ pub struct Ahead {
 }
 
 impl Ahead {
-    /// Write the header and start copying ahead when the plan's record was
-    /// written early and the plan has one input file (beside spools);
-    /// `wanted` is false where the copier writes other bytes than the
-    /// input's (or was told not to guess).
+    /// Write the header and start copying ahead when `wanted` and the plan
+    /// has one input file (beside spools). `wanted`: the plan's record was
+    /// written early, and the copier writes the input's bytes as they are
+    /// (and was not told not to guess).
     pub fn start(
         wanted: bool,
-        early: bool,
         head: &mut OutputHead,
         sources: &CopySources,
         out: &mut OutputFile,
     ) -> Result<Ahead> {
-        if !(wanted && early) || out.is_stream() {
+        if !wanted || out.is_stream() {
             return Ok(Ahead::default());
         }
         head.write(out)?;
@@ -74,11 +73,6 @@ impl Ahead {
             guess: Guess::start(sources, out)?,
             landed: None,
         })
-    }
-
-    /// What the last landed guess kept and dropped, if there was one.
-    pub fn landed(&self) -> Option<&Landed> {
-        self.landed.as_ref()
     }
 
     /// Act on one plan record: a `sorted` or `unsorted` record moves the
@@ -96,9 +90,11 @@ impl Ahead {
         out: &mut OutputFile,
     ) -> Result<Option<Step<'a>>> {
         match step {
+            // Copy ahead as far as the input was read in order (a record
+            // about another source says nothing of this one).
             Step::Sorted(s) => {
-                if let Some(g) = &self.guess {
-                    g.allow(s);
+                if let Some(g) = self.guess.as_ref().filter(|g| g.source == s.source) {
+                    g.ahead.allow(s.through);
                 }
                 Ok(None)
             }
@@ -119,10 +115,8 @@ impl Ahead {
             }
             Step::Copy(op) => {
                 head.write(out)?;
-                if let Some(g) = self.guess.as_mut() {
-                    if g.extends(op, line) {
-                        return Ok(None);
-                    }
+                if self.guess.as_mut().is_some_and(|g| g.extends(op, line)) {
+                    return Ok(None);
                 }
                 self.land(plan_name, sources, out)?;
                 Ok(Some(step))
@@ -194,14 +188,6 @@ impl Guess {
         true
     }
 
-    /// Copy ahead as far as a plan `sorted` record says the input was read
-    /// in order (a record about another source says nothing of this one).
-    fn allow(&self, sorted: SortedThrough) {
-        if sorted.source == self.source {
-            self.ahead.allow(sorted.through);
-        }
-    }
-
     /// End the guess: keep what the plan confirmed of the copy ahead and
     /// copy the rest of the confirmed range (past the copy's end, or what the
     /// thread had not copied yet) in the ordinary way.
@@ -229,10 +215,7 @@ impl Guess {
 
 /// Where the data frames start: just past the OSMHeader frame at offset 0.
 fn data_start(file: &File, path: &Path) -> Option<u64> {
-    let fh = frames::frame_reader(file, path)
-        .ok()?
-        .frame_header_at(0)
-        .ok()?;
+    let fh = frames::first_frame(file, path)?;
     (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 
@@ -256,8 +239,9 @@ struct CopyAhead {
 }
 
 /// How far the writer may copy, how far it took slices, and whether it
-/// must stop.
-#[derive(Debug)]
+/// must stop. The state is plain fields: a panic elsewhere leaves it
+/// valid ([`pbf_cli::lock`]).
+#[derive(Debug, Default)]
 struct Allowance {
     state: Mutex<AllowanceState>,
     moved: Condvar,
@@ -275,24 +259,8 @@ struct AllowanceState {
 }
 
 impl Allowance {
-    /// An allowance over `len` bytes that allows nothing yet.
-    fn new(len: u64) -> Allowance {
-        Allowance {
-            state: Mutex::new(AllowanceState {
-                len,
-                ..AllowanceState::default()
-            }),
-            moved: Condvar::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, AllowanceState> {
-        // The state is plain fields: a panic elsewhere leaves it valid.
-        pbf_cli::lock(&self.state)
-    }
-
     fn change(&self, f: impl FnOnce(&mut AllowanceState)) {
-        f(&mut self.lock());
+        f(&mut pbf_cli::lock(&self.state));
         self.moved.notify_all();
     }
 
@@ -301,7 +269,7 @@ impl Allowance {
     /// start of the range, or `None` once the writer must stop or the
     /// whole range is taken.
     fn take_slice(&self) -> Option<(u64, u64)> {
-        let mut s = self.lock();
+        let mut s = pbf_cli::lock(&self.state);
         while !s.stop && s.slice_end() <= s.taken && s.taken < s.len {
             s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
         }
@@ -477,37 +445,35 @@ impl Writer<'_> {
             ],
             None => vec![(0, len, None)],
         };
-        let mut done = Vec::new();
-        for (a, b, direct) in parts.into_iter().filter(|(a, b, _)| a < b) {
-            let mut stats = CopyStats::default();
-            self.part(from + a, b - a, to + a, direct, &mut stats)?;
-            done.push(stats);
-        }
-        Ok(done)
+        let parts = parts.into_iter().filter(|(a, b, _)| a < b);
+        parts
+            .map(|(a, b, d)| self.part(from + a, b - a, to + a, d))
+            .collect()
     }
 
     /// One part of a slice, directly (falling back to the page cache where
-    /// the filesystem refuses the write) or through the page cache.
+    /// the filesystem refuses the write) or through the page cache; how it
+    /// went.
     fn part(
         &mut self,
         from: u64,
         len: u64,
         to: u64,
         direct: Option<&Direct>,
-        stats: &mut CopyStats,
-    ) -> pbf_output::Result<()> {
+    ) -> pbf_output::Result<CopyStats> {
+        let mut stats = CopyStats::default();
         if let Some(d) = direct {
             if self.write_direct(d, from, len, to)? {
                 stats.direct_bytes += len;
-                return Ok(());
+                return Ok(stats);
             }
         }
-        copy_range(self.src, from, len, self.dst, Some(to), stats)?;
+        copy_range(self.src, from, len, self.dst, Some(to), &mut stats)?;
         // Left to itself the kernel would keep the copied pages dirty
         // until the commit's fsync, which would then write them after the
         // index instead of beside it.
         pbf_output::start_writeback(self.dst, to, len);
-        Ok(())
+        Ok(stats)
     }
 
     /// Read `len` bytes (whole blocks) at `from` of the source into the
@@ -566,7 +532,9 @@ impl CopyAhead {
         let at = out.position();
         // Past the page cache as the output's own appends, or not at all.
         let direct = out.is_buffered();
-        let allowance = Arc::new(Allowance::new(len));
+        // Over `len` bytes, allowing nothing yet.
+        let allowance = Arc::new(Allowance::default());
+        allowance.change(|s| s.len = len);
         let shared = Arc::clone(&allowance);
         let names = format!("copying {} ahead to {}", src_name.display(), out.name());
         let thread = std::thread::Builder::new()
@@ -737,7 +705,7 @@ mod tests {
         let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
         ahead.allow(300_000);
         ahead.allow(2000);
-        assert_eq!(ahead.allowance.lock().allowed, 199_000);
+        assert_eq!(pbf_cli::lock(&ahead.allowance.state).allowed, 199_000);
         let landed = ahead.land(&mut out, 199_000).expect("land");
         assert_eq!((landed.kept, landed.dropped), (199_000, 0));
         assert!(landed.stopped_by.is_none(), "{landed:?}");
@@ -780,7 +748,7 @@ mod tests {
         let src = dir.path().join("src");
         fs::write(&src, b"abc").expect("write");
         let f = File::open(&src).expect("open");
-        let out = OutputFile::stdout(&OutputOptions::default()).expect("stdout");
+        let out = OutputFile::create(Path::new("-"), &OutputOptions::default()).expect("stdout");
         assert!(CopyAhead::start(&out, &f, &src, 0, 3).is_err());
     }
 

@@ -33,6 +33,11 @@ pub fn frame_reader<'a>(file: &'a File, path: &'a Path) -> Result<FrameReader<'a
     Ok(FrameReader { file, path, size })
 }
 
+/// The header of the frame at offset 0 of `file`, if it starts with one.
+pub fn first_frame(file: &File, path: &Path) -> Option<FrameHeader> {
+    frame_reader(file, path).ok()?.frame_header_at(0).ok()
+}
+
 /// A passthrough data frame with a new BlobHeader that carries our
 /// indexdata: the length prefix and BlobHeader to write, then the Blob to
 /// copy from the source as it is.

@@ -1,4 +1,5 @@
-//! Freeing a spool's bytes as the copy passes them. A spool (pbf-merge's
+//! Freeing a spool's bytes as the copy passes them
+//! ([`crate::CopySources::passed`]). A spool (pbf-merge's
 //! merged blobs) is read once, op by op, and removed after the commit; until
 //! then, the bytes already copied into the output took their room twice. So
 //! once an op's range of a spool is in the output (copied or cloned), its
@@ -18,24 +19,21 @@
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::Path;
 
 use crate::frames;
 use anyhow::{Context, Result};
 use pbf_format::frame::BlobType;
 use pbf_output::{Punched, punch_hole};
-use pbf_stream::PlanHeader;
-
-use crate::Options;
 
 /// Bytes at the start of a spool that are never punched: they hold its
 /// first frame header (a BlobHeader is at most 64 KiB).
 pub const KEEP_HEAD: u64 = 64 << 10;
 
-/// The spools of one plan and what freeing their copied ranges did.
-#[derive(Debug, Default)]
+/// What freeing the spools' copied ranges did
+/// ([`crate::CopySources::passed`]).
+#[derive(Clone, Copy, Debug, Default)]
 pub struct SpoolHoles {
-    spools: Vec<Spool>,
     /// Bytes punched out of spools.
     pub freed: u64,
     /// Ranges not punched because the filesystem cannot (or the spool could
@@ -43,44 +41,19 @@ pub struct SpoolHoles {
     pub unsupported: u64,
 }
 
-#[derive(Debug)]
-struct Spool {
-    id: u32,
-    path: PathBuf,
-    /// A handle for punching: `None` until first used, then `Some(None)`
-    /// where the spool is not to be punched.
-    writer: Option<Option<File>>,
-}
-
 impl SpoolHoles {
-    /// The spools of `plan`, none with `--keep-spools`.
-    pub fn new(plan: &PlanHeader, opts: Options) -> SpoolHoles {
-        let spools = plan
-            .sources
-            .iter()
-            .filter(|s| s.spool && !opts.keep_spools)
-            .map(|s| Spool {
-                id: s.id,
-                path: s.file.path.clone(),
-                writer: None,
-            })
-            .collect();
-        SpoolHoles {
-            spools,
-            ..SpoolHoles::default()
-        }
-    }
-
-    /// The `len` bytes at `offset` of source `id`, read through `file`, are
-    /// in the output: free them when `id` is a spool.
-    pub fn passed(&mut self, id: u32, file: &File, offset: u64, len: u64) -> Result<()> {
-        let Some(spool) = self.spools.iter_mut().find(|s| s.id == id) else {
-            return Ok(());
-        };
-        let writer = spool
-            .writer
-            .get_or_insert_with(|| open_writer(&spool.path, file));
-        let Some(w) = writer else {
+    /// Free the `len` bytes at `offset` of the spool at `path`, read
+    /// through `read`, which are in the output. `writer` is the spool's
+    /// handle for punching: `None` until first used, then `Some(None)`
+    /// where the spool is not to be punched.
+    pub(crate) fn punch(
+        &mut self,
+        writer: &mut Option<Option<File>>,
+        (path, read): (&Path, &File),
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let Some(w) = writer.get_or_insert_with(|| open_writer(path, read)) else {
             self.unsupported += 1;
             return Ok(());
         };
@@ -90,7 +63,7 @@ impl SpoolHoles {
             return Ok(());
         }
         match punch_hole(w, start, end - start)
-            .with_context(|| format!("{}: freeing copied bytes", spool.path.display()))?
+            .with_context(|| format!("{}: freeing copied bytes", path.display()))?
         {
             Punched::Freed(n) => self.freed += n,
             Punched::Unsupported => self.unsupported += 1,
@@ -113,31 +86,28 @@ impl SpoolHoles {
 /// A write handle on the spool at `path` that `read` reads, when it is one
 /// to punch: the same file (device and inode), regular, starting with an
 /// OSMData frame.
-fn open_writer(path: &std::path::Path, read: &File) -> Option<File> {
+fn open_writer(path: &Path, read: &File) -> Option<File> {
     let w = OpenOptions::new().write(true).open(path).ok()?;
     let (a, b) = (w.metadata().ok()?, read.metadata().ok()?);
     let same = a.dev() == b.dev() && a.ino() == b.ino() && a.is_file();
-    let first = frames::frame_reader(read, path)
-        .ok()?
-        .frame_header_at(0)
-        .ok()?;
+    let first = frames::first_frame(read, path)?;
     (same && first.blob_type == BlobType::OsmData).then_some(w)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pbf_stream::SourceRef;
+    use crate::CopySources;
+    use pbf_stream::{PlanHeader, SourceRef};
+    use std::path::PathBuf;
 
-    fn options(keep_spools: bool) -> Options {
-        Options {
-            add_indexdata: false,
-            keep_spools,
-            space_check: true,
-            verbose: 0,
-            quiet: true,
-            bars: pbf_cli::Bars::default(),
-        }
+    /// The sources of a plan of `path` (`remove`: spools are removed, and
+    /// punched as copied), with the range `0..len` read and copied.
+    fn passed(path: &Path, spool: bool, remove: bool, len: u64) -> CopySources {
+        let mut sources = CopySources::open(&plan(path, spool), remove).expect("open");
+        sources.range(0, 0, len).expect("range");
+        sources.passed(0, 0, len).expect("punch");
+        sources
     }
 
     /// A plan header naming `path` as source 0, a spool or not.
@@ -176,11 +146,8 @@ mod tests {
     fn a_copied_range_of_a_spool_is_freed_past_its_head() {
         let dir = tempfile::tempdir().expect("dir");
         let (path, bytes) = spool_file(dir.path(), false);
-        let read = File::open(&path).expect("open");
-        let mut holes = SpoolHoles::new(&plan(&path, true), options(false));
-        holes
-            .passed(0, &read, 0, bytes.len() as u64)
-            .expect("punch");
+        let sources = passed(&path, true, true, bytes.len() as u64);
+        let holes = sources.holes;
         let after = std::fs::read(&path).expect("read");
         assert_eq!(after.len(), bytes.len());
         let head = KEEP_HEAD as usize;
@@ -190,7 +157,7 @@ mod tests {
                 holes.freed >= (bytes.len() - head - 8192) as u64,
                 "{holes:?}"
             );
-            let block = read.metadata().expect("stat").blksize() as usize;
+            let block = std::fs::metadata(&path).expect("stat").blksize() as usize;
             let end = bytes.len() / block * block;
             assert!(after[head..end].iter().all(|&b| b == 0));
         }
@@ -200,19 +167,15 @@ mod tests {
     #[test]
     fn kept_spools_and_files_that_are_no_spool_are_left_whole() {
         let dir = tempfile::tempdir().expect("dir");
-        for (keep, spool, osmheader) in [
-            (true, true, false),
-            (false, false, false),
-            (false, true, true),
+        for (remove, spool, osmheader) in [
+            (false, true, false),
+            (true, false, false),
+            (true, true, true),
         ] {
             let (path, bytes) = spool_file(dir.path(), osmheader);
-            let read = File::open(&path).expect("open");
-            let mut holes = SpoolHoles::new(&plan(&path, spool), options(keep));
-            holes
-                .passed(0, &read, 0, bytes.len() as u64)
-                .expect("no punch");
+            let len = bytes.len() as u64;
+            assert_eq!(passed(&path, spool, remove, len).holes.freed, 0);
             assert_eq!(std::fs::read(&path).expect("read"), bytes);
-            assert_eq!(holes.freed, 0);
         }
     }
 }

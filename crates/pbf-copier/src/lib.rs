@@ -35,27 +35,14 @@ use pbf_format::Key;
 use pbf_format::header::Header;
 use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 
-use pbf_cli::args::flag;
+use pbf_cli::args::{flag, option};
 use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
 pub use sources::CopySources;
 
-/// The help texts that differ between the tools.
-#[derive(Clone, Copy, Debug)]
-pub struct Help {
-    /// `-o/--output`.
-    pub output: &'static str,
-    /// `--add-indexdata`.
-    pub add_indexdata: &'static str,
-    /// `-v/--verbose`.
-    pub verbose: &'static str,
-    /// `-q/--quiet`.
-    pub quiet: &'static str,
-}
-
 /// Add the plan argument and the `-o`, `-O`, `--tmpdir` and `--check-cmd`
-/// options.
-pub fn output_args(cmd: Command, help: &Help) -> Command {
+/// options; `-o`'s help text, `output`, differs between the tools.
+pub fn output_args(cmd: Command, output: &'static str) -> Command {
     cmd.arg(
         Arg::new("plan")
             .value_name("PLAN")
@@ -63,42 +50,40 @@ pub fn output_args(cmd: Command, help: &Help) -> Command {
             .default_value("-"),
     )
     .arg(
-        Arg::new("output")
+        option("output", "OUT", output)
             .short('o')
-            .long("output")
-            .value_name("OUT")
-            .help(help.output)
             .required(true)
             .value_parser(value_parser!(PathBuf)),
     )
     .arg(flag("overwrite", "Replace OUT if it exists (never an input)").short('O'))
     .arg(
-        Arg::new("tmpdir")
-            .long("tmpdir")
-            .value_name("DIR")
-            .help(
-                "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
-                 filesystem",
-            )
-            .value_parser(value_parser!(PathBuf)),
+        option(
+            "tmpdir",
+            "DIR",
+            "Write the temporary file in DIR instead of beside OUT; DIR must be on OUT's \
+             filesystem",
+        )
+        .value_parser(value_parser!(PathBuf)),
     )
-    .arg(
-        Arg::new("check-cmd")
-            .long("check-cmd")
-            .value_name("CMD")
-            .help(
-                "Before OUT is written, run CMD with sh -c on the complete, fsynced output \
-                 under a temporary name, which CMD gets as $1: OUT is written only when CMD \
-                 exits 0; otherwise the output is removed, an existing OUT is left as it was, \
-                 and the exit status is 1 (pbf-sort --check passes its check this way). Not \
-                 with -o -",
-            ),
-    )
+    .arg(option(
+        "check-cmd",
+        "CMD",
+        "Before OUT is written, run CMD with sh -c on the complete, fsynced output under a \
+         temporary name, which CMD gets as $1: OUT is written only when CMD exits 0; otherwise \
+         the output is removed, an existing OUT is left as it was, and the exit status is 1 \
+         (pbf-sort --check passes its check this way). Not with -o -",
+    ))
 }
 
 /// Add the `--add-indexdata`, `--keep-spools`, `--remove-spools`,
 /// `--no-space-check`, `-v`, `-q`, `--progress` and `--no-progress` options.
-pub fn write_args(cmd: Command, help: &Help) -> Command {
+/// The help texts of `--add-indexdata`, `add_indexdata`, and of `-v` and
+/// `-q`, `verbosity`, differ between the tools.
+pub fn write_args(
+    cmd: Command,
+    add_indexdata: &'static str,
+    verbosity: pbf_cli::VerbosityHelp,
+) -> Command {
     let keep = "Keep the plan's spool files (written by pbf-merge); by default they are removed \
                 once read: after the output is committed, or on an error or signal";
     let remove = "Remove the spool files once read (the default; undoes an earlier --keep-spools)";
@@ -107,14 +92,10 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
                  that reports free space wrongly; the run then fails with ENOSPC if it really \
                  runs out, leaving nothing behind";
     let cmd = cmd
-        .arg(flag("add-indexdata", help.add_indexdata))
+        .arg(flag("add-indexdata", add_indexdata))
         .arg(flag("keep-spools", keep).overrides_with("remove-spools"))
         .arg(flag("remove-spools", remove).overrides_with("keep-spools"))
         .arg(flag("no-space-check", space));
-    let verbosity = pbf_cli::VerbosityHelp {
-        verbose: help.verbose,
-        quiet: help.quiet,
-    };
     pbf_cli::progress_args(pbf_cli::verbosity_args(cmd, verbosity))
 }
 
@@ -123,8 +104,6 @@ pub fn write_args(cmd: Command, help: &Help) -> Command {
 pub struct Options {
     /// `--add-indexdata`.
     pub add_indexdata: bool,
-    /// `--keep-spools` (and not a later `--remove-spools`).
-    pub keep_spools: bool,
     /// Not `--no-space-check`: refuse an output its filesystem cannot hold.
     pub space_check: bool,
     /// How many times `-v` was given: once for what was done, twice for its internals too.
@@ -141,7 +120,6 @@ impl Options {
     pub fn from_matches(m: &ArgMatches) -> Options {
         Options {
             add_indexdata: m.get_flag("add-indexdata"),
-            keep_spools: m.get_flag("keep-spools"),
             space_check: !m.get_flag("no-space-check"),
             verbose: pbf_cli::verbosity(m),
             quiet: m.get_flag("quiet"),
@@ -189,16 +167,18 @@ impl Job {
             ));
         }
         let plan = PlanReader::new(pbf_cli::input(plan_arg)?).context(plan_name.clone())?;
-        let mut sources = CopySources::open(plan.header())?;
-        if !m.get_flag("keep-spools") {
-            sources = sources.remove_spools();
-        }
+        let sources = CopySources::open(plan.header(), !m.get_flag("keep-spools"))?;
         let out_opts = OutputOptions {
             overwrite: m.get_flag("overwrite"),
             inputs: sources.paths(),
             temp_dir: m.get_one::<PathBuf>("tmpdir").cloned(),
         };
-        let out = OutputFile::create(output, &out_opts).map_err(usage_if_an_input)?;
+        // An output that is one of the plan's inputs is found before any
+        // work: a usage error (exit 2), as the driver's refusal of it is.
+        let out = OutputFile::create(output, &out_opts).map_err(|e| match e.kind() {
+            pbf_output::ErrorKind::SameAsInput(_) => pbf_cli::usage(e.to_string()),
+            _ => e.into(),
+        })?;
         Ok(Job {
             plan,
             plan_name,
@@ -206,38 +186,6 @@ impl Job {
             out,
             check,
         })
-    }
-}
-
-/// An output that is one of the plan's inputs is found before any work: a
-/// usage error (exit 2), as the driver's refusal of it is.
-fn usage_if_an_input(e: pbf_output::Error) -> anyhow::Error {
-    if matches!(e.kind(), pbf_output::ErrorKind::SameAsInput(_)) {
-        pbf_cli::usage(e.to_string())
-    } else {
-        e.into()
-    }
-}
-
-/// The writer's progress bar over the sources' bytes (see
-/// [`pbf_cli::progress`]), drawn once the first op is done: a plan record can
-/// come long before its ops (`pbf-overlap --sources`), and a bar is drawn
-/// only when it has moved. While a stage upstream
-/// (pbf-index, pbf-merge) still draws, the line is its, and this bar shows
-/// once that stage has ended.
-#[derive(Clone, Copy, Debug)]
-pub struct Progress {
-    total: u64,
-    message: &'static str,
-    bars: pbf_cli::Bars,
-}
-
-/// The progress bar of a copier reading `sources`, labelled `message`.
-pub fn progress(sources: &CopySources, message: &'static str, bars: pbf_cli::Bars) -> Progress {
-    Progress {
-        total: sources.known_bytes(),
-        message,
-        bars,
     }
 }
 
@@ -308,13 +256,20 @@ impl Copied {
 }
 
 /// Call `each` with every copy op and header record of the plan and its
-/// line, under a progress bar over the sources' bytes; returns what the
-/// ops held. A merge op left in the plan, or a record out of place, is an
+/// line, under a progress bar over the sources' bytes (`total`, see
+/// [`CopySources::known_bytes`]) labelled `message`; returns what the ops
+/// held. A merge op left in the plan, or a record out of place, is an
 /// error; the plan reader refuses ops out of output order.
+///
+/// The bar (see [`pbf_cli::progress`]) is drawn once the first op is done:
+/// a plan record can come long before its ops (`pbf-overlap --sources`),
+/// and a bar is drawn only when it has moved. While a stage upstream
+/// (pbf-index, pbf-merge) still draws, the line is its, and this bar shows
+/// once that stage has ended.
 pub fn for_each_copy(
     plan: &mut PlanReader<Box<dyn BufRead + Send>>,
     plan_name: &str,
-    progress: Progress,
+    (total, message, bars): (u64, &'static str, pbf_cli::Bars),
     mut each: impl FnMut(Step<'_>, u64) -> Result<()>,
 ) -> Result<Copied> {
     let mut copied = Copied::default();
@@ -322,7 +277,7 @@ pub fn for_each_copy(
     // Counted from the start, drawn once an op is done: a bar that stood at
     // 0 while the first op is copied would say nothing.
     let bar = pbf_cli::ProgressBar::hidden();
-    bar.set_length(progress.total);
+    bar.set_length(total);
     while let Some(rec) = plan.next_op().context(plan_name.to_owned())? {
         let line = plan.line();
         match rec {
@@ -335,7 +290,7 @@ pub fn for_each_copy(
                 copied.ops += 1;
                 bar.inc(op.length);
                 if copied.ops == 1 {
-                    pbf_cli::draw(&bar, progress.message, progress.bars);
+                    pbf_cli::draw(&bar, message, bars);
                 }
             }
             PlanRecord::Header(h) => each(Step::Header(&h), line)?,
@@ -372,9 +327,10 @@ impl OutputHead {
 
     /// Unless `--no-space-check`: refuse an output whose filesystem cannot
     /// hold this header and `copied` bytes more (what the copier writes as
-    /// it is of the plan's `copy_bytes`), before it writes them.
-    pub fn check_room(&self, out: &OutputFile, copied: u64, opts: Options) -> Result<()> {
-        if opts.space_check {
+    /// it is of the plan's `copy_bytes`), before it writes them. `None`
+    /// (nothing known of what it writes) checks nothing.
+    pub fn check_room(&self, out: &OutputFile, copied: Option<u64>, opts: Options) -> Result<()> {
+        if let (true, Some(copied)) = (opts.space_check, copied) {
             let header = frames::header_frame(&self.header).map_err(|e| e.within(out.name()))?;
             let header = header.len() as u64;
             out.check_room(header + copied)?;

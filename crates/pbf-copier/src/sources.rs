@@ -4,10 +4,12 @@
 //! against its size as each range is read), checked again once everything
 //! was read, before the output is put in place
 //! ([`CopySources::check_unchanged`]: a file rewritten in place while it was
-//! read gave bytes part old, part new), and the spools' removal.
+//! read gave bytes part old, part new), and the spools' removal, and the
+//! freeing of their bytes as the copy passes them
+//! ([`CopySources::passed`], see [`crate::holes`]).
 //!
-//! A spool is useless once its plan has been executed, or has failed: with
-//! [`CopySources::remove_spools`], a spool that proves to be one when it is first
+//! A spool is useless once its plan has been executed, or has failed: opened
+//! to remove spools ([`CopySources::open`]), a spool that proves to be one when it is first
 //! opened (a regular file that starts with an OSMData frame) is removed when
 //! the `CopySources` is dropped, on a signal ([`pbf_output::cleanup`]) and, after a
 //! commit, by [`CopySources::finish_spools`], which removes only spools whose
@@ -19,6 +21,7 @@ use std::path::{Path, PathBuf};
 use pbf_format::frame::BlobType;
 use pbf_stream::{PlanHeader, SourceFiles};
 
+use crate::holes::SpoolHoles;
 use pbf_output::cleanup::{Registration, remove_on_signal};
 use pbf_output::{Error, ErrorKind, Result};
 
@@ -31,6 +34,8 @@ struct Spool {
     used: Vec<(u64, u64)>,
     /// Removes the spool on a signal, once it proved to be one.
     on_signal: Option<Registration>,
+    /// Its handle for punching out what was copied ([`SpoolHoles::punch`]).
+    writer: Option<Option<File>>,
 }
 
 /// The plan's source files and its spools' removal.
@@ -39,6 +44,8 @@ pub struct CopySources {
     files: SourceFiles,
     spools: Vec<Spool>,
     remove_spools: bool,
+    /// What freeing the spools' copied ranges did ([`CopySources::passed`]).
+    pub holes: SpoolHoles,
     /// [`CopySources::finish_spools`] ran: the drop leaves spools alone.
     finished: bool,
 }
@@ -50,8 +57,10 @@ fn stream_error(e: pbf_stream::Error) -> Error {
 
 impl CopySources {
     /// Check and open every non-spool source of `plan` (spools are opened
-    /// when first used).
-    pub fn open(plan: &PlanHeader) -> Result<CopySources> {
+    /// when first used). With `remove_spools`, the spools are removed once
+    /// they are no longer needed: on a signal or a failure (when this is
+    /// dropped), and after a commit through [`CopySources::finish_spools`].
+    pub fn open(plan: &PlanHeader, remove_spools: bool) -> Result<CopySources> {
         let files = SourceFiles::open(&plan.sources).map_err(stream_error)?;
         let spools = plan.sources.iter().filter(|s| s.spool);
         let spools = spools.map(|s| Spool {
@@ -59,21 +68,15 @@ impl CopySources {
             path: s.file.path.clone(),
             used: Vec::new(),
             on_signal: None,
+            writer: None,
         });
         Ok(CopySources {
             spools: spools.collect(),
             files,
-            remove_spools: false,
+            remove_spools,
+            holes: SpoolHoles::default(),
             finished: false,
         })
-    }
-
-    /// Remove the spools once they are no longer needed: on a signal or a
-    /// failure (when this is dropped), and after a commit through
-    /// [`CopySources::finish_spools`].
-    pub fn remove_spools(mut self) -> CopySources {
-        self.remove_spools = true;
-        self
     }
 
     /// After the output was committed: remove each spool whose bytes all went
@@ -154,6 +157,19 @@ impl CopySources {
         let file = source.file().map_err(stream_error)?.file();
         Ok((file, source.recorded.file.path.as_path()))
     }
+
+    /// The `len` bytes at `offset` of source `id` are in the output: free
+    /// their blocks when it is a spool to remove ([`crate::holes`]).
+    pub fn passed(&mut self, id: u32, offset: u64, len: u64) -> anyhow::Result<()> {
+        let (Some(spool), Some(read)) = (
+            (self.spools.iter_mut()).find(|s| s.id == id && self.remove_spools),
+            self.files.source(id).ok().and_then(|s| s.opened()),
+        ) else {
+            return Ok(());
+        };
+        let read = (spool.path.as_path(), read.file());
+        self.holes.punch(&mut spool.writer, read, offset, len)
+    }
 }
 
 impl Drop for CopySources {
@@ -187,11 +203,9 @@ fn provably_copied_spool(path: &Path, used: &[(u64, u64)]) -> std::result::Resul
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    let spool = pbf_format::frame::PbfFile::open(path)
-        .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
-    let first = spool
-        .frame_header_at(0)
-        .map_err(|e| format!("it does not start with a PBF frame: {e}"))?;
+    let not_pbf = |e: pbf_format::Error| format!("it does not start with a PBF frame: {e}");
+    let spool = pbf_format::frame::PbfFile::open(path).map_err(not_pbf)?;
+    let first = spool.frame_header_at(0).map_err(not_pbf)?;
     if first.blob_type != BlobType::OsmData {
         return Err(format!(
             "it starts with a {} frame, a spool holds OSMData frames only",
@@ -269,7 +283,7 @@ mod tests {
         std::fs::write(&a, b"0123456789").expect("a");
         std::fs::write(&spool, b"abc").expect("spool");
         let p = plan(vec![source_ref(0, &a, false), source_ref(1, &spool, true)]);
-        let mut s = CopySources::open(&p).expect("open");
+        let mut s = CopySources::open(&p, false).expect("open");
         assert!(s.range(0, 0, 10).is_ok());
         let err = s.range(1, 0, 10).expect_err("spool too short");
         assert!(err.to_string().contains("spool holds 3 bytes"), "{err}");
@@ -289,7 +303,7 @@ mod tests {
         let said = err.to_string();
         assert!(said.starts_with(&format!("{name}: ")), "{said}");
         assert_eq!(said.matches(&name).count(), 1, "{said}");
-        let err = CopySources::open(&p).expect_err("changed");
+        let err = CopySources::open(&p, false).expect_err("changed");
         assert!(
             err.to_string().contains("changed since it was indexed"),
             "{err}"
@@ -318,14 +332,14 @@ mod tests {
         let n = data.len() as u64;
         std::fs::write(&spool, &bytes).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, n).expect("first frame");
         s.range(0, 4096, n).expect("second frame");
         assert!(s.finish_spools().is_empty());
         assert!(!spool.exists(), "copied spool removed");
 
         std::fs::write(&spool, &bytes).expect("spool");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 4096, n).expect("second frame only");
         let kept = s.finish_spools();
         assert!(kept[0].1.contains("gap"), "{kept:?}");
@@ -337,7 +351,7 @@ mod tests {
 
         // A data frame where padding would be is a gap.
         std::fs::write(&spool, [data.as_slice(), &data, &data].concat()).expect("spool");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, n).expect("first");
         s.range(0, 2 * n, n).expect("third");
         assert_eq!(s.finish_spools().len(), 1);
@@ -348,19 +362,19 @@ mod tests {
         let (_dir, spool, data) = spool_and_frame();
         std::fs::write(&spool, &data).expect("spool");
         let p = plan(vec![source_ref(0, &spool, true)]);
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, 4).expect("a range");
         drop(s);
         assert!(!spool.exists(), "spool removed when the copy fails");
 
         std::fs::write(&spool, &data).expect("spool");
-        let mut s = CopySources::open(&p).expect("open");
+        let mut s = CopySources::open(&p, false).expect("open");
         s.range(0, 0, 4).expect("a range");
         drop(s);
-        assert!(spool.exists(), "spools are kept without remove_spools");
+        assert!(spool.exists(), "spools are kept unless removed");
 
         std::fs::write(&spool, b"root:x:0:0:root:/root:/bin/bash\n").expect("not a spool");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         s.range(0, 0, 4).expect("a range");
         drop(s);
         assert!(
@@ -369,7 +383,7 @@ mod tests {
         );
 
         std::fs::remove_file(&spool).expect("rm");
-        let mut s = CopySources::open(&p).expect("open").remove_spools();
+        let mut s = CopySources::open(&p, true).expect("open");
         assert!(
             s.finish_spools().is_empty(),
             "an unused spool that is gone is not news"

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{ArgMatches, Command};
-use pbf_copier::{Help, Job, Options, OutputHead, Step, for_each_copy, progress};
+use pbf_copier::{Job, Options, OutputHead, Step, for_each_copy};
 use pbf_format::header::Header;
 use pbf_stream::{
     MergeInput, MergeOp, OutputHeader, PlanRecord, SortedThrough, SourceRef, Unsorted,
@@ -19,19 +19,15 @@ use pbf_testkit::{
     Indexed, arg, copied, data_frames, entries, plan_header, sorted_plan, write_plan, written,
 };
 
-const HELP: Help = Help {
-    output: "Output file",
-    add_indexdata: "Add indexdata",
+const VERBOSITY_HELP: pbf_cli::VerbosityHelp = pbf_cli::VerbosityHelp {
     verbose: "Say more",
     quiet: "Say less",
 };
 
 /// A copier's command line: the crate's shared options.
 fn command() -> Command {
-    pbf_copier::write_args(
-        pbf_copier::output_args(Command::new("test-copier"), &HELP),
-        &HELP,
-    )
+    let cmd = pbf_copier::output_args(Command::new("test-copier"), "Output file");
+    pbf_copier::write_args(cmd, "Add indexdata", VERBOSITY_HELP)
 }
 
 fn matches(args: &[&str]) -> ArgMatches {
@@ -58,7 +54,7 @@ fn copy(args: &[&str]) -> anyhow::Result<Vec<Seen>> {
     let mut job = Job::open(&m)?;
     let mut head = OutputHead::new(&job.plan.header().header);
     head.write(&mut job.out)?;
-    let bar = progress(&job.sources, "copying", opts.bars);
+    let bar = (job.sources.known_bytes(), "copying", opts.bars);
     let (sources, out) = (&mut job.sources, &mut job.out);
     let mut seen = Vec::new();
     let ops = for_each_copy(&mut job.plan, &job.plan_name, bar, |step, _line| {
@@ -101,7 +97,7 @@ fn keep_and_remove_spools_take_the_last_given() {
     let keep = |args: &[&str]| {
         let mut all = vec!["-o", "out.osm.pbf"];
         all.extend_from_slice(args);
-        Options::from_matches(&matches(&all)).keep_spools
+        matches(&all).get_flag("keep-spools")
     };
     assert!(!keep(&[]));
     assert!(keep(&["--keep-spools"]));

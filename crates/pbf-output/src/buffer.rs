@@ -19,7 +19,10 @@ pub(crate) const BUFFER_LEN: usize = 8 << 20;
 /// The buffer of one output.
 #[derive(Debug)]
 pub(crate) struct DirectBuffer {
-    direct: Direct,
+    /// Its direct writes: once the filesystem refused one
+    /// ([`Direct::works`] is false), flush, and write through the page
+    /// cache from then on.
+    pub(crate) direct: Direct,
     buf: AlignedBuf,
     /// Output offset of the buffer's first byte, a multiple of [`ALIGN`].
     base: u64,
@@ -30,13 +33,12 @@ pub(crate) struct DirectBuffer {
     holding: bool,
     /// Bytes of copies (not of memory) held and not yet written.
     held_copies: u64,
-    /// How the copies written so far went out, until
-    /// [`DirectBuffer::take_tally`]: in whole buffers past the page cache
+    /// How the copies written so far went out, until taken: in whole buffers past the page cache
     /// (`direct_bytes`), through the page cache (`fallback_bytes`: held
     /// when the filesystem refused a direct write, or in a flush of less
     /// than a block), and the direct writes refused (`fallbacks`, at most
     /// one).
-    tally: CopyStats,
+    pub(crate) tally: CopyStats,
 }
 
 impl DirectBuffer {
@@ -51,12 +53,6 @@ impl DirectBuffer {
             held_copies: 0,
             tally: CopyStats::default(),
         })
-    }
-
-    /// False once the filesystem refused a direct write: flush, and write
-    /// through the page cache from then on.
-    pub(crate) fn works(&self) -> bool {
-        self.direct.works()
     }
 
     /// Append `len` bytes at `pos`, the output's position, of a copy when
@@ -134,7 +130,7 @@ impl DirectBuffer {
                 e,
             )
         };
-        let works = self.works();
+        let works = self.direct.works();
         let direct = works && self.direct.write_at(bytes, self.base).map_err(failed)?;
         if !direct {
             file.write_all_at(bytes, self.base).map_err(failed)?;
@@ -178,10 +174,5 @@ impl DirectBuffer {
         self.holding = false;
         self.held = 0;
         self.held_copies = 0;
-    }
-
-    /// How the copies written since the last call went out.
-    pub(crate) fn take_tally(&mut self) -> CopyStats {
-        std::mem::take(&mut self.tally)
     }
 }

@@ -110,7 +110,18 @@ impl OutputFile {
     /// tool checks before, in its own words (`pbf_cli::paths`).
     pub fn create(out: &Path, opts: &OutputOptions) -> Result<OutputFile> {
         if out == Path::new("-") {
-            return OutputFile::stdout(opts);
+            // A duplicate of fd 1: Rust's buffered `stdout()` must not be
+            // used for data at the same time.
+            let name = "standard output".to_string();
+            let fd = io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| Error::io(format!("{name}: dup"), e))?;
+            let file = File::from(fd);
+            if let Some(meta) = file.metadata().ok().filter(|m| m.is_file()) {
+                check_not_input((Path::new("/dev/stdout"), &name), Some(&meta), &opts.inputs)?;
+            }
+            return Ok(OutputFile::stream(file, name));
         }
         let name = out.display().to_string();
         check_not_input((out, &name), None, &opts.inputs)?;
@@ -153,23 +164,6 @@ impl OutputFile {
             stats: CopyStats::default(),
             buffer: None,
         }
-    }
-
-    /// Write to standard output (a duplicate of fd 1; Rust's buffered
-    /// `stdout()` must not be used for data at the same time).
-    pub fn stdout(opts: &OutputOptions) -> Result<OutputFile> {
-        let name = "standard output".to_string();
-        let fd = io::stdout()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::io(format!("{name}: dup"), e))?;
-        let file = File::from(fd);
-        if let Ok(meta) = file.metadata() {
-            if meta.is_file() {
-                check_not_input((Path::new("/dev/stdout"), &name), Some(&meta), &opts.inputs)?;
-            }
-        }
-        Ok(OutputFile::stream(file, name))
     }
 
     /// Write sequentially to an open pipe, terminal or file.
@@ -305,7 +299,7 @@ impl OutputFile {
     /// ([`OutputFile::buffer_appends`]): a copy beside them (the copy
     /// ahead) writes that way too.
     pub fn is_buffered(&self) -> bool {
-        self.buffer.as_ref().is_some_and(DirectBuffer::works)
+        self.buffer.as_ref().is_some_and(|b| b.direct.works())
     }
 
     /// Write what is buffered, so the file holds every byte before the
@@ -326,7 +320,7 @@ impl OutputFile {
     /// Count how the buffer's copies went out.
     fn tally(&mut self) {
         if let Some(buffer) = &mut self.buffer {
-            let t = buffer.take_tally();
+            let t = std::mem::take(&mut buffer.tally);
             self.stats.direct_bytes += t.direct_bytes;
             self.stats.fallback_bytes += t.fallback_bytes;
             self.stats.fallbacks += t.fallbacks;
@@ -373,7 +367,7 @@ impl OutputFile {
         self.stats = CopyStats::default();
         if let Some(buffer) = &mut self.buffer {
             buffer.discard();
-            buffer.take_tally();
+            buffer.tally = CopyStats::default();
         }
         Ok(())
     }

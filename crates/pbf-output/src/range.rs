@@ -116,11 +116,9 @@ fn kernel_copy(
     dst: &File,
     dst_off: Option<u64>,
 ) -> std::result::Result<u64, Errno> {
-    let mut so = i64::try_from(src_off).map_err(|_| Errno::EINVAL)?;
-    let mut d = match dst_off {
-        Some(o) => Some(i64::try_from(o).map_err(|_| Errno::EINVAL)?),
-        None => None,
-    };
+    let off = |o: u64| i64::try_from(o).map_err(|_| Errno::EINVAL);
+    let mut so = off(src_off)?;
+    let mut d = dst_off.map(off).transpose()?;
     let n = copy_file_range(src, Some(&mut so), dst, d.as_mut(), len as usize)?;
     Ok(n as u64)
 }

@@ -131,8 +131,7 @@ impl Named {
     ) -> Result<Named> {
         let mut prefix = OsString::from(".");
         prefix.push(out_name);
-        prefix.push(TEMP_MARKER.trim_end_matches('.'));
-        prefix.push(".");
+        prefix.push(TEMP_MARKER);
         let mut failure = None;
         let temp = Builder::new()
             .prefix(&prefix)

@@ -21,7 +21,7 @@ use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{CopySources, Help, Job, Options, OutputHead, Step};
+use pbf_copier::{CopySources, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
@@ -114,18 +114,19 @@ pub fn command() -> Command {
         .arg(
             pbf_cli::jobs_arg("Threads for --recompress [default: all cores]").requires("recompress"),
         );
-    copier::write_args(copier::output_args(cmd, &HELP), &HELP)
+    let cmd = copier::output_args(cmd, OUTPUT_HELP);
+    copier::write_args(cmd, ADD_INDEXDATA_HELP, VERBOSITY_HELP)
 }
 
-/// The help texts of the options shared with pbf-reflink.
-const HELP: Help = Help {
-    output: "Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken \
+/// The help texts of the options shared with pbf-reflink: -o, --add-indexdata, -v and -q.
+const OUTPUT_HELP: &str = "Output file; - writes to standard output (a pipe or file, not a terminal). A stream cannot be taken \
              back: on an error it ends with bytes no PBF reader accepts and the exit status is 1, \
-             and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)",
-    add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \
+             and stopped by a signal (Ctrl-C) it ends the same way (use set -o pipefail)";
+const ADD_INDEXDATA_HELP: &str = "Give every data frame a new BlobHeader with pbf-sort indexdata (the body is \
                     still copied as it is), so the next pbf-index reads headers only. \
                     osmium, Osmosis and pyosmium read such files; osmconvert 0.9 (osmctools) \
-                    does not (it reads only BlobHeaders of 11 to 17 bytes)",
+                    does not (it reads only BlobHeaders of 11 to 17 bytes)";
+const VERBOSITY_HELP: pbf_cli::VerbosityHelp = pbf_cli::VerbosityHelp {
     verbose: "Print the output, the bytes written, the ops and the time on stderr; given twice \
               (-vv), a summary instead: ops, bytes copied in the kernel, past the page cache \
               and by read/write (after how many refusals of the kernel's copy), bytes written \
@@ -157,39 +158,30 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let mut head = OutputHead::new(&job.plan.header().header);
     // What the plan copies as it is goes into the output byte for byte;
     // --recompress and --add-indexdata rewrite it, to a size not known yet.
-    let as_it_is = |copy_bytes: Option<u64>| {
-        copy_bytes.filter(|_| recompress.is_none() && !opts.add_indexdata)
-    };
-    if let Some(bytes) = as_it_is(job.plan.header().copy_bytes) {
-        head.check_room(&job.out, bytes, opts)?;
-    }
+    let as_is = recompress.is_none() && !opts.add_indexdata;
+    let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| as_is);
+    head.check_room(&job.out, as_it_is(job.plan.header().copy_bytes), opts)?;
     // A guess whose copy cannot fit is not copied: right, the plan will not
     // fit either; wrong, it only filled the disk.
-    let early = job.plan.header().early;
-    let wanted = early
+    let wanted = job.plan.header().early
         && !m.get_flag("no-copy-ahead")
-        && recompress.is_none()
-        && !opts.add_indexdata
+        && as_is
         && !job.out.is_stream()
         && head
-            .check_room(&job.out, job.sources.known_bytes(), opts)
+            .check_room(&job.out, Some(job.sources.known_bytes()), opts)
             .is_ok();
-    let mut ahead = Ahead::start(wanted, early, &mut head, &job.sources, &mut job.out)?;
-    let mut holes = SpoolHoles::new(job.plan.header(), opts);
-    let bar = copier::progress(&job.sources, "copying", opts.bars);
+    let mut ahead = Ahead::start(wanted, &mut head, &job.sources, &mut job.out)?;
+    let bar = (job.sources.known_bytes(), "copying", opts.bars);
     let (sources, out, plan_name) = (&mut job.sources, &mut job.out, &job.plan_name);
     // Time spent copying, for -v: not the waits for the plan's next record.
     let mut copying = Duration::ZERO;
     let copied = copier::for_each_copy(&mut job.plan, plan_name, bar, |step, line| {
         let step = ahead.follow((step, line), plan_name, &mut head, sources, out)?;
         match step {
-            Some(Step::Header(h)) => match as_it_is(h.copy_bytes) {
-                Some(bytes) => head.check_room(out, bytes, opts),
-                None => Ok(()),
-            },
+            Some(Step::Header(h)) => head.check_room(out, as_it_is(h.copy_bytes), opts),
             Some(Step::Copy(op)) => {
                 let started = Instant::now();
-                let copied = copy_op(op, sources, out, opts, recompress, &mut holes);
+                let copied = copy_op(op, sources, out, opts, recompress);
                 copying += started.elapsed();
                 copied.with_context(|| format!("{plan_name}: line {line}"))
             }
@@ -197,8 +189,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
         }
     })?;
     head.write(out)?;
-    ahead.land(plan_name, sources, out)?;
-    let landed = ahead.landed();
+    let landed = ahead.land(plan_name, sources, out)?;
     let parsing = job.plan.parse_time();
     let out_name = job.out.name().to_owned();
     let finished = copier::finish(NAME, job.out, &mut job.sources, job.check.as_deref())?;
@@ -226,12 +217,8 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
             format!("{out_name}: {written} bytes written in {ops}, {secs:.3} s"),
         );
     } else if opts.verbose > 1 {
-        let times = Times {
-            started,
-            copying,
-            parsing,
-        };
-        report(ops, written, stats, landed, &holes, times);
+        let times = (started, copying, parsing);
+        report(ops, written, stats, landed, &job.sources.holes, times);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -254,7 +241,6 @@ fn copy_op(
     out: &mut OutputFile,
     opts: Options,
     recompress: Option<Recompress>,
-    holes: &mut SpoolHoles,
 ) -> Result<()> {
     let recompress = recompress.filter(|r| !(r.spools_as_they_are && sources.is_spool(op.source)));
     let (file, path) = sources.range(op.source, op.offset, op.length)?;
@@ -264,31 +250,21 @@ fn copy_op(
     if let Some(r) = recompress {
         // The i-th frame's keys give its new Blob indexdata (--add-indexdata).
         let indexdata = |i: usize, blob: &BlobStart| -> pbf_output::Result<Option<Vec<u8>>> {
-            match op.frames.get(i).filter(|_| opts.add_indexdata) {
-                Some(keys) => Ok(Some(indexdata::encode(&frames::frame_summary(keys)?, blob))),
-                None => Ok(None),
-            }
+            let keys = op.frames.get(i).filter(|_| opts.add_indexdata);
+            keys.map(|k| Ok(indexdata::encode(&frames::frame_summary(k)?, blob)))
+                .transpose()
         };
         let range = (op.offset, op.length);
-        recompress_range(
-            out,
-            (file, path),
-            range,
-            r.compression,
-            r.threads,
-            &indexdata,
-        )?;
-        return holes.passed(op.source, file, op.offset, op.length);
-    }
-    if !opts.add_indexdata {
+        recompress_range(out, (file, path), range, r, &indexdata)?;
+    } else if !opts.add_indexdata {
         out.copy_from(file, path, op.offset, op.length)?;
-        return holes.passed(op.source, file, op.offset, op.length);
+    } else {
+        frames::reframe_op(op, (file, path), |frame| {
+            out.write_all(&frame.prefix)?;
+            out.copy_from(file, path, frame.body_offset, frame.body_len)
+        })?;
     }
-    frames::reframe_op(op, (file, path), |frame| {
-        out.write_all(&frame.prefix)?;
-        Ok::<(), anyhow::Error>(out.copy_from(file, path, frame.body_offset, frame.body_len)?)
-    })?;
-    holes.passed(op.source, file, op.offset, op.length)
+    sources.passed(op.source, op.offset, op.length)
 }
 
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
@@ -314,45 +290,29 @@ struct Counters {
     ahead_dropped_bytes: Option<u64>,
 }
 
-/// The times of the `-v` line.
-struct Times {
-    /// When the run started.
-    started: Instant,
-    /// Spent copying ops, copying ahead, and committing the output: the
-    /// rate is over this, not over the waits for the plan.
-    copying: Duration,
-    /// Spent parsing the plan.
-    parsing: Duration,
-}
-
-/// The `-v` line.
+/// The `-v` line. Its times: when the run started, the time spent copying
+/// ops, copying ahead and committing the output (the rate is over this,
+/// not over the waits for the plan), and the time spent parsing the plan.
 fn report(
     ops: u64,
     written: u64,
     stats: CopyStats,
     landed: Option<&Landed>,
     holes: &SpoolHoles,
-    times: Times,
+    (started, copying, parsing): (Instant, Duration, Duration),
 ) {
-    let secs = times.started.elapsed().as_secs_f64();
-    let copying = times.copying.as_secs_f64();
-    let parsing = times.parsing;
+    let secs = started.elapsed().as_secs_f64();
+    let copying = copying.as_secs_f64();
     let streams = StreamTime {
         parsing,
-        writing: Duration::ZERO,
+        ..StreamTime::default()
     };
-    let ahead = match landed {
-        Some(l) => format!(
-            "; copied ahead: {} bytes kept, {} bytes dropped{}",
-            l.kept,
-            l.dropped,
-            match &l.stopped_by {
-                Some(e) => format!(" (the copy stopped early: {e})"),
-                None => String::new(),
-            }
-        ),
-        None => String::new(),
-    };
+    let ahead = landed.map_or(String::new(), |l| {
+        let stop = l.stopped_by.as_ref();
+        let stop = stop.map_or(String::new(), |e| format!(" (the copy stopped early: {e})"));
+        let (kept, dropped) = (l.kept, l.dropped);
+        format!("; copied ahead: {kept} bytes kept, {dropped} bytes dropped{stop}")
+    });
     pbf_cli::warn(
         NAME,
         format!(

@@ -29,6 +29,7 @@ use pbf_format::frame::{
 };
 use pbf_format::indexdata;
 
+use crate::Recompress;
 use pbf_copier::frames::{check_data_frame, frame_at, frame_reader};
 use pbf_output::{Error, ErrorKind, OutputFile, Result};
 
@@ -46,24 +47,23 @@ pub const BATCH_BYTES: usize = 1 << 20;
 const BATCHES_PER_THREAD: usize = 2;
 
 /// Re-compress the whole frames in `offset..offset + len` of `src` into
-/// `out` on `threads` threads. `indexdata(i, blob)` gives the indexdata for
+/// `out` in `r.compression` on `r.threads` threads. `indexdata(i, blob)` gives the indexdata for
 /// the i-th frame of the range, re-compressed into a Blob that starts as
 /// `blob`, or `None` to carry the frame's own summary over.
 pub fn recompress_range(
     out: &mut OutputFile,
     (src, path): (&File, &Path),
     (offset, len): (u64, u64),
-    compression: Compression,
-    threads: usize,
+    r: Recompress,
     indexdata: &IndexdataFor<'_>,
 ) -> Result<()> {
     let end = offset
         .checked_add(len)
         .ok_or_else(|| Error::invalid(path.display().to_string(), "range overflows"))?;
     let src = frame_reader(src, path)?;
-    let threads = threads.max(1);
+    let threads = r.threads.max(1);
     let job = Job {
-        compression,
+        compression: r.compression,
         path,
         indexdata,
     };
@@ -267,25 +267,15 @@ fn encode_frame(
     let frame = &mut out[at..at + room];
     let blob = encode_blob_into(raw, job.compression, &mut frame[PREFIX_ROOM..]).map_err(place)?;
     let blob = PREFIX_ROOM + blob.start..PREFIX_ROOM + blob.end;
-    let datasize = u32::try_from(blob.len())
-        .ok()
-        .filter(|&n| n <= MAX_BLOB_LEN)
-        .ok_or_else(|| {
-            Error::invalid(
-                frame_at(job.path, fh.offset),
-                format!(
-                    "re-compressed Blob of {} bytes exceeds the PBF limit",
-                    blob.len()
-                ),
-            )
-        })?;
+    // MAX_BLOB_LEN is a u32: a Blob within it fits the BlobHeader's datasize.
+    let n = blob.len();
+    if n > MAX_BLOB_LEN as usize {
+        let msg = format!("re-compressed Blob of {n} bytes exceeds the PBF limit");
+        return Err(Error::invalid(frame_at(job.path, fh.offset), msg));
+    }
     let start = BlobStart::of(&frame[blob.clone()]);
-    let ix = match (job.indexdata)(index, &start)? {
-        Some(ix) => Some(ix),
-        None => carried_indexdata(fh, old, &start),
-    };
-    let prefix =
-        frame_prefix(&BlobType::OsmData, ix.as_deref(), datasize as usize).map_err(place)?;
+    let ix = (job.indexdata)(index, &start)?.or_else(|| carried_indexdata(fh, old, &start));
+    let prefix = frame_prefix(&BlobType::OsmData, ix.as_deref(), n).map_err(place)?;
     let first = blob.start - prefix.len();
     frame[first..blob.start].copy_from_slice(&prefix);
     frame.copy_within(first..blob.end, 0);
@@ -336,7 +326,12 @@ mod tests {
         let mut out = OutputFile::create(&out_path, &opts).expect("output");
         let none = |_: usize, _: &BlobStart| Ok(None);
         let range = (4, bytes.len() as u64);
-        recompress_range(&mut out, (&src, &src_path), range, to, threads, &none)?;
+        let r = Recompress {
+            compression: to,
+            threads,
+            spools_as_they_are: false,
+        };
+        recompress_range(&mut out, (&src, &src_path), range, r, &none)?;
         out.commit()?;
         Ok(std::fs::read(&out_path).expect("read"))
     }

@@ -27,7 +27,7 @@ use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Copied, CopySources, Help, Job, OutputHead, Step};
+use pbf_copier::{Copied, CopySources, Job, OutputHead, Step};
 use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::CopyOp;
 
@@ -63,7 +63,7 @@ pub fn command() -> Command {
              whose ops are not in output order by the keys they carry, or that reads a byte \
              twice, is refused like pbf-copy refuses it.",
         );
-    let cmd = copier::output_args(cmd, &HELP)
+    let cmd = copier::output_args(cmd, OUTPUT_HELP)
         .arg(flag(
             "require-reflink",
             "Exit 1 before writing anything when the output cannot receive clones or a source \
@@ -76,17 +76,17 @@ pub fn command() -> Command {
              reason on standard error unless -q). Only unnamed scratch files are written \
              (pbf-sort chooses its copier this way)",
         ));
-    copier::write_args(cmd, &HELP)
+    copier::write_args(cmd, ADD_INDEXDATA_HELP, VERBOSITY_HELP)
 }
 
-/// The help texts of the options shared with pbf-copy.
-const HELP: Help = Help {
-    output: "Output file; - writes to standard output (a pipe or file, not a terminal), which cannot receive clones (copied like \
-             pbf-copy; refused with --require-reflink)",
-    add_indexdata: "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
+/// The help texts of the options shared with pbf-copy: -o, --add-indexdata, -v and -q.
+const OUTPUT_HELP: &str = "Output file; - writes to standard output (a pipe or file, not a terminal), which cannot receive clones (copied like \
+             pbf-copy; refused with --require-reflink)";
+const ADD_INDEXDATA_HELP: &str = "Give every data frame a new BlobHeader with pbf-sort indexdata; each frame's \
                     Blob (not the frame) is then aligned and cloned on its own. osmium, Osmosis \
                     and pyosmium read such files; osmconvert 0.9 (osmctools) does not (it reads \
-                    only BlobHeaders of 11 to 17 bytes)",
+                    only BlobHeaders of 11 to 17 bytes)";
+const VERBOSITY_HELP: pbf_cli::VerbosityHelp = pbf_cli::VerbosityHelp {
     verbose: "Print the output, the bytes written and cloned, the ops and the time on stderr; \
               given twice (-vv), a summary instead: bytes cloned, bytes copied, padding added, \
               time, and the time spent parsing the plan",
@@ -115,8 +115,6 @@ struct CloningOutput {
     out: OutputFile,
     cloner: Option<Cloner>,
     opts: Options,
-    /// Frees what was written of a spool.
-    holes: SpoolHoles,
 }
 
 /// Run with parsed arguments. A reader of `-o -` that stops early ends the
@@ -149,29 +147,18 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     // copied like pbf-copy's needs room for what the plan copies.
     let copied = cloner.is_none() && !opts.common.add_indexdata;
     let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| copied);
-    let holes = SpoolHoles::new(plan.header(), opts.common);
-    let mut w = CloningOutput {
-        out,
-        cloner,
-        opts,
-        holes,
-    };
+    let mut w = CloningOutput { out, cloner, opts };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
-    if let Some(bytes) = as_it_is(plan.header().copy_bytes) {
-        head.check_room(&w.out, bytes, opts.common)?;
-    }
-    let bar = copier::progress(&sources, "writing", opts.common.bars);
+    head.check_room(&w.out, as_it_is(plan.header().copy_bytes), opts.common)?;
+    let bar = (sources.known_bytes(), "writing", opts.common.bars);
     let mut pending: Option<Pending> = None;
     let copied = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
             Step::Header(h) => {
                 head.replace(&h.header, &mut w.out)?;
-                return match as_it_is(h.copy_bytes) {
-                    Some(bytes) => head.check_room(&w.out, bytes, opts.common),
-                    None => Ok(()),
-                };
+                return head.check_room(&w.out, as_it_is(h.copy_bytes), opts.common);
             }
             // pbf-reflink does not copy ahead.
             Step::Unsorted | Step::Sorted(_) => return Ok(()),
@@ -193,9 +180,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         w.range(p, &mut sources)
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
-    let CloningOutput {
-        out, cloner, holes, ..
-    } = w;
+    let CloningOutput { out, cloner, .. } = w;
     let clone_stats = cloner.as_ref().map(Cloner::stats);
     let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
@@ -220,7 +205,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
             stats,
             clone_stats,
             cloner.map(|c| c.block()),
-            &holes,
+            &sources.holes,
             (started, plan.parse_time()),
         );
     }
@@ -332,7 +317,7 @@ impl CloningOutput {
             len: p.length,
         };
         self.append(r, &[])?;
-        self.holes.passed(p.source, file, p.offset, p.length)
+        sources.passed(p.source, p.offset, p.length)
     }
 
     /// Write the range `r` after `prefix`: cloned when we can.
@@ -364,7 +349,7 @@ impl CloningOutput {
             };
             self.append(body, &f.prefix)
         })?;
-        self.holes.passed(op.source, file, op.offset, op.length)
+        sources.passed(op.source, op.offset, op.length)
     }
 }
 
