@@ -198,14 +198,16 @@ fn tail_text(tail: Tail, pos: u64, len: u64, elapsed: Duration, eta: Duration) -
     match tail {
         Tail::CountsEta => counts() + &eta_text(elapsed, pos, len, eta).unwrap_or_default(),
         Tail::Counts => counts(),
-        Tail::Percent => {
-            let share = if len == 0 {
-                0.0
-            } else {
-                pos as f64 / len as f64
-            };
-            format!(" {:>3.0}%", share * 100.0)
-        }
+        Tail::Percent => format!(" {:>3.0}%", share(pos, len) * 100.0),
+    }
+}
+
+/// The share of the work done at `pos` of `len` (none of nothing).
+fn share(pos: u64, len: u64) -> f64 {
+    if len == 0 {
+        0.0
+    } else {
+        pos as f64 / len as f64
     }
 }
 
@@ -302,15 +304,10 @@ const ETA_AFTER_SHARE: f64 = 0.05;
 /// an estimate would mean nothing (too early, done, none made yet, or under
 /// a second).
 fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<String> {
-    let share = if len == 0 {
-        0.0
-    } else {
-        pos as f64 / len as f64
-    };
     // Under a second: no estimate yet (none is 0: just started, or started
     // anew), or the last moments, where "eta 0s" would read as done.
     let meaningful = elapsed >= ETA_AFTER
-        && (ETA_AFTER_SHARE..1.0).contains(&share)
+        && (ETA_AFTER_SHARE..1.0).contains(&share(pos, len))
         && eta >= Duration::from_secs(1);
     meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }
@@ -437,11 +434,14 @@ pub const JOB_PGRP_ENV: &str = "PBF_SORT_JOB_PGRP";
 /// The process group of this process's job: [`JOB_PGRP_ENV`] where set,
 /// else its own.
 pub fn job_pgrp() -> nix::unistd::Pid {
-    std::env::var(JOB_PGRP_ENV)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok())
-        .filter(|&p| p > 0)
-        .map_or_else(nix::unistd::getpgrp, nix::unistd::Pid::from_raw)
+    env_pid(JOB_PGRP_ENV).unwrap_or_else(nix::unistd::getpgrp)
+}
+
+/// The process (or process group) id that the environment variable `name`
+/// holds, if it holds one.
+pub(crate) fn env_pid(name: &str) -> Option<nix::unistd::Pid> {
+    let pid = std::env::var(name).ok()?.parse::<i32>().ok()?;
+    (pid > 0).then(|| nix::unistd::Pid::from_raw(pid))
 }
 
 /// Whether this process's job is in the foreground of the terminal on

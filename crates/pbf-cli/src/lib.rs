@@ -168,22 +168,16 @@ pub const DRIVER_PID_ENV: &str = "PBF_SORT_DRIVER_PID";
 /// but its stages then still stop (and remove their temporaries) instead of
 /// finishing and publishing an output nobody is waiting for.
 fn die_with_driver() {
-    let Some(pid) = std::env::var(DRIVER_PID_ENV)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok())
-    else {
+    use nix::sys::signal::Signal::SIGTERM;
+    let Some(driver) = diag::env_pid(DRIVER_PID_ENV) else {
         return;
     };
-    let driver = nix::unistd::Pid::from_raw(pid);
-    if nix::unistd::getppid() != driver {
-        return;
-    }
-    if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).is_err() {
+    if nix::unistd::getppid() != driver || nix::sys::prctl::set_pdeathsig(SIGTERM).is_err() {
         return;
     }
     // The driver may have died between fork and prctl.
     if nix::unistd::getppid() != driver {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::raise(SIGTERM);
     }
 }
 
@@ -244,16 +238,14 @@ pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCo
 /// when it cannot be opened). A pipe on standard input is widened
 /// (to 1 MiB, see `widen_pipe`), and read up to [`INPUT_BUFFER`] at a time.
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
-    if path == "-" {
+    let read: Box<dyn io::Read + Send> = if path == "-" {
         widen_pipe(io::stdin());
-        return Ok(Box::new(BufReader::with_capacity(
-            INPUT_BUFFER,
-            io::stdin(),
-        )));
-    }
-    // Inputs are opened before any work: one that cannot be is a usage error.
-    let f = File::open(path).map_err(|e| usage(paths::io_line(path, &e)))?;
-    Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, f)))
+        Box::new(io::stdin())
+    } else {
+        // Inputs are opened before any work: one that cannot be is a usage error.
+        Box::new(File::open(path).map_err(|e| usage(paths::io_line(path, &e)))?)
+    };
+    Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, read)))
 }
 
 /// Bytes an input is read at a time: as much as a widened pipe holds. With
@@ -368,33 +360,20 @@ pub fn parse_budget(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// The parser of a compression option (`pbf-merge --compression`, `pbf-copy
+/// `--ID C`, a compression option (`pbf-merge --compression`, `pbf-copy
 /// --recompress`, and the driver's `--compression` for its completions):
-/// any form [`pbf_format::compress::Compression`] parses, and the codec names
-/// for shell completions to offer. The names are hidden from `--help`, whose
-/// text names every form with its levels.
-pub fn compression_parser() -> CompressionParser {
-    CompressionParser
+/// any form [`pbf_format::compress::Compression`] parses, and the codec
+/// names for shell completions to offer. The names
+/// are hidden from `--help`, whose text names every form with its levels.
+pub fn compression_arg(id: &'static str, help: &'static str) -> clap::Arg {
+    args::option(id, "C", help)
+        .value_parser(CompressionParser)
+        .hide_possible_values(true)
 }
 
-/// See [`compression_parser`].
+/// The value parser of [`compression_arg`].
 #[derive(Clone, Copy, Debug)]
-pub struct CompressionParser;
-
-impl CompressionParser {
-    /// The codec names a completion offers, each with its levels: a level
-    /// follows a colon, which bash splits words at, so it is left to type.
-    pub fn names() -> [clap::builder::PossibleValue; 4] {
-        use clap::builder::PossibleValue;
-        [
-            PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
-            PossibleValue::new("zstd")
-                .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
-            PossibleValue::new("lz4").help("lz4"),
-            PossibleValue::new("none").help("uncompressed"),
-        ]
-    }
-}
+struct CompressionParser;
 
 impl clap::builder::TypedValueParser for CompressionParser {
     type Value = pbf_format::compress::Compression;
@@ -409,10 +388,22 @@ impl clap::builder::TypedValueParser for CompressionParser {
         parse.parse_ref(cmd, arg, value)
     }
 
+    /// The codec names a completion offers, each with its levels: a level
+    /// follows a colon, which bash splits words at, so it is left to type.
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(CompressionParser::names().into_iter()))
+        use clap::builder::PossibleValue;
+        Some(Box::new(
+            [
+                PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
+                PossibleValue::new("zstd")
+                    .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
+                PossibleValue::new("lz4").help("lz4"),
+                PossibleValue::new("none").help("uncompressed"),
+            ]
+            .into_iter(),
+        ))
     }
 }
 
