@@ -79,8 +79,9 @@ pub fn dir_words(dir: &Path) -> String {
 /// `dir` must be a directory the run can create files in, and not one of
 /// the system's device and process names ([`pbf_output::holds_system_names`]);
 /// `what` (an option such as `--spool`) says which argument named it.
-pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
+pub fn check_dir(what: &str, dir: impl AsRef<Path>) -> anyhow::Result<()> {
     use nix::unistd::{AccessFlags, access};
+    let dir = dir.as_ref();
     let why = match std::fs::metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => "no such directory".into(),
         Err(e) if e.kind() == io::ErrorKind::NotADirectory => "not a directory".into(),
@@ -136,25 +137,19 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let name = out.display();
+    let refuse = |why: &str| Err(usage(format!("{}: {why}", out.display())));
     if out.is_dir() {
-        return Err(usage(format!(
-            "{name}: is a directory; name the output file"
-        )));
+        return refuse("is a directory; name the output file");
     }
     if out.as_os_str().as_encoded_bytes().ends_with(b"/") {
-        return Err(usage(format!(
-            "{name}: names a directory, and there is none; name the output file"
-        )));
+        return refuse("names a directory, and there is none; name the output file");
     }
     // A copier writes through a link, to a file that must be there.
     let link = out
         .symlink_metadata()
         .is_ok_and(|m| m.file_type().is_symlink());
     if link && !out.exists() {
-        return Err(usage(format!(
-            "{name}: a symbolic link to a file that does not exist"
-        )));
+        return refuse("a symbolic link to a file that does not exist");
     }
     // A copier puts a file in place: at a device's or process's name it
     // would replace the name, not write to it, and through a link it puts
@@ -171,16 +166,14 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
         false => system.then_some("is in a directory of device and process names"),
     };
     if let Some(what) = what {
-        return Err(usage(format!(
-            "{name}: {what}, which an output file would replace; use -o - to write to \
-             standard output (or a device, with >)"
-        )));
+        return refuse(&format!(
+            "{what}, which an output file would replace; use -o - to write to standard output \
+             (or a device, with >)"
+        ));
     }
     check_dir("output", dir_of(out))?;
     if !overwrite && out.exists() {
-        return Err(usage(format!(
-            "{name}: exists (use -O/--overwrite to replace it)"
-        )));
+        return refuse("exists (use -O/--overwrite to replace it)");
     }
     Ok(())
 }

@@ -196,14 +196,8 @@ fn value_names(arg: &clap::Arg) -> Option<String> {
     if !arg.get_action().takes_values() {
         return None;
     }
-    let names = arg.get_value_names()?;
-    Some(
-        names
-            .iter()
-            .map(|n| escape(n))
-            .collect::<Vec<_>>()
-            .join(" "),
-    )
+    let names: Vec<String> = arg.get_value_names()?.iter().map(|n| escape(n)).collect();
+    Some(names.join(" "))
 }
 
 /// Escape text for roff: hyphens become `\-` (a real minus, so flags can be

@@ -16,6 +16,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use crate::paths::check_dir;
+
 /// Names a PBF output must not end in, lower case: they say another format.
 const OTHER_FORMATS: &[&str] = &[
     "osm", "osh", "osc", "opl", "o5m", "o5c", "xml", "gz", "bz2", "xz", "zst",
@@ -65,10 +67,8 @@ pub fn files(run: &Files) -> Result<()> {
     }
     // The driver makes it where there is none, in a directory that is.
     if let Some(keep) = run.keep_plan {
-        match Path::new(keep).exists() {
-            true => writable_dir("--keep-plan", keep)?,
-            false => writable_dir("--keep-plan", directory_of(keep))?,
-        }
+        let made = Path::new(keep).exists();
+        check_dir("--keep-plan", if made { keep } else { directory_of(keep) })?;
     }
     if let Some(summary) = run.summary_json {
         check_summary(summary, output, inputs)?;
@@ -81,14 +81,14 @@ pub fn files(run: &Files) -> Result<()> {
 /// output, or for `-o -` with the temporary files.
 fn check_temporary(tmpdir: Option<&OsStr>, output: &OsStr) -> Result<OsString> {
     if let Some(tmpdir) = tmpdir {
-        writable_dir("--tmpdir", tmpdir)?;
+        check_dir("--tmpdir", tmpdir)?;
     }
     if output != "-" {
         return Ok(directory_of(output).to_owned());
     }
     let saved = temporary_dir(tmpdir);
     if tmpdir.is_none() {
-        writable_dir("temporary files", &saved)?;
+        check_dir("temporary files", &saved)?;
     }
     Ok(saved)
 }
@@ -154,7 +154,7 @@ fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<(
     if Path::new(summary).is_dir() {
         refuse(summary, "is a directory (--summary-json)")?;
     }
-    writable_dir("--summary-json", directory_of(summary))?;
+    check_dir("--summary-json", directory_of(summary))?;
     let taken = [OsStr::new("-"), output]
         .into_iter()
         .chain(inputs.iter().copied());
@@ -209,11 +209,6 @@ fn replaceable_summary(summary: &OsStr) -> Result<()> {
             "exists and is not a summary (--summary-json replaces only a previous one)",
         ),
     }
-}
-
-/// A directory the run writes into, for `what`.
-fn writable_dir(what: &str, dir: &OsStr) -> Result<()> {
-    crate::paths::check_dir(what, Path::new(dir))
 }
 
 /// Where the temporary files of `-o -` go: `--tmpdir`, else `$TMPDIR`,
