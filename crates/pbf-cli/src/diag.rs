@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use clap::{ArgAction, ArgMatches, Command};
 use indicatif::{
     HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle,
     TermLike,
@@ -42,10 +42,8 @@ pub struct VerbosityHelp {
 /// the internals too ([`verbosity`]).
 pub fn verbosity_args(cmd: Command, help: VerbosityHelp) -> Command {
     cmd.arg(
-        Arg::new("verbose")
+        flag("verbose", help.verbose)
             .short('v')
-            .long("verbose")
-            .help(help.verbose)
             .action(ArgAction::Count),
     )
     .arg(

@@ -23,6 +23,7 @@
 pub mod completions;
 
 use clap::Command;
+use clap_mangen::Man;
 
 /// The [`Tool`] `name` whose `command()` is `command`, defined in `source`
 /// (a tool crate's `src/lib.rs` by default), with `templates/<name>.1`.
@@ -94,30 +95,27 @@ impl Tool {
 /// The complete roff source of one tool's page; an error says which
 /// template lacks a marker line or has it twice.
 pub fn render_tool(t: &Tool) -> Result<String, String> {
-    let man = clap_mangen::Man::new((t.command)())
+    let man = Man::new((t.command)())
         .title(t.name.to_uppercase())
         .section("1")
         .date(DATE)
         .source(SOURCE)
         .manual(MANUAL);
-    type Render = fn(&clap_mangen::Man, &mut dyn std::io::Write) -> std::io::Result<()>;
+    type Render = fn(&Man, &mut dyn std::io::Write) -> std::io::Result<()>;
     let section = |f: Render, first: bool| {
         let mut out = Vec::new();
         f(&man, &mut out).map_err(|e| format!("rendering failed: {e}"))?;
         Ok::<String, String>(tidy(&String::from_utf8_lossy(&out), first))
     };
-    let mut page = section(clap_mangen::Man::render_title, true)?;
+    let mut page = section(Man::render_title, true)?;
     // No hyphenation: an option split at a line's end cannot be copied.
     page.push_str(".nh\n");
-    page.push_str(&section(clap_mangen::Man::render_name_section, false)?);
+    page.push_str(&section(Man::render_name_section, false)?);
     page.push_str(&synopsis(&(t.command)()));
     let mut body = t.template.to_owned();
     let sections: [(&str, Render); 2] = [
-        (
-            DESCRIPTION_MARK,
-            clap_mangen::Man::render_description_section,
-        ),
-        (OPTIONS_MARK, clap_mangen::Man::render_options_section),
+        (DESCRIPTION_MARK, Man::render_description_section),
+        (OPTIONS_MARK, Man::render_options_section),
     ];
     for (marker, render) in sections {
         body = replace_marker(t.name, &body, marker, &section(render, false)?)?;
