@@ -161,10 +161,8 @@ fn layout(width: usize) -> (Tail, usize) {
             return (tail, MESSAGE_WIDTH.min(room(tail)));
         }
     }
-    match room(Tail::Percent) {
-        label if label >= MIN_MESSAGE => (Tail::Percent, label),
-        _ => (Tail::Percent, 0),
-    }
+    let label = room(Tail::Percent);
+    (Tail::Percent, if label >= MIN_MESSAGE { label } else { 0 })
 }
 
 /// The `{label}` of a frame: the label fitted to the line's layout, then a
@@ -226,10 +224,8 @@ pub fn progress(total_bytes: u64, message: &str, bars: Bars) -> ProgressBar {
 /// laid out for the line's width at that moment.
 pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
     let terminal = io::stderr().is_terminal();
-    match bars {
-        Bars::Never => return,
-        Bars::Auto if !terminal => return,
-        Bars::Auto | Bars::Always => {}
+    if bars == Bars::Never || (bars == Bars::Auto && !terminal) {
+        return;
     }
     let style = ProgressStyle::with_template("{label}[{wide_bar}]{tail}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())

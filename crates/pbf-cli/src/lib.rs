@@ -414,12 +414,9 @@ const MOST_JOBS: usize = 4096;
 /// counts are refused (exit 2) with the range in the message, rather than
 /// taken to mean anything or read as another option.
 pub fn jobs_arg(help: &'static str) -> clap::Arg {
-    clap::Arg::new("jobs")
+    args::option("jobs", "N", help)
         .short('j')
-        .long("jobs")
-        .value_name("N")
         .value_hint(clap::ValueHint::Other)
-        .help(help)
         .allow_negative_numbers(true)
         .value_parser(parse_jobs)
 }

@@ -197,10 +197,8 @@ fn seconds(started: Option<u64>, ended: Option<u64>) -> Option<f64> {
 }
 
 fn now_us() -> u64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+    let since = SystemTime::now().duration_since(UNIX_EPOCH);
+    since.map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
