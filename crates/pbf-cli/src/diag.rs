@@ -178,14 +178,9 @@ fn label_key(_: &ProgressState, w: &mut dyn fmt::Write) {
 /// The `{tail}` of a frame, as the line's layout says.
 fn tail_key(state: &ProgressState, w: &mut dyn fmt::Write) {
     let (tail, _) = layout(LINE_COLS.load(Ordering::Relaxed));
-    let len = state.len().unwrap_or(0);
-    let _ = w.write_str(&tail_text(
-        tail,
-        state.pos(),
-        len,
-        estimate_age(state.elapsed()),
-        state.eta(),
-    ));
+    let (pos, len) = (state.pos(), state.len().unwrap_or(0));
+    let age = estimate_age(state.elapsed());
+    let _ = w.write_str(&tail_text(tail, pos, len, age, state.eta()));
 }
 
 /// `tail` of a bar at `pos` of `len` after `elapsed`, `eta` left.

@@ -30,20 +30,15 @@ pub fn io_line(path: impl std::fmt::Display, e: &io::Error) -> String {
 /// wherever one is: the words say it, the number is noise to a user.
 pub(crate) fn without_os_errors(text: &str) -> String {
     const MARK: &str = " (os error ";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(MARK) {
-        let tail = &rest[at + MARK.len()..];
-        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && tail[digits..].starts_with(')') {
-            out.push_str(&rest[..at]);
-            rest = &tail[digits + 1..];
-        } else {
-            out.push_str(&rest[..at + MARK.len()]);
-            rest = tail;
+    let mut pieces = text.split(MARK);
+    let mut out = pieces.next().unwrap_or_default().to_owned();
+    for piece in pieces {
+        let digits = piece.bytes().take_while(u8::is_ascii_digit).count();
+        match piece[digits..].strip_prefix(')') {
+            Some(rest) if digits > 0 => out.push_str(rest),
+            _ => out.extend([MARK, piece]),
         }
     }
-    out.push_str(rest);
     out
 }
 
@@ -201,6 +196,10 @@ mod tests {
         assert_eq!(
             without_os_errors("a (os error x) b (os error 5)"),
             "a (os error x) b"
+        );
+        assert_eq!(
+            without_os_errors("a (os error 2)b (os error "),
+            "ab (os error "
         );
     }
 

@@ -156,15 +156,9 @@ fn assignments(m: &ArgMatches, inputs: &[&OsStr]) -> Vec<u8> {
 
 /// `word` in single quotes, as bash reads it back whatever it holds.
 fn quoted(word: impl AsRef<OsStr>) -> Vec<u8> {
-    let mut q = vec![b'\''];
-    for &b in word.as_ref().as_bytes() {
-        match b {
-            b'\'' => q.extend_from_slice(b"'\\''"),
-            _ => q.push(b),
-        }
-    }
-    q.push(b'\'');
-    q
+    // Each quote inside ends the quoted word, is escaped, and starts it again.
+    let parts: Vec<&[u8]> = word.as_ref().as_bytes().split(|&b| b == b'\'').collect();
+    [&b"'"[..], &parts.join(&b"'\\''"[..]), b"'"].concat()
 }
 
 #[cfg(test)]

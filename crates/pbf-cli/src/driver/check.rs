@@ -136,10 +136,8 @@ fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()
         refuse(output, why)?;
     }
     let lower = output.to_string_lossy().to_lowercase();
-    if OTHER_FORMATS
-        .iter()
-        .any(|f| lower.ends_with(&format!(".{f}")))
-    {
+    let ext = lower.rsplit_once('.').map(|(_, ext)| ext);
+    if ext.is_some_and(|ext| OTHER_FORMATS.contains(&ext)) {
         let why = "the name says another format than PBF, which is all pbf-sort writes (and \
                    what osmium would expect); name it .osm.pbf (or .osh.pbf)";
         refuse(output, why)?;
@@ -155,17 +153,12 @@ fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<(
         refuse(summary, "is a directory (--summary-json)")?;
     }
     check_dir("--summary-json", directory_of(summary))?;
-    let taken = [OsStr::new("-"), output]
+    let mut taken = [OsStr::new("-"), output]
         .into_iter()
         .chain(inputs.iter().copied());
-    if taken
-        .into_iter()
-        .any(|f| f == summary || same_file(f, summary))
-    {
-        refuse(
-            summary,
-            "standard output, the output or an input (--summary-json)",
-        )?;
+    if taken.any(|f| f == summary || same_file(f, summary)) {
+        let why = "standard output, the output or an input (--summary-json)";
+        refuse(summary, why)?;
     }
     // The summary is renamed into place: it would replace a link, a FIFO
     // or a device, not write to it.
