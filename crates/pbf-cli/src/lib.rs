@@ -15,6 +15,7 @@ use clap::{ArgMatches, Command};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod advice;
 pub mod args;
@@ -36,10 +37,8 @@ pub use pbf_stream::plural;
 /// `mutex`'s guard, whether or not a thread panicked holding it: what the
 /// toolkit keeps behind a mutex (a label, a queue, plain fields) is whole
 /// between statements, and the panic is reported where it happened.
-pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Exit status for "the answer is no" (for example `--check` on an unsorted file).
@@ -70,10 +69,8 @@ fn parse_and_run(
         Ok(m) => m,
         Err(e) if !e.use_stderr() => return print_help(name, &e),
         Err(e) => {
-            warn(
-                name,
-                format!("error: {} (see '{name} --help')", clap_line(&e)),
-            );
+            let line = clap_line(&e);
+            warn(name, format!("error: {line} (see '{name} --help')"));
             return ExitCode::from(2);
         }
     };
@@ -101,16 +98,10 @@ fn parse_and_run(
 /// starts with, and its tips (the option meant by a misspelt one).
 fn clap_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first: Vec<&str> = text
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect();
-    let tips = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("tip: "))
-        .map(|tip| format!("; {tip}"));
-    let line = first.join(" ") + &tips.collect::<String>();
+    let lines = || text.lines().map(str::trim);
+    let first: Vec<&str> = lines().take_while(|l| !l.is_empty()).collect();
+    let tips = lines().filter_map(|l| l.strip_prefix("tip: "));
+    let line = first.join(" ") + &tips.map(|tip| format!("; {tip}")).collect::<String>();
     line.strip_prefix("error: ").unwrap_or(&line).to_owned()
 }
 
@@ -187,15 +178,11 @@ fn die_with_driver() {
 /// when an input is not PBF.
 pub fn one_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
+    for text in err.chain().map(|cause| cause.to_string()) {
+        if !line.contains(&text) {
+            let sep = if line.is_empty() { "" } else { ": " };
+            line.extend([sep, text.as_str()]);
         }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
     }
     if let Some(how) = err.chain().find_map(advice::for_cause) {
         line = format!("{line}: {how}");
@@ -329,11 +316,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);
     let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
-    let mult: u64 = match unit
-        .to_ascii_lowercase()
-        .trim_end_matches("ib")
-        .trim_end_matches('b')
-    {
+    let unit = unit.to_ascii_lowercase();
+    let mult: u64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
         "" => 1,
         "k" => 1 << 10,
         "m" => 1 << 20,
@@ -394,16 +378,14 @@ impl clap::builder::TypedValueParser for CompressionParser {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         use clap::builder::PossibleValue;
-        Some(Box::new(
-            [
-                PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
-                PossibleValue::new("zstd")
-                    .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
-                PossibleValue::new("lz4").help("lz4"),
-                PossibleValue::new("none").help("uncompressed"),
-            ]
-            .into_iter(),
-        ))
+        let names = [
+            PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
+            PossibleValue::new("zstd")
+                .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
+            PossibleValue::new("lz4").help("lz4"),
+            PossibleValue::new("none").help("uncompressed"),
+        ];
+        Some(Box::new(names.into_iter()))
     }
 }
 
