@@ -69,9 +69,6 @@ const SOURCE: &str = concat!("pbf-sort ", env!("CARGO_PKG_VERSION"));
 /// The manual's title (`.TH` manual).
 const MANUAL: &str = "pbf-sort manual";
 
-const DESCRIPTION_MARK: &str = ".\\\" @DESCRIPTION@";
-const OPTIONS_MARK: &str = ".\\\" @OPTIONS@";
-
 /// One tool with a generated page.
 #[derive(Clone, Copy)]
 pub struct Tool {
@@ -114,8 +111,9 @@ pub fn render_tool(t: &Tool) -> Result<String, String> {
     page.push_str(&synopsis(&(t.command)()));
     let mut body = t.template.to_owned();
     let sections: [(&str, Render); 2] = [
-        (DESCRIPTION_MARK, Man::render_description_section),
-        (OPTIONS_MARK, Man::render_options_section),
+        // The marker lines of the crate's documentation.
+        (".\\\" @DESCRIPTION@", Man::render_description_section),
+        (".\\\" @OPTIONS@", Man::render_options_section),
     ];
     for (marker, render) in sections {
         body = replace_marker(t.name, &body, marker, &section(render, false)?)?;
