@@ -108,11 +108,10 @@ pub fn check_temp_dir(dir: &Path, out: &Path) -> anyhow::Result<()> {
     if device(dir) == device(dir_of(&real)) {
         return Ok(());
     }
+    let (dir, output_dir) = (dir_words(dir), dir_words(dir_of(&real)));
     Err(usage(format!(
-        "{}: not on the filesystem of {} (--tmpdir: the output is renamed into place, \
-         never copied)",
-        dir_words(dir),
-        dir_words(dir_of(&real))
+        "{dir}: not on the filesystem of {output_dir} (--tmpdir: the output is renamed into \
+         place, never copied)"
     )))
 }
 
