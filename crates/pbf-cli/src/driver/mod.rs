@@ -42,6 +42,7 @@ pub fn command() -> Command {
     let stage = |id: &'static str, help: &'static str| {
         value(id, "CMD", ValueHint::CommandString, help).help_heading(STAGES)
     };
+    let always = "Progress bars even when stderr is not a terminal";
     Command::new("pbf-sort")
         .version(env!("CARGO_PKG_VERSION"))
         .about(ABOUT)
@@ -160,13 +161,7 @@ pub fn command() -> Command {
             .conflicts_with("dry-run"),
         )
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
-        .arg(
-            flag(
-                "progress",
-                "Progress bars even when stderr is not a terminal",
-            )
-            .overrides_with("no-progress"),
-        )
+        .arg(flag("progress", always).overrides_with("no-progress"))
         .arg(flag("no-progress", "No progress bars").overrides_with("progress"))
         .arg(
             flag("quiet", "No progress and no notices")
