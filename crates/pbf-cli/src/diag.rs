@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use clap::{Arg, ArgAction, ArgMatches, Command};
+use clap::{ArgAction, ArgMatches, Command};
 use indicatif::{
     HumanBytes, HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle,
     TermLike,
@@ -42,10 +42,8 @@ pub struct VerbosityHelp {
 /// the internals too ([`verbosity`]).
 pub fn verbosity_args(cmd: Command, help: VerbosityHelp) -> Command {
     cmd.arg(
-        Arg::new("verbose")
+        flag("verbose", help.verbose)
             .short('v')
-            .long("verbose")
-            .help(help.verbose)
             .action(ArgAction::Count),
     )
     .arg(
@@ -163,10 +161,8 @@ fn layout(width: usize) -> (Tail, usize) {
             return (tail, MESSAGE_WIDTH.min(room(tail)));
         }
     }
-    match room(Tail::Percent) {
-        label if label >= MIN_MESSAGE => (Tail::Percent, label),
-        _ => (Tail::Percent, 0),
-    }
+    let label = room(Tail::Percent);
+    (Tail::Percent, if label >= MIN_MESSAGE { label } else { 0 })
 }
 
 /// The `{label}` of a frame: the label fitted to the line's layout, then a
@@ -182,14 +178,9 @@ fn label_key(_: &ProgressState, w: &mut dyn fmt::Write) {
 /// The `{tail}` of a frame, as the line's layout says.
 fn tail_key(state: &ProgressState, w: &mut dyn fmt::Write) {
     let (tail, _) = layout(LINE_COLS.load(Ordering::Relaxed));
-    let len = state.len().unwrap_or(0);
-    let _ = w.write_str(&tail_text(
-        tail,
-        state.pos(),
-        len,
-        estimate_age(state.elapsed()),
-        state.eta(),
-    ));
+    let (pos, len) = (state.pos(), state.len().unwrap_or(0));
+    let age = estimate_age(state.elapsed());
+    let _ = w.write_str(&tail_text(tail, pos, len, age, state.eta()));
 }
 
 /// `tail` of a bar at `pos` of `len` after `elapsed`, `eta` left.
@@ -198,14 +189,16 @@ fn tail_text(tail: Tail, pos: u64, len: u64, elapsed: Duration, eta: Duration) -
     match tail {
         Tail::CountsEta => counts() + &eta_text(elapsed, pos, len, eta).unwrap_or_default(),
         Tail::Counts => counts(),
-        Tail::Percent => {
-            let share = if len == 0 {
-                0.0
-            } else {
-                pos as f64 / len as f64
-            };
-            format!(" {:>3.0}%", share * 100.0)
-        }
+        Tail::Percent => format!(" {:>3.0}%", share(pos, len) * 100.0),
+    }
+}
+
+/// The share of the work done at `pos` of `len` (none of nothing).
+fn share(pos: u64, len: u64) -> f64 {
+    if len == 0 {
+        0.0
+    } else {
+        pos as f64 / len as f64
     }
 }
 
@@ -226,10 +219,8 @@ pub fn progress(total_bytes: u64, message: &str, bars: Bars) -> ProgressBar {
 /// laid out for the line's width at that moment.
 pub fn draw(bar: &ProgressBar, message: &str, bars: Bars) {
     let terminal = io::stderr().is_terminal();
-    match bars {
-        Bars::Never => return,
-        Bars::Auto if !terminal => return,
-        Bars::Auto | Bars::Always => {}
+    if bars == Bars::Never || (bars == Bars::Auto && !terminal) {
+        return;
     }
     let style = ProgressStyle::with_template("{label}[{wide_bar}]{tail}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -302,15 +293,10 @@ const ETA_AFTER_SHARE: f64 = 0.05;
 /// an estimate would mean nothing (too early, done, none made yet, or under
 /// a second).
 fn eta_text(elapsed: Duration, pos: u64, len: u64, eta: Duration) -> Option<String> {
-    let share = if len == 0 {
-        0.0
-    } else {
-        pos as f64 / len as f64
-    };
     // Under a second: no estimate yet (none is 0: just started, or started
     // anew), or the last moments, where "eta 0s" would read as done.
     let meaningful = elapsed >= ETA_AFTER
-        && (ETA_AFTER_SHARE..1.0).contains(&share)
+        && (ETA_AFTER_SHARE..1.0).contains(&share(pos, len))
         && eta >= Duration::from_secs(1);
     meaningful.then(|| format!(" eta {:#}", HumanDuration(eta)))
 }
@@ -437,11 +423,14 @@ pub const JOB_PGRP_ENV: &str = "PBF_SORT_JOB_PGRP";
 /// The process group of this process's job: [`JOB_PGRP_ENV`] where set,
 /// else its own.
 pub fn job_pgrp() -> nix::unistd::Pid {
-    std::env::var(JOB_PGRP_ENV)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok())
-        .filter(|&p| p > 0)
-        .map_or_else(nix::unistd::getpgrp, nix::unistd::Pid::from_raw)
+    env_pid(JOB_PGRP_ENV).unwrap_or_else(nix::unistd::getpgrp)
+}
+
+/// The process (or process group) id that the environment variable `name`
+/// holds, if it holds one.
+pub(crate) fn env_pid(name: &str) -> Option<nix::unistd::Pid> {
+    let pid = std::env::var(name).ok()?.parse::<i32>().ok()?;
+    (pid > 0).then(|| nix::unistd::Pid::from_raw(pid))
 }
 
 /// Whether this process's job is in the foreground of the terminal on

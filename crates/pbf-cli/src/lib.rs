@@ -15,6 +15,7 @@ use clap::{ArgMatches, Command};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 mod advice;
 pub mod args;
@@ -36,10 +37,8 @@ pub use pbf_stream::plural;
 /// `mutex`'s guard, whether or not a thread panicked holding it: what the
 /// toolkit keeps behind a mutex (a label, a queue, plain fields) is whole
 /// between statements, and the panic is reported where it happened.
-pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Exit status for "the answer is no" (for example `--check` on an unsorted file).
@@ -70,10 +69,8 @@ fn parse_and_run(
         Ok(m) => m,
         Err(e) if !e.use_stderr() => return print_help(name, &e),
         Err(e) => {
-            warn(
-                name,
-                format!("error: {} (see '{name} --help')", clap_line(&e)),
-            );
+            let line = clap_line(&e);
+            warn(name, format!("error: {line} (see '{name} --help')"));
             return ExitCode::from(2);
         }
     };
@@ -101,16 +98,10 @@ fn parse_and_run(
 /// starts with, and its tips (the option meant by a misspelt one).
 fn clap_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
-    let first: Vec<&str> = text
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect();
-    let tips = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("tip: "))
-        .map(|tip| format!("; {tip}"));
-    let line = first.join(" ") + &tips.collect::<String>();
+    let lines = || text.lines().map(str::trim);
+    let first: Vec<&str> = lines().take_while(|l| !l.is_empty()).collect();
+    let tips = lines().filter_map(|l| l.strip_prefix("tip: "));
+    let line = first.join(" ") + &tips.map(|tip| format!("; {tip}")).collect::<String>();
     line.strip_prefix("error: ").unwrap_or(&line).to_owned()
 }
 
@@ -168,22 +159,16 @@ pub const DRIVER_PID_ENV: &str = "PBF_SORT_DRIVER_PID";
 /// but its stages then still stop (and remove their temporaries) instead of
 /// finishing and publishing an output nobody is waiting for.
 fn die_with_driver() {
-    let Some(pid) = std::env::var(DRIVER_PID_ENV)
-        .ok()
-        .and_then(|p| p.parse::<i32>().ok())
-    else {
+    use nix::sys::signal::Signal::SIGTERM;
+    let Some(driver) = diag::env_pid(DRIVER_PID_ENV) else {
         return;
     };
-    let driver = nix::unistd::Pid::from_raw(pid);
-    if nix::unistd::getppid() != driver {
-        return;
-    }
-    if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).is_err() {
+    if nix::unistd::getppid() != driver || nix::sys::prctl::set_pdeathsig(SIGTERM).is_err() {
         return;
     }
     // The driver may have died between fork and prctl.
     if nix::unistd::getppid() != driver {
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::raise(SIGTERM);
     }
 }
 
@@ -193,15 +178,11 @@ fn die_with_driver() {
 /// when an input is not PBF.
 pub fn one_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
+    for text in err.chain().map(|cause| cause.to_string()) {
+        if !line.contains(&text) {
+            let sep = if line.is_empty() { "" } else { ": " };
+            line.extend([sep, text.as_str()]);
         }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
     }
     if let Some(how) = err.chain().find_map(advice::for_cause) {
         line = format!("{line}: {how}");
@@ -244,16 +225,14 @@ pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCo
 /// when it cannot be opened). A pipe on standard input is widened
 /// (to 1 MiB, see `widen_pipe`), and read up to [`INPUT_BUFFER`] at a time.
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
-    if path == "-" {
+    let read: Box<dyn io::Read + Send> = if path == "-" {
         widen_pipe(io::stdin());
-        return Ok(Box::new(BufReader::with_capacity(
-            INPUT_BUFFER,
-            io::stdin(),
-        )));
-    }
-    // Inputs are opened before any work: one that cannot be is a usage error.
-    let f = File::open(path).map_err(|e| usage(paths::io_line(path, &e)))?;
-    Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, f)))
+        Box::new(io::stdin())
+    } else {
+        // Inputs are opened before any work: one that cannot be is a usage error.
+        Box::new(File::open(path).map_err(|e| usage(paths::io_line(path, &e)))?)
+    };
+    Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, read)))
 }
 
 /// Bytes an input is read at a time: as much as a widened pipe holds. With
@@ -337,11 +316,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);
     let n: u64 = num.parse().map_err(|_| format!("invalid size '{s}'"))?;
-    let mult: u64 = match unit
-        .to_ascii_lowercase()
-        .trim_end_matches("ib")
-        .trim_end_matches('b')
-    {
+    let unit = unit.to_ascii_lowercase();
+    let mult: u64 = match unit.trim_end_matches("ib").trim_end_matches('b') {
         "" => 1,
         "k" => 1 << 10,
         "m" => 1 << 20,
@@ -368,33 +344,20 @@ pub fn parse_budget(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// The parser of a compression option (`pbf-merge --compression`, `pbf-copy
+/// `--ID C`, a compression option (`pbf-merge --compression`, `pbf-copy
 /// --recompress`, and the driver's `--compression` for its completions):
-/// any form [`pbf_format::compress::Compression`] parses, and the codec names
-/// for shell completions to offer. The names are hidden from `--help`, whose
-/// text names every form with its levels.
-pub fn compression_parser() -> CompressionParser {
-    CompressionParser
+/// any form [`pbf_format::compress::Compression`] parses, and the codec
+/// names for shell completions to offer. The names
+/// are hidden from `--help`, whose text names every form with its levels.
+pub fn compression_arg(id: &'static str, help: &'static str) -> clap::Arg {
+    args::option(id, "C", help)
+        .value_parser(CompressionParser)
+        .hide_possible_values(true)
 }
 
-/// See [`compression_parser`].
+/// The value parser of [`compression_arg`].
 #[derive(Clone, Copy, Debug)]
-pub struct CompressionParser;
-
-impl CompressionParser {
-    /// The codec names a completion offers, each with its levels: a level
-    /// follows a colon, which bash splits words at, so it is left to type.
-    pub fn names() -> [clap::builder::PossibleValue; 4] {
-        use clap::builder::PossibleValue;
-        [
-            PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
-            PossibleValue::new("zstd")
-                .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
-            PossibleValue::new("lz4").help("lz4"),
-            PossibleValue::new("none").help("uncompressed"),
-        ]
-    }
-}
+struct CompressionParser;
 
 impl clap::builder::TypedValueParser for CompressionParser {
     type Value = pbf_format::compress::Compression;
@@ -409,10 +372,20 @@ impl clap::builder::TypedValueParser for CompressionParser {
         parse.parse_ref(cmd, arg, value)
     }
 
+    /// The codec names a completion offers, each with its levels: a level
+    /// follows a colon, which bash splits words at, so it is left to type.
     fn possible_values(
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(CompressionParser::names().into_iter()))
+        use clap::builder::PossibleValue;
+        let names = [
+            PossibleValue::new("zlib").help("zlib:0 to zlib:9; zlib is zlib:6 (the default)"),
+            PossibleValue::new("zstd")
+                .help("zstd:1 to zstd:22; zstd is zstd:3 (osmium 1.15 reads no zstd)"),
+            PossibleValue::new("lz4").help("lz4"),
+            PossibleValue::new("none").help("uncompressed"),
+        ];
+        Some(Box::new(names.into_iter()))
     }
 }
 
@@ -423,12 +396,9 @@ const MOST_JOBS: usize = 4096;
 /// counts are refused (exit 2) with the range in the message, rather than
 /// taken to mean anything or read as another option.
 pub fn jobs_arg(help: &'static str) -> clap::Arg {
-    clap::Arg::new("jobs")
+    args::option("jobs", "N", help)
         .short('j')
-        .long("jobs")
-        .value_name("N")
         .value_hint(clap::ValueHint::Other)
-        .help(help)
         .allow_negative_numbers(true)
         .value_parser(parse_jobs)
 }

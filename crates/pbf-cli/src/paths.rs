@@ -30,20 +30,15 @@ pub fn io_line(path: impl std::fmt::Display, e: &io::Error) -> String {
 /// wherever one is: the words say it, the number is noise to a user.
 pub(crate) fn without_os_errors(text: &str) -> String {
     const MARK: &str = " (os error ";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(MARK) {
-        let tail = &rest[at + MARK.len()..];
-        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && tail[digits..].starts_with(')') {
-            out.push_str(&rest[..at]);
-            rest = &tail[digits + 1..];
-        } else {
-            out.push_str(&rest[..at + MARK.len()]);
-            rest = tail;
+    let mut pieces = text.split(MARK);
+    let mut out = pieces.next().unwrap_or_default().to_owned();
+    for piece in pieces {
+        let digits = piece.bytes().take_while(u8::is_ascii_digit).count();
+        match piece[digits..].strip_prefix(')') {
+            Some(rest) if digits > 0 => out.push_str(rest),
+            _ => out.extend([MARK, piece]),
         }
     }
-    out.push_str(rest);
     out
 }
 
@@ -79,8 +74,9 @@ pub fn dir_words(dir: &Path) -> String {
 /// `dir` must be a directory the run can create files in, and not one of
 /// the system's device and process names ([`pbf_output::holds_system_names`]);
 /// `what` (an option such as `--spool`) says which argument named it.
-pub fn check_dir(what: &str, dir: &Path) -> anyhow::Result<()> {
+pub fn check_dir(what: &str, dir: impl AsRef<Path>) -> anyhow::Result<()> {
     use nix::unistd::{AccessFlags, access};
+    let dir = dir.as_ref();
     let why = match std::fs::metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => "no such directory".into(),
         Err(e) if e.kind() == io::ErrorKind::NotADirectory => "not a directory".into(),
@@ -112,11 +108,10 @@ pub fn check_temp_dir(dir: &Path, out: &Path) -> anyhow::Result<()> {
     if device(dir) == device(dir_of(&real)) {
         return Ok(());
     }
+    let (dir, output_dir) = (dir_words(dir), dir_words(dir_of(&real)));
     Err(usage(format!(
-        "{}: not on the filesystem of {} (--tmpdir: the output is renamed into place, \
-         never copied)",
-        dir_words(dir),
-        dir_words(dir_of(&real))
+        "{dir}: not on the filesystem of {output_dir} (--tmpdir: the output is renamed into \
+         place, never copied)"
     )))
 }
 
@@ -136,25 +131,19 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let name = out.display();
+    let refuse = |why: &str| Err(usage(format!("{}: {why}", out.display())));
     if out.is_dir() {
-        return Err(usage(format!(
-            "{name}: is a directory; name the output file"
-        )));
+        return refuse("is a directory; name the output file");
     }
     if out.as_os_str().as_encoded_bytes().ends_with(b"/") {
-        return Err(usage(format!(
-            "{name}: names a directory, and there is none; name the output file"
-        )));
+        return refuse("names a directory, and there is none; name the output file");
     }
     // A copier writes through a link, to a file that must be there.
     let link = out
         .symlink_metadata()
         .is_ok_and(|m| m.file_type().is_symlink());
     if link && !out.exists() {
-        return Err(usage(format!(
-            "{name}: a symbolic link to a file that does not exist"
-        )));
+        return refuse("a symbolic link to a file that does not exist");
     }
     // A copier puts a file in place: at a device's or process's name it
     // would replace the name, not write to it, and through a link it puts
@@ -171,16 +160,14 @@ pub fn check_output(out: &Path, overwrite: bool) -> anyhow::Result<()> {
         false => system.then_some("is in a directory of device and process names"),
     };
     if let Some(what) = what {
-        return Err(usage(format!(
-            "{name}: {what}, which an output file would replace; use -o - to write to \
-             standard output (or a device, with >)"
-        )));
+        return refuse(&format!(
+            "{what}, which an output file would replace; use -o - to write to standard output \
+             (or a device, with >)"
+        ));
     }
     check_dir("output", dir_of(out))?;
     if !overwrite && out.exists() {
-        return Err(usage(format!(
-            "{name}: exists (use -O/--overwrite to replace it)"
-        )));
+        return refuse("exists (use -O/--overwrite to replace it)");
     }
     Ok(())
 }
@@ -208,6 +195,10 @@ mod tests {
         assert_eq!(
             without_os_errors("a (os error x) b (os error 5)"),
             "a (os error x) b"
+        );
+        assert_eq!(
+            without_os_errors("a (os error 2)b (os error "),
+            "ab (os error "
         );
     }
 

@@ -45,15 +45,10 @@ static GROUP: AtomicI32 = AtomicI32::new(0);
 pub const GROUP_GRACE_MS: u32 = 1000;
 
 /// This module's duty in the signal handler: stop the registered group,
-/// then clear the registered line. Only async-signal-safe calls.
+/// then clear the registered line ([`clear_line_on_signal`]) while its job
+/// is the terminal's foreground group. Only async-signal-safe calls.
 fn on_signal() {
     stop_group(GROUP.load(Ordering::SeqCst));
-    clear_line_in_foreground();
-}
-
-/// Clear the registered line ([`clear_line_on_signal`]) while its job is
-/// the terminal's foreground group. Only async-signal-safe calls.
-fn clear_line_in_foreground() {
     let line = LINE_FD.load(Ordering::SeqCst);
     // SAFETY: tcgetpgrp (an ioctl) and write are async-signal-safe; a
     // static buffer.

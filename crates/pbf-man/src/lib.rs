@@ -23,6 +23,7 @@
 pub mod completions;
 
 use clap::Command;
+use clap_mangen::Man;
 
 /// The [`Tool`] `name` whose `command()` is `command`, defined in `source`
 /// (a tool crate's `src/lib.rs` by default), with `templates/<name>.1`.
@@ -68,9 +69,6 @@ const SOURCE: &str = concat!("pbf-sort ", env!("CARGO_PKG_VERSION"));
 /// The manual's title (`.TH` manual).
 const MANUAL: &str = "pbf-sort manual";
 
-const DESCRIPTION_MARK: &str = ".\\\" @DESCRIPTION@";
-const OPTIONS_MARK: &str = ".\\\" @OPTIONS@";
-
 /// One tool with a generated page.
 #[derive(Clone, Copy)]
 pub struct Tool {
@@ -94,30 +92,28 @@ impl Tool {
 /// The complete roff source of one tool's page; an error says which
 /// template lacks a marker line or has it twice.
 pub fn render_tool(t: &Tool) -> Result<String, String> {
-    let man = clap_mangen::Man::new((t.command)())
+    let man = Man::new((t.command)())
         .title(t.name.to_uppercase())
         .section("1")
         .date(DATE)
         .source(SOURCE)
         .manual(MANUAL);
-    type Render = fn(&clap_mangen::Man, &mut dyn std::io::Write) -> std::io::Result<()>;
+    type Render = fn(&Man, &mut dyn std::io::Write) -> std::io::Result<()>;
     let section = |f: Render, first: bool| {
         let mut out = Vec::new();
         f(&man, &mut out).map_err(|e| format!("rendering failed: {e}"))?;
         Ok::<String, String>(tidy(&String::from_utf8_lossy(&out), first))
     };
-    let mut page = section(clap_mangen::Man::render_title, true)?;
+    let mut page = section(Man::render_title, true)?;
     // No hyphenation: an option split at a line's end cannot be copied.
     page.push_str(".nh\n");
-    page.push_str(&section(clap_mangen::Man::render_name_section, false)?);
+    page.push_str(&section(Man::render_name_section, false)?);
     page.push_str(&synopsis(&(t.command)()));
     let mut body = t.template.to_owned();
     let sections: [(&str, Render); 2] = [
-        (
-            DESCRIPTION_MARK,
-            clap_mangen::Man::render_description_section,
-        ),
-        (OPTIONS_MARK, clap_mangen::Man::render_options_section),
+        // The marker lines of the crate's documentation.
+        (".\\\" @DESCRIPTION@", Man::render_description_section),
+        (".\\\" @OPTIONS@", Man::render_options_section),
     ];
     for (marker, render) in sections {
         body = replace_marker(t.name, &body, marker, &section(render, false)?)?;
@@ -196,14 +192,8 @@ fn value_names(arg: &clap::Arg) -> Option<String> {
     if !arg.get_action().takes_values() {
         return None;
     }
-    let names = arg.get_value_names()?;
-    Some(
-        names
-            .iter()
-            .map(|n| escape(n))
-            .collect::<Vec<_>>()
-            .join(" "),
-    )
+    let names: Vec<String> = arg.get_value_names()?.iter().map(|n| escape(n)).collect();
+    Some(names.join(" "))
 }
 
 /// Escape text for roff: hyphens become `\-` (a real minus, so flags can be

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::{ArgMatches, Command};
-use pbf_cli::args::{flag, option};
+use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
 use pbf_copier::frames;
@@ -92,16 +92,11 @@ pub fn command() -> Command {
              page cache (O_DIRECT) in 8 MiB stages: half the CPU, and as fast once input and \
              output outgrow memory",
         ))
-        .arg(
-            option(
-                "recompress",
-                "C",
-                "Re-compress every copied blob: zlib[:0-9], zstd[:1-22], lz4 or none (osmium \
-                 1.15 cannot read zstd) [default: blobs keep their compression]",
-            )
-            .value_parser(pbf_cli::compression_parser())
-            .hide_possible_values(true),
-        )
+        .arg(pbf_cli::compression_arg(
+            "recompress",
+            "Re-compress every copied blob: zlib[:0-9], zstd[:1-22], lz4 or none (osmium 1.15 \
+             cannot read zstd) [default: blobs keep their compression]",
+        ))
         .arg(
             flag(
                 "spools-compressed",

@@ -111,15 +111,12 @@ pub fn command() -> Command {
             pbf_cli::jobs_arg("Worker threads for decoding, encoding and compression [default: all cores]"),
         )
         .arg(
-            option(
+            pbf_cli::compression_arg(
                 "compression",
-                "C",
                 "Compression of merged blocks: zlib[:0-9], zstd[:1-22], lz4 or none. Copied \
                  blobs keep their own; osmium 1.15 cannot read zstd",
             )
-            .default_value("zlib:6")
-            .value_parser(pbf_cli::compression_parser())
-            .hide_possible_values(true),
+            .default_value("zlib:6"),
         )
         .arg(
             option(

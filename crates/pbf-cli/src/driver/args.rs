@@ -114,10 +114,8 @@ fn read_once(m: &ArgMatches, dedupe: bool) -> Result<Vec<&OsStr>> {
             return Err(crate::usage(format!("{shown}: {why}")));
         }
         if !m.get_flag("quiet") {
-            crate::warn(
-                "pbf-sort",
-                format!("notice: {shown}: given twice; --dedupe reads it once"),
-            );
+            let notice = format!("notice: {shown}: given twice; --dedupe reads it once");
+            crate::warn("pbf-sort", notice);
         }
     }
     Ok(once)
@@ -141,9 +139,7 @@ fn assignments(m: &ArgMatches, inputs: &[&OsStr]) -> Vec<u8> {
                 .flat_map(quoted)
                 .collect(),
         };
-        out.extend_from_slice(format!("opt[{id}]=").as_bytes());
-        out.extend_from_slice(&value);
-        out.push(b'\n');
+        out.extend([format!("opt[{id}]=").as_bytes(), &value, b"\n"].concat());
     }
     out.extend_from_slice(b"inputs=(");
     for input in inputs {
@@ -156,15 +152,9 @@ fn assignments(m: &ArgMatches, inputs: &[&OsStr]) -> Vec<u8> {
 
 /// `word` in single quotes, as bash reads it back whatever it holds.
 fn quoted(word: impl AsRef<OsStr>) -> Vec<u8> {
-    let mut q = vec![b'\''];
-    for &b in word.as_ref().as_bytes() {
-        match b {
-            b'\'' => q.extend_from_slice(b"'\\''"),
-            _ => q.push(b),
-        }
-    }
-    q.push(b'\'');
-    q
+    // Each quote inside ends the quoted word, is escaped, and starts it again.
+    let parts: Vec<&[u8]> = word.as_ref().as_bytes().split(|&b| b == b'\'').collect();
+    [&b"'"[..], &parts.join(&b"'\\''"[..]), b"'"].concat()
 }
 
 #[cfg(test)]

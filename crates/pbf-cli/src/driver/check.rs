@@ -16,6 +16,8 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use crate::paths::check_dir;
+
 /// Names a PBF output must not end in, lower case: they say another format.
 const OTHER_FORMATS: &[&str] = &[
     "osm", "osh", "osc", "opl", "o5m", "o5c", "xml", "gz", "bz2", "xz", "zst",
@@ -58,17 +60,16 @@ pub fn files(run: &Files) -> Result<()> {
     let saved = check_temporary(run.tmpdir, output)?;
     let room_asked = inputs.contains(&OsStr::new("-")) && run.space_check;
     if let Some(size) = run.stdin_size.filter(|_| room_asked) {
-        room_for_stdin(&saved, size)?;
+        room(&saved, size, "the copy of standard input needs")?;
     }
     if output != "-" && run.space_check && !run.latest {
-        room_for_output(run)?;
+        let needs = "the output of these inputs needs at least";
+        room(directory_of(output), output_needs(run), needs)?;
     }
     // The driver makes it where there is none, in a directory that is.
     if let Some(keep) = run.keep_plan {
-        match Path::new(keep).exists() {
-            true => writable_dir("--keep-plan", keep)?,
-            false => writable_dir("--keep-plan", directory_of(keep))?,
-        }
+        let made = Path::new(keep).exists();
+        check_dir("--keep-plan", if made { keep } else { directory_of(keep) })?;
     }
     if let Some(summary) = run.summary_json {
         check_summary(summary, output, inputs)?;
@@ -81,14 +82,14 @@ pub fn files(run: &Files) -> Result<()> {
 /// output, or for `-o -` with the temporary files.
 fn check_temporary(tmpdir: Option<&OsStr>, output: &OsStr) -> Result<OsString> {
     if let Some(tmpdir) = tmpdir {
-        writable_dir("--tmpdir", tmpdir)?;
+        check_dir("--tmpdir", tmpdir)?;
     }
     if output != "-" {
         return Ok(directory_of(output).to_owned());
     }
     let saved = temporary_dir(tmpdir);
     if tmpdir.is_none() {
-        writable_dir("temporary files", &saved)?;
+        check_dir("temporary files", &saved)?;
     }
     Ok(saved)
 }
@@ -97,19 +98,18 @@ fn check_temporary(tmpdir: Option<&OsStr>, output: &OsStr) -> Result<OsString> {
 fn check_input(input: &OsStr) -> Result<()> {
     use nix::unistd::{AccessFlags, access};
     let path = Path::new(input);
-    if !path.exists() {
-        refuse(input, "no such file")?;
-    }
-    if path.is_dir() {
-        refuse(input, "is a directory")?;
-    }
-    if access(path, AccessFlags::R_OK).is_err() {
-        refuse(input, "not readable")?;
-    }
-    if is_terminal(path) {
-        refuse(input, "is a terminal; pipe a PBF file into 'pbf-sort -'")?;
-    }
-    Ok(())
+    let why = if !path.exists() {
+        "no such file"
+    } else if path.is_dir() {
+        "is a directory"
+    } else if access(path, AccessFlags::R_OK).is_err() {
+        "not readable"
+    } else if is_terminal(path) {
+        "is a terminal; pipe a PBF file into 'pbf-sort -'"
+    } else {
+        return Ok(());
+    };
+    refuse(input, why)
 }
 
 /// Whether `path` is a terminal (`/dev/tty`, `/dev/pts/N`): saved as a
@@ -136,10 +136,8 @@ fn check_output(output: &OsStr, inputs: &[&OsStr], overwrite: bool) -> Result<()
         refuse(output, why)?;
     }
     let lower = output.to_string_lossy().to_lowercase();
-    if OTHER_FORMATS
-        .iter()
-        .any(|f| lower.ends_with(&format!(".{f}")))
-    {
+    let ext = lower.rsplit_once('.').map(|(_, ext)| ext);
+    if ext.is_some_and(|ext| OTHER_FORMATS.contains(&ext)) {
         let why = "the name says another format than PBF, which is all pbf-sort writes (and \
                    what osmium would expect); name it .osm.pbf (or .osh.pbf)";
         refuse(output, why)?;
@@ -154,18 +152,13 @@ fn check_summary(summary: &OsStr, output: &OsStr, inputs: &[&OsStr]) -> Result<(
     if Path::new(summary).is_dir() {
         refuse(summary, "is a directory (--summary-json)")?;
     }
-    writable_dir("--summary-json", directory_of(summary))?;
-    let taken = [OsStr::new("-"), output]
+    check_dir("--summary-json", directory_of(summary))?;
+    let mut taken = [OsStr::new("-"), output]
         .into_iter()
         .chain(inputs.iter().copied());
-    if taken
-        .into_iter()
-        .any(|f| f == summary || same_file(f, summary))
-    {
-        refuse(
-            summary,
-            "standard output, the output or an input (--summary-json)",
-        )?;
+    if taken.any(|f| f == summary || same_file(f, summary)) {
+        let why = "standard output, the output or an input (--summary-json)";
+        refuse(summary, why)?;
     }
     // The summary is renamed into place: it would replace a link, a FIFO
     // or a device, not write to it.
@@ -211,11 +204,6 @@ fn replaceable_summary(summary: &OsStr) -> Result<()> {
     }
 }
 
-/// A directory the run writes into, for `what`.
-fn writable_dir(what: &str, dir: &OsStr) -> Result<()> {
-    crate::paths::check_dir(what, Path::new(dir))
-}
-
 /// Where the temporary files of `-o -` go: `--tmpdir`, else `$TMPDIR`,
 /// else `/tmp`.
 fn temporary_dir(tmpdir: Option<&OsStr>) -> OsString {
@@ -224,20 +212,20 @@ fn temporary_dir(tmpdir: Option<&OsStr>) -> OsString {
     dir.unwrap_or_else(|| "/tmp".into())
 }
 
-/// Room in `dir`'s filesystem for the copy of standard input, `size` bytes
-/// (free space as `statvfs` gives it to anyone: `f_bavail * f_frsize`).
-fn room_for_stdin(dir: &OsStr, size: u64) -> Result<()> {
-    let Some(free) = crate::paths::free_bytes(Path::new(dir)) else {
-        return Ok(());
-    };
-    if size > free {
-        let why = format!(
-            "not enough free space: the copy of standard input needs {size} bytes there, the \
-             filesystem has {free} bytes free (--no-space-check writes anyway)"
-        );
-        refuse(dir, &why)?;
+/// Room in `dir`'s filesystem for `needed` bytes, which `needs` says
+/// what needs (free space as `statvfs` gives it to anyone: `f_bavail *
+/// f_frsize`).
+fn room(dir: &OsStr, needed: u64, needs: &str) -> Result<()> {
+    match crate::paths::free_bytes(Path::new(dir)) {
+        Some(free) if needed > free => {
+            let why = format!(
+                "not enough free space: {needs} {needed} bytes there, the filesystem has {free} \
+                 bytes free (--no-space-check writes anyway)"
+            );
+            refuse(dir, &why)
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// What share of its inputs' bytes an output needs at least: it holds
@@ -246,12 +234,12 @@ fn room_for_stdin(dir: &OsStr, size: u64) -> Result<()> {
 /// file of raw blobs).
 const OUTPUT_SHARE: u64 = 4;
 
-/// Room beside `output` for a quarter of the inputs' bytes (of the largest
+/// The room beside the output for a quarter of the inputs' bytes (of the largest
 /// input with `--dedupe`, which drops repeats) and the copy of standard
 /// input, known before any is indexed. `--latest` may leave out most of a
 /// history file: its output is known only once planned (the copier checks
 /// it then).
-fn room_for_output(run: &Files) -> Result<()> {
+fn output_needs(run: &Files) -> u64 {
     let stdin = run
         .stdin_size
         .filter(|_| run.inputs.contains(&OsStr::new("-")));
@@ -267,19 +255,7 @@ fn room_for_output(run: &Files) -> Result<()> {
         true => sizes.iter().copied().max().unwrap_or(0),
         false => sizes.iter().sum(),
     } / OUTPUT_SHARE;
-    let needed = inputs_need + stdin.unwrap_or(0);
-    let dir = directory_of(run.output);
-    let Some(free) = crate::paths::free_bytes(Path::new(dir)) else {
-        return Ok(());
-    };
-    if needed > free {
-        let why = format!(
-            "not enough free space: the output of these inputs needs at least {needed} bytes \
-             there, the filesystem has {free} bytes free (--no-space-check writes anyway)"
-        );
-        refuse(dir, &why)?;
-    }
-    Ok(())
+    inputs_need + stdin.unwrap_or(0)
 }
 
 /// The directory `file` names: what comes before its last `/` (`/` for

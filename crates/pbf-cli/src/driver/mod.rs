@@ -42,6 +42,7 @@ pub fn command() -> Command {
     let stage = |id: &'static str, help: &'static str| {
         value(id, "CMD", ValueHint::CommandString, help).help_heading(STAGES)
     };
+    let always = "Progress bars even when stderr is not a terminal";
     Command::new("pbf-sort")
         .version(env!("CARGO_PKG_VERSION"))
         .about(ABOUT)
@@ -94,17 +95,11 @@ pub fn command() -> Command {
             )
             .value_parser(crate::parse_budget),
         )
-        .arg(
-            Arg::new("compression")
-                .long("compression")
-                .value_name("C")
-                .help(
-                    "Compression of merged blobs: zlib[:0-9], zstd[:1-22], lz4, none (osmium \
-                     1.15 reads no zstd) [default: zlib:6]",
-                )
-                .value_parser(crate::compression_parser())
-                .hide_possible_values(true),
-        )
+        .arg(crate::compression_arg(
+            "compression",
+            "Compression of merged blobs: zlib[:0-9], zstd[:1-22], lz4, none (osmium 1.15 reads \
+             no zstd) [default: zlib:6]",
+        ))
         .arg(flag(
             "recompress",
             "Give copied blobs that compression too (pbf-copy re-compresses each on every \
@@ -122,20 +117,19 @@ pub fn command() -> Command {
             "writingprogram of the output header",
         ))
         .arg(
-            Arg::new("copier")
-                .long("copier")
-                .value_name("WHICH")
-                .help(
-                    "auto: pbf-reflink where the output's filesystem can clone, else pbf-copy; \
-                     copy; reflink (or fail) [default: auto]",
-                )
-                .value_parser([
-                    PossibleValue::new("auto")
-                        .help("pbf-reflink where the output's filesystem can clone, else pbf-copy"),
-                    PossibleValue::new("copy").help("pbf-copy"),
-                    PossibleValue::new("reflink").help("pbf-reflink, or fail"),
-                ])
-                .hide_possible_values(true),
+            option(
+                "copier",
+                "WHICH",
+                "auto: pbf-reflink where the output's filesystem can clone, else pbf-copy; copy; \
+                 reflink (or fail) [default: auto]",
+            )
+            .value_parser([
+                PossibleValue::new("auto")
+                    .help("pbf-reflink where the output's filesystem can clone, else pbf-copy"),
+                PossibleValue::new("copy").help("pbf-copy"),
+                PossibleValue::new("reflink").help("pbf-reflink, or fail"),
+            ])
+            .hide_possible_values(true),
         )
         .arg(value(
             "tmpdir",
@@ -167,13 +161,7 @@ pub fn command() -> Command {
             .conflicts_with("dry-run"),
         )
         .arg(flag("dry-run", "Print the run as a bash script, and exit"))
-        .arg(
-            flag(
-                "progress",
-                "Progress bars even when stderr is not a terminal",
-            )
-            .overrides_with("no-progress"),
-        )
+        .arg(flag("progress", always).overrides_with("no-progress"))
         .arg(flag("no-progress", "No progress bars").overrides_with("progress"))
         .arg(
             flag("quiet", "No progress and no notices")

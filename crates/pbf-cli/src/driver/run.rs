@@ -24,7 +24,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 
 /// A run as the driver described it.
 #[derive(Debug, Default)]
@@ -90,13 +90,8 @@ impl Fields {
 
     /// The number `name` holds, if it was learnt.
     pub fn number(&self, name: &str) -> Result<Option<u64>> {
-        let Some(value) = self.text(name) else {
-            return Ok(None);
-        };
-        match value.parse() {
-            Ok(n) => Ok(Some(n)),
-            Err(_) => bail!("{name}={value}: not a number"),
-        }
+        let parse = |v: String| v.parse().map_err(|_| anyhow!("{name}={v}: not a number"));
+        self.text(name).map(parse).transpose()
     }
 }
 

@@ -132,22 +132,21 @@ fn stages(
         .stages
         .iter()
         .filter(|s| s.text("stage").as_deref() != Some("--keep-plan"));
-    let mut stages = Vec::new();
-    for stage in piped {
-        let command = stage
-            .all("arg")
-            .iter()
-            .map(|a| a.to_string_lossy().into())
-            .collect();
-        stages.push(Stage {
-            role: stage.text("stage"),
-            command,
-            exit: stage.number("exit")?,
-            wall_s: seconds(started, stage.number("ended")?),
-            report: stage.text("pid").and_then(|pid| reports.remove(&pid)),
-        });
-    }
-    Ok(stages)
+    piped
+        .map(|stage| {
+            Ok(Stage {
+                role: stage.text("stage"),
+                command: stage
+                    .all("arg")
+                    .iter()
+                    .map(|a| a.to_string_lossy().into())
+                    .collect(),
+                exit: stage.number("exit")?,
+                wall_s: seconds(started, stage.number("ended")?),
+                report: stage.text("pid").and_then(|pid| reports.remove(&pid)),
+            })
+        })
+        .collect()
 }
 
 /// The reports in `dir` by the process id in their name (`TOOL.PID.json`),
@@ -198,10 +197,8 @@ fn seconds(started: Option<u64>, ended: Option<u64>) -> Option<f64> {
 }
 
 fn now_us() -> u64 {
-    let since = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+    let since = SystemTime::now().duration_since(UNIX_EPOCH);
+    since.map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
