@@ -490,7 +490,14 @@ impl OutputFile {
                 ));
             }
         };
-        cut_at(temp.file(), self.pos, &name)?;
+        // Cut the file back to the position when it is longer: a copy ahead
+        // that the plan did not want in full leaves bytes past it.
+        let (file, len) = (temp.file(), self.pos);
+        let failed = |what: &str, e| Error::io(format!("{name}: {what}"), e);
+        if file.metadata().map_err(|e| failed("stat", e))?.len() > len {
+            let cut = file.set_len(len);
+            cut.map_err(|e| failed(&format!("truncate to {len}"), e))?;
+        }
         temp.file()
             .sync_all()
             .map_err(|e| Error::io(format!("{name}: fsync"), e))?;
@@ -521,20 +528,6 @@ impl OutputFile {
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(format!("{}: fsync directory", dir.display()), e))
     }
-}
-
-/// Cut `file` back to `len` bytes when it is longer: a copy ahead that the
-/// plan did not want in full leaves bytes past the last position.
-fn cut_at(file: &File, len: u64, name: &str) -> Result<()> {
-    let size = file
-        .metadata()
-        .map_err(|e| Error::io(format!("{name}: stat"), e))?
-        .len();
-    if size > len {
-        file.set_len(len)
-            .map_err(|e| Error::io(format!("{name}: truncate to {len}"), e))?;
-    }
-    Ok(())
 }
 
 /// Ask the kernel to start writing a range of `file` to disk now, without
