@@ -27,11 +27,11 @@ use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Copied, CopySources, Help, Job, OutputHead, Step};
+use pbf_copier::{CopySources, Help, Job, OutputHead, Step};
 use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::CopyOp;
 
-use cloner::{CloneStats, Cloner, SourceRange};
+use cloner::{Cloner, SourceRange};
 
 const NAME: &str = "pbf-reflink";
 
@@ -196,30 +196,40 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     let CloningOutput {
         out, cloner, holes, ..
     } = w;
-    let clone_stats = cloner.as_ref().map(Cloner::stats);
+    let clone = cloner.as_ref().map(|c| c.stats).unwrap_or_default();
     let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
         copier::finish(NAME, out, &mut sources, check.as_deref())?;
     copied.warn_for_importers(NAME, &out_name, &head, opts.common.quiet);
-    let ops = copied.ops;
-    pbf_cli::report::counters(&Counters::of(copied, written, stats, clone_stats));
+    let counters = Counters {
+        ops: copied.ops,
+        duplicate_ids: copied.duplicate_ids,
+        written_bytes: written,
+        cloned_bytes: clone.cloned,
+        clones: clone.clones,
+        // Clones are counted by the output as kernel bytes: take them out.
+        copied_bytes: stats.copied().saturating_sub(clone.cloned),
+        padding_bytes: clone.padding,
+        padding_frames: clone.padding_frames,
+        memory_bytes: stats.written_bytes,
+    };
+    pbf_cli::report::counters(&counters);
     if opts.common.verbose == 1 {
         let secs = started.elapsed().as_secs_f64();
-        let cloned = clone_stats.map_or(0, |c| c.cloned);
         pbf_cli::warn(
             NAME,
             format!(
-                "{out_name}: {written} bytes written in {}, {cloned} of them cloned, {secs:.3} s",
-                pbf_cli::plural(ops, "copy op")
+                "{out_name}: {written} bytes written in {}, {} of them cloned, {secs:.3} s",
+                pbf_cli::plural(counters.ops, "copy op"),
+                counters.cloned_bytes
             ),
         );
     } else if opts.common.verbose > 1 {
+        let block = cloner.map(|c| c.block);
         report(
-            ops,
-            written,
+            &counters,
             stats,
-            clone_stats,
-            cloner.map(|c| c.block()),
+            block,
             &holes,
             (started, plan.parse_time()),
         );
@@ -387,29 +397,11 @@ struct Counters {
     memory_bytes: u64,
 }
 
-impl Counters {
-    fn of(copied: Copied, written: u64, stats: CopyStats, clone: Option<CloneStats>) -> Counters {
-        let c = clone.unwrap_or_default();
-        Counters {
-            ops: copied.ops,
-            duplicate_ids: copied.duplicate_ids,
-            written_bytes: written,
-            cloned_bytes: c.cloned,
-            clones: c.clones,
-            // Clones are counted by the output as kernel bytes: take them out.
-            copied_bytes: stats.copied().saturating_sub(c.cloned),
-            padding_bytes: c.padding,
-            padding_frames: c.padding_frames,
-            memory_bytes: stats.written_bytes,
-        }
-    }
-}
-
+/// The `-vv` line: `c`, with the output's own counts and the block size
+/// ranges were aligned to (none when copied like pbf-copy).
 fn report(
-    ops: u64,
-    written: u64,
+    c: &Counters,
     stats: CopyStats,
-    clone: Option<CloneStats>,
     block: Option<u64>,
     holes: &SpoolHoles,
     (started, parsing): (Instant, std::time::Duration),
@@ -419,38 +411,29 @@ fn report(
         parsing,
         writing: std::time::Duration::ZERO,
     };
-    let c = clone.unwrap_or_default();
     let how = match block {
         Some(b) => format!("{b}-byte blocks"),
         None => "copied like pbf-copy".into(),
     };
-    // Clones are counted by the output as kernel bytes: take them out.
-    let copied = stats.copied().saturating_sub(c.cloned);
+    let ranges = (c.cloned_bytes + c.copied_bytes).max(1);
     pbf_cli::warn(
         NAME,
         format!(
-            "{}, {written} bytes written ({how}): {} cloned in {}, {} copied \
+            "{}, {} bytes written ({how}): {} cloned in {}, {} copied \
              ({} in the kernel, {} by read/write), {} bytes of padding in {}, {} from \
              memory in all; {:.1} % of range bytes cloned; {}; {secs:.3} s; {streams}",
-            pbf_cli::plural(ops, "copy op"),
-            c.cloned,
+            pbf_cli::plural(c.ops, "copy op"),
+            c.written_bytes,
+            c.cloned_bytes,
             pbf_cli::plural(c.clones, "clone"),
-            copied,
-            stats.kernel_bytes.saturating_sub(c.cloned),
+            c.copied_bytes,
+            stats.kernel_bytes.saturating_sub(c.cloned_bytes),
             stats.fallback_bytes,
-            c.padding,
+            c.padding_bytes,
             pbf_cli::plural(c.padding_frames, "frame"),
-            stats.written_bytes,
-            percent(c.cloned, c.cloned + copied),
+            c.memory_bytes,
+            100.0 * c.cloned_bytes as f64 / ranges as f64,
             holes.verbose_words(),
         ),
     );
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
-    }
 }
