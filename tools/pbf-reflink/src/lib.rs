@@ -93,13 +93,6 @@ const HELP: Help = Help {
     quiet: "No progress bar, no notices and no warnings",
 };
 
-/// Options of one run: the shared ones and `--require-reflink`.
-#[derive(Clone, Copy, Debug)]
-struct Options {
-    common: copier::Options,
-    require: bool,
-}
-
 /// A range still to be written: consecutive ops of one source are joined so
 /// their clone spans the op boundary.
 #[derive(Clone, Copy, Debug)]
@@ -114,7 +107,8 @@ struct Pending {
 struct CloningOutput {
     out: OutputFile,
     cloner: Option<Cloner>,
-    opts: Options,
+    /// `--require-reflink`.
+    require: bool,
     /// Frees what was written of a spool.
     holes: SpoolHoles,
 }
@@ -127,15 +121,13 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 
 fn place(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
-    let opts = Options {
-        common: copier::Options::from_matches(m),
-        require: m.get_flag("require-reflink"),
-    };
-    if opts.require && copier::output_path(m)? == Path::new("-") {
+    let opts = copier::Options::from_matches(m);
+    let require = m.get_flag("require-reflink");
+    if require && copier::output_path(m)? == Path::new("-") {
         bail!("-o -: standard output cannot receive clones (--require-reflink)");
     }
     if m.get_flag("probe") {
-        return probe_only(m, opts);
+        return probe_only(m, opts.quiet);
     }
     let Job {
         mut plan,
@@ -144,32 +136,32 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         out,
         check,
     } = Job::open(m)?;
-    let cloner = probe(&out, &sources, opts)?;
+    let cloner = probe(&out, &sources, opts.quiet, require)?;
     // A clone shares the source's blocks and takes no room: only an output
     // copied like pbf-copy's needs room for what the plan copies.
-    let copied = cloner.is_none() && !opts.common.add_indexdata;
+    let copied = cloner.is_none() && !opts.add_indexdata;
     let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| copied);
-    let holes = SpoolHoles::new(plan.header(), opts.common);
+    let holes = SpoolHoles::new(plan.header(), opts);
     let mut w = CloningOutput {
         out,
         cloner,
-        opts,
+        require,
         holes,
     };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
     if let Some(bytes) = as_it_is(plan.header().copy_bytes) {
-        head.check_room(&w.out, bytes, opts.common)?;
+        head.check_room(&w.out, bytes, opts)?;
     }
-    let bar = copier::progress(&sources, "writing", opts.common.bars);
+    let bar = copier::progress(&sources, "writing", opts.bars);
     let mut pending: Option<Pending> = None;
     let copied = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
             Step::Header(h) => {
                 head.replace(&h.header, &mut w.out)?;
                 return match as_it_is(h.copy_bytes) {
-                    Some(bytes) => head.check_room(&w.out, bytes, opts.common),
+                    Some(bytes) => head.check_room(&w.out, bytes, opts),
                     None => Ok(()),
                 };
             }
@@ -178,7 +170,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
             Step::Copy(op) => op,
         };
         head.write(&mut w.out)?;
-        if opts.common.add_indexdata {
+        if opts.add_indexdata {
             w.frames(op, &mut sources)
                 .with_context(|| format!("{plan_name}: line {line}"))
         } else if let Some(p) = join(&mut pending, op, line) {
@@ -200,7 +192,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
     let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
         copier::finish(NAME, out, &mut sources, check.as_deref())?;
-    copied.warn_for_importers(NAME, &out_name, &head, opts.common.quiet);
+    copied.warn_for_importers(NAME, &out_name, &head, opts.quiet);
     let counters = Counters {
         ops: copied.ops,
         duplicate_ids: copied.duplicate_ids,
@@ -214,7 +206,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         memory_bytes: stats.written_bytes,
     };
     pbf_cli::report::counters(&counters);
-    if opts.common.verbose == 1 {
+    if opts.verbose == 1 {
         let secs = started.elapsed().as_secs_f64();
         pbf_cli::warn(
             NAME,
@@ -224,7 +216,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
                 counters.cloned_bytes
             ),
         );
-    } else if opts.common.verbose > 1 {
+    } else if opts.verbose > 1 {
         let block = cloner.map(|c| c.block);
         report(
             &counters,
@@ -238,12 +230,12 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
 }
 
 /// `--probe`: can files in the output's directory receive clones?
-fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
+fn probe_only(m: &ArgMatches, quiet: bool) -> Result<ExitCode> {
     let out = copier::output_path(m)?;
     let (dir, what) = match m.get_one::<std::path::PathBuf>("tmpdir") {
         Some(d) => (d.as_path(), "--tmpdir"),
         None if out == Path::new("-") => {
-            notice(opts, "standard output cannot receive clones".into());
+            notice(quiet, "standard output cannot receive clones".into());
             return Ok(ExitCode::from(pbf_cli::EXIT_NO));
         }
         None => (pbf_cli::paths::dir_of(out), "output"),
@@ -255,22 +247,28 @@ fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(why) => {
-            notice(opts, format!("{why}; {USE_INSTEAD}"));
+            notice(quiet, format!("{why}; {USE_INSTEAD}"));
             Ok(ExitCode::from(pbf_cli::EXIT_NO))
         }
     }
 }
 
 /// Probe clone support before anything is written; `None` means "copy like
-/// pbf-copy" (after a notice), and with `--require-reflink` an error.
-fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Option<Cloner>> {
+/// pbf-copy" (after a notice unless `quiet`), and with `--require-reflink`
+/// (`require`) an error.
+fn probe(
+    out: &OutputFile,
+    sources: &CopySources,
+    quiet: bool,
+    require: bool,
+) -> Result<Option<Cloner>> {
     let mut cloner = match Cloner::probe(out)? {
         Ok(c) => c,
         Err(why) => {
-            if opts.require {
+            if require {
                 bail!("{}: {why}; {USE_INSTEAD} (--require-reflink)", out.name());
             }
-            notice(opts, format!("{why}: copying like pbf-copy"));
+            notice(quiet, format!("{why}: copying like pbf-copy"));
             return Ok(None);
         }
     };
@@ -283,32 +281,28 @@ fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Optio
     if refused.is_empty() {
         return Ok(Some(cloner));
     }
-    if opts.require {
+    if require {
         bail!(
             "{}; {USE_INSTEAD} (--require-reflink: every source must be on the output's \
              filesystem)",
             refused.join("; ")
         );
     }
-    if refused.len() == sources.files().count() && sources.spools().next().is_none() {
-        notice(
-            opts,
-            format!("{}: copying like pbf-copy", refused.join("; ")),
-        );
-        return Ok(None);
-    }
-    notice(
-        opts,
-        format!("{}: its ranges are copied", refused.join("; ")),
-    );
-    Ok(Some(cloner))
+    // No source can clone, and no spool might: nothing is cloned.
+    let none = refused.len() == sources.files().count() && sources.spools().next().is_none();
+    let how = match none {
+        true => "copying like pbf-copy",
+        false => "its ranges are copied",
+    };
+    notice(quiet, format!("{}: {how}", refused.join("; ")));
+    Ok((!none).then_some(cloner))
 }
 
 /// What copies where clones cannot be made, said after the reason.
 const USE_INSTEAD: &str = "use pbf-copy (in pbf-sort: --copier copy)";
 
-fn notice(opts: Options, msg: String) {
-    if !opts.common.quiet {
+fn notice(quiet: bool, msg: String) {
+    if !quiet {
         pbf_cli::warn(NAME, format!("notice: {msg}"));
     }
 }
@@ -348,7 +342,7 @@ impl CloningOutput {
     /// Write the range `r` after `prefix`: cloned when we can.
     fn append(&mut self, r: SourceRange<'_>, prefix: &[u8]) -> Result<()> {
         match &mut self.cloner {
-            Some(c) => c.append(&mut self.out, r, prefix, self.opts.require)?,
+            Some(c) => c.append(&mut self.out, r, prefix, self.require)?,
             None => {
                 self.out.write_all(prefix)?;
                 self.out.copy_from(r.file, r.path, r.offset, r.len)?;
