@@ -181,19 +181,18 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
-            Arg::new("driver-args")
-                .long("driver-args")
-                .help_heading(DRIVER_HEADING)
-                .value_name("ARG")
-                .num_args(0..)
-                .allow_hyphen_values(true)
-                .exclusive(true)
-                .value_parser(value_parser!(std::ffi::OsString))
-                .help(
-                    "Parse a pbf-sort command line (every ARG after this option) and judge the \
-                     files it names, and exit: 0 with its options as bash assignments, 2 with \
-                     one line naming what cannot work (pbf-sort asks before a stage starts)",
-                ),
+            option(
+                "driver-args",
+                "ARG",
+                "Parse a pbf-sort command line (every ARG after this option) and judge the \
+                 files it names, and exit: 0 with its options as bash assignments, 2 with \
+                 one line naming what cannot work (pbf-sort asks before a stage starts)",
+            )
+            .help_heading(DRIVER_HEADING)
+            .num_args(0..)
+            .allow_hyphen_values(true)
+            .exclusive(true)
+            .value_parser(value_parser!(std::ffi::OsString)),
         )
         .arg(
             option(
