@@ -117,9 +117,8 @@ impl Ahead {
         if self.samples_of != have {
             (self.samples, self.samples_of) = (Samples::new(&input.samples), have);
         }
-        if self.early {
-            return self.watch_order(input);
-        }
+        // After an early plan record the source was in order so far: once
+        // that ends, the `unsorted` record has gone out.
         if self.in_order.is_none() || have < want as usize {
             return Ok(());
         }
@@ -130,6 +129,19 @@ impl Ahead {
             return Ok(());
         };
         self.follow(seg);
+        if self.early {
+            // At the first blob of the last source out of file order, say
+            // so at once (a copier copying that source ahead stops), long
+            // before the ops.
+            return match self.in_order {
+                Some(_) => self.sorted(seg),
+                None => {
+                    self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
+                    self.out.flush()?;
+                    Ok(())
+                }
+            };
+        }
         if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
             return Ok(());
         }
@@ -192,27 +204,6 @@ impl Ahead {
                 seg.in_order() && (n == 0 || seg.first() >= last) && !samples.contradict(seg);
             next.then_some((n + 1, seg.last()))
         });
-    }
-
-    /// After an early plan record: at the first blob of the last source out
-    /// of file order, say so at once (a copier copying that source ahead
-    /// stops), long before the ops.
-    fn watch_order(&mut self, input: &Input) -> Result<()> {
-        let Some(seg) = input.last_planned() else {
-            return Ok(());
-        };
-        // The early record needed the source in order so far: once that
-        // ends, the record below has gone out.
-        if self.in_order.is_none() || seg.source() as usize + 1 != input.sources.len() {
-            return Ok(());
-        }
-        self.follow(seg);
-        if self.in_order.is_some() {
-            return self.sorted(seg);
-        }
-        self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
-        self.out.flush()?;
-        Ok(())
     }
 }
 
