@@ -553,22 +553,19 @@ const WALKED: usize = 1024;
 /// an error, or when the receiver is dropped.
 fn walk_ahead<'s, 'f: 's>(
     scope: &'s std::thread::Scope<'s, '_>,
-    walk: Walk<'f>,
+    mut walk: Walk<'f>,
 ) -> std::sync::mpsc::Receiver<Vec<pbf_format::Result<FrameHeader>>> {
     let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    // Full batches, then the rest (empty when the walk ends on a batch).
     scope.spawn(move || {
-        let mut walked = Vec::with_capacity(WALKED);
-        for fh in walk {
-            walked.push(fh);
-            if walked.len() == WALKED
-                && tx
-                    .send(std::mem::replace(&mut walked, Vec::with_capacity(WALKED)))
-                    .is_err()
-            {
+        loop {
+            let mut walked = Vec::with_capacity(WALKED);
+            walked.extend(walk.by_ref().take(WALKED));
+            let rest = walked.len() < WALKED;
+            if tx.send(walked).is_err() || rest {
                 return;
             }
         }
-        let _ = tx.send(walked);
     });
     rx
 }
@@ -709,13 +706,10 @@ fn describe_span(
     let (Some(first), Some(last)) = (frames.first(), frames.last()) else {
         return Vec::new();
     };
-    let together = match frames.len() {
-        1 => None,
-        _ => {
-            let len = (last.end() - first.offset) as usize;
-            file.read_exact_at(first.offset, len, "Blob").ok()
-        }
-    };
+    let len = (last.end() - first.offset) as usize;
+    let together = (frames.len() > 1)
+        .then(|| file.read_exact_at(first.offset, len, "Blob").ok())
+        .flatten();
     let body = |fh: &FrameHeader| -> pbf_format::Result<Cow<'_, [u8]>> {
         match &together {
             Some(bytes) => {
