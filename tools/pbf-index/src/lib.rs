@@ -19,7 +19,7 @@ use pbf_cli::args::{flag, option};
 use pbf_format::compress::{blob_data, with_decoded};
 use pbf_format::frame::{BlobType, FrameHeader, PbfFile};
 use pbf_format::header::{read_file_header, read_header_frame};
-use pbf_format::scan::{Summary, Ties, scan_block, scan_ties};
+use pbf_format::scan::{scan_block, scan_ties};
 use pbf_format::walk::{Io, Walk};
 use pbf_format::{indexdata, padding};
 use pbf_stream::{
@@ -136,19 +136,21 @@ pub fn command() -> Command {
              indexing it (pbf-sort checks its inputs this way before it starts a stage)",
         ))
         .arg(
-            Arg::new("given")
-                .long("given")
-                .value_names(["FILE", "NAME"])
-                .num_args(2)
-                .action(ArgAction::Append)
-                .value_parser(value_parser!(PathBuf))
-                .help("Name FILE as NAME in messages and in the index stream")
-                .long_help(
-                    "Name FILE as NAME in messages and in the index stream's `given`, which the \
+            option(
+                "given",
+                "FILE",
+                "Name FILE as NAME in messages and in the index stream",
+            )
+            .value_names(["FILE", "NAME"])
+            .num_args(2)
+            .action(ArgAction::Append)
+            .value_parser(value_parser!(PathBuf))
+            .long_help(
+                "Name FILE as NAME in messages and in the index stream's `given`, which the \
                      later stages name it by: for a FILE that a caller saved from what the user \
                      named NAME (pbf-sort saves a pipe or FIFO so). Without it a FILE is named \
                      as it is given here",
-                ),
+            ),
         )
         // The pbf-sort driver's plumbing (pbf_cli::driver), run only by the
         // driver: listed apart under a heading of their own.
@@ -179,19 +181,18 @@ pub fn command() -> Command {
                 ),
         )
         .arg(
-            Arg::new("driver-args")
-                .long("driver-args")
-                .help_heading(DRIVER_HEADING)
-                .value_name("ARG")
-                .num_args(0..)
-                .allow_hyphen_values(true)
-                .exclusive(true)
-                .value_parser(value_parser!(std::ffi::OsString))
-                .help(
-                    "Parse a pbf-sort command line (every ARG after this option) and judge the \
-                     files it names, and exit: 0 with its options as bash assignments, 2 with \
-                     one line naming what cannot work (pbf-sort asks before a stage starts)",
-                ),
+            option(
+                "driver-args",
+                "ARG",
+                "Parse a pbf-sort command line (every ARG after this option) and judge the \
+                 files it names, and exit: 0 with its options as bash assignments, 2 with \
+                 one line naming what cannot work (pbf-sort asks before a stage starts)",
+            )
+            .help_heading(DRIVER_HEADING)
+            .num_args(0..)
+            .allow_hyphen_values(true)
+            .exclusive(true)
+            .value_parser(value_parser!(std::ffi::OsString)),
         )
         .arg(
             option(
@@ -242,16 +243,8 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     if let Some(done) = for_the_driver(m)? {
         return Ok(done);
     }
-    let files: Vec<&PathBuf> = m
-        .get_many::<PathBuf>("files")
-        .into_iter()
-        .flatten()
-        .collect();
-    let given: Vec<&PathBuf> = m
-        .get_many::<PathBuf>("given")
-        .into_iter()
-        .flatten()
-        .collect();
+    let files: Vec<&PathBuf> = m.get_many("files").unwrap_or_default().collect();
+    let given: Vec<&PathBuf> = m.get_many("given").unwrap_or_default().collect();
     let name = |path| given_name(&given, path);
     // Found before any work: a usage error (exit 2).
     files
@@ -301,13 +294,13 @@ fn for_the_driver(m: &ArgMatches) -> Result<Option<ExitCode>> {
     };
     let mut out = pbf_cli::stdout();
     match out.write_all(&printed).and_then(|()| out.flush()) {
-        Ok(()) => Ok(Some(ExitCode::SUCCESS)),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Some(ExitCode::SUCCESS)),
-        Err(e) => {
+        // A reader that stopped early (a broken pipe) got what it wanted.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             // Printed for the driver, which the user ran: the line is its.
             pbf_cli::warn("pbf-sort", format!("error: {e}"));
             Ok(Some(ExitCode::FAILURE))
         }
+        _ => Ok(Some(ExitCode::SUCCESS)),
     }
 }
 
@@ -427,14 +420,12 @@ fn index_file<W: Write + Send>(
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", shown.display()))?;
     let file = PbfFile::open(path)?.named(shown);
     let mut walk = Walk::new(&file, opts.io);
-    if let Some(e) = walk.fallback() {
-        if !opts.quiet {
-            let msg = format!(
-                "{}: io_uring unavailable ({e}), reading with pread",
-                file.path().display()
-            );
-            pbf_cli::warn("pbf-index", msg);
-        }
+    if let Some(e) = walk.fallback().filter(|_| !opts.quiet) {
+        let msg = format!(
+            "{}: io_uring unavailable ({e}), reading with pread",
+            file.path().display()
+        );
+        pbf_cli::warn("pbf-index", msg);
     }
     let (header_frame, header) = read_file_header(&file, &mut walk)?;
     let opts = Options {
@@ -476,15 +467,40 @@ fn index_file<W: Write + Send>(
     };
     index_frames(walk, &mut batches, &mut tally, out, &bar)?;
     bar.finish_and_clear();
-    warn_skipped_blobs(shown, &tally.end, opts.quiet);
-    let end = tally.end.clone();
-    out.write(&IndexRecord::End(end))?;
+    let end = &tally.end;
+    // Say that empty or other-typed blobs were skipped, when any were.
+    if !opts.quiet && (end.empty_blobs > 0 || end.skipped_blobs > 0) {
+        pbf_cli::warn(
+            "pbf-index",
+            format!(
+                "{}: {} and {} of other types skipped (counted in the end record)",
+                shown.display(),
+                pbf_cli::plural(end.empty_blobs, "empty OSMData blob"),
+                pbf_cli::plural(end.skipped_blobs, "blob")
+            ),
+        );
+    }
+    out.write(&IndexRecord::End(end.clone()))?;
+    // -v: one line of what the file held and where its keys came from.
     if opts.verbose > 0 {
         let streams = (opts.verbose > 1).then(|| StreamTime {
             parsing: Duration::ZERO,
             writing: out.serialise_time() - serialised,
         });
-        print_summary(shown, &tally, sampled, started.elapsed(), streams);
+        let streams = streams.map(|s| format!("; {s}")).unwrap_or_default();
+        pbf_cli::warn(
+            "pbf-index",
+            format!(
+                "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3} s{streams}",
+                shown.display(),
+                pbf_cli::plural(end.blobs, "blob"),
+                tally.from_indexdata,
+                end.blobs - tally.from_indexdata,
+                pbf_cli::plural(end.counts.total(), "object"),
+                pbf_cli::plural(sampled as u64, "sample"),
+                started.elapsed().as_secs_f64()
+            ),
+        );
     }
     Ok(tally)
 }
@@ -537,50 +553,21 @@ const WALKED: usize = 1024;
 /// an error, or when the receiver is dropped.
 fn walk_ahead<'s, 'f: 's>(
     scope: &'s std::thread::Scope<'s, '_>,
-    walk: Walk<'f>,
+    mut walk: Walk<'f>,
 ) -> std::sync::mpsc::Receiver<Vec<pbf_format::Result<FrameHeader>>> {
     let (tx, rx) = std::sync::mpsc::sync_channel(4);
+    // Full batches, then the rest (empty when the walk ends on a batch).
     scope.spawn(move || {
-        let mut walked = Vec::with_capacity(WALKED);
-        for fh in walk {
-            walked.push(fh);
-            let full = walked.len() == WALKED;
-            if full
-                && tx
-                    .send(std::mem::replace(&mut walked, Vec::with_capacity(WALKED)))
-                    .is_err()
-            {
+        loop {
+            let mut walked = Vec::with_capacity(WALKED);
+            walked.extend(walk.by_ref().take(WALKED));
+            let rest = walked.len() < WALKED;
+            if tx.send(walked).is_err() || rest {
                 return;
             }
         }
-        let _ = tx.send(walked);
     });
     rx
-}
-
-/// `-v`: one line of what the file held and where its keys came from.
-fn print_summary(
-    path: &Path,
-    tally: &Tally,
-    samples: usize,
-    elapsed: Duration,
-    streams: Option<StreamTime>,
-) {
-    let end = &tally.end;
-    let streams = streams.map(|s| format!("; {s}")).unwrap_or_default();
-    pbf_cli::warn(
-        "pbf-index",
-        format!(
-            "{}: {} ({} from indexdata, {} decoded), {}, {}, {:.3} s{streams}",
-            path.display(),
-            pbf_cli::plural(end.blobs, "blob"),
-            tally.from_indexdata,
-            end.blobs - tally.from_indexdata,
-            pbf_cli::plural(end.counts.total(), "object"),
-            pbf_cli::plural(samples as u64, "sample"),
-            elapsed.as_secs_f64()
-        ),
-    );
 }
 
 /// The samples of a file whose data frames start at `data_start`: at each
@@ -615,22 +602,6 @@ fn samples(file: &PbfFile, data_start: u64, opts: Options) -> Vec<Sample> {
     samples.sort_by_key(|s| s.offset);
     samples.dedup_by_key(|s| s.offset);
     samples
-}
-
-/// Say that empty or other-typed blobs were skipped, when any were.
-fn warn_skipped_blobs(path: &Path, end: &IndexEnd, quiet: bool) {
-    if quiet || (end.empty_blobs == 0 && end.skipped_blobs == 0) {
-        return;
-    }
-    pbf_cli::warn(
-        "pbf-index",
-        format!(
-            "{}: {} and {} of other types skipped (counted in the end record)",
-            path.display(),
-            pbf_cli::plural(end.empty_blobs, "empty OSMData blob"),
-            pbf_cli::plural(end.skipped_blobs, "blob")
-        ),
-    );
 }
 
 /// The frames of a file in batches: each batch is described on the pool
@@ -735,13 +706,10 @@ fn describe_span(
     let (Some(first), Some(last)) = (frames.first(), frames.last()) else {
         return Vec::new();
     };
-    let together = match frames.len() {
-        1 => None,
-        _ => {
-            let len = (last.end() - first.offset) as usize;
-            file.read_exact_at(first.offset, len, "Blob").ok()
-        }
-    };
+    let len = (last.end() - first.offset) as usize;
+    let together = (frames.len() > 1)
+        .then(|| file.read_exact_at(first.offset, len, "Blob").ok())
+        .flatten();
     let body = |fh: &FrameHeader| -> pbf_format::Result<Cow<'_, [u8]>> {
         match &together {
             Some(bytes) => {
@@ -826,14 +794,13 @@ fn from_indexdata(fh: &FrameHeader, opts: Options) -> Option<Described> {
     // Repeated keys are judged by timestamps, which indexdata lacks: such
     // a blob is read.
     let summary = ours.or_else(|| theirs().flatten()).filter(|s| !s.repeats)?;
-    let keys = BlobKeys {
+    Some(Described::Keys(BlobKeys {
         summary,
         from: KeysFrom::Indexdata,
         compression: fh.compression,
         raw_size: fh.raw_size,
         ties: None,
-    };
-    Some(Described::Keys(keys))
+    }))
 }
 
 /// The keys of a frame from its Blob `body`, decompressed and scanned.
@@ -843,29 +810,26 @@ fn scan(file: &PbfFile, fh: &FrameHeader, body: &[u8]) -> pbf_format::Result<Des
     let (compression, raw_size) = (Some(data.compression), data.raw_size);
     let scanned = with_decoded(body, |raw| {
         Ok(match scan_block(raw)? {
-            Some(summary) => {
-                let keys = BlobKeys {
-                    summary,
-                    from: KeysFrom::Decoded,
-                    compression,
-                    raw_size,
-                    ties: ties_of(&summary, raw),
-                };
-                Described::Keys(keys)
-            }
+            // The tie ends of a blob whose keys repeat (in order), when
+            // its equal keys are in the merge's order; `None` for every
+            // other blob, whose timestamps are not read. A block the tie
+            // scan cannot read is judged out of order: the merge that then
+            // reads it gives the error.
+            Some(summary) => Described::Keys(BlobKeys {
+                summary,
+                from: KeysFrom::Decoded,
+                compression,
+                raw_size,
+                ties: summary
+                    .repeats
+                    .then(|| scan_ties(raw).ok().flatten())
+                    .flatten(),
+            }),
             None if padding::is_padding_block(raw) => Described::Padding,
             None => Described::Empty,
         })
     });
     scanned.and_then(|described| described).map_err(place)
-}
-
-/// The tie ends of a blob whose keys repeat (in order), when its equal
-/// keys are in the merge's order; `None` for every other blob, whose
-/// timestamps are not read. A block the tie scan cannot read is judged
-/// out of order: the merge that then reads it gives the error.
-fn ties_of(summary: &Summary, raw: &[u8]) -> Option<Ties> {
-    summary.repeats.then(|| scan_ties(raw).ok().flatten())?
 }
 
 #[cfg(test)]

@@ -56,9 +56,14 @@ pub const IN_ORDER_FIRST: u32 = 16;
 /// a step behind, with a record per step.
 pub const SORTED_STEP: u64 = 16 << 20;
 
-/// The watch of the last source's order behind `--sources`, and the records
-/// it writes before the plan is made.
+/// The plan stream being written, with the watch of the last source's
+/// order behind `--sources` and the records it writes before the plan is
+/// made (the plan itself: `Ahead::finish`, in lib.rs).
 pub struct Ahead {
+    /// The plan stream.
+    pub out: Writer<Box<dyn Write>>,
+    /// What the output header takes from the command line.
+    pub made: header::Made,
     /// `--sources`.
     sources: Option<u32>,
     /// Blobs of the last source read so far in order, and the last one's
@@ -77,9 +82,18 @@ pub struct Ahead {
 }
 
 impl Ahead {
-    /// The watch of `--sources N` (none without it).
-    pub fn new(sources: Option<u32>) -> Ahead {
+    /// A plan written to `out`, with the watch of `--sources N` (none
+    /// without it); serialising is timed when `timed` (for -vv: a clock
+    /// read per record adds up).
+    pub fn new(
+        out: Box<dyn Write>,
+        made: header::Made,
+        sources: Option<u32>,
+        timed: bool,
+    ) -> Ahead {
         Ahead {
+            out: Writer::new(out).timed(timed),
+            made,
             sources,
             in_order: Some((0, 0)),
             early: false,
@@ -92,12 +106,7 @@ impl Ahead {
     /// After a source or blob record: with `--sources N`, write the plan
     /// record once N sources are in and the first blobs of the last one are
     /// in order, when no op can change the output header.
-    pub fn record_read<W: Write>(
-        &mut self,
-        input: &Input,
-        made: &header::Made,
-        out: &mut Writer<W>,
-    ) -> Result<()> {
+    pub fn record_read(&mut self, input: &Input) -> Result<()> {
         let Some(want) = self.sources else {
             return Ok(());
         };
@@ -108,9 +117,8 @@ impl Ahead {
         if self.samples_of != have {
             (self.samples, self.samples_of) = (Samples::new(&input.samples), have);
         }
-        if self.early {
-            return self.watch_order(input, out);
-        }
+        // After an early plan record the source was in order so far: once
+        // that ends, the `unsorted` record has gone out.
         if self.in_order.is_none() || have < want as usize {
             return Ok(());
         }
@@ -121,20 +129,33 @@ impl Ahead {
             return Ok(());
         };
         self.follow(seg);
+        if self.early {
+            // At the first blob of the last source out of file order, say
+            // so at once (a copier copying that source ahead stops), long
+            // before the ops.
+            return match self.in_order {
+                Some(_) => self.sorted(seg),
+                None => {
+                    self.out.write(&PlanRecord::Unsorted(Unsorted {}))?;
+                    self.out.flush()?;
+                    Ok(())
+                }
+            };
+        }
         if self.in_order.is_none_or(|(n, _)| n < IN_ORDER_FIRST) {
             return Ok(());
         }
         // Every source is in: whatever the answer, it is final, so the
         // watch ends here either way. (A later OSMHeader of the last source
         // can still change the header: `planned` then gives a header record.)
-        let header = header::output_header(&input.headers, false, made);
-        if header != header::output_header(&input.headers, true, made) {
+        let header = header::output_header(&input.headers, false, &self.made);
+        if header != header::output_header(&input.headers, true, &self.made) {
             self.in_order = None;
             return Ok(());
         }
-        out.write(&plan_record(input, header, None))?;
+        self.out.write(&plan_record(input, header, None))?;
         self.early = true;
-        self.sorted(seg, out)
+        self.sorted(seg)
     }
 
     /// The record that opens the ops once the plan is made: the plan record,
@@ -156,16 +177,16 @@ impl Ahead {
 
     /// Say that the last source is in order through `seg`, now (after the
     /// early plan record) or once it is a step past the last such record.
-    fn sorted<W: Write>(&mut self, seg: &Segment, out: &mut Writer<W>) -> Result<()> {
+    fn sorted(&mut self, seg: &Segment) -> Result<()> {
         if self.sorted_through > 0 && seg.end() < self.sorted_through + SORTED_STEP {
             return Ok(());
         }
         self.sorted_through = seg.end();
-        out.write(&PlanRecord::Sorted(SortedThrough {
+        self.out.write(&PlanRecord::Sorted(SortedThrough {
             source: seg.source(),
             through: seg.end(),
         }))?;
-        out.flush()?;
+        self.out.flush()?;
         Ok(())
     }
 
@@ -183,27 +204,6 @@ impl Ahead {
                 seg.in_order() && (n == 0 || seg.first() >= last) && !samples.contradict(seg);
             next.then_some((n + 1, seg.last()))
         });
-    }
-
-    /// After an early plan record: at the first blob of the last source out
-    /// of file order, say so at once (a copier copying that source ahead
-    /// stops), long before the ops.
-    fn watch_order<W: Write>(&mut self, input: &Input, out: &mut Writer<W>) -> Result<()> {
-        let Some(seg) = input.last_planned() else {
-            return Ok(());
-        };
-        // The early record needed the source in order so far: once that
-        // ends, the record below has gone out.
-        if self.in_order.is_none() || seg.source() as usize + 1 != input.sources.len() {
-            return Ok(());
-        }
-        self.follow(seg);
-        if self.in_order.is_some() {
-            return self.sorted(seg, out);
-        }
-        out.write(&PlanRecord::Unsorted(Unsorted {}))?;
-        out.flush()?;
-        Ok(())
     }
 }
 
@@ -263,7 +263,6 @@ impl Samples {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::PlanOut;
     use crate::input::Purpose;
     use crate::plan;
     use pbf_format::{Key, Kind};
@@ -274,7 +273,7 @@ mod tests {
 
     use pbf_stream::IndexEnd;
 
-    /// A writer whose bytes the test reads while a [`PlanOut`] owns it.
+    /// A writer whose bytes the test reads while an [`Ahead`] owns it.
     #[derive(Clone, Default)]
     struct Shared(Rc<RefCell<Vec<u8>>>);
 
@@ -340,7 +339,7 @@ mod tests {
             writingprogram: "test".into(),
             current_state: false,
         };
-        let mut plan = PlanOut::new(Box::new(buf.clone()), made, sources, false);
+        let mut plan = Ahead::new(Box::new(buf.clone()), made, sources, false);
         let mut input = Input::new(Purpose::Plan(plan::Blobs::default()), false);
         let mut on_record = |input: &Input| {
             plan.record_read(input)?;

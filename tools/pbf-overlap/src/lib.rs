@@ -17,7 +17,7 @@ use anyhow::{Result, bail};
 use clap::{Arg, ArgMatches, Command, value_parser};
 use pbf_cli::args::{flag, option};
 use pbf_format::Keep;
-use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime, Writer};
+use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime};
 
 use ahead::Ahead;
 use input::{Input, Purpose};
@@ -188,7 +188,7 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     };
     let out = Box::new(pbf_cli::stdout());
     let sources = m.get_one::<u32>("sources").copied();
-    let mut plan = PlanOut::new(out, made, sources, pbf_cli::verbosity(m) > 1);
+    let mut plan = Ahead::new(out, made, sources, pbf_cli::verbosity(m) > 1);
     let blobs = plan::Blobs::new(keep);
     let mut input = Input::new(Purpose::Plan(blobs), pbf_cli::verbosity(m) > 1);
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
@@ -202,8 +202,19 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
         }
     }
     pbf_cli::report::counters(&tally);
+    // The -v line of a plan; the time includes waiting for the index streams.
     if pbf_cli::verbosity(m) > 0 {
-        let mut line = summary(&input, &tally);
+        let mut line = format!(
+            "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3} s",
+            pbf_cli::plural(tally.blobs, "blob"),
+            tally.copy_blobs,
+            pbf_cli::plural(tally.copy_ops, "copy op"),
+            tally.copy_bytes,
+            tally.merge_blobs,
+            pbf_cli::plural(tally.merge_ops, "merge op"),
+            tally.merge_elements,
+            input.elapsed()
+        );
         if pbf_cli::verbosity(m) > 1 {
             let streams = StreamTime {
                 parsing: input.parsing,
@@ -248,10 +259,8 @@ fn warn_negative_ids(input: &Input) {
 
 /// The index streams named on the command line ('-' when none).
 fn index_names(m: &ArgMatches) -> Vec<String> {
-    match m.get_many::<String>("index") {
-        Some(v) => v.cloned().collect(),
-        None => vec!["-".to_owned()],
-    }
+    m.get_many::<String>("index")
+        .map_or_else(|| vec!["-".to_owned()], |v| v.cloned().collect())
 }
 
 /// For `--check`: the input, and the `--objects-of` index when given.
@@ -276,33 +285,7 @@ fn read_check_input(m: &ArgMatches) -> Result<(Input, Option<Reference>)> {
 
 /// The plan stream being written: its record goes out as soon as it is
 /// known (`--sources`, see [`ahead`]), the ops once every blob is read.
-struct PlanOut {
-    out: Writer<Box<dyn std::io::Write>>,
-    made: header::Made,
-    ahead: Ahead,
-}
-
-impl PlanOut {
-    /// A plan written to `out`; serialising is timed when `timed` (for
-    /// -vv: a clock read per record adds up).
-    fn new(
-        out: Box<dyn std::io::Write>,
-        made: header::Made,
-        sources: Option<u32>,
-        timed: bool,
-    ) -> PlanOut {
-        PlanOut {
-            out: Writer::new(out).timed(timed),
-            made,
-            ahead: Ahead::new(sources),
-        }
-    }
-
-    /// After a source or blob record: what the copy ahead is told so far.
-    fn record_read(&mut self, input: &Input) -> Result<()> {
-        self.ahead.record_read(input, &self.made, &mut self.out)
-    }
-
+impl Ahead {
     /// Write the plan record (or after an early one the header record), the
     /// ops and the end; returns what was planned and the time spent
     /// serialising it.
@@ -312,7 +295,7 @@ impl PlanOut {
         };
         let merges = blobs.clusters().any(|c| !plan::is_copy(c));
         let header = header::output_header(&input.headers, merges, &self.made);
-        let record = self.ahead.planned(input, header, blobs.copy_bytes())?;
+        let record = self.planned(input, header, blobs.copy_bytes())?;
         self.out.write(&record)?;
         let mut tally = Tally {
             blobs: input.blob_records,
@@ -381,12 +364,17 @@ fn check(input: &Input, objects_of: Option<Reference>, m: &ArgMatches) -> ExitCo
     pbf_cli::report::counters(&CheckCounters {
         blobs: input.blob_records,
     });
+    // The -vv line of --check.
     if pbf_cli::verbosity(m) > 1 {
         let streams = StreamTime {
             parsing: input.parsing,
             writing: Duration::ZERO,
         };
-        pbf_cli::warn(NAME, check_summary(input, streams));
+        let (blobs, secs) = (input.blob_records, input.elapsed());
+        pbf_cli::warn(
+            NAME,
+            format!("{blobs} blobs checked; {secs:.3} s; {streams}"),
+        );
     }
     let check_as = m.get_one::<String>("check-as").cloned();
     let names = match &check_as {
@@ -436,28 +424,4 @@ fn check(input: &Input, objects_of: Option<Reference>, m: &ArgMatches) -> ExitCo
 #[derive(serde::Serialize)]
 struct CheckCounters {
     blobs: u64,
-}
-
-/// The `-v` line of a plan; the time includes waiting for the index streams.
-fn summary(input: &Input, tally: &Tally) -> String {
-    format!(
-        "{}: {} passed through in {} of {} bytes, {} to merge in {} of {} elements; {:.3} s",
-        pbf_cli::plural(tally.blobs, "blob"),
-        tally.copy_blobs,
-        pbf_cli::plural(tally.copy_ops, "copy op"),
-        tally.copy_bytes,
-        tally.merge_blobs,
-        pbf_cli::plural(tally.merge_ops, "merge op"),
-        tally.merge_elements,
-        input.elapsed()
-    )
-}
-
-/// The `-v` line of `--check`.
-fn check_summary(input: &Input, streams: StreamTime) -> String {
-    format!(
-        "{} blobs checked; {:.3} s; {streams}",
-        input.blob_records,
-        input.elapsed()
-    )
 }

@@ -51,25 +51,17 @@ const SOURCE_SHIFT: u32 = KEY_BITS + 2;
 /// Sources a plan can name: the bits left above the first key.
 pub const MAX_SOURCES: u32 = 1 << (128 - SOURCE_SHIFT);
 
-/// A `u128` stored as two `u64`s, so a [`Segment`] is aligned to 8 bytes
-/// and has no padding (a `u128` field would align it to 16 and make it 64).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Wide {
-    hi: u64,
-    lo: u64,
+/// A `u128` stored as two `u64`s (high, low), so a [`Segment`] is aligned
+/// to 8 bytes and has no padding (a `u128` field would align it to 16 and
+/// make it 64).
+type Wide = [u64; 2];
+
+fn to_halves(v: u128) -> Wide {
+    [(v >> 64) as u64, v as u64]
 }
 
-impl Wide {
-    fn new(v: u128) -> Wide {
-        Wide {
-            hi: (v >> 64) as u64,
-            lo: v as u64,
-        }
-    }
-
-    fn get(self) -> u128 {
-        (u128::from(self.hi) << 64) | u128::from(self.lo)
-    }
+fn from_halves([hi, lo]: Wide) -> u128 {
+    (u128::from(hi) << 64) | u128::from(lo)
 }
 
 /// One OSMData blob of one source, as the planner needs it.
@@ -104,8 +96,8 @@ impl Segment {
             | (u128::from(sorted) << SORTED_BIT)
             | first;
         Segment {
-            head: Wide::new(head),
-            last: Wide::new(last),
+            head: to_halves(head),
+            last: to_halves(last),
             offset,
             length,
             elements,
@@ -114,22 +106,22 @@ impl Segment {
 
     /// Smallest key, packed ([`Key::packed`]).
     pub fn first(&self) -> u128 {
-        self.head.get() & KEY_MASK
+        from_halves(self.head) & KEY_MASK
     }
 
     /// Largest key, packed.
     pub fn last(&self) -> u128 {
-        self.last.get()
+        from_halves(self.last)
     }
 
     /// Source id.
     pub fn source(&self) -> u32 {
-        (self.head.get() >> SOURCE_SHIFT) as u32
+        (from_halves(self.head) >> SOURCE_SHIFT) as u32
     }
 
     /// Keys strictly increase inside the blob.
     pub fn sorted(&self) -> bool {
-        (self.head.get() >> SORTED_BIT) & 1 == 1
+        (from_halves(self.head) >> SORTED_BIT) & 1 == 1
     }
 
     /// The blob's objects are in the merge's order, so a cluster of it alone is
@@ -137,7 +129,7 @@ impl Segment {
     /// equal keys (and the plan keeps repeats). A blob whose versions are
     /// out of order is not in order.
     pub fn in_order(&self) -> bool {
-        (self.head.get() >> IN_ORDER_BIT) & 1 == 1
+        (from_halves(self.head) >> IN_ORDER_BIT) & 1 == 1
     }
 
     /// Where the blob comes in input order (source, then offset), which
@@ -311,20 +303,15 @@ impl Blobs {
         }
     }
 
-    /// Objects per kind of a segment.
-    fn counts(&self, seg: &Segment) -> Counts {
-        let counts = side(&self.mixed, seg)
-            .unwrap_or_else(|| one_kind(Key::from_packed(seg.first()).kind, seg.elements));
-        Counts::from_array(counts.map(u64::from))
-    }
-
     fn frame_keys(&self, seg: &Segment) -> FrameKeys {
         let notes = side(&self.id_notes, seg).unwrap_or_default();
+        let counts = side(&self.mixed, seg)
+            .unwrap_or_else(|| one_kind(Key::from_packed(seg.first()).kind, seg.elements));
         FrameKeys {
             length: u64::from(seg.length),
             first: unpack(seg.first()),
             last: unpack(seg.last()),
-            counts: self.counts(seg),
+            counts: Counts::from_array(counts.map(u64::from)),
             duplicate_ids: notes.duplicate_ids,
             negative_ids: notes.negative_ids,
         }

@@ -108,16 +108,6 @@ pub fn refusal(e: Errno) -> String {
     }
 }
 
-/// The block size clones are aligned to: `f_bsize` of the file's filesystem.
-pub fn block_size(f: &File) -> std::result::Result<u64, Errno> {
-    let bs = nix::sys::statvfs::fstatvfs(f)?.block_size() as u64;
-    if bs.is_power_of_two() && (512..=MAX_BLOCK).contains(&bs) {
-        Ok(bs)
-    } else {
-        Err(Errno::EOPNOTSUPP)
-    }
-}
-
 /// What [`Cloner`] did, for `-v`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CloneStats {
@@ -137,12 +127,14 @@ pub struct CloneStats {
 /// Appends ranges to an output, cloning their block-aligned middles.
 #[derive(Debug, Default)]
 pub struct Cloner {
-    block: u64,
+    /// The block size ranges are aligned to.
+    pub block: u64,
     /// The sources whose probe or clone failed with [`cannot_clone`]:
     /// copied from then on. Every other source is tried (a spool, not
     /// probed, at its first clone).
     copies: HashSet<u32>,
-    stats: CloneStats,
+    /// What was done so far.
+    pub stats: CloneStats,
 }
 
 /// How one range should be laid out.
@@ -169,25 +161,11 @@ impl Cloner {
         let shown = pbf_cli::paths::dir_words(pbf_cli::paths::dir_of(Path::new(out.name())));
         let probed = probe_into(dir, &shown, out.file());
         truncate(out)?;
-        Ok(probed?.map(Cloner::new))
-    }
-
-    /// A cloner aligning to `block`, every source still to try.
-    fn new(block: u64) -> Cloner {
-        Cloner {
+        // Every source still to try.
+        Ok(probed?.map(|block| Cloner {
             block,
             ..Cloner::default()
-        }
-    }
-
-    /// The block size ranges are aligned to.
-    pub fn block(&self) -> u64 {
-        self.block
-    }
-
-    /// What was done so far.
-    pub fn stats(&self) -> CloneStats {
-        self.stats
+        }))
     }
 
     /// Probe source `id` (open as `src`) before anything is written: clone
@@ -295,18 +273,11 @@ impl Cloner {
         r: SourceRange<'_>,
         require: bool,
     ) -> Result<u64> {
-        let SourceRange {
-            id,
-            file: src,
-            path: src_name,
-            offset,
-            len,
-        } = r;
         let mut done = 0;
-        while done < len {
-            let n = (len - done).min(CHUNK);
+        while done < r.len {
+            let n = (r.len - done).min(CHUNK);
             let dst_off = out.position();
-            match clone_range(src, offset + done, n, out.file(), dst_off) {
+            match clone_range(r.file, r.offset + done, n, out.file(), dst_off) {
                 Ok(()) => {
                     out.advance(n)?;
                     done += n;
@@ -314,7 +285,7 @@ impl Cloner {
                     self.stats.clones += 1;
                 }
                 Err(e) if cannot_clone(e) && !require => {
-                    self.copies.insert(id);
+                    self.copies.insert(r.id);
                     return Ok(done);
                 }
                 Err(e) => {
@@ -326,9 +297,9 @@ impl Cloner {
                     return Err(Error::io(
                         format!(
                             "cloning {} bytes {}..{} to {} at offset {dst_off}{why}",
-                            src_name.display(),
-                            offset + done,
-                            offset + done + n,
+                            r.path.display(),
+                            r.offset + done,
+                            r.offset + done + n,
                             out.name()
                         ),
                         std::io::Error::from(e),
@@ -353,13 +324,13 @@ pub fn probe_dir(dir: &Path) -> Result<std::result::Result<u64, String>> {
 /// block size when it works, the reason when the filesystem cannot clone
 /// (naming it as the filesystem of `shown`).
 fn probe_into(dir: &Path, shown: &str, dst: &File) -> Result<std::result::Result<u64, String>> {
-    let block = match block_size(dst) {
-        Ok(b) => b,
-        Err(_) => {
-            return Ok(Err(format!(
-                "the filesystem of {shown} has no block size clones can be aligned to"
-            )));
-        }
+    // `f_bsize` of the filesystem: a power of two up to MAX_BLOCK, or none.
+    let bs = nix::sys::statvfs::fstatvfs(dst).map(|s| s.block_size());
+    let aligned = |b: &u64| b.is_power_of_two() && (512..=MAX_BLOCK).contains(b);
+    let Some(block) = bs.ok().filter(aligned) else {
+        return Ok(Err(format!(
+            "the filesystem of {shown} has no block size clones can be aligned to"
+        )));
     };
     let scratch_error = |e| scratch_error(dir, e);
     let mut scratch = tempfile::tempfile_in(dir).map_err(scratch_error)?;
@@ -408,7 +379,10 @@ mod tests {
     use pbf_output::OutputOptions;
 
     fn cloner(block: u64) -> Cloner {
-        Cloner::new(block)
+        Cloner {
+            block,
+            ..Cloner::default()
+        }
     }
 
     #[test]
@@ -461,7 +435,7 @@ mod tests {
                 assert!(c.probe_source(&out, 0, &src).expect("source").is_none());
                 out.write_all(b"header").expect("header");
                 c.append(&mut out, range, b"", true).expect("append");
-                assert!(c.stats().cloned > 0, "{:?}", c.stats());
+                assert!(c.stats.cloned > 0, "{:?}", c.stats);
             }
             Err(why) => {
                 assert!(
@@ -473,8 +447,8 @@ mod tests {
                 c.copies.insert(0);
                 out.write_all(b"header").expect("header");
                 c.append(&mut out, range, b"ix", false).expect("append");
-                assert_eq!(c.stats().padding, 0);
-                assert_eq!(c.stats().copied, 2 * 65_536);
+                assert_eq!(c.stats.padding, 0);
+                assert_eq!(c.stats.copied, 2 * 65_536);
             }
         }
         assert_eq!(out.file().metadata().expect("meta").len(), out.position());

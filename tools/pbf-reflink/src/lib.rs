@@ -27,11 +27,11 @@ use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Copied, CopySources, Job, OutputHead, Step};
+use pbf_copier::{CopySources, Job, OutputHead, Step};
 use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::CopyOp;
 
-use cloner::{CloneStats, Cloner, SourceRange};
+use cloner::{Cloner, SourceRange};
 
 const NAME: &str = "pbf-reflink";
 
@@ -93,13 +93,6 @@ const VERBOSITY_HELP: pbf_cli::VerbosityHelp = pbf_cli::VerbosityHelp {
     quiet: "No progress bar, no notices and no warnings",
 };
 
-/// Options of one run: the shared ones and `--require-reflink`.
-#[derive(Clone, Copy, Debug)]
-struct Options {
-    common: copier::Options,
-    require: bool,
-}
-
 /// A range still to be written: consecutive ops of one source are joined so
 /// their clone spans the op boundary.
 #[derive(Clone, Copy, Debug)]
@@ -114,7 +107,8 @@ struct Pending {
 struct CloningOutput {
     out: OutputFile,
     cloner: Option<Cloner>,
-    opts: Options,
+    /// `--require-reflink`.
+    require: bool,
 }
 
 /// Run with parsed arguments. A reader of `-o -` that stops early ends the
@@ -125,15 +119,13 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
 
 fn place(m: &ArgMatches) -> Result<ExitCode> {
     let started = Instant::now();
-    let opts = Options {
-        common: copier::Options::from_matches(m),
-        require: m.get_flag("require-reflink"),
-    };
-    if opts.require && copier::output_path(m)? == Path::new("-") {
+    let opts = copier::Options::from_matches(m);
+    let require = m.get_flag("require-reflink");
+    if require && copier::output_path(m)? == Path::new("-") {
         bail!("-o -: standard output cannot receive clones (--require-reflink)");
     }
     if m.get_flag("probe") {
-        return probe_only(m, opts);
+        return probe_only(m, opts.quiet);
     }
     let Job {
         mut plan,
@@ -142,30 +134,34 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         out,
         check,
     } = Job::open(m)?;
-    let cloner = probe(&out, &sources, opts)?;
+    let cloner = probe(&out, &sources, opts.quiet, require)?;
     // A clone shares the source's blocks and takes no room: only an output
     // copied like pbf-copy's needs room for what the plan copies.
-    let copied = cloner.is_none() && !opts.common.add_indexdata;
+    let copied = cloner.is_none() && !opts.add_indexdata;
     let as_it_is = |copy_bytes: Option<u64>| copy_bytes.filter(|_| copied);
-    let mut w = CloningOutput { out, cloner, opts };
+    let mut w = CloningOutput {
+        out,
+        cloner,
+        require,
+    };
     // Written with the first op, after any plan `header` record: the
     // alignment of every range then counts from the header it keeps.
     let mut head = OutputHead::new(&plan.header().header);
-    head.check_room(&w.out, as_it_is(plan.header().copy_bytes), opts.common)?;
-    let bar = (sources.known_bytes(), "writing", opts.common.bars);
+    head.check_room(&w.out, as_it_is(plan.header().copy_bytes), opts)?;
+    let bar = (sources.known_bytes(), "writing", opts.bars);
     let mut pending: Option<Pending> = None;
     let copied = copier::for_each_copy(&mut plan, &plan_name, bar, |step, line| {
         let op = match step {
             Step::Header(h) => {
                 head.replace(&h.header, &mut w.out)?;
-                return head.check_room(&w.out, as_it_is(h.copy_bytes), opts.common);
+                return head.check_room(&w.out, as_it_is(h.copy_bytes), opts);
             }
             // pbf-reflink does not copy ahead.
             Step::Unsorted | Step::Sorted(_) => return Ok(()),
             Step::Copy(op) => op,
         };
         head.write(&mut w.out)?;
-        if opts.common.add_indexdata {
+        if opts.add_indexdata {
             w.frames(op, &mut sources)
                 .with_context(|| format!("{plan_name}: line {line}"))
         } else if let Some(p) = join(&mut pending, op, line) {
@@ -181,30 +177,40 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
             .with_context(|| format!("{plan_name}: lines {}..", p.first_line))?;
     }
     let CloningOutput { out, cloner, .. } = w;
-    let clone_stats = cloner.as_ref().map(Cloner::stats);
+    let clone = cloner.as_ref().map(|c| c.stats).unwrap_or_default();
     let out_name = out.name().to_owned();
     let copier::Finished { stats, written, .. } =
         copier::finish(NAME, out, &mut sources, check.as_deref())?;
-    copied.warn_for_importers(NAME, &out_name, &head, opts.common.quiet);
-    let ops = copied.ops;
-    pbf_cli::report::counters(&Counters::of(copied, written, stats, clone_stats));
-    if opts.common.verbose == 1 {
+    copied.warn_for_importers(NAME, &out_name, &head, opts.quiet);
+    let counters = Counters {
+        ops: copied.ops,
+        duplicate_ids: copied.duplicate_ids,
+        written_bytes: written,
+        cloned_bytes: clone.cloned,
+        clones: clone.clones,
+        // Clones are counted by the output as kernel bytes: take them out.
+        copied_bytes: stats.copied().saturating_sub(clone.cloned),
+        padding_bytes: clone.padding,
+        padding_frames: clone.padding_frames,
+        memory_bytes: stats.written_bytes,
+    };
+    pbf_cli::report::counters(&counters);
+    if opts.verbose == 1 {
         let secs = started.elapsed().as_secs_f64();
-        let cloned = clone_stats.map_or(0, |c| c.cloned);
         pbf_cli::warn(
             NAME,
             format!(
-                "{out_name}: {written} bytes written in {}, {cloned} of them cloned, {secs:.3} s",
-                pbf_cli::plural(ops, "copy op")
+                "{out_name}: {written} bytes written in {}, {} of them cloned, {secs:.3} s",
+                pbf_cli::plural(counters.ops, "copy op"),
+                counters.cloned_bytes
             ),
         );
-    } else if opts.common.verbose > 1 {
+    } else if opts.verbose > 1 {
+        let block = cloner.map(|c| c.block);
         report(
-            ops,
-            written,
+            &counters,
             stats,
-            clone_stats,
-            cloner.map(|c| c.block()),
+            block,
             &sources.holes,
             (started, plan.parse_time()),
         );
@@ -213,12 +219,12 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
 }
 
 /// `--probe`: can files in the output's directory receive clones?
-fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
+fn probe_only(m: &ArgMatches, quiet: bool) -> Result<ExitCode> {
     let out = copier::output_path(m)?;
     let (dir, what) = match m.get_one::<std::path::PathBuf>("tmpdir") {
         Some(d) => (d.as_path(), "--tmpdir"),
         None if out == Path::new("-") => {
-            notice(opts, "standard output cannot receive clones".into());
+            notice(quiet, "standard output cannot receive clones".into());
             return Ok(ExitCode::from(pbf_cli::EXIT_NO));
         }
         None => (pbf_cli::paths::dir_of(out), "output"),
@@ -230,22 +236,28 @@ fn probe_only(m: &ArgMatches, opts: Options) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(why) => {
-            notice(opts, format!("{why}; {USE_INSTEAD}"));
+            notice(quiet, format!("{why}; {USE_INSTEAD}"));
             Ok(ExitCode::from(pbf_cli::EXIT_NO))
         }
     }
 }
 
 /// Probe clone support before anything is written; `None` means "copy like
-/// pbf-copy" (after a notice), and with `--require-reflink` an error.
-fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Option<Cloner>> {
+/// pbf-copy" (after a notice unless `quiet`), and with `--require-reflink`
+/// (`require`) an error.
+fn probe(
+    out: &OutputFile,
+    sources: &CopySources,
+    quiet: bool,
+    require: bool,
+) -> Result<Option<Cloner>> {
     let mut cloner = match Cloner::probe(out)? {
         Ok(c) => c,
         Err(why) => {
-            if opts.require {
+            if require {
                 bail!("{}: {why}; {USE_INSTEAD} (--require-reflink)", out.name());
             }
-            notice(opts, format!("{why}: copying like pbf-copy"));
+            notice(quiet, format!("{why}: copying like pbf-copy"));
             return Ok(None);
         }
     };
@@ -258,32 +270,28 @@ fn probe(out: &OutputFile, sources: &CopySources, opts: Options) -> Result<Optio
     if refused.is_empty() {
         return Ok(Some(cloner));
     }
-    if opts.require {
+    if require {
         bail!(
             "{}; {USE_INSTEAD} (--require-reflink: every source must be on the output's \
              filesystem)",
             refused.join("; ")
         );
     }
-    if refused.len() == sources.files().count() && sources.spools().next().is_none() {
-        notice(
-            opts,
-            format!("{}: copying like pbf-copy", refused.join("; ")),
-        );
-        return Ok(None);
-    }
-    notice(
-        opts,
-        format!("{}: its ranges are copied", refused.join("; ")),
-    );
-    Ok(Some(cloner))
+    // No source can clone, and no spool might: nothing is cloned.
+    let none = refused.len() == sources.files().count() && sources.spools().next().is_none();
+    let how = match none {
+        true => "copying like pbf-copy",
+        false => "its ranges are copied",
+    };
+    notice(quiet, format!("{}: {how}", refused.join("; ")));
+    Ok((!none).then_some(cloner))
 }
 
 /// What copies where clones cannot be made, said after the reason.
 const USE_INSTEAD: &str = "use pbf-copy (in pbf-sort: --copier copy)";
 
-fn notice(opts: Options, msg: String) {
-    if !opts.common.quiet {
+fn notice(quiet: bool, msg: String) {
+    if !quiet {
         pbf_cli::warn(NAME, format!("notice: {msg}"));
     }
 }
@@ -323,7 +331,7 @@ impl CloningOutput {
     /// Write the range `r` after `prefix`: cloned when we can.
     fn append(&mut self, r: SourceRange<'_>, prefix: &[u8]) -> Result<()> {
         match &mut self.cloner {
-            Some(c) => c.append(&mut self.out, r, prefix, self.opts.require)?,
+            Some(c) => c.append(&mut self.out, r, prefix, self.require)?,
             None => {
                 self.out.write_all(prefix)?;
                 self.out.copy_from(r.file, r.path, r.offset, r.len)?;
@@ -372,29 +380,11 @@ struct Counters {
     memory_bytes: u64,
 }
 
-impl Counters {
-    fn of(copied: Copied, written: u64, stats: CopyStats, clone: Option<CloneStats>) -> Counters {
-        let c = clone.unwrap_or_default();
-        Counters {
-            ops: copied.ops,
-            duplicate_ids: copied.duplicate_ids,
-            written_bytes: written,
-            cloned_bytes: c.cloned,
-            clones: c.clones,
-            // Clones are counted by the output as kernel bytes: take them out.
-            copied_bytes: stats.copied().saturating_sub(c.cloned),
-            padding_bytes: c.padding,
-            padding_frames: c.padding_frames,
-            memory_bytes: stats.written_bytes,
-        }
-    }
-}
-
+/// The `-vv` line: `c`, with the output's own counts and the block size
+/// ranges were aligned to (none when copied like pbf-copy).
 fn report(
-    ops: u64,
-    written: u64,
+    c: &Counters,
     stats: CopyStats,
-    clone: Option<CloneStats>,
     block: Option<u64>,
     holes: &SpoolHoles,
     (started, parsing): (Instant, std::time::Duration),
@@ -404,38 +394,29 @@ fn report(
         parsing,
         writing: std::time::Duration::ZERO,
     };
-    let c = clone.unwrap_or_default();
     let how = match block {
         Some(b) => format!("{b}-byte blocks"),
         None => "copied like pbf-copy".into(),
     };
-    // Clones are counted by the output as kernel bytes: take them out.
-    let copied = stats.copied().saturating_sub(c.cloned);
+    let ranges = (c.cloned_bytes + c.copied_bytes).max(1);
     pbf_cli::warn(
         NAME,
         format!(
-            "{}, {written} bytes written ({how}): {} cloned in {}, {} copied \
+            "{}, {} bytes written ({how}): {} cloned in {}, {} copied \
              ({} in the kernel, {} by read/write), {} bytes of padding in {}, {} from \
              memory in all; {:.1} % of range bytes cloned; {}; {secs:.3} s; {streams}",
-            pbf_cli::plural(ops, "copy op"),
-            c.cloned,
+            pbf_cli::plural(c.ops, "copy op"),
+            c.written_bytes,
+            c.cloned_bytes,
             pbf_cli::plural(c.clones, "clone"),
-            copied,
-            stats.kernel_bytes.saturating_sub(c.cloned),
+            c.copied_bytes,
+            stats.kernel_bytes.saturating_sub(c.cloned_bytes),
             stats.fallback_bytes,
-            c.padding,
+            c.padding_bytes,
             pbf_cli::plural(c.padding_frames, "frame"),
-            stats.written_bytes,
-            percent(c.cloned, c.cloned + copied),
+            c.memory_bytes,
+            100.0 * c.cloned_bytes as f64 / ranges as f64,
             holes.verbose_words(),
         ),
     );
-}
-
-fn percent(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        100.0 * part as f64 / whole as f64
-    }
 }
