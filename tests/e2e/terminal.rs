@@ -419,7 +419,7 @@ echo "stopped: $?"
 count() {
     n=0 going=0 states=
     for d in /proc/[0-9]*; do
-        [[ ${d#/proc/} != "$$" ]] && mapfile -d '' -t argv < "$d/cmdline" 2>/dev/null || continue
+        [[ ${d#/proc/} != "$$" ]] && mapfile -d '' -t argv 2>/dev/null < "$d/cmdline" || continue
         [[ " ${argv[*]} " == *" --given "* ]] && stat=$(< "$d/stat") || continue
         state=${stat##*) } && n=$((n + 1))
         [[ $state == T* ]] || { going=$((going + 1)); states+=" ${argv[0]##*/}:${state%% *}"; }

@@ -115,12 +115,10 @@ pub fn read_file_header(
     frames: &mut impl Iterator<Item = Result<FrameHeader>>,
 ) -> Result<(FrameHeader, Header)> {
     let path = file.path();
-    let first = match frames.next() {
-        Some(r) => r.map_err(|e| not_pbf(file).unwrap_or(e))?,
-        None => {
-            return Err(Error::new(ErrorKind::NotPbf(NotPbf::Empty)).in_file(path));
-        }
+    let Some(first) = frames.next() else {
+        return Err(Error::new(ErrorKind::NotPbf(NotPbf::Empty)).in_file(path));
     };
+    let first = first.map_err(|e| not_pbf(file).unwrap_or(e))?;
     if first.blob_type != BlobType::OsmHeader {
         if let Some(e) = not_pbf(file) {
             return Err(e);
