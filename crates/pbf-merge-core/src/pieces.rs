@@ -304,7 +304,15 @@ impl Merger {
                 }
             }
         };
-        let spans = in_turns(jobs, side_by_side, each, || write_pieces(receivers, &mut w))?;
+        // The writer takes every piece's elements, piece after piece: a
+        // piece's queue closes when the piece is done.
+        let write = || {
+            for parcel in receivers.into_iter().flatten() {
+                w.push_parcel(parcel?)?;
+            }
+            Ok(())
+        };
+        let spans = in_turns(jobs, side_by_side, each, write)?;
         let pieces = spans.into_iter().fold(Span::default(), Span::beside);
         Merged::of(w, pieces.then(Span::task(clock.elapsed())))
     }
@@ -350,17 +358,24 @@ impl Merger {
             0 => 0,
             _ => cuts[p - 1],
         };
-        let hi = cuts.get(p).copied();
+        // No upper bound for the last piece.
+        let hi = cuts.get(p).copied().unwrap_or(u128::MAX);
         let tasks = Arc::new(Tasks::default());
         let streams = loads
             .into_iter()
             .zip(runs)
             .filter(|(loads, _)| !loads.is_empty())
             .map(|(loads, run)| {
-                let loaders = loads
-                    .into_iter()
-                    .map(|(i, shared)| loader(Arc::clone(run), i, shared, lo, hi))
-                    .collect();
+                // Load `i` of `run`, for the piece's keys `lo..hi`.
+                let loader = |(i, shared): (usize, Option<Arc<Shared>>)| -> Loader {
+                    let run = Arc::clone(run);
+                    Box::new(move || match shared {
+                        // A load in one piece only is the piece's whole.
+                        None => run.load(i),
+                        Some(shared) => Ok(shared.get(&run, i)?.part(lo, hi)),
+                    })
+                };
+                let loaders = loads.into_iter().map(loader).collect();
                 Stream::new(loaders, Arc::clone(&self.pool), Arc::clone(&tasks))
             })
             .collect();
@@ -375,35 +390,7 @@ fn stopped() -> Error {
     Error::Internal("merge stopped".into())
 }
 
-/// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for
-/// the last piece).
-fn loader(
-    run: Arc<Run>,
-    i: usize,
-    shared: Option<Arc<Shared>>,
-    lo: u128,
-    hi: Option<u128>,
-) -> Loader {
-    Box::new(move || match shared {
-        // A load in one piece only is the piece's whole.
-        None => run.load(i),
-        Some(shared) => Ok(shared.get(&run, i)?.part(lo, hi.unwrap_or(u128::MAX))),
-    })
-}
 
-/// Give the writer every piece's elements, piece after piece.
-fn write_pieces<T: Target>(
-    receivers: Vec<Receiver<Result<Parcel>>>,
-    w: &mut BlockWriter<T>,
-) -> Result<()> {
-    for rx in receivers {
-        // A piece's queue closes when the piece is done.
-        for parcel in rx {
-            w.push_parcel(parcel?)?;
-        }
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {
