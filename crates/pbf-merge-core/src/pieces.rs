@@ -18,7 +18,7 @@
 //! pieces on either side, each taking its keys of it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
@@ -91,6 +91,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// A load for `users` pieces, decoded already (`block`) or not.
+    fn new(users: usize, block: Option<Arc<Block>>) -> Arc<Shared> {
+        let block = Mutex::new(block.map(|b| (b, users)));
+        Arc::new(Shared { users, block })
+    }
+
     fn get(&self, run: &Run, i: usize) -> Result<Arc<Block>> {
         let mut slot = lock(&self.block);
         if let Some((block, left)) = slot.take() {
@@ -127,12 +133,7 @@ fn plan(runs: &[Arc<Run>], cuts: &[u128], loaded: Option<Vec<Arc<Block>>>) -> Ve
                 piece_of(cuts, first),
                 piece_of(cuts, last).max(piece_of(cuts, first)),
             );
-            let shared = (b > a).then(|| {
-                Arc::new(Shared {
-                    users: b - a + 1,
-                    block: Mutex::new(None),
-                })
-            });
+            let shared = (b > a).then(|| Shared::new(b - a + 1, None));
             for piece in &mut pieces[a..=b] {
                 piece[r].push((i, shared.clone()));
             }
@@ -146,12 +147,7 @@ fn plan_loaded(blocks: Vec<Arc<Block>>, cuts: &[u128]) -> Vec<PieceLoads> {
     let users = cuts.len() + 1;
     let shared: Vec<Arc<Shared>> = blocks
         .into_iter()
-        .map(|b| {
-            Arc::new(Shared {
-                users,
-                block: Mutex::new(Some((b, users))),
-            })
-        })
+        .map(|b| Shared::new(users, Some(b)))
         .collect();
     (0..users)
         .map(|_| {
@@ -389,8 +385,6 @@ impl Merger {
 fn stopped() -> Error {
     Error::Internal("merge stopped".into())
 }
-
-
 
 #[cfg(test)]
 mod tests {
