@@ -4,7 +4,7 @@
 
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A merge error: what went wrong, and where.
 #[derive(Debug)]
@@ -23,22 +23,13 @@ pub enum Error {
     /// made from it (pbf-index trusted it) and is wrong with it (the
     /// message names the input file and the frame offset).
     Indexdata(String),
-    /// Writing the spool failed (disk full, for example).
-    Spool {
-        /// The spool file.
-        path: PathBuf,
-        /// Where the write started.
-        offset: u64,
-        /// The cause.
-        error: io::Error,
-    },
-    /// A temporary spill file could not be created, written or read.
-    Spill {
-        /// The directory of the spill files.
-        dir: PathBuf,
-        /// The cause.
-        error: io::Error,
-    },
+    /// Writing the spool failed (disk full, for example): the message
+    /// names the spool file and where the write started ([`Error::spool`]),
+    /// and the cause.
+    Spool(String, io::Error),
+    /// A temporary spill file could not be created, written or read: the
+    /// message names the directory of the spill files, and the cause.
+    Spill(String, io::Error),
     /// A spill file holds something we did not write (a bug or a disk error).
     CorruptSpill(String),
     /// The caller's output callback failed (writing the plan, for example).
@@ -60,11 +51,19 @@ impl Error {
         ))
     }
 
+    /// Writing the spool at `path` failed, the write starting at `offset`.
+    pub(crate) fn spool(path: &Path, offset: u64, error: io::Error) -> Error {
+        let hint = match error.kind() {
+            io::ErrorKind::StorageFull => "; give --tmpdir DIR on a filesystem with room for it",
+            _ => "",
+        };
+        let path = path.display();
+        let m = format!("{path}: cannot write spool at offset {offset}: {error}{hint}");
+        Error::Spool(m, error)
+    }
+
     pub(crate) fn spill(dir: &Path, error: io::Error) -> Error {
-        Error::Spill {
-            dir: dir.to_path_buf(),
-            error,
-        }
+        Error::Spill(format!("spill file in {}: {error}", dir.display()), error)
     }
 }
 
@@ -86,24 +85,7 @@ impl fmt::Display for Error {
             Error::Format(e) => write!(f, "{e}"),
             Error::Source(e) => write!(f, "{e}"),
             Error::Plan(m) | Error::Indexdata(m) => f.write_str(m),
-            Error::Spool {
-                path,
-                offset,
-                error,
-            } => {
-                write!(
-                    f,
-                    "{}: cannot write spool at offset {offset}: {error}",
-                    path.display()
-                )?;
-                if error.kind() == io::ErrorKind::StorageFull {
-                    write!(f, "; give --tmpdir DIR on a filesystem with room for it")?;
-                }
-                Ok(())
-            }
-            Error::Spill { dir, error } => {
-                write!(f, "spill file in {}: {error}", dir.display())
-            }
+            Error::Spool(m, _) | Error::Spill(m, _) => f.write_str(m),
             Error::CorruptSpill(m) => write!(f, "corrupt spill file: {m}"),
             Error::Output(e) => write!(f, "{e}"),
             Error::Internal(m) => write!(f, "internal error: {m}"),
@@ -116,7 +98,7 @@ impl std::error::Error for Error {
         match self {
             Error::Format(e) => Some(e),
             Error::Source(e) => Some(e),
-            Error::Spool { error, .. } | Error::Spill { error, .. } => Some(error),
+            Error::Spool(_, e) | Error::Spill(_, e) => Some(e),
             Error::Output(e) => Some(e),
             _ => None,
         }

@@ -236,21 +236,15 @@ fn merge_one(
     let Some(_share) = gate.enter(ticket, need) else {
         return Err(Error::Internal("merge stopped".into()));
     };
-    let target = QueueTarget { tx };
-    let mut stats = merger.execute(prepared?, target)?;
+    let mut stats = merger.execute(prepared?, tx)?;
     stats.span = stats.span.then(dropping);
     Ok(stats)
 }
 
 /// Sends an op's encoded frames to the spool's writer.
-struct QueueTarget<'a> {
-    tx: &'a SyncSender<Message>,
-}
-
-impl Target for QueueTarget<'_> {
+impl Target for &SyncSender<Message> {
     fn write(&mut self, block: Encoded) -> Result<()> {
-        self.tx
-            .send(Message::Frame(block))
+        self.send(Message::Frame(block))
             .map_err(|_| Error::Internal("merge stopped".into()))
     }
 }

@@ -287,11 +287,6 @@ impl InputBlob {
 pub(crate) type Load = Vec<u32>;
 
 impl Inputs {
-    /// Bytes held for the blobs while the op is merged.
-    pub fn heap_size(&self) -> usize {
-        self.blobs.capacity() * size_of::<InputBlob>()
-    }
-
     /// The input bytes told to the progress as the op's elements are
     /// merged ([`progress::Meter`]).
     pub fn merged_bytes(&self) -> u64 {

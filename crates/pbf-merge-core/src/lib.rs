@@ -247,7 +247,8 @@ impl Merger {
             ..MergeStats::default()
         };
         // Every blob's entry, and its index in the load that reads it.
-        stats.held = (inputs.heap_size() + blobs.len() * size_of::<u32>()) as u64;
+        let entry = size_of::<input::InputBlob>();
+        stats.held = (blobs.capacity() * entry + blobs.len() * size_of::<u32>()) as u64;
         let threads = self.pool.current_num_threads();
         let budget = Budget::new(self.opts.memory, stats.held, threads);
         stats.chains = chains.len() as u64;

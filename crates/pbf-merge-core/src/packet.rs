@@ -167,11 +167,8 @@ struct Writer<'a> {
 impl<'a> Writer<'a> {
     fn element(&mut self, e: Obj<'a>, blob: u32) {
         let info = e.info();
-        let visible = match info.and_then(|i| i.visible) {
-            None => 0,
-            Some(false) => 1,
-            Some(true) => 2,
-        };
+        // 0 none, 1 false, 2 true.
+        let visible = info.and_then(|i| i.visible).map_or(0, |v| 1 + u64::from(v));
         let compact = info.and_then(Compact::of);
         let grid = match e.kind() {
             Kind::Node => on_grid(e.position()),

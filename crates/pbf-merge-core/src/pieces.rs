@@ -18,7 +18,7 @@
 //! pieces on either side, each taking its keys of it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::{Error, Result};
@@ -91,6 +91,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// A load for `users` pieces, decoded already (`block`) or not.
+    fn new(users: usize, block: Option<Arc<Block>>) -> Arc<Shared> {
+        let block = Mutex::new(block.map(|b| (b, users)));
+        Arc::new(Shared { users, block })
+    }
+
     fn get(&self, run: &Run, i: usize) -> Result<Arc<Block>> {
         let mut slot = lock(&self.block);
         if let Some((block, left)) = slot.take() {
@@ -127,12 +133,7 @@ fn plan(runs: &[Arc<Run>], cuts: &[u128], loaded: Option<Vec<Arc<Block>>>) -> Ve
                 piece_of(cuts, first),
                 piece_of(cuts, last).max(piece_of(cuts, first)),
             );
-            let shared = (b > a).then(|| {
-                Arc::new(Shared {
-                    users: b - a + 1,
-                    block: Mutex::new(None),
-                })
-            });
+            let shared = (b > a).then(|| Shared::new(b - a + 1, None));
             for piece in &mut pieces[a..=b] {
                 piece[r].push((i, shared.clone()));
             }
@@ -146,12 +147,7 @@ fn plan_loaded(blocks: Vec<Arc<Block>>, cuts: &[u128]) -> Vec<PieceLoads> {
     let users = cuts.len() + 1;
     let shared: Vec<Arc<Shared>> = blocks
         .into_iter()
-        .map(|b| {
-            Arc::new(Shared {
-                users,
-                block: Mutex::new(Some((b, users))),
-            })
-        })
+        .map(|b| Shared::new(users, Some(b)))
         .collect();
     (0..users)
         .map(|_| {
@@ -304,7 +300,15 @@ impl Merger {
                 }
             }
         };
-        let spans = in_turns(jobs, side_by_side, each, || write_pieces(receivers, &mut w))?;
+        // The writer takes every piece's elements, piece after piece: a
+        // piece's queue closes when the piece is done.
+        let write = || {
+            for parcel in receivers.into_iter().flatten() {
+                w.push_parcel(parcel?)?;
+            }
+            Ok(())
+        };
+        let spans = in_turns(jobs, side_by_side, each, write)?;
         let pieces = spans.into_iter().fold(Span::default(), Span::beside);
         Merged::of(w, pieces.then(Span::task(clock.elapsed())))
     }
@@ -350,17 +354,24 @@ impl Merger {
             0 => 0,
             _ => cuts[p - 1],
         };
-        let hi = cuts.get(p).copied();
+        // No upper bound for the last piece.
+        let hi = cuts.get(p).copied().unwrap_or(u128::MAX);
         let tasks = Arc::new(Tasks::default());
         let streams = loads
             .into_iter()
             .zip(runs)
             .filter(|(loads, _)| !loads.is_empty())
             .map(|(loads, run)| {
-                let loaders = loads
-                    .into_iter()
-                    .map(|(i, shared)| loader(Arc::clone(run), i, shared, lo, hi))
-                    .collect();
+                // Load `i` of `run`, for the piece's keys `lo..hi`.
+                let loader = |(i, shared): (usize, Option<Arc<Shared>>)| -> Loader {
+                    let run = Arc::clone(run);
+                    Box::new(move || match shared {
+                        // A load in one piece only is the piece's whole.
+                        None => run.load(i),
+                        Some(shared) => Ok(shared.get(&run, i)?.part(lo, hi)),
+                    })
+                };
+                let loaders = loads.into_iter().map(loader).collect();
                 Stream::new(loaders, Arc::clone(&self.pool), Arc::clone(&tasks))
             })
             .collect();
@@ -373,36 +384,6 @@ impl Merger {
 
 fn stopped() -> Error {
     Error::Internal("merge stopped".into())
-}
-
-/// Load `i` of `run` for the piece of keys `lo..hi` (no upper bound for
-/// the last piece).
-fn loader(
-    run: Arc<Run>,
-    i: usize,
-    shared: Option<Arc<Shared>>,
-    lo: u128,
-    hi: Option<u128>,
-) -> Loader {
-    Box::new(move || match shared {
-        // A load in one piece only is the piece's whole.
-        None => run.load(i),
-        Some(shared) => Ok(shared.get(&run, i)?.part(lo, hi.unwrap_or(u128::MAX))),
-    })
-}
-
-/// Give the writer every piece's elements, piece after piece.
-fn write_pieces<T: Target>(
-    receivers: Vec<Receiver<Result<Parcel>>>,
-    w: &mut BlockWriter<T>,
-) -> Result<()> {
-    for rx in receivers {
-        // A piece's queue closes when the piece is done.
-        for parcel in rx {
-            w.push_parcel(parcel?)?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

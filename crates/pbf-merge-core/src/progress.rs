@@ -66,7 +66,7 @@ impl Progress {
     /// Input frames of `frame_len` bytes in all were decoded: the first
     /// halves of their lengths.
     pub(crate) fn loaded(&self, frame_len: u64) {
-        self.tell(first_half(frame_len));
+        self.tell(frame_len / 2);
     }
 }
 
@@ -79,14 +79,10 @@ impl std::fmt::Debug for Progress {
     }
 }
 
-/// The half of a frame's length told when it is decoded.
-fn first_half(frame_len: u64) -> u64 {
-    frame_len / 2
-}
-
-/// The half of a frame's length told as its op's elements are merged.
+/// The half of a frame's length told as its op's elements are merged: what
+/// [`Progress::loaded`] did not tell.
 pub(crate) fn second_half(frame_len: u64) -> u64 {
-    frame_len - first_half(frame_len)
+    frame_len - frame_len / 2
 }
 
 /// Tells an op's second halves (`bytes` in all) in proportion to its

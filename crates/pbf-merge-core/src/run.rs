@@ -126,10 +126,25 @@ impl Run {
     pub(crate) fn load(&self, i: usize) -> Result<Block> {
         match &self.source {
             RunSource::Loads(inputs, loads) => inputs.load(&loads[i]),
-            RunSource::Kept(packets, _) => read_kept(&packets[i]),
+            RunSource::Kept(packets, _) => packet::read_packet(&packets[i]).map_err(|e| match e {
+                Error::CorruptSpill(m) => Error::Internal(format!("a packet kept in memory: {m}")),
+                _ => e,
+            }),
             RunSource::Spilled {
                 file, dir, packets, ..
-            } => read_spilled(file, dir, packets[i].0, packets[i].1),
+            } => {
+                let (offset, len) = packets[i];
+                let mut buf = vec![0u8; len as usize];
+                file.read_exact_at(&mut buf, offset)
+                    .map_err(|e| Error::spill(dir, e))?;
+                packet::read_packet(&buf).map_err(|e| match e {
+                    Error::CorruptSpill(m) => Error::CorruptSpill(format!(
+                        "packet at offset {offset} in {}: {m}",
+                        dir.display()
+                    )),
+                    _ => e,
+                })
+            }
         }
     }
 
@@ -161,24 +176,4 @@ impl Run {
             }
         }
     }
-}
-
-fn read_kept(packet: &[u8]) -> Result<Block> {
-    packet::read_packet(packet).map_err(|e| match e {
-        Error::CorruptSpill(m) => Error::Internal(format!("a packet kept in memory: {m}")),
-        _ => e,
-    })
-}
-
-fn read_spilled(file: &File, dir: &Path, offset: u64, len: u32) -> Result<Block> {
-    let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(|e| Error::spill(dir, e))?;
-    packet::read_packet(&buf).map_err(|e| match e {
-        Error::CorruptSpill(m) => Error::CorruptSpill(format!(
-            "packet at offset {offset} in {}: {m}",
-            dir.display()
-        )),
-        _ => e,
-    })
 }

@@ -32,11 +32,7 @@ impl Spool {
     /// is refused whatever its contents, so a spool still read by a
     /// downstream stage is never overwritten.
     pub fn create(path: &Path) -> Result<Spool> {
-        let fail = |error| Error::Spool {
-            path: path.to_path_buf(),
-            offset: 0,
-            error,
-        };
+        let fail = |error| Error::spool(path, 0, error);
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -93,11 +89,9 @@ impl Spool {
     /// Append whole frames; returns the offset they were written at.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         let offset = self.len;
-        self.file.write_all(bytes).map_err(|error| Error::Spool {
-            path: self.path.clone(),
-            offset,
-            error,
-        })?;
+        self.file
+            .write_all(bytes)
+            .map_err(|error| Error::spool(&self.path, offset, error))?;
         self.len += bytes.len() as u64;
         Ok(offset)
     }
