@@ -513,7 +513,7 @@ impl<R: BufRead> PlanReader<R> {
             None => Err(Error::new(ErrorKind::EmptyStream("plan"))),
         };
         let header = header.map_err(|e| e.at_line(lines.line()))?;
-        let order = OrderCheck::new(&header.sources);
+        let order = OrderCheck::default();
         Ok(PlanReader {
             lines,
             header,
@@ -594,7 +594,7 @@ impl<R: BufRead> PlanReader<R> {
                         "copy op frames do not add up to its length and blob count",
                     ));
                 }
-                self.order.copy(c, line)?;
+                self.order.copy(c, line, &self.header.sources)?;
                 self.seen.add_copy(c);
             }
             PlanRecord::Merge(m) => {
@@ -604,7 +604,7 @@ impl<R: BufRead> PlanReader<R> {
                 for i in &m.inputs {
                     self.check_range(i.source, i.offset, i.length)?;
                 }
-                self.order.merge(m, line)?;
+                self.order.merge(m, line, &self.header.sources)?;
                 self.seen.add_merge(m);
             }
             // Its counts are not checked: a plan edited with jq keeps its
