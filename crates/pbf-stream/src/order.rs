@@ -255,12 +255,13 @@ mod tests {
     #[test]
     fn ops_in_order_pass_and_may_share_a_boundary_key() {
         let mut c = check();
-        c.copy(&copy(0, key(1, 1), key(5, 1)), 2, &sources())
-            .expect("first");
-        c.copy(&copy(10, key(5, 1), key(7, 1)), 3, &sources())
-            .expect("shared key");
-        c.copy(&copy(100, key(8, 1), key(9, 1)), 4, &sources())
-            .expect("later");
+        // The second shares the first's last key; the third comes later.
+        let ops = [(0, 1, 5, 2), (10, 5, 7, 3), (100, 8, 9, 4)];
+        for (offset, first, last, line) in ops {
+            let op = copy(offset, key(first, 1), key(last, 1));
+            c.copy(&op, line, &sources())
+                .unwrap_or_else(|e| panic!("line {line}: {e}"));
+        }
     }
 
     #[test]
@@ -294,12 +295,12 @@ mod tests {
     #[test]
     fn bytes_read_twice_are_refused_and_adjacent_ranges_joined() {
         let mut c = check();
-        c.copy(&copy(10, key(1, 1), key(1, 1)), 2, &sources())
-            .expect("10..20");
-        c.copy(&copy(20, key(2, 1), key(2, 1)), 3, &sources())
-            .expect("20..30");
-        c.copy(&copy(0, key(3, 1), key(3, 1)), 4, &sources())
-            .expect("0..10");
+        // Bytes 10..20, 20..30, then 0..10.
+        for (offset, id, line) in [(10, 1, 2), (20, 2, 3), (0, 3, 4)] {
+            let op = copy(offset, key(id, 1), key(id, 1));
+            c.copy(&op, line, &sources())
+                .unwrap_or_else(|e| panic!("line {line}: {e}"));
+        }
         assert_eq!(c.read[&0].len(), 1, "joined: {:?}", c.read);
         let e = c
             .copy(&copy(25, key(4, 1), key(4, 1)), 5, &sources())
