@@ -513,7 +513,7 @@ impl<R: BufRead> PlanReader<R> {
             None => Err(Error::new(ErrorKind::EmptyStream("plan"))),
         };
         let header = header.map_err(|e| e.at_line(lines.line()))?;
-        let order = OrderCheck::new(&header.sources);
+        let order = OrderCheck::default();
         Ok(PlanReader {
             lines,
             header,
@@ -568,7 +568,7 @@ impl<R: BufRead> PlanReader<R> {
             PlanRecord::Unsorted(_) => self.news_before_ops("unsorted")?,
             PlanRecord::Sorted(s) => {
                 self.news_before_ops("sorted")?;
-                let src = self.header.sources.iter().find(|r| r.id == s.source);
+                let src = self.source(s.source);
                 if !src.is_some_and(|r| !r.spool && s.through <= r.file.size) {
                     return Err(Error::invalid(format!(
                         "sorted record: offset {} of source {} lies outside the plan's sources",
@@ -594,7 +594,7 @@ impl<R: BufRead> PlanReader<R> {
                         "copy op frames do not add up to its length and blob count",
                     ));
                 }
-                self.order.copy(c, line)?;
+                self.order.copy(c, line, &self.header.sources)?;
                 self.seen.add_copy(c);
             }
             PlanRecord::Merge(m) => {
@@ -604,7 +604,7 @@ impl<R: BufRead> PlanReader<R> {
                 for i in &m.inputs {
                     self.check_range(i.source, i.offset, i.length)?;
                 }
-                self.order.merge(m, line)?;
+                self.order.merge(m, line, &self.header.sources)?;
                 self.seen.add_merge(m);
             }
             // Its counts are not checked: a plan edited with jq keeps its
@@ -625,17 +625,17 @@ impl<R: BufRead> PlanReader<R> {
         Ok(())
     }
 
+    /// The plan's source `id`.
+    fn source(&self, id: u32) -> Option<&SourceRef> {
+        self.header.sources.iter().find(|s| s.id == id)
+    }
+
     fn check_range(&self, source: u32, offset: u64, length: u64) -> Result<(), Error> {
-        let src = self
-            .header
-            .sources
-            .iter()
-            .find(|s| s.id == source)
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "op names source {source}, which the plan does not list"
-                ))
-            })?;
+        let src = self.source(source).ok_or_else(|| {
+            Error::invalid(format!(
+                "op names source {source}, which the plan does not list"
+            ))
+        })?;
         // A spool grows while the plan streams: its ranges are checked
         // against the file when they are read, not against `size` here.
         let end = offset

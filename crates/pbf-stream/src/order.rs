@@ -35,32 +35,21 @@ pub(crate) struct OrderCheck {
     /// The last key of the op before, and its line.
     before: Option<(Key, u64)>,
     read: HashMap<u32, Read>,
-    /// Each source's name in messages ([`SourceRef::name`]).
-    names: HashMap<u32, String>,
 }
 
 impl OrderCheck {
-    /// A check of the ops over `sources`.
-    pub fn new(sources: &[SourceRef]) -> OrderCheck {
-        let names = sources.iter().map(|s| (s.id, s.name())).collect();
-        OrderCheck {
-            names,
-            ..OrderCheck::default()
-        }
-    }
-
-    /// Check a copy op on `line` and take it in.
-    pub fn copy(&mut self, op: &CopyOp, line: u64) -> Result<(), Error> {
+    /// Check a copy op on `line` over the plan's `sources` and take it in.
+    pub fn copy(&mut self, op: &CopyOp, line: u64, sources: &[SourceRef]) -> Result<(), Error> {
         let (first, last) = range(op.first, op.last);
         self.keys("copy op", first, last)?;
         check_frames(op, first, last)?;
-        self.take(None, (op.source, op.offset, op.length), line)?;
+        self.take(None, (op.source, op.offset, op.length), line, sources)?;
         self.before = Some((last, line));
         Ok(())
     }
 
-    /// Check a merge op on `line` and take it in.
-    pub fn merge(&mut self, op: &MergeOp, line: u64) -> Result<(), Error> {
+    /// Check a merge op on `line` over the plan's `sources` and take it in.
+    pub fn merge(&mut self, op: &MergeOp, line: u64, sources: &[SourceRef]) -> Result<(), Error> {
         let (first, last) = range(op.first, op.last);
         self.keys("merge op", first, last)?;
         for (i, input) in op.inputs.iter().enumerate() {
@@ -90,10 +79,10 @@ impl OrderCheck {
         for run in order.chunk_by(follows) {
             let (source, offset, _) = range(run[0]);
             let length = run.iter().map(|&i| range(i).2).sum();
-            let whole = self.take(Some(run[0]), (source, offset, length), line);
+            let whole = self.take(Some(run[0]), (source, offset, length), line, sources);
             if whole.is_err() {
                 for &i in run {
-                    self.take(Some(i), range(i), line)?;
+                    self.take(Some(i), range(i), line, sources)?;
                 }
                 whole?;
             }
@@ -120,12 +109,13 @@ impl OrderCheck {
 
     /// Record `length` bytes at `offset` of `source` as read on `line` by
     /// merge op input `input` (`None`: a copy op), refusing bytes read
-    /// before.
+    /// before (and naming the source as `sources` do).
     fn take(
         &mut self,
         input: Option<u32>,
         (source, offset, length): (u32, u64, u64),
         line: u64,
+        sources: &[SourceRef],
     ) -> Result<(), Error> {
         let end = offset.saturating_add(length);
         let read = self.read.entry(source).or_default();
@@ -136,7 +126,8 @@ impl OrderCheck {
         let after = read.range(offset..).next().map(|(&s, &span)| (s, span));
         for (start, span) in before.into_iter().chain(after) {
             if start < end && offset < span.end {
-                let name = self.names.get(&source).map_or("?", String::as_str);
+                let name = sources.iter().find(|s| s.id == source).map(SourceRef::name);
+                let name = name.as_deref().unwrap_or("?");
                 return Err(read_twice(input, name, (offset, end), (start, span)));
             }
         }
@@ -227,6 +218,11 @@ mod tests {
     use crate::records::{FrameKeys, MergeInput};
 
     fn check() -> OrderCheck {
+        OrderCheck::default()
+    }
+
+    /// The plan's sources: two files of 1000 bytes.
+    fn sources() -> Vec<SourceRef> {
         let source = |id| SourceRef {
             id,
             file: crate::FileIdentity {
@@ -235,7 +231,7 @@ mod tests {
             },
             spool: false,
         };
-        OrderCheck::new(&[source(0), source(1)])
+        vec![source(0), source(1)]
     }
 
     fn key(id: i64, version: u32) -> KeyRecord {
@@ -259,18 +255,22 @@ mod tests {
     #[test]
     fn ops_in_order_pass_and_may_share_a_boundary_key() {
         let mut c = check();
-        c.copy(&copy(0, key(1, 1), key(5, 1)), 2).expect("first");
-        c.copy(&copy(10, key(5, 1), key(7, 1)), 3)
-            .expect("shared key");
-        c.copy(&copy(100, key(8, 1), key(9, 1)), 4).expect("later");
+        // The second shares the first's last key; the third comes later.
+        let ops = [(0, 1, 5, 2), (10, 5, 7, 3), (100, 8, 9, 4)];
+        for (offset, first, last, line) in ops {
+            let op = copy(offset, key(first, 1), key(last, 1));
+            c.copy(&op, line, &sources())
+                .unwrap_or_else(|e| panic!("line {line}: {e}"));
+        }
     }
 
     #[test]
     fn an_op_starting_before_the_last_one_ends_is_named_with_both_lines() {
         let mut c = check();
-        c.copy(&copy(0, key(1, 1), key(7, 1)), 2).expect("first");
+        c.copy(&copy(0, key(1, 1), key(7, 1)), 2, &sources())
+            .expect("first");
         let e = c
-            .copy(&copy(10, key(5, 1), key(9, 2)), 3)
+            .copy(&copy(10, key(5, 1), key(9, 2)), 3, &sources())
             .expect_err("reordered")
             .to_string();
         assert!(
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn first_after_last_is_refused() {
         let e = check()
-            .copy(&copy(0, key(9, 1), key(1, 1)), 2)
+            .copy(&copy(0, key(9, 1), key(1, 1)), 2, &sources())
             .expect_err("backwards")
             .to_string();
         assert!(
@@ -295,12 +295,15 @@ mod tests {
     #[test]
     fn bytes_read_twice_are_refused_and_adjacent_ranges_joined() {
         let mut c = check();
-        c.copy(&copy(10, key(1, 1), key(1, 1)), 2).expect("10..20");
-        c.copy(&copy(20, key(2, 1), key(2, 1)), 3).expect("20..30");
-        c.copy(&copy(0, key(3, 1), key(3, 1)), 4).expect("0..10");
+        // Bytes 10..20, 20..30, then 0..10.
+        for (offset, id, line) in [(10, 1, 2), (20, 2, 3), (0, 3, 4)] {
+            let op = copy(offset, key(id, 1), key(id, 1));
+            c.copy(&op, line, &sources())
+                .unwrap_or_else(|e| panic!("line {line}: {e}"));
+        }
         assert_eq!(c.read[&0].len(), 1, "joined: {:?}", c.read);
         let e = c
-            .copy(&copy(25, key(4, 1), key(4, 1)), 5)
+            .copy(&copy(25, key(4, 1), key(4, 1)), 5, &sources())
             .expect_err("overlap")
             .to_string();
         assert!(
@@ -311,7 +314,7 @@ mod tests {
         );
         let mut other = copy(25, key(5, 1), key(5, 1));
         other.source = 1;
-        c.copy(&other, 6).expect("another source");
+        c.copy(&other, 6, &sources()).expect("another source");
     }
 
     #[test]
@@ -326,16 +329,16 @@ mod tests {
         };
         let mut op = copy(0, key(1, 1), key(9, 1));
         op.frames = vec![frame(key(1, 1), key(5, 1)), frame(key(5, 1), key(9, 1))];
-        check().copy(&op, 2).expect("in order");
+        check().copy(&op, 2, &sources()).expect("in order");
         op.frames = vec![frame(key(4, 1), key(9, 1)), frame(key(1, 1), key(3, 1))];
-        let e = check().copy(&op, 2).expect_err("reordered");
+        let e = check().copy(&op, 2, &sources()).expect_err("reordered");
         assert!(
             e.to_string()
                 .contains("frame 2 (w1 v1..w3 v1) starts before frame 1 ends (w9 v1)"),
             "{e}"
         );
         op.frames = vec![frame(key(0, 1), key(9, 1))];
-        let e = check().copy(&op, 2).expect_err("outside");
+        let e = check().copy(&op, 2, &sources()).expect_err("outside");
         assert!(
             e.to_string()
                 .contains("frame 1 has keys w0 v1..w9 v1, outside"),
@@ -364,9 +367,9 @@ mod tests {
             elements: 2,
         };
         let mut c = check();
-        c.merge(&op, 2).expect("merge");
+        c.merge(&op, 2, &sources()).expect("merge");
         let e = c
-            .copy(&copy(5, key(7, 1), key(8, 1)), 3)
+            .copy(&copy(5, key(7, 1), key(8, 1)), 3, &sources())
             .expect_err("read twice");
         assert!(
             e.to_string()
@@ -374,7 +377,7 @@ mod tests {
             "{e}"
         );
         op.inputs[1].last = key(7, 1);
-        let e = check().merge(&op, 2).expect_err("outside");
+        let e = check().merge(&op, 2, &sources()).expect_err("outside");
         assert!(
             e.to_string()
                 .contains("input 2 (offset 10) has keys w2 v1..w7 v1"),
@@ -403,20 +406,22 @@ mod tests {
             elements: 3,
         };
         let mut c = check();
-        c.copy(&copy(35, key(1, 1), key(2, 1)), 2).expect("copy");
-        let e = c.merge(&op, 3).expect_err("read twice");
+        c.copy(&copy(35, key(1, 1), key(2, 1)), 2, &sources())
+            .expect("copy");
+        let e = c.merge(&op, 3, &sources()).expect_err("read twice");
         assert!(
             e.to_string()
                 .contains("merge op input 3 reads bytes 30..40 of"),
             "{e}"
         );
         let mut c = check();
-        c.copy(&copy(0, key(1, 1), key(2, 1)), 2).expect("copy");
-        c.merge(&op, 3).expect("after the copy");
-        c.copy(&copy(50, key(30, 1), key(31, 1)), 4)
+        c.copy(&copy(0, key(1, 1), key(2, 1)), 2, &sources())
+            .expect("copy");
+        c.merge(&op, 3, &sources()).expect("after the copy");
+        c.copy(&copy(50, key(30, 1), key(31, 1)), 4, &sources())
             .expect("a copy after the run");
         let e = c
-            .copy(&copy(45, key(32, 1), key(33, 1)), 5)
+            .copy(&copy(45, key(32, 1), key(33, 1)), 5, &sources())
             .expect_err("read twice");
         assert!(
             e.to_string()
@@ -425,7 +430,9 @@ mod tests {
         );
         let mut overlapping = op.clone();
         overlapping.inputs[2].offset = 25;
-        let e = check().merge(&overlapping, 2).expect_err("inputs overlap");
+        let e = check()
+            .merge(&overlapping, 2, &sources())
+            .expect_err("inputs overlap");
         assert!(
             e.to_string()
                 .contains("merge op input 3 reads bytes 25..35"),
