@@ -205,8 +205,9 @@ pub enum Step<'a> {
     Sorted(SortedThrough),
 }
 
-/// What the copy ops of a plan held ([`for_each_copy`]).
-#[derive(Clone, Copy, Debug, Default)]
+/// What the copy ops of a plan held ([`for_each_copy`]), as the copiers'
+/// run reports open.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct Copied {
     /// Copy ops.
     pub ops: u64,

@@ -21,7 +21,7 @@ use pbf_copier as copier;
 use pbf_copier::ahead::{Ahead, Landed};
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{CopySources, Job, Options, OutputHead, Step};
+use pbf_copier::{Copied, CopySources, Job, Options, OutputHead, Step};
 use pbf_format::compress::Compression;
 use pbf_format::frame::BlobStart;
 use pbf_format::indexdata;
@@ -193,8 +193,7 @@ fn copy(m: &ArgMatches) -> Result<ExitCode> {
     let (stats, written) = (finished.stats, finished.written);
     copying += landed.map_or(Duration::ZERO, |l| l.copying) + finished.committing;
     pbf_cli::report::counters(&Counters {
-        ops,
-        duplicate_ids: copied.duplicate_ids,
+        copied,
         written_bytes: written,
         kernel_bytes: stats.kernel_bytes,
         direct_bytes: stats.direct_bytes,
@@ -265,10 +264,9 @@ fn copy_op(
 /// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
 #[derive(serde::Serialize)]
 struct Counters {
-    /// Copy ops, the objects of the output that repeat the type and id of
-    /// the one before them, and the bytes of the output.
-    ops: u64,
-    duplicate_ids: u64,
+    #[serde(flatten)]
+    copied: Copied,
+    /// The bytes of the output.
     written_bytes: u64,
     /// Bytes copied in the kernel, read into memory and written past the
     /// page cache, by read/write (after how many refusals), and written from

@@ -27,7 +27,7 @@ use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::frames;
 use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{CopySources, Job, OutputHead, Step};
+use pbf_copier::{Copied, CopySources, Job, OutputHead, Step};
 use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::CopyOp;
 
@@ -101,6 +101,24 @@ struct Pending {
     offset: u64,
     length: u64,
     first_line: u64,
+}
+
+/// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
+#[derive(serde::Serialize)]
+struct Counters {
+    #[serde(flatten)]
+    copied: Copied,
+    /// The bytes of the output.
+    written_bytes: u64,
+    /// Bytes cloned, in how many clones; bytes copied (in the kernel and
+    /// by read/write); padding frames and their bytes; bytes written from
+    /// memory in all (headers, padding).
+    cloned_bytes: u64,
+    clones: u64,
+    copied_bytes: u64,
+    padding_bytes: u64,
+    padding_frames: u64,
+    memory_bytes: u64,
 }
 
 /// The output file, written through the cloner when it can clone.
@@ -183,8 +201,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
         copier::finish(NAME, out, &mut sources, check.as_deref())?;
     copied.warn_for_importers(NAME, &out_name, &head, opts.quiet);
     let counters = Counters {
-        ops: copied.ops,
-        duplicate_ids: copied.duplicate_ids,
+        copied,
         written_bytes: written,
         cloned_bytes: clone.cloned,
         clones: clone.clones,
@@ -201,7 +218,7 @@ fn place(m: &ArgMatches) -> Result<ExitCode> {
             NAME,
             format!(
                 "{out_name}: {written} bytes written in {}, {} of them cloned, {secs:.3} s",
-                pbf_cli::plural(counters.ops, "copy op"),
+                pbf_cli::plural(counters.copied.ops, "copy op"),
                 counters.cloned_bytes
             ),
         );
@@ -361,25 +378,6 @@ impl CloningOutput {
     }
 }
 
-/// The counters of a run's report (`pbf_cli::report`), as its `-v` line.
-#[derive(serde::Serialize)]
-struct Counters {
-    /// Copy ops, the objects of the output that repeat the type and id of
-    /// the one before them, and the bytes of the output.
-    ops: u64,
-    duplicate_ids: u64,
-    written_bytes: u64,
-    /// Bytes cloned, in how many clones; bytes copied (in the kernel and
-    /// by read/write); padding frames and their bytes; bytes written from
-    /// memory in all (headers, padding).
-    cloned_bytes: u64,
-    clones: u64,
-    copied_bytes: u64,
-    padding_bytes: u64,
-    padding_frames: u64,
-    memory_bytes: u64,
-}
-
 /// The `-vv` line: `c`, with the output's own counts and the block size
 /// ranges were aligned to (none when copied like pbf-copy).
 fn report(
@@ -405,7 +403,7 @@ fn report(
             "{}, {} bytes written ({how}): {} cloned in {}, {} copied \
              ({} in the kernel, {} by read/write), {} bytes of padding in {}, {} from \
              memory in all; {:.1} % of range bytes cloned; {}; {secs:.3} s; {streams}",
-            pbf_cli::plural(c.ops, "copy op"),
+            pbf_cli::plural(c.copied.ops, "copy op"),
             c.written_bytes,
             c.cloned_bytes,
             pbf_cli::plural(c.clones, "clone"),
