@@ -72,26 +72,22 @@ pub fn copy_range(
         let want = (len - done).min(CHUNK);
         if kernel {
             match kernel_copy(src, src_off + done, want, dst, dst_off.map(|d| d + done)) {
-                Ok(0) => {
-                    // End of source, or a filesystem that copies nothing:
-                    // let the fallback decide which.
-                    kernel = false;
-                    stats.fallbacks += 1;
-                }
-                Ok(n) => {
+                Ok(n) if n > 0 => {
                     done += n;
                     stats.kernel_bytes += n;
                 }
                 Err(Errno::EINTR) => {}
-                Err(e) if kernel_refused(e) => {
-                    kernel = false;
-                    stats.fallbacks += 1;
-                }
-                Err(e) => {
+                Err(e) if !kernel_refused(e) => {
                     return Err(Error::io(
                         format!("copy_file_range at source offset {}", src_off + done),
                         e.into(),
                     ));
+                }
+                // Refused, or no byte copied: the end of the source, or a
+                // filesystem that copies nothing (the fallback tells which).
+                _ => {
+                    kernel = false;
+                    stats.fallbacks += 1;
                 }
             }
             continue;
