@@ -498,9 +498,7 @@ impl OutputFile {
             let cut = file.set_len(len);
             cut.map_err(|e| failed(&format!("truncate to {len}"), e))?;
         }
-        temp.file()
-            .sync_all()
-            .map_err(|e| Error::io(format!("{name}: fsync"), e))?;
+        file.sync_all().map_err(|e| failed("fsync", e))?;
         let file_name = dest.file_name().unwrap_or_default();
         let placed = match (check, overwrite) {
             // No name is needed on the way: link the file as OUT.
