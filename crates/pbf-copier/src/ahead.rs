@@ -261,24 +261,19 @@ impl Allowance {
     /// start of the range, or `None` once the writer must stop or the
     /// whole range is taken.
     fn take_slice(&self) -> Option<(u64, u64)> {
+        // Where the next slice ends: at most `SLICE` past what was taken and
+        // no further than allowed; at `taken` when nothing more is allowed.
+        let slice_end = |s: &AllowanceState| s.allowed.min(s.len).min(s.taken + SLICE);
         let mut s = pbf_cli::lock(&self.state);
-        while !s.stop && s.slice_end() <= s.taken && s.taken < s.len {
+        while !s.stop && slice_end(&s) <= s.taken && s.taken < s.len {
             s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         if s.stop || s.taken >= s.len {
             return None;
         }
-        let (start, end) = (s.taken, s.slice_end());
+        let (start, end) = (s.taken, slice_end(&s));
         s.taken = end;
         Some((start, end - start))
-    }
-}
-
-impl AllowanceState {
-    /// Where the next slice ends: at most `SLICE` past what was taken and
-    /// no further than allowed; at `taken` when nothing more is allowed.
-    fn slice_end(&self) -> u64 {
-        self.allowed.min(self.len).min(self.taken + SLICE)
     }
 }
 
