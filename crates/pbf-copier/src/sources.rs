@@ -28,7 +28,7 @@ use pbf_output::cleanup::{Registration, remove_on_signal};
 use pbf_output::{Error, ErrorKind, Punched, Result, punch_hole};
 
 /// A spool of the plan, and what the copier did with it.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Spool {
     id: u32,
     path: PathBuf,
@@ -68,9 +68,7 @@ impl CopySources {
         let spools = spools.map(|s| Spool {
             id: s.id,
             path: s.file.path.clone(),
-            used: Vec::new(),
-            on_signal: None,
-            writer: None,
+            ..Spool::default()
         });
         Ok(CopySources {
             spools: spools.collect(),
