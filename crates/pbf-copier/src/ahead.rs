@@ -149,7 +149,9 @@ impl CopyAhead {
         let (Some((source, file, path)), None) = (files.next(), files.next()) else {
             return Ok(None);
         };
-        let Some(start) = data_start(file, path) else {
+        // The data frames start just past the OSMHeader frame at offset 0.
+        let first = frames::first_frame(file, path).filter(|f| f.blob_type == BlobType::OsmHeader);
+        let Some(start) = first.map(|f| f.end()) else {
             return Ok(None);
         };
         let size = file
@@ -197,12 +199,6 @@ impl CopyAhead {
         }
         Ok(landed)
     }
-}
-
-/// Where the data frames start: just past the OSMHeader frame at offset 0.
-fn data_start(file: &File, path: &Path) -> Option<u64> {
-    let fh = frames::first_frame(file, path)?;
-    (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 
 /// Bytes the writer copies between two looks at the allowance: small enough
