@@ -66,12 +66,19 @@ pub fn copy_range(
     dst_off: Option<u64>,
     stats: &mut CopyStats,
 ) -> Result<()> {
+    // One `copy_file_range` call, `want` bytes from `at` into the range.
+    let kernel_copy = |at: u64, want: u64| -> std::result::Result<u64, Errno> {
+        let off = |o: u64| i64::try_from(o).map_err(|_| Errno::EINVAL);
+        let mut so = off(src_off + at)?;
+        let mut d = dst_off.map(|d| off(d + at)).transpose()?;
+        Ok(copy_file_range(src, Some(&mut so), dst, d.as_mut(), want as usize)? as u64)
+    };
     let mut done = 0u64;
     let mut kernel = true;
     while done < len {
         let want = (len - done).min(CHUNK);
         if kernel {
-            match kernel_copy(src, src_off + done, want, dst, dst_off.map(|d| d + done)) {
+            match kernel_copy(done, want) {
                 Ok(n) if n > 0 => {
                     done += n;
                     stats.kernel_bytes += n;
@@ -103,20 +110,6 @@ pub fn copy_range(
         stats.fallback_bytes += n;
     }
     Ok(())
-}
-
-fn kernel_copy(
-    src: &File,
-    src_off: u64,
-    len: u64,
-    dst: &File,
-    dst_off: Option<u64>,
-) -> std::result::Result<u64, Errno> {
-    let off = |o: u64| i64::try_from(o).map_err(|_| Errno::EINVAL);
-    let mut so = off(src_off)?;
-    let mut d = dst_off.map(off).transpose()?;
-    let n = copy_file_range(src, Some(&mut so), dst, d.as_mut(), len as usize)?;
-    Ok(n as u64)
 }
 
 /// Copy up to one buffer; returns the bytes copied (never 0).
