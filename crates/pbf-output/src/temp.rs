@@ -151,10 +151,9 @@ impl Named {
     /// Move the file onto `dest`: replacing it with `overwrite`, else only
     /// when `dest` does not exist. On failure the file is removed.
     pub(crate) fn persist(self, dest: &Path, overwrite: bool) -> io::Result<()> {
-        let persisted = if overwrite {
-            self.temp.persist(dest)
-        } else {
-            self.temp.persist_noclobber(dest)
+        let persisted = match overwrite {
+            true => self.temp.persist(dest),
+            false => self.temp.persist_noclobber(dest),
         };
         persisted.map(drop).map_err(|e| e.error)
     }
