@@ -50,7 +50,7 @@ use crate::{CopySources, OutputHead, Step};
 /// is one, and what the last one kept.
 #[derive(Debug, Default)]
 pub struct Ahead {
-    guess: Option<Guess>,
+    guess: Option<CopyAhead>,
     landed: Option<Landed>,
 }
 
@@ -70,7 +70,7 @@ impl Ahead {
         }
         head.write(out)?;
         Ok(Ahead {
-            guess: Guess::start(sources, out)?,
+            guess: CopyAhead::guess(sources, out)?,
             landed: None,
         })
     }
@@ -94,20 +94,20 @@ impl Ahead {
             // about another source says nothing of this one).
             Step::Sorted(s) => {
                 if let Some(g) = self.guess.as_ref().filter(|g| g.source == s.source) {
-                    g.ahead.allow(s.through);
+                    g.allow(s.through);
                 }
                 Ok(None)
             }
             Step::Unsorted => {
                 if let Some(g) = &self.guess {
-                    g.ahead.halt();
+                    g.halt();
                 }
                 Ok(None)
             }
             Step::Header(h) => {
                 if !head.is(&h.header) {
                     if let Some(g) = self.guess.take() {
-                        self.landed = Some(g.ahead.land(out, 0)?);
+                        self.landed = Some(g.land(out, 0)?);
                     }
                     head.replace(&h.header, out)?;
                 }
@@ -133,34 +133,25 @@ impl Ahead {
         out: &mut OutputFile,
     ) -> Result<Option<&Landed>> {
         if let Some(g) = self.guess.take() {
-            self.landed = Some(g.land(plan_name, sources, out)?);
+            self.landed = Some(g.land_confirmed(plan_name, sources, out)?);
         }
         Ok(self.landed.as_ref())
     }
 }
 
-/// A copy ahead and how far the plan has confirmed it.
-#[derive(Debug)]
-struct Guess {
-    source: u32,
-    ahead: CopyAhead,
-    /// The offset the next op must start at to continue the guess.
-    next: u64,
-    /// The plan line of the last op that continued it, for errors.
-    line: u64,
-}
-
-impl Guess {
+impl CopyAhead {
     /// Start copying the data frames of the plan's only ordinary source
     /// behind what `out` holds. `None` when there is no such source or it
     /// does not start with an OSMHeader frame: the plan is then followed as
     /// it comes, and any problem with the file is reported there.
-    fn start(sources: &CopySources, out: &OutputFile) -> Result<Option<Guess>> {
+    fn guess(sources: &CopySources, out: &OutputFile) -> Result<Option<CopyAhead>> {
         let mut files = sources.files();
         let (Some((source, file, path)), None) = (files.next(), files.next()) else {
             return Ok(None);
         };
-        let Some(start) = data_start(file, path) else {
+        // The data frames start just past the OSMHeader frame at offset 0.
+        let first = frames::first_frame(file, path).filter(|f| f.blob_type == BlobType::OsmHeader);
+        let Some(start) = first.map(|f| f.end()) else {
             return Ok(None);
         };
         let size = file
@@ -170,12 +161,8 @@ impl Guess {
         if start >= size {
             return Ok(None);
         }
-        Ok(Some(Guess {
-            source,
-            next: start,
-            ahead: CopyAhead::start(out, file, path, start, size - start)?,
-            line: 0,
-        }))
+        let ahead = CopyAhead::start(out, source, file, path, start, size - start)?;
+        Ok(Some(ahead))
     }
 
     /// Take `op` (at plan line `line`) into the guess when it continues it.
@@ -192,31 +179,26 @@ impl Guess {
     /// copy the rest of the confirmed range (past the copy's end, or what the
     /// thread had not copied yet) in the ordinary way.
     /// Errors name `plan_name` and the line of the last op it took.
-    fn land(
+    fn land_confirmed(
         self,
         plan_name: &str,
         sources: &mut CopySources,
         out: &mut OutputFile,
     ) -> Result<Landed> {
-        let (offset, want, line) = (self.ahead.offset, self.next - self.ahead.offset, self.line);
+        let (source, offset, want, line) =
+            (self.source, self.offset, self.next - self.offset, self.line);
         let at = || format!("{plan_name}: line {line}");
-        let mut landed = self.ahead.land(out, want).with_context(at)?;
+        let mut landed = self.land(out, want).with_context(at)?;
         let rest = want - landed.kept;
         if rest > 0 {
             let started = Instant::now();
             let from = offset + landed.kept;
-            let (file, path) = sources.range(self.source, from, rest).with_context(at)?;
+            let (file, path) = sources.range(source, from, rest).with_context(at)?;
             out.copy_from(file, path, from, rest).with_context(at)?;
             landed.copying += started.elapsed();
         }
         Ok(landed)
     }
-}
-
-/// Where the data frames start: just past the OSMHeader frame at offset 0.
-fn data_start(file: &File, path: &Path) -> Option<u64> {
-    let fh = frames::first_frame(file, path)?;
-    (fh.blob_type == BlobType::OsmHeader).then(|| fh.body_offset() + u64::from(fh.datasize))
 }
 
 /// Bytes the writer copies between two looks at the allowance: small enough
@@ -225,15 +207,21 @@ fn data_start(file: &File, path: &Path) -> Option<u64> {
 const SLICE: u64 = WRITEBACK_STEP / 4;
 
 /// A range of one source being copied into the output by a thread of its
-/// own, at the output's position when it started. Dropping it stops the
-/// thread (the output is then dropped too, or the caller lands it first).
+/// own, at the output's position when it started, and how far the plan has
+/// confirmed it. Dropping it stops the thread (the output is then dropped
+/// too, or the caller lands it first).
 #[derive(Debug)]
 struct CopyAhead {
     /// Where the range starts in the output.
     at: u64,
-    /// Where it starts in the source.
+    /// The source, and where the range starts in it.
+    source: u32,
     offset: u64,
     len: u64,
+    /// The offset the next op must start at to continue the guess.
+    next: u64,
+    /// The plan line of the last op that continued it, for errors.
+    line: u64,
     allowance: Arc<Allowance>,
     thread: Option<JoinHandle<Copied>>,
 }
@@ -269,24 +257,19 @@ impl Allowance {
     /// start of the range, or `None` once the writer must stop or the
     /// whole range is taken.
     fn take_slice(&self) -> Option<(u64, u64)> {
+        // Where the next slice ends: at most `SLICE` past what was taken and
+        // no further than allowed; at `taken` when nothing more is allowed.
+        let slice_end = |s: &AllowanceState| s.allowed.min(s.len).min(s.taken + SLICE);
         let mut s = pbf_cli::lock(&self.state);
-        while !s.stop && s.slice_end() <= s.taken && s.taken < s.len {
+        while !s.stop && slice_end(&s) <= s.taken && s.taken < s.len {
             s = self.moved.wait(s).unwrap_or_else(|e| e.into_inner());
         }
         if s.stop || s.taken >= s.len {
             return None;
         }
-        let (start, end) = (s.taken, s.slice_end());
+        let (start, end) = (s.taken, slice_end(&s));
         s.taken = end;
         Some((start, end - start))
-    }
-}
-
-impl AllowanceState {
-    /// Where the next slice ends: at most `SLICE` past what was taken and
-    /// no further than allowed; at `taken` when nothing more is allowed.
-    fn slice_end(&self) -> u64 {
-        self.allowed.min(self.len).min(self.taken + SLICE)
     }
 }
 
@@ -505,13 +488,15 @@ impl Writer<'_> {
 }
 
 impl CopyAhead {
-    /// Start a thread that copies `len` bytes at `offset` of `src` to the
+    /// Start a thread that copies `len` bytes at `offset` of `src` (plan
+    /// source `source`) to the
     /// output's current position as far as [`CopyAhead::allow`] lets it
     /// (nothing at first). The output's position does not move: nothing
     /// else may be written until [`CopyAhead::land`]. Not for standard
     /// output, which cannot be cut back.
     fn start(
         out: &OutputFile,
+        source: u32,
         src: &File,
         src_name: &Path,
         offset: u64,
@@ -547,8 +532,11 @@ impl CopyAhead {
             .map_err(|e| pbf_output::Error::io("copy ahead: starting a thread", e))?;
         Ok(CopyAhead {
             at,
+            source,
             offset,
             len,
+            next: offset,
+            line: 0,
             allowance,
             thread: Some(thread),
         })
@@ -620,7 +608,7 @@ mod tests {
     #[test]
     fn the_whole_range_is_kept_when_the_plan_wants_it() {
         let (dir, f, src, mut out) = setup(300_000, b"HEAD");
-        let ahead = CopyAhead::start(&out, &f, &src, 1000, 299_000).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 1000, 299_000).expect("start");
         let landed = ahead.land(&mut out, 299_000).expect("land");
         assert_eq!((landed.kept, landed.dropped), (299_000, 0));
         assert!(landed.stopped_by.is_none());
@@ -633,7 +621,7 @@ mod tests {
     #[test]
     fn a_prefix_is_kept_and_the_rest_cut_off() {
         let (dir, f, src, mut out) = setup(200_000, b"H");
-        let ahead = CopyAhead::start(&out, &f, &src, 10, 199_990).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 10, 199_990).expect("start");
         ahead.allow(200_000);
         // Let the thread finish, so the cut really removes copied bytes.
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -653,7 +641,7 @@ mod tests {
     #[test]
     fn dropped_bytes_are_overwritten_by_what_the_plan_writes_there() {
         let (dir, f, src, mut out) = setup(100_000, b"H");
-        let ahead = CopyAhead::start(&out, &f, &src, 0, 100_000).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 0, 100_000).expect("start");
         ahead.allow(100_000);
         std::thread::sleep(std::time::Duration::from_millis(200));
         let landed = ahead.land(&mut out, 10).expect("land");
@@ -667,7 +655,7 @@ mod tests {
     #[test]
     fn the_thread_copies_only_what_it_is_allowed() {
         let (dir, f, src, mut out) = setup(200_000, b"H");
-        let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 1000, 199_000).expect("start");
         // The file holds what the thread copied behind the header, which
         // waits in the buffer.
         let bytes = fs::read(&src).expect("src");
@@ -702,7 +690,7 @@ mod tests {
     #[test]
     fn an_allowance_never_shrinks_nor_passes_the_range() {
         let (_dir, f, src, mut out) = setup(200_000, b"H");
-        let ahead = CopyAhead::start(&out, &f, &src, 1000, 199_000).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 1000, 199_000).expect("start");
         ahead.allow(300_000);
         ahead.allow(2000);
         assert_eq!(pbf_cli::lock(&ahead.allowance.state).allowed, 199_000);
@@ -714,7 +702,7 @@ mod tests {
     #[test]
     fn nothing_wanted_leaves_the_output_as_it_was() {
         let (dir, f, src, mut out) = setup(100_000, b"HEADER");
-        let ahead = CopyAhead::start(&out, &f, &src, 0, 100_000).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 0, 100_000).expect("start");
         let landed = ahead.land(&mut out, 0).expect("land");
         assert_eq!(landed.kept, 0);
         assert_eq!(out.position(), 6);
@@ -724,7 +712,7 @@ mod tests {
     #[test]
     fn a_range_past_the_source_stops_the_thread_with_its_error() {
         let (_dir, f, src, mut out) = setup(1000, b"");
-        let ahead = CopyAhead::start(&out, &f, &src, 500, 1000).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 500, 1000).expect("start");
         let landed = ahead.land(&mut out, 1000).expect("land");
         assert!(landed.kept < 1000, "{landed:?}");
         let err = landed.stopped_by.expect("an error").to_string();
@@ -736,7 +724,7 @@ mod tests {
     #[test]
     fn landing_elsewhere_than_the_start_is_refused() {
         let (_dir, f, src, mut out) = setup(1000, b"");
-        let ahead = CopyAhead::start(&out, &f, &src, 0, 1000).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 0, 1000).expect("start");
         out.write_all(b"x").expect("write");
         let err = ahead.land(&mut out, 1000).expect_err("refused").to_string();
         assert!(err.contains("started at offset 0"), "{err}");
@@ -749,7 +737,7 @@ mod tests {
         fs::write(&src, b"abc").expect("write");
         let f = File::open(&src).expect("open");
         let out = OutputFile::create(Path::new("-"), &OutputOptions::default()).expect("stdout");
-        assert!(CopyAhead::start(&out, &f, &src, 0, 3).is_err());
+        assert!(CopyAhead::start(&out, 0, &f, &src, 0, 3).is_err());
     }
 
     #[test]
@@ -757,7 +745,7 @@ mod tests {
         let (dir, f, src, mut out) = setup((1 << 20) + 5000, b"HEAD12345");
         let direct = out.is_buffered();
         let len = (1 << 20) + 4000;
-        let ahead = CopyAhead::start(&out, &f, &src, 1000, len).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 1000, len).expect("start");
         ahead.allow(3000);
         std::thread::sleep(std::time::Duration::from_millis(100));
         let landed = ahead.land(&mut out, len).expect("land");
@@ -788,7 +776,7 @@ mod tests {
             OutputFile::create(&dir.path().join("out"), &OutputOptions::default()).expect("create");
         out.write_all(b"HEAD").expect("head");
         let len = (1 << 20) + 4000;
-        let ahead = CopyAhead::start(&out, &f, &src, 1000, len).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 1000, len).expect("start");
         let landed = ahead.land(&mut out, len).expect("land");
         assert_eq!((landed.kept, out.stats().direct_bytes), (len, 0));
         assert_eq!(out.stats().copied(), len);
@@ -802,7 +790,7 @@ mod tests {
     fn slices_at_odd_allowances_make_the_same_bytes() {
         let len = 3 * SLICE as usize + 12_345;
         let (dir, f, src, mut out) = setup(len + 100, b"HEAD123");
-        let ahead = CopyAhead::start(&out, &f, &src, 100, len as u64).expect("start");
+        let ahead = CopyAhead::start(&out, 0, &f, &src, 100, len as u64).expect("start");
         // Allowances at odd offsets: slices of every length, most of them
         // starting and ending inside a block.
         for through in (100..len as u64).step_by(777_777) {

@@ -18,7 +18,6 @@
 
 pub mod ahead;
 pub mod frames;
-pub mod holes;
 mod sources;
 
 use std::io::BufRead;
@@ -38,7 +37,7 @@ use pbf_stream::{CopyOp, OutputHeader, PlanReader, PlanRecord, SortedThrough};
 use pbf_cli::args::{flag, option};
 use pbf_output::{CopyStats, OutputFile, OutputOptions};
 
-pub use sources::CopySources;
+pub use sources::{CopySources, SpoolHoles};
 
 /// Add the plan argument and the `-o`, `-O`, `--tmpdir` and `--check-cmd`
 /// options; `-o`'s help text, `output`, differs between the tools.

@@ -7,6 +7,7 @@
 //! the page cache, and the next append reads that block back.
 
 use std::fs::File;
+use std::io;
 use std::os::unix::fs::FileExt;
 
 use crate::direct::{ALIGN, AlignedBuf, Direct};
@@ -124,12 +125,7 @@ impl DirectBuffer {
     fn write(&mut self, file: &File, len: usize) -> Result<()> {
         let bytes = &self.buf.bytes()[..len];
         let end = self.base + len as u64;
-        let failed = |e| {
-            Error::io(
-                format!("writing bytes {}..{end} of the output", self.base),
-                e,
-            )
-        };
+        let failed = |e| write_failed(self.base, end, e);
         let works = self.direct.works();
         let direct = works && self.direct.write_at(bytes, self.base).map_err(failed)?;
         if !direct {
@@ -163,7 +159,7 @@ impl DirectBuffer {
         let at = self.base + whole as u64;
         let end = at + rest.len() as u64;
         file.write_all_at(rest, at)
-            .map_err(|e| Error::io(format!("writing bytes {at}..{end} of the output"), e))?;
+            .map_err(|e| write_failed(at, end, e))?;
         self.tally_copies(false);
         self.discard();
         Ok(())
@@ -175,4 +171,9 @@ impl DirectBuffer {
         self.held = 0;
         self.held_copies = 0;
     }
+}
+
+/// A failed write of the output's bytes `start..end`.
+fn write_failed(start: u64, end: u64, e: io::Error) -> Error {
+    Error::io(format!("writing bytes {start}..{end} of the output"), e)
 }

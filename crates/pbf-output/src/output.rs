@@ -327,28 +327,33 @@ impl OutputFile {
         }
     }
 
-    /// Append `len` bytes (of a copy when `copy`) through the buffer, when
-    /// there is one: false (nothing done) when there is none. `put` as in
-    /// [`DirectBuffer::append`]. Errors name no file: the caller's do.
-    fn append_buffered(
+    /// Append `len` bytes (of a copy when `copy`): through the buffer when
+    /// there is one, `put` as in [`DirectBuffer::append`], else by
+    /// `unbuffered`; then move the position past them. Errors name no
+    /// file: the caller's do.
+    fn append(
         &mut self,
-        len: u64,
-        copy: bool,
+        (len, copy): (u64, bool),
         put: impl FnMut(&mut [u8], u64) -> Result<()>,
-    ) -> Result<bool> {
-        let (Some(buffer), Target::Temp { temp, .. }) = (&mut self.buffer, &self.target) else {
-            return Ok(false);
-        };
-        let appended = buffer.append(temp.file(), (self.pos, len), copy, put);
-        self.tally();
-        appended?;
-        if !self.is_buffered() {
-            // Refused: what is held goes through the page cache, and so
-            // does everything after it.
-            self.flush_buffer()?;
-            self.buffer = None;
+        unbuffered: impl FnOnce(&mut OutputFile) -> Result<()>,
+    ) -> Result<()> {
+        self.started();
+        if let (Some(buffer), Target::Temp { temp, .. }) = (&mut self.buffer, &self.target) {
+            let appended = buffer.append(temp.file(), (self.pos, len), copy, put);
+            self.tally();
+            appended?;
+            if !self.is_buffered() {
+                // Refused: what is held goes through the page cache, and so
+                // does everything after it.
+                self.flush_buffer()?;
+                self.buffer = None;
+            }
+        } else {
+            unbuffered(self)?;
         }
-        Ok(true)
+        self.pos += len;
+        self.hand_to_disk();
+        Ok(())
     }
 
     /// Start over at offset 0: the next byte written goes there. What was
@@ -384,25 +389,21 @@ impl OutputFile {
 
     /// Append bytes from memory.
     pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
-        self.started();
         let len = bytes.len() as u64;
-        let buffered = self.append_buffered(len, false, |buf, done| {
+        let put = |buf: &mut [u8], done: u64| {
             buf.copy_from_slice(&bytes[done as usize..done as usize + buf.len()]);
             Ok(())
-        });
-        let written = match buffered {
-            Ok(true) => Ok(()),
-            Ok(false) => match &self.target {
-                Target::Temp { temp, .. } => temp.file().write_all_at(bytes, self.pos),
+        };
+        let unbuffered = |o: &mut OutputFile| {
+            match &o.target {
+                Target::Temp { temp, .. } => temp.file().write_all_at(bytes, o.pos),
                 Target::Stream(s) => (&s.file).write_all(bytes),
             }
-            .map_err(|e| Error::io(format!("{}: write at offset {}", self.name, self.pos), e)),
-            Err(e) => Err(e.within(&self.name)),
+            .map_err(|e| Error::io(format!("write at offset {}", o.pos), e))
         };
-        written?;
-        self.pos += len;
+        self.append((len, false), put, unbuffered)
+            .map_err(|e| e.within(&self.name))?;
         self.stats.written_bytes += len;
-        self.hand_to_disk();
         Ok(())
     }
 
@@ -425,29 +426,22 @@ impl OutputFile {
     /// appends are buffered, else in the kernel when it can. `src_name` names
     /// the source in errors.
     pub fn copy_from(&mut self, src: &File, src_name: &Path, offset: u64, len: u64) -> Result<()> {
-        self.started();
-        let within = |e: Error, name: &str| {
+        let put = |buf: &mut [u8], done| read_exact(src, buf, offset + done, len - done);
+        let unbuffered = |o: &mut OutputFile| {
+            let dst_off = (!o.is_stream()).then_some(o.pos);
+            let mut stats = o.stats;
+            let copied = copy_range(src, offset, len, o.file(), dst_off, &mut stats);
+            o.stats = stats;
+            copied
+        };
+        self.append((len, true), put, unbuffered).map_err(|e| {
             e.within(format!(
-                "copying {} bytes {offset}..{} to {name}",
+                "copying {} bytes {offset}..{} to {}",
                 src_name.display(),
                 offset + len,
+                self.name
             ))
-        };
-        let put = |buf: &mut [u8], done| read_exact(src, buf, offset + done, len - done);
-        match self.append_buffered(len, true, put) {
-            Ok(true) => {}
-            Ok(false) => {
-                let dst_off = (!self.is_stream()).then_some(self.pos);
-                let mut stats = self.stats;
-                let copied = copy_range(src, offset, len, self.file(), dst_off, &mut stats);
-                self.stats = stats;
-                copied.map_err(|e| within(e, &self.name))?;
-            }
-            Err(e) => return Err(within(e, &self.name)),
-        }
-        self.pos += len;
-        self.hand_to_disk();
-        Ok(())
+        })
     }
 
     /// Finish: cut off anything past the position (a copy ahead the plan did
@@ -498,9 +492,7 @@ impl OutputFile {
             let cut = file.set_len(len);
             cut.map_err(|e| failed(&format!("truncate to {len}"), e))?;
         }
-        temp.file()
-            .sync_all()
-            .map_err(|e| Error::io(format!("{name}: fsync"), e))?;
+        file.sync_all().map_err(|e| failed("fsync", e))?;
         let file_name = dest.file_name().unwrap_or_default();
         let placed = match (check, overwrite) {
             // No name is needed on the way: link the file as OUT.

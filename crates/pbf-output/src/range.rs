@@ -66,32 +66,35 @@ pub fn copy_range(
     dst_off: Option<u64>,
     stats: &mut CopyStats,
 ) -> Result<()> {
+    // One `copy_file_range` call, `want` bytes from `at` into the range.
+    let kernel_copy = |at: u64, want: u64| -> std::result::Result<u64, Errno> {
+        let off = |o: u64| i64::try_from(o).map_err(|_| Errno::EINVAL);
+        let mut so = off(src_off + at)?;
+        let mut d = dst_off.map(|d| off(d + at)).transpose()?;
+        Ok(copy_file_range(src, Some(&mut so), dst, d.as_mut(), want as usize)? as u64)
+    };
     let mut done = 0u64;
     let mut kernel = true;
     while done < len {
         let want = (len - done).min(CHUNK);
         if kernel {
-            match kernel_copy(src, src_off + done, want, dst, dst_off.map(|d| d + done)) {
-                Ok(0) => {
-                    // End of source, or a filesystem that copies nothing:
-                    // let the fallback decide which.
-                    kernel = false;
-                    stats.fallbacks += 1;
-                }
-                Ok(n) => {
+            match kernel_copy(done, want) {
+                Ok(n) if n > 0 => {
                     done += n;
                     stats.kernel_bytes += n;
                 }
                 Err(Errno::EINTR) => {}
-                Err(e) if kernel_refused(e) => {
-                    kernel = false;
-                    stats.fallbacks += 1;
-                }
-                Err(e) => {
+                Err(e) if !kernel_refused(e) => {
                     return Err(Error::io(
                         format!("copy_file_range at source offset {}", src_off + done),
                         e.into(),
                     ));
+                }
+                // Refused, or no byte copied: the end of the source, or a
+                // filesystem that copies nothing (the fallback tells which).
+                _ => {
+                    kernel = false;
+                    stats.fallbacks += 1;
                 }
             }
             continue;
@@ -107,20 +110,6 @@ pub fn copy_range(
         stats.fallback_bytes += n;
     }
     Ok(())
-}
-
-fn kernel_copy(
-    src: &File,
-    src_off: u64,
-    len: u64,
-    dst: &File,
-    dst_off: Option<u64>,
-) -> std::result::Result<u64, Errno> {
-    let off = |o: u64| i64::try_from(o).map_err(|_| Errno::EINVAL);
-    let mut so = off(src_off)?;
-    let mut d = dst_off.map(off).transpose()?;
-    let n = copy_file_range(src, Some(&mut so), dst, d.as_mut(), len as usize)?;
-    Ok(n as u64)
 }
 
 /// Copy up to one buffer; returns the bytes copied (never 0).

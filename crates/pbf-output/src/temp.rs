@@ -51,12 +51,10 @@ impl Temp {
     pub(crate) fn create(dir: &Path, out_name: &OsStr) -> Result<Temp> {
         // Absolute, so a name given to it later is too (and reads well).
         let dir = &std::path::absolute(dir).map_err(|e| cannot_create(dir, e))?;
-        let opened = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .mode(0o666)
-            .custom_flags(nix::libc::O_TMPFILE)
-            .open(dir);
+        // Read and write, mode 0666 (less the umask), unnamed or named.
+        let mut rw = OpenOptions::new();
+        rw.read(true).write(true).mode(0o666);
+        let opened = rw.clone().custom_flags(nix::libc::O_TMPFILE).open(dir);
         match opened {
             Ok(file) => Ok(Temp::Unnamed {
                 file,
@@ -69,15 +67,8 @@ impl Temp {
                     Some(nix::libc::EOPNOTSUPP | nix::libc::EISDIR)
                 ) =>
             {
-                Named::create(dir, out_name, |path| {
-                    OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .create_new(true)
-                        .mode(0o666)
-                        .open(path)
-                })
-                .map(Temp::Named)
+                Named::create(dir, out_name, |path| rw.clone().create_new(true).open(path))
+                    .map(Temp::Named)
             }
             Err(e) => Err(cannot_create(dir, e)),
         }
@@ -160,10 +151,9 @@ impl Named {
     /// Move the file onto `dest`: replacing it with `overwrite`, else only
     /// when `dest` does not exist. On failure the file is removed.
     pub(crate) fn persist(self, dest: &Path, overwrite: bool) -> io::Result<()> {
-        let persisted = if overwrite {
-            self.temp.persist(dest)
-        } else {
-            self.temp.persist_noclobber(dest)
+        let persisted = match overwrite {
+            true => self.temp.persist(dest),
+            false => self.temp.persist_noclobber(dest),
         };
         persisted.map(drop).map_err(|e| e.error)
     }

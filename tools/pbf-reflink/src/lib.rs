@@ -26,8 +26,7 @@ use clap::{ArgMatches, Command};
 use pbf_cli::args::flag;
 use pbf_copier as copier;
 use pbf_copier::frames;
-use pbf_copier::holes::SpoolHoles;
-use pbf_copier::{Copied, CopySources, Job, OutputHead, Step};
+use pbf_copier::{Copied, CopySources, Job, OutputHead, SpoolHoles, Step};
 use pbf_output::{CopyStats, OutputFile};
 use pbf_stream::CopyOp;
 
