@@ -295,17 +295,6 @@ impl Columns {
         self.objects.push(o);
     }
 
-    /// Bytes the columns hold on the heap (their vectors' capacities).
-    pub fn heap_size(&self) -> usize {
-        self.data.capacity()
-            + self.strings.capacity() * size_of::<(u32, u32)>()
-            + self.objects.capacity() * size_of::<Object>()
-            + self.tags.capacity() * size_of::<(u32, u32)>()
-            + self.refs.capacity() * size_of::<i64>()
-            + self.locations.capacity() * size_of::<(i64, i64)>()
-            + self.members.capacity() * size_of::<MemberColumn>()
-    }
-
     /// The view of object `i`. Panics when `i` is out of range.
     pub fn get(&self, i: usize) -> Obj<'_> {
         Obj {
