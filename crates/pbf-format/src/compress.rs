@@ -239,10 +239,8 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
             ))));
         }
     };
-    if let Some(n) = b.raw_size {
-        if out.len() as u64 != n {
-            return Err(inflates_to(b.compression, out.len(), n));
-        }
+    if let Some(n) = b.raw_size.filter(|&n| out.len() as u64 != n) {
+        return Err(inflates_to(b.compression, out.len(), n));
     }
     Ok(out)
 }

@@ -250,14 +250,12 @@ fn scan_dense(data: &[u8], acc: &mut Accumulator) -> Result<()> {
             _ => {}
         }
     }
-    if let Some(vs) = &versions {
-        if vs.len() != ids.len() {
-            return Err(Error::malformed(format!(
-                "DenseNodes has {} ids but {} versions",
-                ids.len(),
-                vs.len()
-            )));
-        }
+    if let Some(vs) = versions.as_ref().filter(|vs| vs.len() != ids.len()) {
+        return Err(Error::malformed(format!(
+            "DenseNodes has {} ids but {} versions",
+            ids.len(),
+            vs.len()
+        )));
     }
     let mut id = 0i64;
     for (i, delta) in ids.iter().enumerate() {
