@@ -473,12 +473,6 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// Start loading the object's fields into the caches.
-    #[inline]
-    fn prefetch_fields(self) {
-        prefetch(self.object);
-    }
-
     /// The second stage of [`prefetched`]: reads the object's fields
     /// (fetched by then) and fetches what they point to, the table entry
     /// of its user name and its first tags.
@@ -542,7 +536,8 @@ const PREFETCH_AHEAD: usize = 8;
 pub fn prefetched<'a, 'o>(objects: &'o [Obj<'a>]) -> impl Iterator<Item = Obj<'a>> + 'o {
     objects.iter().enumerate().map(|(i, &object)| {
         if let Some(ahead) = objects.get(i + 2 * PREFETCH_AHEAD) {
-            ahead.prefetch_fields();
+            // The object's fields.
+            prefetch(ahead.object);
         }
         if let Some(ahead) = objects.get(i + PREFETCH_AHEAD) {
             ahead.prefetch_strings();
@@ -599,9 +594,9 @@ pub struct BadIndex;
 impl ColumnsBuilder {
     /// An empty builder with room for `objects` objects.
     pub fn with_capacity(objects: usize) -> ColumnsBuilder {
-        let mut b = ColumnsBuilder::default();
-        b.columns.objects.reserve(objects);
-        b
+        ColumnsBuilder {
+            columns: Columns::with_capacity(objects),
+        }
     }
 
     /// Declare bytes `start..end` of the buffer a string; returns its index.
