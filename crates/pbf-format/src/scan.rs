@@ -146,10 +146,7 @@ impl Accumulator {
 
 /// Scan a decompressed PrimitiveBlock. `None` when it holds no objects.
 pub fn scan_block(data: &[u8]) -> Result<Option<Summary>> {
-    match fast::block(data) {
-        Some(summary) => Ok(summary),
-        None => scan_block_checked(data),
-    }
+    fast::block(data).map_or_else(|| scan_block_checked(data), Ok)
 }
 
 /// The reference scan: slower, but gives every error.
