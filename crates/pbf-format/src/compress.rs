@@ -220,10 +220,14 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
             }
             b.data.to_vec()
         }
-        Codec::Zlib => match b.raw_size {
-            Some(_) => inflate_exact(b.data, limit)?,
-            None => inflate(b.data, limit)?,
-        },
+        // Of `limit` (`raw_size`) bytes: a short result fails the check below.
+        Codec::Zlib if b.raw_size.is_some() => {
+            let mut out = vec![0u8; limit];
+            let n = inflate_into(b.data, &mut out)?;
+            out.truncate(n);
+            out
+        }
+        Codec::Zlib => inflate(b.data, limit)?,
         Codec::Zstd => zstd::bulk::decompress(b.data, limit)
             .map_err(|e| Error::malformed(format!("corrupt zstd data: {e}")))?,
         Codec::Lz4 => {
@@ -239,10 +243,8 @@ pub fn decode_blob(blob: &[u8]) -> Result<Vec<u8>> {
             ))));
         }
     };
-    if let Some(n) = b.raw_size {
-        if out.len() as u64 != n {
-            return Err(inflates_to(b.compression, out.len(), n));
-        }
+    if let Some(n) = b.raw_size.filter(|&n| out.len() as u64 != n) {
+        return Err(inflates_to(b.compression, out.len(), n));
     }
     Ok(out)
 }
@@ -288,15 +290,6 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
     static ZSTDS: std::cell::RefCell<Vec<(i32, zstd::bulk::Compressor<'static>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Inflate zlib data that should give `size` bytes (a short result is
-/// caught by the caller's `raw_size` check).
-fn inflate_exact(data: &[u8], size: usize) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; size];
-    let n = inflate_into(data, &mut out)?;
-    out.truncate(n);
-    Ok(out)
 }
 
 /// Inflate zlib data into `out`, which it must fit; returns the length.

@@ -184,10 +184,8 @@ fn padding_block(block: &[u8]) -> Result<bool> {
 fn table_has_marker(table: &[u8]) -> Result<bool> {
     let mut r = Reader::new(table);
     while let Some((n, v)) = r.field()? {
-        if let (1, Value::Bytes(s)) = (n, v) {
-            if s.starts_with(MARKER) {
-                return Ok(true);
-            }
+        if matches!((n, v), (1, Value::Bytes(s)) if s.starts_with(MARKER)) {
+            return Ok(true);
         }
     }
     Ok(false)

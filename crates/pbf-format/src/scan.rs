@@ -146,10 +146,7 @@ impl Accumulator {
 
 /// Scan a decompressed PrimitiveBlock. `None` when it holds no objects.
 pub fn scan_block(data: &[u8]) -> Result<Option<Summary>> {
-    match fast::block(data) {
-        Some(summary) => Ok(summary),
-        None => scan_block_checked(data),
-    }
+    fast::block(data).map_or_else(|| scan_block_checked(data), Ok)
 }
 
 /// The reference scan: slower, but gives every error.
@@ -250,14 +247,12 @@ fn scan_dense(data: &[u8], acc: &mut Accumulator) -> Result<()> {
             _ => {}
         }
     }
-    if let Some(vs) = &versions {
-        if vs.len() != ids.len() {
-            return Err(Error::malformed(format!(
-                "DenseNodes has {} ids but {} versions",
-                ids.len(),
-                vs.len()
-            )));
-        }
+    if let Some(vs) = versions.as_ref().filter(|vs| vs.len() != ids.len()) {
+        return Err(Error::malformed(format!(
+            "DenseNodes has {} ids but {} versions",
+            ids.len(),
+            vs.len()
+        )));
     }
     let mut id = 0i64;
     for (i, delta) in ids.iter().enumerate() {

@@ -136,20 +136,14 @@ impl<'a> Walk<'a> {
     /// seccomp, `kernel.io_uring_disabled`), the walk uses `pread` and
     /// [`Walk::fallback`] says why.
     pub fn with_options(file: &'a PbfFile, io: Io, opts: WalkOptions) -> Walk<'a> {
-        let pread = |fallback| Walk {
-            inner: Inner::Pread(file.headers()),
-            fallback,
-        };
-        if io == Io::Pread {
-            return pread(None);
-        }
-        match UringWalk::new(file, opts) {
-            Ok(w) => Walk {
-                inner: Inner::Uring(Box::new(w)),
-                fallback: None,
+        let (inner, fallback) = match io {
+            Io::Pread => (Inner::Pread(file.headers()), None),
+            Io::Uring => match UringWalk::new(file, opts) {
+                Ok(w) => (Inner::Uring(Box::new(w)), None),
+                Err(e) => (Inner::Pread(file.headers()), Some(e)),
             },
-            Err(e) => pread(Some(e)),
-        }
+        };
+        Walk { inner, fallback }
     }
 
     /// The method actually used.

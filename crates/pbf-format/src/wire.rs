@@ -9,21 +9,21 @@
 
 use crate::error::{Error, Result};
 
-/// Protobuf wire types.
+/// The protobuf wire types that fields are written with.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum WireType {
     /// Varint (0).
     Varint = 0,
-    /// Fixed 64-bit (1).
-    Fixed64 = 1,
     /// Length-delimited (2).
     Len = 2,
-    /// Fixed 32-bit (5).
-    Fixed32 = 5,
 }
 
-/// A field key as it sits on the wire, as [`Reader::try_tag`] returns it:
-/// the field number shifted left by three, or-ed with the wire type.
+/// A field key as it sits on the wire, as [`Reader::try_varint`] reads it:
+/// the field number shifted left by three, or-ed with the wire type. The
+/// fast scan compares keys undecoded, then reads the value with
+/// [`Reader::try_varint`] or [`Reader::try_bytes`], or passes the key to
+/// [`Reader::try_skip`], which checks number and wire type as
+/// [`Reader::field`] does.
 pub const fn tag(number: u32, wire: WireType) -> u64 {
     ((number as u64) << 3) | wire as u64
 }
@@ -89,16 +89,6 @@ impl<'a> Reader<'a> {
         }
         self.pos += len;
         Some(value)
-    }
-
-    /// The next field's key, undecoded (see [`tag`]): compare it with the
-    /// keys you want, then read the value with [`Reader::try_varint`] or
-    /// [`Reader::try_bytes`], or pass the key to [`Reader::try_skip`], which
-    /// checks the field number and wire type as [`Reader::field`] does.
-    /// `None` where the key does not decode.
-    #[inline]
-    pub fn try_tag(&mut self) -> Option<u64> {
-        self.try_varint()
     }
 
     /// A length-delimited value, or `None` where [`Reader::field`] fails on it.
@@ -390,7 +380,7 @@ mod tests {
             assert_varint_agrees(&b);
         }
 
-        /// Reading a message with `try_tag` and `try_skip` stops where
+        /// Reading a message with `try_varint` and `try_skip` stops where
         /// `field` fails and passes the same fields where it does not.
         #[test]
         fn try_reads_fail_where_field_fails(
@@ -418,7 +408,7 @@ mod tests {
                 if r.is_empty() {
                     break true;
                 }
-                let Some(t) = r.try_tag() else { break false };
+                let Some(t) = r.try_varint() else { break false };
                 if r.try_skip(t).is_none() {
                     break false;
                 }
@@ -431,8 +421,8 @@ mod tests {
     #[test]
     fn tags_are_keys_on_the_wire() {
         let mut b = Vec::new();
-        put_key(&mut b, 5, WireType::Fixed32);
-        assert_eq!(Reader::new(&b).try_tag(), Some(tag(5, WireType::Fixed32)));
+        put_key(&mut b, 5, WireType::Len);
+        assert_eq!(Reader::new(&b).try_varint(), Some(tag(5, WireType::Len)));
         assert_eq!(tag(2, WireType::Len), 0x12);
         // Field number 0, and one above u32::MAX, are errors.
         assert_eq!(Reader::new(&[0x05, 0, 0, 0, 0]).try_skip(5), None);

@@ -295,17 +295,6 @@ impl Columns {
         self.objects.push(o);
     }
 
-    /// Bytes the columns hold on the heap (their vectors' capacities).
-    pub fn heap_size(&self) -> usize {
-        self.data.capacity()
-            + self.strings.capacity() * size_of::<(u32, u32)>()
-            + self.objects.capacity() * size_of::<Object>()
-            + self.tags.capacity() * size_of::<(u32, u32)>()
-            + self.refs.capacity() * size_of::<i64>()
-            + self.locations.capacity() * size_of::<(i64, i64)>()
-            + self.members.capacity() * size_of::<MemberColumn>()
-    }
-
     /// The view of object `i`. Panics when `i` is out of range.
     pub fn get(&self, i: usize) -> Obj<'_> {
         Obj {
@@ -484,12 +473,6 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// Start loading the object's fields into the caches.
-    #[inline]
-    fn prefetch_fields(self) {
-        prefetch(self.object);
-    }
-
     /// The second stage of [`prefetched`]: reads the object's fields
     /// (fetched by then) and fetches what they point to, the table entry
     /// of its user name and its first tags.
@@ -553,7 +536,8 @@ const PREFETCH_AHEAD: usize = 8;
 pub fn prefetched<'a, 'o>(objects: &'o [Obj<'a>]) -> impl Iterator<Item = Obj<'a>> + 'o {
     objects.iter().enumerate().map(|(i, &object)| {
         if let Some(ahead) = objects.get(i + 2 * PREFETCH_AHEAD) {
-            ahead.prefetch_fields();
+            // The object's fields.
+            prefetch(ahead.object);
         }
         if let Some(ahead) = objects.get(i + PREFETCH_AHEAD) {
             ahead.prefetch_strings();
@@ -610,9 +594,9 @@ pub struct BadIndex;
 impl ColumnsBuilder {
     /// An empty builder with room for `objects` objects.
     pub fn with_capacity(objects: usize) -> ColumnsBuilder {
-        let mut b = ColumnsBuilder::default();
-        b.columns.objects.reserve(objects);
-        b
+        ColumnsBuilder {
+            columns: Columns::with_capacity(objects),
+        }
     }
 
     /// Declare bytes `start..end` of the buffer a string; returns its index.

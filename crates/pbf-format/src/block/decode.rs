@@ -223,14 +223,10 @@ impl Context {
         self.string(index)
     }
 
-    fn lat(&self, raw: i64) -> i64 {
-        self.lat_offset
-            .wrapping_add(self.granularity.wrapping_mul(raw))
-    }
-
-    fn lon(&self, raw: i64) -> i64 {
-        self.lon_offset
-            .wrapping_add(self.granularity.wrapping_mul(raw))
+    /// A stored (lat, lon) in nanodegrees.
+    fn coords(&self, lat: i64, lon: i64) -> (i64, i64) {
+        let scale = |offset: i64, raw: i64| offset.wrapping_add(self.granularity.wrapping_mul(raw));
+        (scale(self.lat_offset, lat), scale(self.lon_offset, lon))
     }
 
     fn timestamp(&self, raw: i64) -> i64 {
@@ -396,7 +392,7 @@ fn decode_node(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) -
         }
         Ok(())
     })?;
-    (o.lat, o.lon) = (ctx.lat(lat), ctx.lon(lon));
+    (o.lat, o.lon) = ctx.coords(lat, lon);
     Ok(o)
 }
 
@@ -423,7 +419,7 @@ fn decode_way(data: &[u8], ctx: &Context, s: &mut Scratch, out: &mut Columns) ->
         locations.extend(lats.iter().zip(lons).map(|(&d_lat, &d_lon)| {
             lat = lat.wrapping_add(d_lat);
             lon = lon.wrapping_add(d_lon);
-            (ctx.lat(lat), ctx.lon(lon))
+            ctx.coords(lat, lon)
         }));
         Ok(())
     })?;
@@ -612,7 +608,7 @@ impl DenseColumns {
             }
             let info = self.has_info.then(|| self.info(i, &info, ctx));
             let mut o = object(Kind::Node, id, info.transpose()?);
-            (o.lat, o.lon) = (ctx.lat(lat), ctx.lon(lon));
+            (o.lat, o.lon) = ctx.coords(lat, lon);
             o.tags = span(&mut out.tags, |tags| keys_vals.next_tags(ctx, tags))?;
             out.objects.push(o);
         }

@@ -58,15 +58,13 @@ pub fn encode_objects(elements: &[Obj<'_>], opts: &EncodeOptions) -> Vec<u8> {
     out
 }
 
-/// Elements with equal classes may share a group.
+/// Elements with equal classes may share a group: dense nodes by whether
+/// they have metadata (1, 2) and whether it stores `visible` (2), or none (0).
 fn group_class(element: &Obj<'_>, dense: bool) -> (Kind, u8) {
-    match element.kind() {
-        Kind::Node if dense => match element.info_flags() {
-            None => (Kind::Node, 0),
-            Some(false) => (Kind::Node, 1),
-            Some(true) => (Kind::Node, 2),
-        },
-        kind => (kind, 0),
+    let kind = element.kind();
+    match kind {
+        Kind::Node if dense => (kind, element.info_flags().map_or(0, |v| 1 + u8::from(v))),
+        _ => (kind, 0),
     }
 }
 

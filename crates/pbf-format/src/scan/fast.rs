@@ -40,7 +40,7 @@ pub(super) fn block(data: &[u8]) -> Option<Option<Summary>> {
     let mut acc = Accumulator::default();
     let mut r = Reader::new(data);
     while !r.is_empty() {
-        match r.try_tag()? {
+        match r.try_varint()? {
             GROUP => group(r.try_bytes()?, &mut acc)?,
             t if number(t) == 2 => return None,
             t => r.try_skip(t)?,
@@ -52,7 +52,7 @@ pub(super) fn block(data: &[u8]) -> Option<Option<Summary>> {
 fn group(data: &[u8], acc: &mut Accumulator) -> Option<()> {
     let mut r = Reader::new(data);
     while !r.is_empty() {
-        let kind = match r.try_tag()? {
+        let kind = match r.try_varint()? {
             DENSE => {
                 dense(r.try_bytes()?, acc)?;
                 continue;
@@ -78,7 +78,7 @@ fn object(data: &[u8], kind: Kind) -> Option<Key> {
     let mut r = Reader::new(data);
     let (mut id, mut version) = (None, 0u32);
     while !r.is_empty() {
-        match r.try_tag()? {
+        match r.try_varint()? {
             ID => id = Some(r.try_varint()?),
             t if number(t) == 1 => return None,
             INFO if kind != Kind::Changeset => version = info_version(r.try_bytes()?)?,
@@ -96,7 +96,7 @@ fn info_version(data: &[u8]) -> Option<u32> {
     let mut r = Reader::new(data);
     let mut version = -1i32;
     while !r.is_empty() {
-        match r.try_tag()? {
+        match r.try_varint()? {
             VERSION => version = r.try_varint()? as i32,
             t if number(t) == 1 => return None,
             t => r.try_skip(t)?,
@@ -110,7 +110,7 @@ fn dense(data: &[u8], acc: &mut Accumulator) -> Option<()> {
     let mut r = Reader::new(data);
     let (mut ids, mut info) = (None, None);
     while !r.is_empty() {
-        match r.try_tag()? {
+        match r.try_varint()? {
             DENSE_IDS if ids.is_none() => ids = Some(r.try_bytes()?),
             DENSE_INFO if info.is_none() => info = Some(r.try_bytes()?),
             t if matches!(number(t), 1 | 5) => return None,
@@ -129,7 +129,7 @@ fn dense_versions(data: &[u8]) -> Option<&[u8]> {
     let mut r = Reader::new(data);
     let mut versions = None;
     while !r.is_empty() {
-        match r.try_tag()? {
+        match r.try_varint()? {
             DENSE_VERSIONS if versions.is_none() => versions = Some(r.try_bytes()?),
             t if number(t) == 1 => return None,
             t => r.try_skip(t)?,

@@ -106,22 +106,18 @@ impl TieOrder {
 fn object(data: &[u8], kind: Kind, granularity: i64) -> Result<(Key, u32)> {
     let mut r = Reader::new(data);
     let (mut id, mut version, mut timestamp) = (None, None, None);
-    let mut has_info = false;
     while let Some((n, v)) = r.field()? {
         match (n, v) {
             (1, v) => id = Some(object_id(kind, v)?),
             (4, Value::Bytes(info)) if kind != Kind::Changeset => {
-                has_info = true;
                 info_fields(info, &mut version, &mut timestamp)?;
             }
             _ => {}
         }
     }
     let id = id.ok_or_else(|| Error::malformed(format!("{kind} without id")))?;
-    let tie = match has_info {
-        true => seconds(timestamp.unwrap_or(0), granularity),
-        false => 0,
-    };
+    // No Info, or one without a timestamp: 0, as the decoder reads it.
+    let tie = seconds(timestamp.unwrap_or(0), granularity);
     Ok((Key::new(kind, id, key_version(version.unwrap_or(-1))), tie))
 }
 
@@ -140,21 +136,20 @@ fn info_fields(data: &[u8], version: &mut Option<i32>, timestamp: &mut Option<i6
 
 fn dense(data: &[u8], granularity: i64, order: &mut TieOrder) -> Result<()> {
     let (mut ids, mut versions, mut timestamps) = (Vec::new(), Vec::new(), Vec::new());
-    let mut has_info = false;
     let mut r = Reader::new(data);
     while let Some((n, v)) = r.field()? {
         match n {
             1 => wire::each_varint(v, "DenseNodes.id", |x| ids.push(wire::decode_zigzag(x)))?,
             5 => {
-                has_info = true;
                 let info = wire::expect_bytes(v, "DenseInfo")?;
                 dense_info(info, &mut versions, &mut timestamps)?;
             }
             _ => {}
         }
     }
+    // Without a DenseInfo both are empty: no check, and every tie is 0.
     for (name, len) in [("version", versions.len()), ("timestamp", timestamps.len())] {
-        if has_info && len != 0 && len != ids.len() {
+        if len != 0 && len != ids.len() {
             return Err(Error::malformed(format!(
                 "dense info: {len} {name} entries for {} nodes",
                 ids.len()
@@ -166,12 +161,8 @@ fn dense(data: &[u8], granularity: i64, order: &mut TieOrder) -> Result<()> {
         id = id.wrapping_add(*delta);
         timestamp = timestamp.wrapping_add(timestamps.get(i).copied().unwrap_or(0));
         let version = versions.get(i).copied().unwrap_or(-1);
-        let tie = if has_info {
-            seconds(timestamp, granularity)
-        } else {
-            0
-        };
-        order.push(Key::new(Kind::Node, id, key_version(version)), tie);
+        let key = Key::new(Kind::Node, id, key_version(version));
+        order.push(key, seconds(timestamp, granularity));
     }
     Ok(())
 }
