@@ -497,12 +497,11 @@ impl<R: BufRead> PlanReader<R> {
             None => Err(Error::new(ErrorKind::EmptyStream("plan"))),
         };
         let header = header.map_err(|e| e.at_line(lines.line()))?;
-        let order = OrderCheck::default();
         Ok(PlanReader {
             lines,
             header,
             seen: PlanEnd::default(),
-            order,
+            order: OrderCheck::default(),
             done: false,
         })
     }
