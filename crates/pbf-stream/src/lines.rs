@@ -417,8 +417,7 @@ impl<R: BufRead> IndexReader<R> {
                 None => Ok(None),
             };
         };
-        let line = self.lines.line();
-        self.check(&rec).map_err(|e| e.at_line(line))?;
+        self.check(&rec).map_err(|e| e.at_line(self.lines.line()))?;
         Ok(Some(rec))
     }
 
