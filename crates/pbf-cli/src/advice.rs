@@ -59,11 +59,8 @@ fn advice(kind: &NotPbf, name: &str) -> Option<String> {
 /// an option: as it is when it holds only characters no shell treats
 /// specially, else in single quotes; `./` before a leading `-`.
 fn shell_word(name: &str) -> String {
-    let name = if name.starts_with('-') {
-        format!("./{name}")
-    } else {
-        name.to_owned()
-    };
+    let dot = if name.starts_with('-') { "./" } else { "" };
+    let name = format!("{dot}{name}");
     let plain = |c: char| c.is_ascii_alphanumeric() || "_-./+,:@%=".contains(c);
     if !name.is_empty() && name.chars().all(plain) {
         name

@@ -396,11 +396,10 @@ impl Screen {
 
     /// Move the cursor `n` cells in the direction of CSI code `dir`.
     fn cursor(&self, n: usize, dir: char) -> io::Result<()> {
-        if n == 0 {
-            Ok(())
-        } else {
-            self.put(&format!("\x1b[{n}{dir}"))
+        if n > 0 {
+            self.put(&format!("\x1b[{n}{dir}"))?;
         }
+        Ok(())
     }
 }
 

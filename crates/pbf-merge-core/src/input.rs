@@ -107,7 +107,7 @@ impl OpFiles {
         let source = |i: &u32| op.inputs[*i as usize].source;
         for run in order.chunk_by(|a, b| source(a) == source(b)) {
             let input = &op.inputs[run[0] as usize];
-            let file = sources.file(input.source)?;
+            let file = sources.source(input.source)?.file()?;
             files.index.insert(input.source, files.files.len() as u32);
             files.files.push(Arc::clone(file));
         }

@@ -196,13 +196,9 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     /// Skip `tag` when the rest starts with it.
     fn take(&mut self, tag: &[u8]) -> bool {
-        match self.rest.strip_prefix(tag) {
-            Some(rest) => {
-                self.rest = rest;
-                true
-            }
-            None => false,
-        }
+        let rest = self.rest.strip_prefix(tag);
+        self.rest = rest.unwrap_or(self.rest);
+        rest.is_some()
     }
 
     /// Skip `tag`, which must come next, then read what follows it.
@@ -272,11 +268,8 @@ impl<'a> Cursor<'a> {
     }
 
     fn boolean(&mut self) -> Option<bool> {
-        if self.take(b"true") {
-            Some(true)
-        } else {
-            self.tag(b"false").map(|()| false)
-        }
+        let t = self.take(b"true");
+        (t || self.take(b"false")).then_some(t)
     }
 
     /// A kind's name as a string.
@@ -329,14 +322,11 @@ impl<'a> Cursor<'a> {
         let node = self.field(br#"{"node":"#, Cursor::unsigned)?;
         let way = self.field(br#","way":"#, Cursor::unsigned)?;
         let relation = self.field(br#","relation":"#, Cursor::unsigned)?;
-        let changeset = self.optional(br#","changeset":"#, Cursor::unsigned)?;
+        let changeset = self
+            .optional(br#","changeset":"#, Cursor::unsigned)?
+            .unwrap_or(0);
         self.tag(b"}")?;
-        Some(Counts::from_array([
-            node,
-            way,
-            relation,
-            changeset.unwrap_or(0),
-        ]))
+        Some(Counts::from_array([node, way, relation, changeset]))
     }
 }
 

@@ -179,44 +179,34 @@ impl<R: BufRead> LineReader<R> {
 /// The largest line buffer kept for the next line.
 const KEEP_LINE_BUFFER: usize = 1 << 20;
 
-/// How every blob record our writer (and `jq -c`, which keeps the order of
-/// keys) writes begins.
+/// How every blob record our writer (and `jq -c`) writes begins.
 const BLOB_START: &[u8] = br#"{"type":"blob","#;
-
-/// One index record. Blob records are nearly every line of an index (1.3
-/// million for a planet), and serde reads an internally tagged enum by
-/// buffering each record into a tree first; a line that starts with the
-/// blob tag is read straight into a [`BlobRecord`] instead (which ignores
-/// the `type` field), about twice as fast, and one in the exact form our
-/// writer writes is read without serde ([`crate::fast`]), faster still.
-/// Every other line takes the general path.
-fn parse_index_record(line: &[u8]) -> serde_json::Result<IndexRecord> {
-    if line.starts_with(BLOB_START) {
-        let fast = crate::fast::blob(line).map(Ok);
-        return fast
-            .unwrap_or_else(|| serde_json::from_slice(line))
-            .map(IndexRecord::Blob);
-    }
-    serde_json::from_slice(line)
-}
 
 /// How every merge record our writer (and `jq -c`) writes begins.
 const MERGE_START: &[u8] = br#"{"type":"merge","#;
 
-/// One plan record. A merge op is read straight into a [`MergeOp`] (which
-/// ignores the `type` field) for the reason blob records are (see
-/// [`parse_index_record`]): an op of millions of blobs would otherwise be
-/// buffered into a tree several times the size of its line first; and one
-/// in the exact form our writer writes is read without serde
-/// ([`crate::fast`]), three times as fast.
-pub(crate) fn parse_plan_record(line: &[u8]) -> serde_json::Result<PlanRecord> {
-    if line.starts_with(MERGE_START) {
-        let fast = crate::fast::merge(line).map(Ok);
-        return fast
-            .unwrap_or_else(|| serde_json::from_slice(line))
-            .map(PlanRecord::Merge);
+/// One record of a stream whose records are nearly all one variant (`wrap`),
+/// whose lines in our writer's form (and `jq -c`'s, which keeps the order of
+/// keys) begin with `start`: the index's blob records (1.3 million for a
+/// planet), the plan's merge ops (one of millions of blobs is one line).
+/// serde reads an internally tagged enum by buffering each record into a
+/// tree first (several times the size of its line); a line that starts with
+/// `start` is read straight into the variant's struct instead (which ignores
+/// the `type` field), about twice as fast, and one in the exact form our
+/// writer writes is read without serde (`fast`, [`crate::fast`]), faster
+/// still (three times for merge ops). Every other line takes the general path.
+fn parse_mostly<T: for<'de> Deserialize<'de>, V: for<'de> Deserialize<'de>>(
+    line: &[u8],
+    start: &[u8],
+    fast: impl Fn(&[u8]) -> Option<V>,
+    wrap: impl Fn(V) -> T,
+) -> serde_json::Result<T> {
+    if !line.starts_with(start) {
+        return serde_json::from_slice(line);
     }
-    serde_json::from_slice(line)
+    fast(line)
+        .map_or_else(|| serde_json::from_slice(line), Ok)
+        .map(wrap)
 }
 
 /// The fields every header record has, to explain a failed parse.
@@ -415,7 +405,10 @@ impl<R: BufRead> IndexReader<R> {
     /// The next record; `None` at the end of the stream (after an `end` record).
     pub fn next_record(&mut self) -> Result<Option<IndexRecord>, Error> {
         let line = self.lines.line() + 1;
-        let Some(rec) = self.lines.next_parsed(parse_index_record)? else {
+        let Some(rec) = self
+            .lines
+            .next_parsed(|l| parse_mostly(l, BLOB_START, crate::fast::blob, IndexRecord::Blob))?
+        else {
             return match self.section {
                 Some(_) => Err(Error::new(ErrorKind::MissingEnd).at_line(line)),
                 None if self.sections == 0 => {
@@ -424,8 +417,7 @@ impl<R: BufRead> IndexReader<R> {
                 None => Ok(None),
             };
         };
-        let line = self.lines.line();
-        self.check(&rec).map_err(|e| e.at_line(line))?;
+        self.check(&rec).map_err(|e| e.at_line(self.lines.line()))?;
         Ok(Some(rec))
     }
 
@@ -468,25 +460,16 @@ impl<R: BufRead> IndexReader<R> {
 }
 
 fn check_blob(b: &BlobRecord) -> Result<(), Error> {
-    if b.length < 4 || b.offset.checked_add(b.length).is_none() {
-        return Err(Error::invalid(format!(
-            "blob {} has an impossible range",
-            b.seq
-        )));
-    }
-    if u8::from(b.sorted) + u8::from(b.repeats) + u8::from(b.versions_unsorted) > 1 {
-        return Err(Error::invalid(format!(
-            "blob {}: at most one of sorted, repeats and versions_unsorted can be true",
-            b.seq
-        )));
-    }
-    if pbf_format::Key::from(b.first) > pbf_format::Key::from(b.last) {
-        return Err(Error::invalid(format!(
-            "blob {}: first key is after last key",
-            b.seq
-        )));
-    }
-    Ok(())
+    let problem = if b.length < 4 || b.offset.checked_add(b.length).is_none() {
+        " has an impossible range"
+    } else if u8::from(b.sorted) + u8::from(b.repeats) + u8::from(b.versions_unsorted) > 1 {
+        ": at most one of sorted, repeats and versions_unsorted can be true"
+    } else if pbf_format::Key::from(b.first) > pbf_format::Key::from(b.last) {
+        ": first key is after last key"
+    } else {
+        return Ok(());
+    };
+    Err(Error::invalid(format!("blob {}{problem}", b.seq)))
 }
 
 /// Reads a plan stream, validating ops against the header, their order
@@ -513,12 +496,11 @@ impl<R: BufRead> PlanReader<R> {
             None => Err(Error::new(ErrorKind::EmptyStream("plan"))),
         };
         let header = header.map_err(|e| e.at_line(lines.line()))?;
-        let order = OrderCheck::default();
         Ok(PlanReader {
             lines,
             header,
             seen: PlanEnd::default(),
-            order,
+            order: OrderCheck::default(),
             done: false,
         })
     }
@@ -545,7 +527,10 @@ impl<R: BufRead> PlanReader<R> {
         if self.done {
             return Ok(None);
         }
-        let Some(rec) = self.lines.next_parsed(parse_plan_record)? else {
+        let Some(rec) = self
+            .lines
+            .next_parsed(|l| parse_mostly(l, MERGE_START, crate::fast::merge, PlanRecord::Merge))?
+        else {
             return Err(Error::new(ErrorKind::MissingEnd).at_line(self.lines.line()));
         };
         let line = self.lines.line();

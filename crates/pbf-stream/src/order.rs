@@ -119,11 +119,9 @@ impl OrderCheck {
     ) -> Result<(), Error> {
         let end = offset.saturating_add(length);
         let read = self.read.entry(source).or_default();
-        let before = read
-            .range(..=offset)
-            .next_back()
-            .map(|(&s, &span)| (s, span));
-        let after = read.range(offset..).next().map(|(&s, &span)| (s, span));
+        let copied = |(&s, &span): (&u64, &Span)| (s, span);
+        let before = read.range(..=offset).next_back().map(copied);
+        let after = read.range(offset..).next().map(copied);
         for (start, span) in before.into_iter().chain(after) {
             if start < end && offset < span.end {
                 let name = sources.iter().find(|s| s.id == source).map(SourceRef::name);

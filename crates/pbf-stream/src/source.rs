@@ -120,7 +120,7 @@ pub fn check_unchanged(src: &FileIdentity, file: &File) -> Result<(), Error> {
 /// and the copiers hold them. Each ordinary source is opened and checked
 /// against the plan's record ([`check_source`]) when this is opened; a
 /// spool, which `pbf-merge` writes while the plan streams, is opened when
-/// first read ([`SourceFiles::file`]), and a range read from it is checked
+/// first read ([`SourceFile::file`]), and a range read from it is checked
 /// against its size at that moment ([`SourceFiles::range`]).
 #[derive(Debug)]
 pub struct SourceFiles {
@@ -164,11 +164,6 @@ impl SourceFiles {
     pub fn source(&self, id: u32) -> Result<&SourceFile, Error> {
         let found = self.list.iter().find(|s| s.recorded.id == id);
         found.ok_or_else(|| Error::invalid(format!("plan: op names unknown source {id}")))
-    }
-
-    /// The open file of source `id`; a spool is opened now if needed.
-    pub fn file(&self, id: u32) -> Result<&Arc<PbfFile>, Error> {
-        self.source(id)?.file()
     }
 
     /// The file of source `id` for reading `offset..offset + len`: a spool

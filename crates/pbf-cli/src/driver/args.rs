@@ -143,8 +143,7 @@ fn assignments(m: &ArgMatches, inputs: &[&OsStr]) -> Vec<u8> {
     }
     out.extend_from_slice(b"inputs=(");
     for input in inputs {
-        out.extend_from_slice(&quoted(input));
-        out.push(b' ');
+        out.extend([&quoted(input)[..], b" "].concat());
     }
     out.extend_from_slice(b")\n");
     out

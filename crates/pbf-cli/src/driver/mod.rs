@@ -177,22 +177,21 @@ pub fn command() -> Command {
             .short('v')
             .action(ArgAction::Count),
         )
-        .arg(stage(
-            "index-cmd",
-            "Replace pbf-index (or env PBF_SORT_INDEX)",
-        ))
-        .arg(stage(
-            "overlap-cmd",
-            "Replace pbf-overlap (or env PBF_SORT_OVERLAP)",
-        ))
-        .arg(stage(
-            "merge-cmd",
-            "Replace pbf-merge (or env PBF_SORT_MERGE)",
-        ))
-        .arg(stage(
-            "copy-cmd",
-            "Replace the copier, whatever --copier says (or env PBF_SORT_COPY)",
-        ))
+        .args(
+            [
+                ("index-cmd", "Replace pbf-index (or env PBF_SORT_INDEX)"),
+                (
+                    "overlap-cmd",
+                    "Replace pbf-overlap (or env PBF_SORT_OVERLAP)",
+                ),
+                ("merge-cmd", "Replace pbf-merge (or env PBF_SORT_MERGE)"),
+                (
+                    "copy-cmd",
+                    "Replace the copier, whatever --copier says (or env PBF_SORT_COPY)",
+                ),
+            ]
+            .map(|(id, help)| stage(id, help)),
+        )
 }
 
 /// The driver's help, as `pbf-sort --help` prints it.
