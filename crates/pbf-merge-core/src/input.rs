@@ -469,11 +469,15 @@ impl Inputs {
         claims_it: impl Fn(&Summary) -> bool,
     ) -> Error {
         let file = &self.files[blob.file as usize];
+        // What the frame's indexdata (ours or pbfhogg's) says of the blob,
+        // if it carries any that decodes.
         let frame = file.frame_header_at(blob.offset).ok();
-        if frame
-            .and_then(|f| indexdata_of(&f))
-            .is_some_and(|s| claims_it(&s))
-        {
+        let claimed = frame.as_ref().and_then(|f| {
+            let bytes = f.indexdata.as_deref()?;
+            let ours = f.blob_start.and_then(|s| indexdata::decode(bytes, &s));
+            ours.or_else(|| indexdata::decode_pbfhogg(bytes))
+        });
+        if claimed.is_some_and(|s| claims_it(&s)) {
             return Error::Indexdata(format!(
                 "indexdata of blob at offset {} of {} claims {said}, the blob holds {holds}: \
                  the indexdata is wrong; index the file again with pbf-index --decode, which \
@@ -488,14 +492,4 @@ impl Inputs {
             format!("the plan says {said}, the blob holds {holds}"),
         )
     }
-}
-
-/// What the frame's indexdata (ours or pbfhogg's) says of the blob, if it
-/// carries any that decodes.
-fn indexdata_of(frame: &FrameHeader) -> Option<Summary> {
-    let bytes = frame.indexdata.as_deref()?;
-    let ours = frame
-        .blob_start
-        .and_then(|start| indexdata::decode(bytes, &start));
-    ours.or_else(|| indexdata::decode_pbfhogg(bytes))
 }
