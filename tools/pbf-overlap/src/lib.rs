@@ -17,7 +17,7 @@ use anyhow::{Result, bail};
 use clap::{Arg, ArgMatches, Command, value_parser};
 use pbf_cli::args::{flag, option};
 use pbf_format::Keep;
-use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime};
+use pbf_stream::{Counts, PlanEnd, PlanRecord, StreamTime};
 
 use ahead::Ahead;
 use input::{Input, Purpose};
@@ -304,14 +304,20 @@ impl Ahead {
         for op in blobs.ops(frame_keys) {
             match op {
                 Op::Copy(c) => {
-                    tally.copy(&c);
+                    tally.end.add_copy(&c);
+                    tally.copy_ops += 1;
+                    tally.copy_blobs += c.blobs;
+                    tally.copy_bytes += c.length;
                     self.out.write(&PlanRecord::Copy(c))?;
                 }
                 Op::Merge(m) => {
                     let elements = m.elements();
                     self.out
                         .write_merge(m.first(), m.last(), elements, m.inputs())?;
-                    tally.merge(m.len(), elements);
+                    tally.end.add_merge_of(m.len(), elements);
+                    tally.merge_ops += 1;
+                    tally.merge_blobs += m.len();
+                    tally.merge_elements += elements;
                 }
             }
         }
@@ -338,22 +344,6 @@ struct Tally {
     merge_elements: u64,
     #[serde(skip)]
     end: PlanEnd,
-}
-
-impl Tally {
-    fn copy(&mut self, c: &CopyOp) {
-        self.end.add_copy(c);
-        self.copy_ops += 1;
-        self.copy_blobs += c.blobs;
-        self.copy_bytes += c.length;
-    }
-
-    fn merge(&mut self, inputs: u64, elements: u64) {
-        self.end.add_merge_of(inputs, elements);
-        self.merge_ops += 1;
-        self.merge_blobs += inputs;
-        self.merge_elements += elements;
-    }
 }
 
 /// `--check`: exit 0 when the input is in order (and holds the objects of
