@@ -194,7 +194,23 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if !m.get_flag("quiet") {
-        warn_negative_ids(&input);
+        // Say once which inputs hold negative ids: osm2pgsql refuses them,
+        // Valhalla reads them as huge positive ones.
+        let negative = input.negative_ids.iter();
+        let names: Vec<String> = negative
+            .map(|&s| input.sources[s as usize].name())
+            .collect();
+        if !names.is_empty() {
+            let verb = if names.len() == 1 { "holds" } else { "hold" };
+            let names = names.join(", ");
+            pbf_cli::warn(
+                NAME,
+                format!(
+                    "warning: {names} {verb} negative ids, which osm2pgsql refuses and Valhalla \
+                     misreads: `osmium renumber` gives every object a positive id"
+                ),
+            );
+        }
         if header::replication_dropped(&input.headers) {
             let why = "the inputs' replication fields (timestamp, sequence number, base URL) \
                        differ: the output has none";
@@ -233,28 +249,6 @@ struct Reference {
     files: String,
     several: bool,
     counts: Counts,
-}
-
-/// Say once which inputs hold negative ids: osm2pgsql refuses them,
-/// Valhalla reads them as huge positive ones.
-fn warn_negative_ids(input: &Input) {
-    let names: Vec<String> = input
-        .negative_ids
-        .iter()
-        .map(|&s| input.sources[s as usize].name())
-        .collect();
-    if names.is_empty() {
-        return;
-    }
-    pbf_cli::warn(
-        NAME,
-        format!(
-            "warning: {} {} negative ids, which osm2pgsql refuses and Valhalla misreads: \
-             `osmium renumber` gives every object a positive id",
-            names.join(", "),
-            if names.len() == 1 { "holds" } else { "hold" }
-        ),
-    );
 }
 
 /// The index streams named on the command line ('-' when none).
