@@ -130,13 +130,13 @@ impl OpFiles {
                 Error::Internal(m)
             })?;
             let file = &self.files[index as usize];
+            // From the first frame to the last one's probe, or as much of
+            // that as the file has.
+            let to = op.inputs[order[at + stretch.len() - 1] as usize].offset + PROBE;
+            let len = to.min(file.size()).saturating_sub(first.offset) as usize;
             let bytes = match stretch.len() {
                 1 => Vec::new(),
-                _ => read_stretch(
-                    file,
-                    first.offset,
-                    op.inputs[order[at + stretch.len() - 1] as usize].offset + PROBE,
-                )?,
+                _ => file.read_exact_at(first.offset, len, "frames")?,
             };
             for (position, &i) in (position + at as u32..).zip(stretch) {
                 let input = &op.inputs[i as usize];
@@ -182,12 +182,6 @@ fn stretch(items: &[u32], close: impl Fn(u32, u32, u32) -> bool) -> &[u32] {
         n += 1;
     }
     &items[..n.min(items.len())]
-}
-
-/// Bytes `from..to` of a file, or as many of them as it has.
-fn read_stretch(file: &PbfFile, from: u64, to: u64) -> Result<Vec<u8>> {
-    let to = to.min(file.size());
-    Ok(file.read_exact_at(from, to.saturating_sub(from) as usize, "frames")?)
 }
 
 /// An input checked against its frame header.
