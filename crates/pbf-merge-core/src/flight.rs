@@ -256,6 +256,7 @@ struct Gate {
     changed: Condvar,
 }
 
+#[derive(Default)]
 struct GateState {
     /// The ticket whose turn it is to take its share.
     next: u64,
@@ -273,11 +274,7 @@ impl Gate {
     fn new(budget: u64) -> Gate {
         Gate {
             budget,
-            state: Mutex::new(GateState {
-                next: 0,
-                used: 0,
-                closed: false,
-            }),
+            state: Mutex::default(),
             changed: Condvar::new(),
         }
     }

@@ -130,13 +130,13 @@ impl OpFiles {
                 Error::Internal(m)
             })?;
             let file = &self.files[index as usize];
+            // From the first frame to the last one's probe, or as much of
+            // that as the file has.
+            let to = op.inputs[order[at + stretch.len() - 1] as usize].offset + PROBE;
+            let len = to.min(file.size()).saturating_sub(first.offset) as usize;
             let bytes = match stretch.len() {
                 1 => Vec::new(),
-                _ => read_stretch(
-                    file,
-                    first.offset,
-                    op.inputs[order[at + stretch.len() - 1] as usize].offset + PROBE,
-                )?,
+                _ => file.read_exact_at(first.offset, len, "frames")?,
             };
             for (position, &i) in (position + at as u32..).zip(stretch) {
                 let input = &op.inputs[i as usize];
@@ -182,12 +182,6 @@ fn stretch(items: &[u32], close: impl Fn(u32, u32, u32) -> bool) -> &[u32] {
         n += 1;
     }
     &items[..n.min(items.len())]
-}
-
-/// Bytes `from..to` of a file, or as many of them as it has.
-fn read_stretch(file: &PbfFile, from: u64, to: u64) -> Result<Vec<u8>> {
-    let to = to.min(file.size());
-    Ok(file.read_exact_at(from, to.saturating_sub(from) as usize, "frames")?)
 }
 
 /// An input checked against its frame header.
@@ -469,11 +463,15 @@ impl Inputs {
         claims_it: impl Fn(&Summary) -> bool,
     ) -> Error {
         let file = &self.files[blob.file as usize];
+        // What the frame's indexdata (ours or pbfhogg's) says of the blob,
+        // if it carries any that decodes.
         let frame = file.frame_header_at(blob.offset).ok();
-        if frame
-            .and_then(|f| indexdata_of(&f))
-            .is_some_and(|s| claims_it(&s))
-        {
+        let claimed = frame.as_ref().and_then(|f| {
+            let bytes = f.indexdata.as_deref()?;
+            let ours = f.blob_start.and_then(|s| indexdata::decode(bytes, &s));
+            ours.or_else(|| indexdata::decode_pbfhogg(bytes))
+        });
+        if claimed.is_some_and(|s| claims_it(&s)) {
             return Error::Indexdata(format!(
                 "indexdata of blob at offset {} of {} claims {said}, the blob holds {holds}: \
                  the indexdata is wrong; index the file again with pbf-index --decode, which \
@@ -488,14 +486,4 @@ impl Inputs {
             format!("the plan says {said}, the blob holds {holds}"),
         )
     }
-}
-
-/// What the frame's indexdata (ours or pbfhogg's) says of the blob, if it
-/// carries any that decodes.
-fn indexdata_of(frame: &FrameHeader) -> Option<Summary> {
-    let bytes = frame.indexdata.as_deref()?;
-    let ours = frame
-        .blob_start
-        .and_then(|start| indexdata::decode(bytes, &start));
-    ours.or_else(|| indexdata::decode_pbfhogg(bytes))
 }

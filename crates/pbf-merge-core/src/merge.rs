@@ -14,7 +14,7 @@ use crate::writer::Parcels;
 /// Merge the streams into `out` in (key, rank) order.
 pub(crate) fn merge(streams: Vec<Stream>, out: &mut Parcels<'_>) -> Result<()> {
     let mut cursors = Vec::with_capacity(streams.len());
-    let mut heads = Heads::with_capacity(streams.len());
+    let mut heads = Heads(Vec::with_capacity(streams.len()));
     for (i, mut stream) in streams.into_iter().enumerate() {
         let block = next_nonempty(&mut stream)?.unwrap_or_default();
         if let Some(head) = block.rest().first() {
@@ -48,43 +48,35 @@ struct Head {
 /// load before it) completes, once per stretch. Heads of different streams
 /// never tie (a rank names the input blob, and a blob is in one stream), so
 /// no tie needs breaking.
-struct Heads {
-    items: Vec<Head>,
-}
+struct Heads(Vec<Head>);
 
 impl Heads {
-    fn with_capacity(n: usize) -> Heads {
-        Heads {
-            items: Vec::with_capacity(n),
-        }
-    }
-
     fn top(&self) -> Option<Head> {
-        self.items.first().copied()
+        self.0.first().copied()
     }
 
     /// The second-smallest key: the smaller child of the root.
     fn second(&self) -> Option<(u128, u64)> {
-        self.items.iter().skip(1).take(2).map(|h| h.key).min()
+        self.0.iter().skip(1).take(2).map(|h| h.key).min()
     }
 
     fn push(&mut self, head: Head) {
-        let mut pos = self.items.len();
-        self.items.push(head);
+        let mut pos = self.0.len();
+        self.0.push(head);
         while pos > 0 {
             let parent = (pos - 1) / 2;
-            if self.items[parent].key <= head.key {
+            if self.0[parent].key <= head.key {
                 break;
             }
-            self.items[pos] = self.items[parent];
+            self.0[pos] = self.0[parent];
             pos = parent;
         }
-        self.items[pos] = head;
+        self.0[pos] = head;
     }
 
     /// Replace the top with `head` and restore the heap order.
     fn replace_top(&mut self, head: Head) {
-        let items = &mut self.items;
+        let items = &mut self.0;
         let n = items.len();
         let mut pos = 0;
         loop {
@@ -111,8 +103,8 @@ impl Heads {
 
     /// Remove the top.
     fn pop(&mut self) {
-        if let Some(last) = self.items.pop() {
-            if !self.items.is_empty() {
+        if let Some(last) = self.0.pop() {
+            if !self.0.is_empty() {
                 self.replace_top(last);
             }
         }
@@ -202,7 +194,7 @@ mod tests {
             start in proptest::collection::vec(0u64..1000, 0..40),
             steps in proptest::collection::vec(proptest::option::of(0u64..1000), 0..80),
         ) {
-            let mut heads = Heads::with_capacity(start.len());
+            let mut heads = Heads(Vec::with_capacity(start.len()));
             let mut model: Vec<(u128, u64)> = Vec::new();
             let mut rank = 0;
             let mut next = |k: u64| { rank += 1; (u128::from(k), rank) };

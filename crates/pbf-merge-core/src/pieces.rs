@@ -121,7 +121,14 @@ type PieceLoads = Vec<Vec<(usize, Option<Arc<Shared>>)>>;
 /// run, decoded already.
 fn plan(runs: &[Arc<Run>], cuts: &[u128], loaded: Option<Vec<Arc<Block>>>) -> Vec<PieceLoads> {
     if let Some(blocks) = loaded {
-        return plan_loaded(blocks, cuts);
+        // Every piece reads its keys of every run's decoded block.
+        let users = cuts.len() + 1;
+        let shared: Vec<Arc<Shared>> = blocks
+            .into_iter()
+            .map(|b| Shared::new(users, Some(b)))
+            .collect();
+        let piece = || shared.iter().map(|s| vec![(0, Some(Arc::clone(s)))]);
+        return (0..users).map(|_| piece().collect()).collect();
     }
     let mut pieces: Vec<PieceLoads> = (0..=cuts.len())
         .map(|_| vec![Vec::new(); runs.len()])
@@ -129,10 +136,8 @@ fn plan(runs: &[Arc<Run>], cuts: &[u128], loaded: Option<Vec<Arc<Block>>>) -> Ve
     for (r, run) in runs.iter().enumerate() {
         for i in 0..run.loads() {
             let (first, last) = run.bounds(i);
-            let (a, b) = (
-                piece_of(cuts, first),
-                piece_of(cuts, last).max(piece_of(cuts, first)),
-            );
+            let a = piece_of(cuts, first);
+            let b = piece_of(cuts, last).max(a);
             let shared = (b > a).then(|| Shared::new(b - a + 1, None));
             for piece in &mut pieces[a..=b] {
                 piece[r].push((i, shared.clone()));
@@ -140,23 +145,6 @@ fn plan(runs: &[Arc<Run>], cuts: &[u128], loaded: Option<Vec<Arc<Block>>>) -> Ve
         }
     }
     pieces
-}
-
-/// Every piece reads its keys of every run's decoded block.
-fn plan_loaded(blocks: Vec<Arc<Block>>, cuts: &[u128]) -> Vec<PieceLoads> {
-    let users = cuts.len() + 1;
-    let shared: Vec<Arc<Shared>> = blocks
-        .into_iter()
-        .map(|b| Shared::new(users, Some(b)))
-        .collect();
-    (0..users)
-        .map(|_| {
-            shared
-                .iter()
-                .map(|s| vec![(0, Some(Arc::clone(s)))])
-                .collect()
-        })
-        .collect()
 }
 
 /// Keys at even steps through the decoded `blocks`, cutting them into

@@ -23,15 +23,6 @@ const PART_INPUTS: usize = 1024;
 /// Parts an op's headers are read in, at most.
 const PARTS: usize = 8;
 
-/// Parts an op's headers are read in, at most, within a memory budget of
-/// `memory` bytes: each part reads up to [`READ_STRETCH`] at a time, and the
-/// parts together read at most a sixteenth of the budget at once (one part
-/// however small).
-fn parts_within(memory: u64) -> usize {
-    let parts = memory / 16 / READ_STRETCH;
-    (parts as usize).clamp(1, PARTS)
-}
-
 impl Merger {
     /// Read and check the frame headers of an op's inputs (in `order`, file
     /// order) and partition its blobs into chains; the CPU time of the tasks
@@ -81,8 +72,8 @@ impl Merger {
         })
     }
 
-    /// The headers of `order`, read in up to [`parts_within`] the budget
-    /// parts of at least [`PART_INPUTS`], side by side on the pool (its
+    /// The headers of `order`, read in parts of at least [`PART_INPUTS`]
+    /// (at most [`PARTS`], fewer where the budget is small), side by side on the pool (its
     /// threads exist already, so the parts' buffers come from memory they
     /// hold anyway), each timed as a task of `beside`; errors in file order.
     fn read_parts(
@@ -93,7 +84,11 @@ impl Merger {
         beside: &Tasks,
     ) -> Result<Vec<InputBlob>> {
         use rayon::prelude::*;
-        let parts = (order.len() / PART_INPUTS).clamp(1, parts_within(self.opts.memory));
+        // Each part reads up to READ_STRETCH at a time, and the parts
+        // together read at most a sixteenth of the budget at once (one part
+        // however small).
+        let within = ((self.opts.memory / 16 / READ_STRETCH) as usize).clamp(1, PARTS);
+        let parts = (order.len() / PART_INPUTS).clamp(1, within);
         let size = order.len().div_ceil(parts).max(1);
         let read = |(i, part): (usize, &[u32])| {
             let first = (i * size) as u32;

@@ -393,24 +393,14 @@ pub(crate) fn repeats(last: Option<(u128, u64)>, key: (u128, u64), keep: Keep) -
     Ok(keep == Keep::Dedupe && key.0 == last.0)
 }
 
-/// The block being filled: its elements, their input blobs (for spill packets),
-/// and what is known of its keys and sizes.
+/// The block being filled: its elements and sizes (its keys are summed up
+/// where it is encoded).
 #[derive(Default)]
 struct Pending {
     /// Elements in the block.
     len: usize,
-    /// The elements in order as ranges of parcels (whose keys are summed
-    /// up when the block is encoded).
+    /// The elements in order as ranges of parcels.
     slices: Vec<(Arc<Parcel>, usize, usize)>,
-    blobs: Vec<u32>,
-    first: u128,
-    last: u128,
-    counts: [u64; 4],
-    /// False once two elements share a key (without dedupe).
-    strict: bool,
-    /// Elements right after one of the same kind and id.
-    duplicate_ids: u64,
-    negative_ids: bool,
     encoded: usize,
     approx: u64,
 }
@@ -425,64 +415,49 @@ impl Pending {
         self.encoded = self.encoded.saturating_add(order.encoded as usize);
         self.approx += u64::from(order.approx);
     }
-
-    /// Sum up the keys of the block's elements, and for a spill packet
-    /// their input blobs.
-    fn sum_up_keys(&mut self, keep_blob: bool) {
-        let slices = std::mem::take(&mut self.slices);
-        let orders = slices
-            .iter()
-            .flat_map(|(b, from, to)| &b.orders[*from..*to]);
-        self.strict = true;
-        for (i, order) in orders.enumerate() {
-            match i {
-                0 => self.first = order.key,
-                _ => {
-                    self.strict &= order.key != self.last;
-                    self.duplicate_ids += u64::from(same_object(order.key, self.last));
-                }
-            }
-            self.negative_ids |= packed_negative(order.key);
-            self.last = order.key;
-            self.counts[((order.key >> 97) & 3) as usize] += 1;
-            if keep_blob {
-                self.blobs.push(order.blob());
-            }
-        }
-        self.slices = slices;
-    }
-
-    /// Views of the elements, in order.
-    fn views(&self) -> Vec<Obj<'_>> {
-        let slices = self.slices.iter();
-        slices
-            .flat_map(|(b, from, to)| b.views(*from..*to))
-            .collect()
-    }
-
-    /// The block's keys, as a key scan of it would find them.
-    fn summary(&self) -> Summary {
-        Summary {
-            first: Key::from_packed(self.first),
-            last: Key::from_packed(self.last),
-            counts: self.counts,
-            sorted: self.strict,
-            repeats: !self.strict,
-            versions_unsorted: false,
-            duplicate_ids: self.duplicate_ids,
-            negative_ids: self.negative_ids,
-        }
-    }
 }
 
-/// Encode a block in `format`.
-fn encode(mut block: Pending, format: BlockFormat) -> Result<Encoded> {
+/// Encode a block in `format`, summing up its keys as a key scan of it
+/// would find them, and for a spill packet its elements' input blobs.
+fn encode(block: Pending, format: BlockFormat) -> Result<Encoded> {
     if block.len == 0 {
         return Err(Error::Internal("empty block".into()));
     }
-    block.sum_up_keys(matches!(format, BlockFormat::SpillPacket(..)));
-    let summary = block.summary();
-    let views = block.views();
+    let keep_blob = matches!(format, BlockFormat::SpillPacket(..));
+    let slices = || block.slices.iter();
+    let orders = slices().flat_map(|(b, from, to)| &b.orders[*from..*to]);
+    let (mut blobs, mut first, mut last, mut counts) = (Vec::new(), 0, 0, [0u64; 4]);
+    // `strict`: false once two elements share a key (without dedupe);
+    // `duplicate_ids`: elements right after one of the same kind and id.
+    let (mut strict, mut duplicate_ids, mut negative_ids) = (true, 0u64, false);
+    for (i, order) in orders.enumerate() {
+        match i {
+            0 => first = order.key,
+            _ => {
+                strict &= order.key != last;
+                duplicate_ids += u64::from(same_object(order.key, last));
+            }
+        }
+        negative_ids |= packed_negative(order.key);
+        last = order.key;
+        counts[((order.key >> 97) & 3) as usize] += 1;
+        if keep_blob {
+            blobs.push(order.blob());
+        }
+    }
+    let summary = Summary {
+        first: Key::from_packed(first),
+        last: Key::from_packed(last),
+        counts,
+        sorted: strict,
+        repeats: !strict,
+        versions_unsorted: false,
+        duplicate_ids,
+        negative_ids,
+    };
+    let views: Vec<Obj<'_>> = slices()
+        .flat_map(|(b, from, to)| b.views(*from..*to))
+        .collect();
     let bytes = match format {
         BlockFormat::PbfFrame(c, opts, with_indexdata) => {
             let blob = compress::encode_blob(&block::encode_objects(&views, &opts), c)?;
@@ -490,7 +465,7 @@ fn encode(mut block: Pending, format: BlockFormat) -> Result<Encoded> {
                 with_indexdata.then(|| indexdata::encode(&summary, &frame::BlobStart::of(&blob)));
             frame::encode_frame(&frame::BlobType::OsmData, ix.as_deref(), &blob)?
         }
-        BlockFormat::SpillPacket(c) => packet::write_packet(&views, &block.blobs, c)?,
+        BlockFormat::SpillPacket(c) => packet::write_packet(&views, &blobs, c)?,
     };
     Ok(Encoded {
         bytes,

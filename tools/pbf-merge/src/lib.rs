@@ -523,8 +523,21 @@ fn rewrite(
         }
         while let Some(front) = waiting.pop_front() {
             let bytes = match front {
+                // A new output header (after an early plan record) and word
+                // of how far the input is in order are flushed at once, so
+                // a copier can start over or copy ahead.
                 Waiting::Record(record) => {
-                    pass_on(*record, &mut out, &mut end, progress)?;
+                    match *record {
+                        PlanRecord::Copy(c) => {
+                            end.add_copy(&c);
+                            progress.bar.inc(c.length);
+                            out.write(&PlanRecord::Copy(c))?;
+                        }
+                        record => {
+                            out.write(&record)?;
+                            out.flush()?;
+                        }
+                    }
                     continue;
                 }
                 Waiting::Merge(bytes) => bytes,
@@ -573,29 +586,6 @@ fn rewrite(
     };
     out.finish()?;
     Ok(totals)
-}
-
-/// Write a record that is not a merge op. A new output header (after an
-/// early plan record) and word of how far the input is in order are
-/// flushed at once, so a copier can start over or copy ahead.
-fn pass_on(
-    record: PlanRecord,
-    out: &mut PlanOut,
-    end: &mut PlanEnd,
-    progress: &Progress,
-) -> Result<()> {
-    match record {
-        PlanRecord::Copy(c) => {
-            end.add_copy(&c);
-            progress.bar.inc(c.length);
-            out.write(&PlanRecord::Copy(c))?;
-        }
-        record => {
-            out.write(&record)?;
-            out.flush()?;
-        }
-    }
-    Ok(())
 }
 
 /// One copy op over consecutive spool frames.

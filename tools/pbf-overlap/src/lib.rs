@@ -17,7 +17,7 @@ use anyhow::{Result, bail};
 use clap::{Arg, ArgMatches, Command, value_parser};
 use pbf_cli::args::{flag, option};
 use pbf_format::Keep;
-use pbf_stream::{CopyOp, Counts, PlanEnd, PlanRecord, StreamTime};
+use pbf_stream::{Counts, PlanEnd, PlanRecord, StreamTime};
 
 use ahead::Ahead;
 use input::{Input, Purpose};
@@ -194,7 +194,23 @@ pub fn run(m: &ArgMatches) -> Result<ExitCode> {
     input.read_all(&index_names(m), &mut |input| plan.record_read(input))?;
     let (tally, writing) = plan.finish(&input, !m.get_flag("no-frame-keys"))?;
     if !m.get_flag("quiet") {
-        warn_negative_ids(&input);
+        // Say once which inputs hold negative ids: osm2pgsql refuses them,
+        // Valhalla reads them as huge positive ones.
+        let negative = input.negative_ids.iter();
+        let names: Vec<String> = negative
+            .map(|&s| input.sources[s as usize].name())
+            .collect();
+        if !names.is_empty() {
+            let verb = if names.len() == 1 { "holds" } else { "hold" };
+            let names = names.join(", ");
+            pbf_cli::warn(
+                NAME,
+                format!(
+                    "warning: {names} {verb} negative ids, which osm2pgsql refuses and Valhalla \
+                     misreads: `osmium renumber` gives every object a positive id"
+                ),
+            );
+        }
         if header::replication_dropped(&input.headers) {
             let why = "the inputs' replication fields (timestamp, sequence number, base URL) \
                        differ: the output has none";
@@ -233,28 +249,6 @@ struct Reference {
     files: String,
     several: bool,
     counts: Counts,
-}
-
-/// Say once which inputs hold negative ids: osm2pgsql refuses them,
-/// Valhalla reads them as huge positive ones.
-fn warn_negative_ids(input: &Input) {
-    let names: Vec<String> = input
-        .negative_ids
-        .iter()
-        .map(|&s| input.sources[s as usize].name())
-        .collect();
-    if names.is_empty() {
-        return;
-    }
-    pbf_cli::warn(
-        NAME,
-        format!(
-            "warning: {} {} negative ids, which osm2pgsql refuses and Valhalla misreads: \
-             `osmium renumber` gives every object a positive id",
-            names.join(", "),
-            if names.len() == 1 { "holds" } else { "hold" }
-        ),
-    );
 }
 
 /// The index streams named on the command line ('-' when none).
@@ -304,14 +298,20 @@ impl Ahead {
         for op in blobs.ops(frame_keys) {
             match op {
                 Op::Copy(c) => {
-                    tally.copy(&c);
+                    tally.end.add_copy(&c);
+                    tally.copy_ops += 1;
+                    tally.copy_blobs += c.blobs;
+                    tally.copy_bytes += c.length;
                     self.out.write(&PlanRecord::Copy(c))?;
                 }
                 Op::Merge(m) => {
                     let elements = m.elements();
                     self.out
                         .write_merge(m.first(), m.last(), elements, m.inputs())?;
-                    tally.merge(m.len(), elements);
+                    tally.end.add_merge_of(m.len(), elements);
+                    tally.merge_ops += 1;
+                    tally.merge_blobs += m.len();
+                    tally.merge_elements += elements;
                 }
             }
         }
@@ -338,22 +338,6 @@ struct Tally {
     merge_elements: u64,
     #[serde(skip)]
     end: PlanEnd,
-}
-
-impl Tally {
-    fn copy(&mut self, c: &CopyOp) {
-        self.end.add_copy(c);
-        self.copy_ops += 1;
-        self.copy_blobs += c.blobs;
-        self.copy_bytes += c.length;
-    }
-
-    fn merge(&mut self, inputs: u64, elements: u64) {
-        self.end.add_merge_of(inputs, elements);
-        self.merge_ops += 1;
-        self.merge_blobs += inputs;
-        self.merge_elements += elements;
-    }
 }
 
 /// `--check`: exit 0 when the input is in order (and holds the objects of
