@@ -223,7 +223,7 @@ struct CopyAhead {
     /// The plan line of the last op that continued it, for errors.
     line: u64,
     allowance: Arc<Allowance>,
-    thread: Option<JoinHandle<Copied>>,
+    thread: Option<JoinHandle<WriterOutcome>>,
 }
 
 /// How far the writer may copy, how far it took slices, and whether it
@@ -277,7 +277,7 @@ impl Allowance {
 /// each part of them went, in order, and the error that stopped it early,
 /// if any.
 #[derive(Debug, Default)]
-struct Copied {
+struct WriterOutcome {
     done: u64,
     steps: Vec<CopyStats>,
     error: Option<pbf_output::Error>,
@@ -286,7 +286,7 @@ struct Copied {
     busy: Duration,
 }
 
-impl Copied {
+impl WriterOutcome {
     /// How the first `kept` bytes were copied. Within one part the kernel
     /// copies first and the fallback takes the rest ([`copy_range`]), so a
     /// part cut short is split exactly too.
@@ -340,7 +340,7 @@ impl CopyAhead {
     }
 
     /// Stop, or with `wait` allow the whole range, and wait for the writer.
-    fn join(&mut self, wait: bool) -> Copied {
+    fn join(&mut self, wait: bool) -> WriterOutcome {
         let len = self.len;
         self.allowance.change(|s| match wait {
             true => s.allowed = len,
@@ -348,14 +348,14 @@ impl CopyAhead {
         });
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(copied)) => copied,
-            Some(Err(_)) => Copied {
+            Some(Err(_)) => WriterOutcome {
                 error: Some(pbf_output::Error::invalid(
                     "copy ahead",
                     "a copying thread panicked",
                 )),
-                ..Copied::default()
+                ..WriterOutcome::default()
             },
-            None => Copied::default(),
+            None => WriterOutcome::default(),
         }
     }
 }
@@ -376,7 +376,7 @@ fn copy_slices(
     (dst, at): (&File, u64),
     allowance: &Allowance,
     direct: bool,
-) -> Copied {
+) -> WriterOutcome {
     let direct = direct.then(|| Direct::open(dst)).flatten();
     let mut writer = Writer {
         src,
@@ -384,7 +384,7 @@ fn copy_slices(
         direct: direct.as_ref(),
         buf: None,
     };
-    let mut copied = Copied::default();
+    let mut copied = WriterOutcome::default();
     while let Some((start, n)) = allowance.take_slice() {
         let started = Instant::now();
         let slice = writer.copy(offset + start, n, at + start);
