@@ -668,6 +668,30 @@ fn binary_output_to_the_terminal_is_refused() {
     }
 }
 
+/// A stage run by hand with its stream on the terminal: refused at once
+/// (no stream is ever typed), not a silent wait that ends in "upstream
+/// stage died?" when the user gives up.
+#[test]
+fn a_stage_refuses_a_stream_from_the_terminal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("out.osm.pbf");
+    let mut copy = crate::util::commands::bin("pbf-copy");
+    copy.arg("-o").arg(&out);
+    let stages = [
+        ("pbf-overlap", crate::util::commands::bin("pbf-overlap")),
+        ("pbf-merge", crate::util::commands::bin("pbf-merge")),
+        ("pbf-copy", copy),
+    ];
+    for (who, cmd) in stages {
+        let d = in_terminal(cmd, 80, Then::Watch);
+        assert_eq!(d.status.code(), Some(2), "{who}:\n{}", d.show());
+        let text = d.show();
+        let want = format!("{who}: error: standard input is a terminal: this stage reads");
+        assert!(text.trim_start().starts_with(&want), "{who}:\n{text}");
+        assert!(!out.exists(), "{who}: an output was left");
+    }
+}
+
 /// Standard input on the terminal, named `-` or by a path to it, or the
 /// terminal named as an input: refused at once, rather than waiting for
 /// typed bytes that are never PBF; and by the `--dry-run` script too, with

@@ -222,10 +222,14 @@ pub fn sigpipe_if_cut(result: anyhow::Result<ExitCode>) -> anyhow::Result<ExitCo
 }
 
 /// Open an input: a path, or standard input for `-` (a [`Usage`] error
-/// when it cannot be opened). A pipe on standard input is widened
-/// (to 1 MiB, see `widen_pipe`), and read up to [`INPUT_BUFFER`] at a time.
+/// when it cannot be opened, or when standard input is a terminal, where
+/// no stream ever comes). A pipe on standard input is widened (to 1 MiB,
+/// see `widen_pipe`), and read up to [`INPUT_BUFFER`] at a time.
 pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     let read: Box<dyn io::Read + Send> = if path == "-" {
+        if io::stdin().is_terminal() {
+            return Err(usage(TERMINAL_INPUT));
+        }
         widen_pipe(io::stdin());
         Box::new(io::stdin())
     } else {
@@ -234,6 +238,10 @@ pub fn input(path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     };
     Ok(Box::new(BufReader::with_capacity(INPUT_BUFFER, read)))
 }
+
+/// Why a stage does not wait for a stream typed on the terminal.
+pub const TERMINAL_INPUT: &str = "standard input is a terminal: this stage reads the stream of \
+     the stage before it; pipe it in or name its file (see --help)";
 
 /// Bytes an input is read at a time: as much as a widened pipe holds. With
 /// 64 KiB, pbf-overlap read the 158 MB index of 580,414 small blobs from a

@@ -132,7 +132,8 @@ impl OpFiles {
             let file = &self.files[index as usize];
             // From the first frame to the last one's probe, or as much of
             // that as the file has.
-            let to = op.inputs[order[at + stretch.len() - 1] as usize].offset + PROBE;
+            let last = &op.inputs[order[at + stretch.len() - 1] as usize];
+            let to = last.offset.saturating_add(PROBE);
             let len = to.min(file.size()).saturating_sub(first.offset) as usize;
             let bytes = match stretch.len() {
                 1 => Vec::new(),
@@ -170,7 +171,7 @@ fn header_stretch<'a>(op: &MergeOp, order: &'a [u32]) -> &'a [u32] {
         let (first, prev, next) = (input(first), input(prev), input(next));
         next.source == first.source
             && next.offset.saturating_sub(prev.offset) <= READ_GAP
-            && next.offset + PROBE - first.offset <= READ_STRETCH
+            && next.offset.saturating_add(PROBE) - first.offset <= READ_STRETCH
     })
 }
 
