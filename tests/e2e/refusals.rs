@@ -901,7 +901,7 @@ fn a_pipe_that_ends_early_or_is_not_pbf_fails_naming_standard_input() {
         let code = if says == "truncated" { 1 } else { 2 };
         assert_eq!(o.status.code(), Some(code), "{what}: {err}");
         assert!(
-            err.starts_with("pbf-index: error: /dev/stdin: ") && err.contains(says),
+            err.starts_with("pbf-index: error: standard input: ") && err.contains(says),
             "{what}: {err}"
         );
         assert!(
@@ -1141,9 +1141,9 @@ fn streams_that_are_not_pbf_exit_2_with_a_working_hint() {
         c.arg("-").stdin(std::fs::File::open(input).expect("open"));
         let index = c.output().expect("pbf-index");
         let line = refused("pbf-index -", &index, 2, &[fix]) + "\n";
-        let want = format!("pbf-index: error: /dev/stdin: this is {kind}");
+        let want = format!("pbf-index: error: standard input: this is {kind}");
         assert!(line.starts_with(&want), "{line}");
-        assert!(!line.contains("osmium cat /dev/stdin"), "{line}");
+        assert!(!line.contains("osmium cat standard input"), "{line}");
         let mut c = pbf_sort();
         c.args(["-q", "-", "-o"]).arg(&out);
         let sort = run_with_input(c, &bytes);
@@ -1168,7 +1168,7 @@ fn streams_that_are_not_pbf_exit_2_with_a_working_hint() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
-        err.starts_with("pbf-index: error: /dev/stdin: empty (0 bytes), not a PBF"),
+        err.starts_with("pbf-index: error: standard input: empty (0 bytes), not a PBF"),
         "{err}"
     );
 }
@@ -1189,7 +1189,7 @@ fn text_json_and_random_bytes_on_standard_input_are_not_pbf() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{file} on stdin: {err}");
         assert!(
-            err.starts_with("pbf-index: error: /dev/stdin: unknown data, not a PBF file"),
+            err.starts_with("pbf-index: error: standard input: unknown data, not a PBF file"),
             "{file} on stdin: {err}"
         );
         assert!(!out.exists() && no_temporaries(d), "{file}");

@@ -20,11 +20,12 @@ pub(crate) fn for_cause(cause: &(dyn std::error::Error + 'static)) -> Option<Str
 /// OPL and o5m (told the format with `-F`, so the name's suffix does not
 /// matter); a compressed input is decompressed first, into `pbf-sort -`
 /// when it holds PBF, else into osmium (which reads no xz or zstd).
-/// Standard input (`-` or `/dev/stdin`) and a pipe of the shell's
-/// (`/dev/fd/N`, from `<(...)`) are streams, read once: the command starts
-/// with `... |`, the place of whatever wrote them.
+/// Standard input (`-`, `/dev/stdin`, or named in words) and a pipe of
+/// the shell's (`/dev/fd/N`, from `<(...)`) are streams, read once: the
+/// command starts with `... |`, the place of whatever wrote them.
 fn advice(kind: &NotPbf, name: &str) -> Option<String> {
-    let stream = name == "-" || name == "/dev/stdin" || name.starts_with("/dev/fd/");
+    let stream = ["-", "/dev/stdin", crate::input_name("-")].contains(&name)
+        || name.starts_with("/dev/fd/");
     // What reads the input: NAME as an argument, or a pipe from "...".
     let (from, arg) = if stream {
         ("... | ".to_owned(), "-".to_owned())
@@ -87,11 +88,13 @@ mod tests {
              bzip2 -dc x.osm.pbf.bz2 | pbf-sort - -o OUT.osm.pbf; if OSM XML: bzip2 -dc \
              x.osm.pbf.bz2 | osmium cat -F xml - -f pbf -o - | pbf-sort - -o OUT.osm.pbf"
         );
-        assert_eq!(
-            said(NotPbf::Xml, "/dev/stdin"),
-            "this is OSM XML, not PBF: convert it: ... | osmium cat -F xml - -f pbf -o - | \
-             pbf-sort - -o OUT.osm.pbf"
-        );
+        for stdin in ["/dev/stdin", "standard input"] {
+            assert_eq!(
+                said(NotPbf::Xml, stdin),
+                "this is OSM XML, not PBF: convert it: ... | osmium cat -F xml - -f pbf -o - \
+                 | pbf-sort - -o OUT.osm.pbf"
+            );
+        }
         assert_eq!(
             said(NotPbf::Compressed("zstd"), "-"),
             "this is zstd-compressed data, not PBF: if it holds PBF, decompress it: ... | \

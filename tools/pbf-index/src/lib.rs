@@ -364,8 +364,9 @@ struct Tally {
 const SAVE_FIRST: &str = "save it to a regular file first (pbf-sort - does that for you)";
 
 /// `-`: standard input, indexed when it is a regular file (`pbf-index - <
-/// file`), through this name, which says what it is in every message; the
-/// index stream records the file's own path for the later stages.
+/// file`), opened through this name; messages call it standard input, as
+/// every stage does, and the index stream records the file's own path for
+/// the later stages.
 const STDIN: &str = "/dev/stdin";
 
 /// The path to open for an argument (`-` is [`STDIN`]).
@@ -374,6 +375,14 @@ fn open_path(path: &Path) -> &Path {
         Path::new(STDIN)
     } else {
         path
+    }
+}
+
+/// How messages name an argument: as given, `-` in words.
+fn shown(given: &Path) -> &Path {
+    match given.to_str() {
+        Some(name @ "-") => Path::new(pbf_cli::input_name(name)),
+        _ => given,
     }
 }
 
@@ -386,7 +395,7 @@ fn usable(path: &Path, given: &Path) -> Result<()> {
              stages re-read the file by offset; {SAVE_FIRST}"
         );
     }
-    let (path, shown) = (open_path(path), open_path(given).display());
+    let (path, shown) = (open_path(path), shown(given).display());
     // Before canonicalize: /dev/stdin on a pipe resolves to "pipe:[N]", which
     // does not exist, and a FIFO would block the open.
     let in_words = |e: std::io::Error| anyhow::anyhow!(pbf_cli::paths::io_line(&shown, &e));
@@ -414,9 +423,9 @@ fn index_file<W: Write + Send>(
 ) -> Result<Tally> {
     let started = std::time::Instant::now();
     let serialised = out.serialise_time();
-    // Messages name the file as given (standard input as /dev/stdin); the
-    // stream records its absolute path, for the later stages to open.
-    let (path, shown) = (open_path(path), open_path(given));
+    // Messages name the file as given; the stream records its absolute
+    // path, for the later stages to open.
+    let (path, shown) = (open_path(path), shown(given));
     let abs = std::fs::canonicalize(path).with_context(|| format!("{}", shown.display()))?;
     let file = PbfFile::open(path)?.named(shown);
     let mut walk = Walk::new(&file, opts.io);
