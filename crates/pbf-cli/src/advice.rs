@@ -24,8 +24,8 @@ pub(crate) fn for_cause(cause: &(dyn std::error::Error + 'static)) -> Option<Str
 /// the shell's (`/dev/fd/N`, from `<(...)`) are streams, read once: the
 /// command starts with `... |`, the place of whatever wrote them.
 fn advice(kind: &NotPbf, name: &str) -> Option<String> {
-    let stream = ["-", "/dev/stdin", crate::input_name("-")].contains(&name)
-        || name.starts_with("/dev/fd/");
+    let stream =
+        ["-", "/dev/stdin", crate::input_name("-")].contains(&name) || name.starts_with("/dev/fd/");
     // What reads the input: NAME as an argument, or a pipe from "...".
     let (from, arg) = if stream {
         ("... | ".to_owned(), "-".to_owned())
