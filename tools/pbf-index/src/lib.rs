@@ -380,9 +380,10 @@ fn open_path(path: &Path) -> &Path {
 
 /// How messages name an argument: as given, `-` in words.
 fn shown(given: &Path) -> &Path {
-    match given.to_str() {
-        Some(name @ "-") => Path::new(pbf_cli::input_name(name)),
-        _ => given,
+    if given == Path::new("-") {
+        Path::new(pbf_cli::input_name("-"))
+    } else {
+        given
     }
 }
 
